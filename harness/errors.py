@@ -1,0 +1,40 @@
+"""One exception hierarchy. User mistakes print one line and exit 2; bugs keep their traceback."""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base of every error the harness raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(HarnessError):
+    """A mistake by the user: bad flag, bad file, unknown name. One line, exit 2."""
+
+    exit_code = 2
+
+
+class SpecError(UsageError):
+    """matrix.yaml is malformed; the message names file, line and key path."""
+
+    def __init__(self, message: str, *, file: str, line: int | None, path: str = "") -> None:
+        where = f"{file}:{line}" if line else file
+        self.file, self.line, self.path = file, line, path
+        super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+
+
+class BackendError(HarnessError):
+    """An environment backend failed (foreign errors are translated into this at the boundary)."""
+
+
+class EnvBuildError(BackendError):
+    """An environment could not be built; its cells become ERROR, the run goes on."""
+
+
+class DriftError(BackendError):
+    """The built environment does not hold what its spec asked for."""
+
+
+class StoreError(HarnessError):
+    """A run directory is missing or unreadable."""

@@ -1,0 +1,306 @@
+"""The case API and the pytest plugin that runs cases inside an environment under test.
+
+Stdlib + pytest only: this file is put on PYTHONPATH inside the environment, never installed,
+so the harness's own dependencies cannot leak into what is being tested.
+
+A case module declares, next to its tests::
+
+    ADDMM_HALF = Signature("addmm-half-cpu", "RuntimeError", r"\"addmm_impl_cpu_\" not ...")
+
+    @requires(packages={"transformers": ">=4.30"})
+    @ADDMM_HALF.reproduces
+    def test_repro(harness_record): ...
+
+Outcomes: PASS, REPRODUCED (a declared signature matched), FAIL (any other error),
+SKIP (an unmet requirement, in words), ERROR (setup or harness problem). The harness adds
+TIMEOUT, CRASH and NOT_RUN from outside the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pytest
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+import harness_probe
+
+F = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A documented failure: exception type (by name, anywhere in its MRO) and message regex."""
+
+    name: str
+    exc_type: str
+    pattern: str
+
+    def matches(self, exc: BaseException) -> bool:
+        """True when ``exc`` or an exception it was raised from/during is this failure."""
+        seen: set[int] = set()
+        current: BaseException | None = exc
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            if _type_matches(type(current), self.exc_type) and re.search(
+                    self.pattern, str(current)):
+                return True
+            current = current.__cause__ or current.__context__
+        return False
+
+    @property
+    def reproduces(self) -> pytest.MarkDecorator:
+        return pytest.mark.reproduces(self)
+
+
+def _type_matches(cls: type, wanted: str) -> bool:
+    for klass in cls.__mro__:
+        if wanted in (klass.__name__, f"{klass.__module__}.{klass.__qualname__}"):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a case needs. Unmet → SKIP with the reason in words, never PASS."""
+
+    cuda: bool = False
+    cc: str | None = None  # specifier on the compute capability, e.g. ">=8.9" or "<8.9"
+    cc_why: str | None = None  # the requirement in the user's words ("needs a pre-Ada GPU")
+    packages: dict[str, str] = field(default_factory=dict)  # distribution -> specifier
+    nvcc: str | None = None  # specifier on the CUDA compiler's version
+    executables: tuple[str, ...] = ()
+
+    def unmet(self) -> str | None:
+        for name, spec in self.packages.items():
+            problem = _package_unmet(name, spec)
+            if problem:
+                return problem
+        for exe in self.executables:
+            if shutil.which(exe) is None:
+                return f"needs {exe} on PATH; not found"
+        if self.nvcc is not None:
+            found = harness_probe.nvcc_version()
+            if found is None:
+                return f"needs nvcc {self.nvcc}; no nvcc found"
+            if not SpecifierSet(self.nvcc).contains(found, prereleases=True):
+                return f"needs nvcc {self.nvcc}; this nvcc is {found}"
+        if self.cuda or self.cc:
+            return _gpu_unmet(self)
+        return None
+
+
+def _package_unmet(name: str, spec: str) -> str | None:
+    import importlib.metadata as md
+
+    try:
+        version = md.version(name)
+    except md.PackageNotFoundError:
+        return f"needs {name}{spec or ''}; {name} is not installed"
+    if spec and not SpecifierSet(spec).contains(Version(version).public, prereleases=True):
+        return f"needs {name}{spec}; this environment has {version}"
+    return None
+
+
+def _gpu_unmet(req: Requirements) -> str | None:
+    capability = _visible_capability()
+    if capability is None:
+        return "needs a CUDA GPU; none is visible to this cell"
+    if req.cc and not SpecifierSet(req.cc).contains(capability, prereleases=True):
+        why = req.cc_why or f"needs compute capability {req.cc}"
+        return f"{why}; this GPU is {capability}"
+    return None
+
+
+def _visible_capability() -> str | None:
+    """Compute capability of the first visible GPU, as torch sees it (else nvidia-smi)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return None
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        major, minor = torch.cuda.get_device_capability(0)
+        return f"{major}.{minor}"
+    except ImportError:
+        gpus = harness_probe.probe_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return gpus[0]["compute_capability"] if gpus else None
+
+
+def requires(**kwargs: Any) -> pytest.MarkDecorator:
+    """``@requires(cuda=True, cc=">=8.9", packages={"torch": ">=2.1"}, nvcc=">=12.3")``."""
+    if "executables" in kwargs:
+        kwargs["executables"] = tuple(kwargs["executables"])
+    req = Requirements(**kwargs)
+    for spec in [req.cc, req.nvcc, *req.packages.values()]:
+        if spec:
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier as exc:
+                raise ValueError(f"bad version specifier {spec!r}: {exc}") from None
+    return pytest.mark.requires(req)
+
+
+# ---------------------------------------------------------------- the plugin
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness")
+    group.addoption("--harness-events", default=None,
+                    help="append one JSON line per case event to this file")
+    group.addoption("--harness-collect", default=None,
+                    help="write the collected cases as JSON to this file")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requires(req): what the case needs (harness_case)")
+    config.addinivalue_line("markers", "reproduces(sig): a documented failure (harness_case)")
+    path = config.getoption("--harness-events")
+    config.stash[_WRITER] = _Events(path) if path else None
+
+
+_WRITER = pytest.StashKey["_Events | None"]()
+_STATE = pytest.StashKey[dict[str, Any]]()
+
+
+class _Events:
+    """One JSON object per line, flushed and fsynced, so a crash right after loses nothing."""
+
+    def __init__(self, path: str) -> None:
+        self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+
+    def write(self, **event: Any) -> None:
+        self.fh.write(json.dumps(event, default=str) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    writer = session.config.stash[_WRITER]
+    if writer:
+        writer.write(event="session", pid=os.getpid(), time=time.time(),
+                     hardware=harness_probe.probe(os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    path = session.config.getoption("--harness-collect")
+    if not path:
+        return
+    items = [describe(item) for item in session.items]
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(items, fh, indent=1)
+
+
+def describe(item: pytest.Item) -> dict[str, Any]:
+    """What the harness plans with: ids, markers, requirements and signatures of one variant."""
+    module = item.nodeid.split("::", 1)[0]
+    stem = os.path.basename(module)[: -len(".py")]
+    case_id = stem[len("test_"):] if stem.startswith("test_") else stem
+    name = item.name[len("test_"):] if item.name.startswith("test_") else item.name
+    reqs = [m.args[0] for m in item.iter_markers("requires") if m.args]
+    doc = (getattr(item.module, "__doc__", None) or "").strip().splitlines()
+    return {
+        "nodeid": item.nodeid, "case_id": case_id, "variant": name,
+        "title": doc[0] if doc else "",
+        "markers": sorted({m.name for m in item.iter_markers()}),
+        "requires": [asdict(r) for r in reqs],
+        "signatures": [asdict(m.args[0]) for m in item.iter_markers("reproduces")],
+    }
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    writer = session.config.stash[_WRITER]
+    if writer:
+        writer.fh.close()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("requires"):
+        problem = marker.args[0].unmet()
+        if problem:
+            pytest.skip(problem)
+
+
+@pytest.fixture
+def harness_record(request: pytest.FixtureRequest) -> Callable[[str, Any], None]:
+    """Record a finding next to the outcome (e.g. how many TE modules remain)."""
+    details: dict[str, Any] = request.node.stash[_STATE]["details"]
+
+    def record(key: str, value: Any) -> None:
+        details[key] = value
+
+    return record
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[None]:
+    report = yield
+    item.stash[_STATE].setdefault("phases", {})[call.when] = (report, call.excinfo)
+    return report
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
+                            ) -> Iterator[None]:
+    writer = item.config.stash[_WRITER]
+    state = item.stash[_STATE] = {"start": time.monotonic(), "details": {}}
+    if writer:  # written before the case runs, so a crash inside it is attributed to it
+        writer.write(event="start", nodeid=item.nodeid, time=time.time())
+    yield
+    result = classify(item, state.get("phases", {}))
+    if writer:
+        writer.write(event="finish", nodeid=item.nodeid, time=time.time(),
+                     duration=round(time.monotonic() - state["start"], 3),
+                     details=state["details"], **result)
+
+
+def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:
+    """Map pytest's phase reports to one harness outcome."""
+    for when in ("setup", "call", "teardown"):
+        if when not in phases:
+            continue
+        report, excinfo = phases[when]
+        if report.skipped:
+            return {"outcome": "SKIP", "reason": _skip_reason(report)}
+        if report.failed and when == "call" and excinfo is not None:
+            for marker in item.iter_markers("reproduces"):
+                sig: Signature = marker.args[0]
+                if sig.matches(excinfo.value):
+                    return {"outcome": "REPRODUCED", "signature": sig.name,
+                            "reason": _excerpt(excinfo.value)}
+            return {"outcome": "FAIL", "reason": _excerpt(excinfo.value),
+                    "traceback": _tail(excinfo.value)}
+        if report.failed:
+            exc = excinfo.value if excinfo is not None else None
+            return {"outcome": "ERROR", "reason": f"{when} failed: "
+                    + (_excerpt(exc) if exc else str(report.longrepr)[-300:])}
+    return {"outcome": "PASS"}
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _excerpt(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    lines = text.splitlines()
+    return "\n".join(lines[:3])[:400]
+
+
+def _tail(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)[-6:])[-2000:]

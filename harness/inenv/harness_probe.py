@@ -1,0 +1,83 @@
+"""Hardware probe, stdlib only: it runs both in the harness and inside environments under test."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from typing import Any
+
+_QUERY = "index,uuid,name,compute_cap,memory.total,driver_version"
+
+
+def probe_gpus(visible: str | None = None) -> list[dict[str, Any]]:
+    """GPUs from nvidia-smi, limited to ``visible`` (a CUDA_VISIBLE_DEVICES value) if given.
+
+    nvidia-smi ignores CUDA_VISIBLE_DEVICES, so the filter is applied here: the probe must
+    describe the device the cell was given, not the whole machine."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, f"--query-gpu={_QUERY}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = [_gpu(line) for line in out.splitlines() if line.strip()]
+    if visible is None:
+        return gpus
+    wanted = [v.strip() for v in visible.split(",") if v.strip()]
+    return [g for g in gpus if str(g["index"]) in wanted or g["uuid"] in wanted]
+
+
+def _gpu(line: str) -> dict[str, Any]:
+    index, uuid, name, cc, mem, driver = (p.strip() for p in line.split(","))
+    major, _, minor = cc.partition(".")
+    capability = (int(major), int(minor or 0)) if major.isdigit() else (0, 0)
+    return {
+        "index": int(index), "uuid": uuid, "name": name,
+        "compute_capability": f"{capability[0]}.{capability[1]}",
+        "arch": f"sm_{capability[0]}{capability[1]}",
+        "memory_mib": int(float(mem)) if mem.replace(".", "").isdigit() else None,
+        "driver": driver,
+        "fp8": capability >= (8, 9), "bf16": capability >= (8, 0),
+    }
+
+
+def nvcc_version() -> str | None:
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"release (\d+\.\d+)", out)
+    return match.group(1) if match else None
+
+
+def probe_host() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        pass
+    return {"platform": platform.platform(), "machine": platform.machine(), "cpu": cpu,
+            "cpus": os.cpu_count(), "memory_gib": mem_gib}
+
+
+def probe(visible: str | None = None) -> dict[str, Any]:
+    """What a cell runs on: host, the GPUs it may see, and nvcc."""
+    return {**probe_host(), "gpus": probe_gpus(visible), "nvcc": nvcc_version()}

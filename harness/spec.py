@@ -1,0 +1,358 @@
+"""Parse and validate matrix.yaml once, into frozen dataclasses. No other module sees raw dicts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from harness.errors import SpecError, UsageError
+from harness.expand import expand
+from harness.yamlsrc import KeyPath, Source, load_source
+
+BACKEND_NAMES = ("docker", "host", "uv")
+#: Keys a matrix combination, include or named environment may set besides package pins.
+SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
+                "network", "hardware", "cases")
+#: Settings that identify a combination (and so can be axes); the rest only configure it.
+_COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
+_HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
+_OPERATORS = ("<", ">", "=", "!", "~")
+DEFAULT_TIMEOUT = 900.0
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSelector:
+    """One entry of a ``cases:`` list: a case id glob, a path, or ``marker:NAME``."""
+
+    pattern: str
+    where: str  # "matrix.yaml:12: matrices.cpu.cases[0]", for errors raised once cases are known
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvSpec:
+    """Everything that defines one environment. ``key`` hashes what changes its content."""
+
+    name: str
+    origin: str
+    values: tuple[tuple[str, str], ...]
+    backend: str
+    python: str
+    requirements: tuple[str, ...]
+    pins: tuple[tuple[str, str], ...]
+    index_urls: tuple[str, ...] = ()
+    cuda: str | None = None
+    image: str | None = None
+    env_vars: tuple[tuple[str, str], ...] = ()
+    hardware: tuple[str, ...] = ("cpu",)
+    cases: tuple[CaseSelector, ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
+    network: bool = False
+
+    @property
+    def key(self) -> str:
+        content = {
+            "backend": self.backend, "python": self.python, "requirements": self.requirements,
+            "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
+        }
+        blob = json.dumps(content, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixSpec:
+    file: str
+    cases_dir: Path
+    environments: tuple[EnvSpec, ...] = field(default_factory=tuple)
+
+    def environment(self, name: str) -> EnvSpec:
+        for env in self.environments:
+            if env.name == name:
+                return env
+        raise UsageError(f"no environment named {name!r} in {self.file}")
+
+
+def load_matrix(path: str | Path) -> MatrixSpec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    return parse_matrix(text, file=str(path), base=path.parent)
+
+
+def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
+    src = load_source(text, file)
+    top = _Reader(src)
+    root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "matrices",
+                            "environments"})
+    version = root.get("version", 1)
+    if version != 1:
+        raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
+    distributions = {
+        k: top.string(("distributions", k), v)
+        for k, v in top.mapping(("distributions",), None, optional=True).items()
+    }
+    defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
+                                                     optional=True))
+    envs: list[EnvSpec] = []
+    for name, _ in top.mapping(("matrices",), None, optional=True).items():
+        envs.extend(top.matrix(("matrices", name), str(name), defaults, distributions))
+    for name, _ in top.mapping(("environments",), None, optional=True).items():
+        envs.append(top.named_env(("environments", name), str(name), defaults, distributions))
+    seen: dict[str, EnvSpec] = {}
+    for env in envs:
+        if env.name in seen:
+            raise SpecError(f"two environments are named {env.name!r}", file=file, line=None)
+        seen[env.name] = env
+    cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+    return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs))
+
+
+def requirement_for(dist: str, value: str) -> str:
+    """``torch`` + ``2.1.2`` -> ``torch==2.1.2``; ``numpy`` + ``<2`` -> ``numpy<2``;
+    a URL -> ``name @ url``; ``*`` -> unpinned."""
+    value = value.strip()
+    if value == "*":
+        return dist
+    if "://" in value:
+        return f"{dist} @ {value}"
+    if value.startswith(_OPERATORS):
+        return f"{dist}{value}"
+    return f"{dist}=={value}"
+
+
+class _Reader:
+    """Typed access to the parsed YAML; every failure is a one-line SpecError at its line."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+
+    def at(self, path: KeyPath) -> Any:
+        node = self.src.data
+        for part in path:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                return None
+        return node
+
+    def mapping(self, path: KeyPath, allowed: set[str] | None, *, optional: bool = False
+                ) -> dict[str, Any]:
+        value = self.at(path)
+        if value is None and (optional or not path):
+            return {}
+        if not isinstance(value, dict):
+            raise self.src.error(path, f"expected a mapping, got {_kind(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.src.error((*path, key), f"keys must be strings, got {_kind(key)}")
+            if allowed is not None and key not in allowed:
+                raise self.src.error((*path, key), f"unknown key {key!r}; expected one of: "
+                                     + ", ".join(sorted(allowed)))
+        return value
+
+    def string(self, path: KeyPath, value: Any, *, what: str = "a string") -> str:
+        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+            raise self.src.error(path, f"expected {what}, got {_kind(value)}")
+        if isinstance(value, int | float):
+            raise self.src.error(path, f"{value!r} is a number; quote it ('{value}') so that "
+                                 "YAML keeps it exactly as written")
+        return str(value)
+
+    def strings(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            raise self.src.error(path, f"expected a list of strings, got {_kind(value)}")
+        return tuple(self.string((*path, i), v) for i, v in enumerate(value))
+
+    def settings(self, path: KeyPath, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate the setting keys of ``raw`` (found at ``path``) into typed values."""
+        out: dict[str, Any] = {}
+        checks: dict[str, Callable[[KeyPath, Any], Any]] = {
+            "backend": self._backend, "python": self.string, "cuda": self.string,
+            "image": self.string, "packages": self._packages, "index": self.strings,
+            "env": self._env, "timeout": self._timeout, "network": self._bool,
+            "hardware": self._hardware, "cases": self._cases,
+        }
+        for key, value in raw.items():
+            if key in checks:
+                out[key] = checks[key]((*path, key), value)
+        return out
+
+    def _backend(self, path: KeyPath, value: Any) -> str:
+        name = self.string(path, value)
+        if name not in BACKEND_NAMES:
+            raise self.src.error(path, f"unknown backend {name!r}; valid: "
+                                 + ", ".join(BACKEND_NAMES))
+        return name
+
+    def _packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        lines = self.strings(path, value)
+        for i, line in enumerate(lines):
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise self.src.error((*path, i), f"{line!r} is not a requirement: {exc}") from None
+        return lines
+
+    def _env(self, path: KeyPath, value: Any) -> tuple[tuple[str, str], ...]:
+        raw = self.mapping(path, None)
+        return tuple((k, self.string((*path, k), v)) for k, v in raw.items())
+
+    def _timeout(self, path: KeyPath, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise self.src.error(path, f"expected a positive number of seconds, got {value!r}")
+        return float(value)
+
+    def _bool(self, path: KeyPath, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.src.error(path, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def _hardware(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        targets = self.strings(path, value)
+        for i, target in enumerate(targets):
+            if not _HARDWARE.match(target):
+                at = path if isinstance(value, str) else (*path, i)
+                raise self.src.error(at, f"{target!r} is not a hardware target; use cpu, auto "
+                                     "or a GPU architecture like sm_90")
+        return targets
+
+    def _cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
+        from harness.yamlsrc import format_path
+
+        patterns = self.strings(path, value)
+        return tuple(
+            CaseSelector(pattern=p, where=f"{self.src.file}:{self.src.line((*path, i))}: "
+                         f"{format_path((*path, i))}")
+            for i, p in enumerate(patterns)
+        )
+
+    def pin(self, path: KeyPath, dist: str, value: Any) -> str | None:
+        if value is None:
+            return None  # null: this package is left out of the environment
+        text = self.string(path, value, what="a version, a specifier or null")
+        try:
+            Requirement(requirement_for(dist, text))
+        except InvalidRequirement:
+            raise self.src.error(path, f"{text!r} is not a version or specifier") from None
+        return text
+
+    def matrix(self, path: KeyPath, name: str, defaults: dict[str, Any],
+               distributions: dict[str, str]) -> list[EnvSpec]:
+        raw = self.mapping(path, {"axes", "exclude", "include", *SETTING_KEYS})
+        settings = {**defaults, **self.settings(path, raw)}
+        axes: dict[str, list[dict[str, Any]]] = {}
+        for axis, values in self.mapping((*path, "axes"), None).items():
+            axes[axis] = self._axis((*path, "axes", axis), axis, values)
+        if not axes:
+            raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
+        axis_keys = {k for values in axes.values() for value in values for k in value}
+        exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude")
+        include = self._patterns((*path, "include"), raw.get("include"), axis_keys | set(
+            SETTING_KEYS), "include")
+        envs = []
+        for combo in expand(axes, exclude, include):
+            envs.append(self._env_spec(combo, settings, distributions, name=name,
+                                       origin=f"matrices.{name}", axis_keys=axis_keys))
+        return envs
+
+    def _axis(self, path: KeyPath, axis: str, values: Any) -> list[dict[str, Any]]:
+        if not isinstance(values, list) or not values:
+            raise self.src.error(path, f"an axis is a non-empty list, got {_kind(values)}")
+        out = []
+        for i, value in enumerate(values):
+            if isinstance(value, dict):  # a linked axis: these keys move together
+                linked = self.mapping((*path, i), None)
+                out.append({k: self._value((*path, i, k), k, v) for k, v in linked.items()})
+            else:
+                out.append({axis: self._value((*path, i), axis, value)})
+        return out
+
+    def _value(self, path: KeyPath, key: str, value: Any) -> Any:
+        if key in SETTING_KEYS:
+            if key not in _COMBO_SETTINGS:
+                raise self.src.error(path, f"{key!r} cannot vary along an axis")
+            return self.settings(path[:-1], {key: value})[key]
+        if value is not None:
+            self.string(path, value, what="a version, a specifier or null")
+        return value
+
+    def _patterns(self, path: KeyPath, raw: Any, known: set[str], what: str
+                  ) -> list[dict[str, Any]]:
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            raise self.src.error(path, f"{what} is a list of mappings, got {_kind(raw)}")
+        out = []
+        for i, _ in enumerate(raw):
+            entry = self.mapping((*path, i), None)
+            for key in entry:
+                if key not in known:
+                    raise self.src.error((*path, i, key), f"{what} names unknown axis {key!r}; "
+                                         "axes here: " + ", ".join(sorted(known)))
+            out.append({k: self._value((*path, i, k), k, v) for k, v in entry.items()})
+        return out
+
+    def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any],
+                  distributions: dict[str, str]) -> EnvSpec:
+        raw = self.mapping(path, {"pins", *SETTING_KEYS})
+        pins = self.mapping((*path, "pins"), None, optional=True)
+        combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
+        for key in SETTING_KEYS:
+            if key in pins:
+                raise self.src.error((*path, "pins", key), f"{key!r} is a setting, not a pin")
+        settings = {**defaults, **self.settings(path, raw)}
+        return self._env_spec(combo, settings, distributions, name=name,
+                              origin=f"environments.{name}", axis_keys=set(combo), named=True)
+
+    def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
+                  distributions: dict[str, str], *, name: str, origin: str,
+                  axis_keys: set[str], named: bool = False) -> EnvSpec:
+        merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
+        pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
+                if k not in SETTING_KEYS and v is not None]
+        requirements = [requirement_for(d, v) for d, v in pins]
+        requirements += list(merged.get("packages", ()))
+        values = [(k, "—" if v is None else str(v)) for k, v in combo.items()
+                  if k in axis_keys or k in _COMBO_SETTINGS]
+        label = name if named else f"{name}:" + ",".join(_label(k, v) for k, v in values)
+        return EnvSpec(
+            name=label, origin=origin, values=tuple(values),
+            backend=merged.get("backend", "uv"), python=merged.get("python", "3.11"),
+            requirements=tuple(requirements), pins=tuple(pins),
+            index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
+            image=merged.get("image"), env_vars=tuple(merged.get("env", ())),
+            hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
+            timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
+        )
+
+
+def _label(key: str, value: str) -> str:
+    return f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}={value}"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    return f"{value!r}"
