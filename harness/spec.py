@@ -263,11 +263,13 @@ class _Reader:
         exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude")
         include = self._patterns((*path, "include"), raw.get("include"), axis_keys | set(
             SETTING_KEYS), "include")
-        envs = []
-        for combo in expand(axes, exclude, include):
-            envs.append(self._env_spec(combo, settings, distributions, name=name,
-                                       origin=f"matrices.{name}", axis_keys=axis_keys))
-        return envs
+        # Keys that follow a linked axis (transformers beside torch) stay out of env names.
+        followers = {k for axis, values in axes.items() for value in values for k in value
+                     if axis in value and k != axis}
+        return [self._env_spec(combo, settings, distributions, name=name,
+                               origin=f"matrices.{name}", axis_keys=axis_keys,
+                               hidden=followers)
+                for combo in expand(axes, exclude, include)]
 
     def _axis(self, path: KeyPath, axis: str, values: Any) -> list[dict[str, Any]]:
         if not isinstance(values, list) or not values:
@@ -320,7 +322,8 @@ class _Reader:
 
     def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
                   distributions: dict[str, str], *, name: str, origin: str,
-                  axis_keys: set[str], named: bool = False) -> EnvSpec:
+                  axis_keys: set[str], named: bool = False, hidden: frozenset[str] | set[str] = frozenset()
+                  ) -> EnvSpec:
         merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
         pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
                 if k not in SETTING_KEYS and v is not None]
@@ -328,7 +331,8 @@ class _Reader:
         requirements += list(merged.get("packages", ()))
         values = [(k, "—" if v is None else str(v)) for k, v in combo.items()
                   if k in axis_keys or k in _COMBO_SETTINGS]
-        label = name if named else f"{name}:" + ",".join(_label(k, v) for k, v in values)
+        label = name if named else f"{name}:" + ",".join(
+            _label(k, v) for k, v in values if k not in hidden)
         return EnvSpec(
             name=label, origin=origin, values=tuple(values),
             backend=merged.get("backend", "uv"), python=merged.get("python", "3.11"),

@@ -1,0 +1,104 @@
+"""Discover case variants by letting pytest collect cases/ with the in-env plugin.
+
+Collection runs in a subprocess of the harness's own interpreter: case modules import only
+pytest and harness_case at module level, so no environment is needed to plan.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.spec import CaseSelector
+
+INENV_DIR = Path(__file__).parent / "inenv"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseVariant:
+    case_id: str
+    variant: str
+    nodeid: str
+    title: str = ""
+    markers: tuple[str, ...] = ()
+    needs_gpu: bool = False
+    signatures: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.case_id}::{self.variant}"
+
+    @property
+    def path(self) -> str:
+        return self.nodeid.split("::", 1)[0]
+
+
+def pytest_env(extra_path: Path | None = None) -> dict[str, str]:
+    """Variables for a pytest run with the in-env plugin and nothing auto-loaded."""
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(INENV_DIR) if extra_path is None else f"{INENV_DIR}:{extra_path}"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def pytest_args(cases_dir: Path) -> list[str]:
+    return ["-p", "harness_case", "-c", str(cases_dir / "pytest.ini"),
+            "--rootdir", str(cases_dir)]
+
+
+def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
+    if not (cases_dir / "pytest.ini").is_file():
+        raise UsageError(f"{cases_dir}: not a cases directory (no pytest.ini)")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cases.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q",
+             *pytest_args(cases_dir), f"--harness-collect={out}", str(cases_dir)],
+            capture_output=True, text=True, env=pytest_env(), cwd=cases_dir, check=False,
+        )
+        if proc.returncode not in (0, 5) or not out.exists():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise UsageError(f"{cases_dir}: cases do not collect: " + " | ".join(tail))
+        raw: list[dict[str, Any]] = json.loads(out.read_text())
+    return tuple(_variant(item) for item in raw)
+
+
+def _variant(item: dict[str, Any]) -> CaseVariant:
+    return CaseVariant(
+        case_id=item["case_id"], variant=item["variant"], nodeid=item["nodeid"],
+        title=item.get("title", ""), markers=tuple(item.get("markers", ())),
+        needs_gpu=any(r.get("cuda") or r.get("cc") for r in item.get("requires", ())),
+        signatures=tuple(s["name"] for s in item.get("signatures", ())),
+    )
+
+
+def selected(case: CaseVariant, selector: str) -> bool:
+    """A selector is ``marker:NAME``, a path (``test_x.py``), or a glob on ``case_id`` or
+    ``case_id::variant``."""
+    if selector.startswith("marker:"):
+        return selector.removeprefix("marker:") in case.markers
+    if selector.endswith(".py"):
+        return case.path == selector or case.path.endswith("/" + selector)
+    return fnmatchcase(case.case_id, selector) or fnmatchcase(case.label, selector)
+
+
+def select_cases(cases: tuple[CaseVariant, ...], selectors: tuple[CaseSelector, ...]
+                 ) -> tuple[CaseVariant, ...]:
+    """The cases an environment runs: all of them when it names none."""
+    if not selectors:
+        return cases
+    for sel in selectors:
+        if not any(selected(c, sel.pattern) for c in cases):
+            raise UsageError(f"{sel.where}: {sel.pattern!r} matches no case; cases are: "
+                             + ", ".join(sorted({c.case_id for c in cases})))
+    return tuple(c for c in cases if any(selected(c, s.pattern) for s in selectors))

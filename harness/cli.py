@@ -1,0 +1,175 @@
+"""The command line: parse, call the pipeline, exit. Usage errors are one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness import __version__
+from harness.errors import HarnessError
+from harness.workflow import RunOptions
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"),
+                   help="the matrix file (default: matrix.yaml)")
+    p.add_argument("--only", action="append", default=[], metavar="AXIS=VALUE",
+                   help="keep cells whose environment has AXIS=VALUE (repeatable)")
+    p.add_argument("-k", dest="keyword", help="keep case variants matching this glob/substring")
+    p.add_argument("--hardware", action="append", default=[],
+                   help="keep cells on this target: cpu, sm_90, ... (repeatable)")
+    p.add_argument("--gpus", help="GPU slots: 0,1 or 0:sm_90,1:sm_90 (default: probe)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--reports", type=Path, default=Path("reports"),
+                        help="where runs and tables go (default: reports)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plan", help="expand the matrix into cells and print them")
+    _common(p)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("run", help="build environments, run the cells, write the table")
+    _common(p)
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                   help="CPU slots (default: number of cores)")
+    p.add_argument("--resume", metavar="RUN_ID", help="run only what RUN_ID ('latest') lacks")
+    p.add_argument("--no-report", action="store_true", help="skip writing reports/compat.*")
+
+    p = sub.add_parser("report", help="write reports/compat.{md,csv,json,html} for a run")
+    p.add_argument("run_id", nargs="?", default="latest")
+    p.add_argument("--diff", metavar="RUN_ID", help="also list cells that changed since RUN_ID")
+
+    p = sub.add_parser("envs", help="list or prune built environments")
+    p.add_argument("action", choices=("list", "prune"))
+    p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
+    p.add_argument("--all", action="store_true", help="prune: remove every environment")
+
+    sub.add_parser("doctor", help="print this machine's fingerprint")
+    p = sub.add_parser("cases", help="list the case variants")
+    p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except HarnessError as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("harness: interrupted; finished results are kept (resume with --resume latest)",
+              file=sys.stderr)
+        return 130
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from harness.workflow import RunState, load_spec, plan_cells
+
+    state = plan_cells(load_spec(RunState(options=_options(args))))
+    assert state.plan is not None
+    cells = [c.to_dict() for c in state.plan.cells]
+    if args.format == "json":
+        print(json.dumps(cells, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("cell", "environment", "case", "hardware", "backend")
+    for c in cells:
+        table.add_row(c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}",
+                      c["hardware"], c["backend"])
+    console = Console(width=200)
+    console.print(table)
+    console.print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
+    return 0
+
+
+def _options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(matrix=args.matrix, reports_dir=args.reports, only=tuple(args.only),
+                      keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
+                      jobs=getattr(args, "jobs", 1), resume=getattr(args, "resume", None),
+                      report=not getattr(args, "no_report", False))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.workflow import RunState, execute
+
+    if args.jobs < 1:
+        print("harness: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    return execute(RunState(options=_options(args)))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import diff_runs, write_report
+    from harness.store import RunStore
+
+    store = RunStore.open(args.reports, args.run_id)
+    paths = write_report(store, args.reports)
+    print(paths["md"].read_text(encoding="utf-8"))
+    if args.diff:
+        old = RunStore.open(args.reports, args.diff)
+        changes = diff_runs(old.results(), store.results())
+        print(f"## Changes since {old.run_id}: {len(changes)}")
+        for c in changes:
+            print(f"- {c['environment']} {c['case']} @{c['hardware']}: "
+                  f"{c['before']} -> {c['after']}")
+    return 0
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    import shutil
+
+    from harness.envs import BACKENDS
+    from harness.spec import load_matrix
+    from harness.workflow import default_cache_dir
+
+    cache = default_cache_dir()
+    listing = [e for cls in BACKENDS.values() for e in cls(cache).listing()]
+    if args.action == "list":
+        for e in listing:
+            flag = f"  DRIFT {e['drift']}" if e.get("drift") else ""
+            print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}{flag}")
+        print(f"{len(listing)} environments under {cache}")
+        return 0
+    keep = set() if args.all else {env.key for env in load_matrix(args.matrix).environments}
+    removed = [e for e in listing if e["key"] not in keep]
+    for e in removed:
+        shutil.rmtree(e["location"], ignore_errors=True)
+        print(f"removed {e['name']} ({e['location']})")
+    print(f"removed {len(removed)}, kept {len(listing) - len(removed)}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from harness.hardware import describe, probe_machine
+
+    print(describe(probe_machine()))
+    return 0
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    from harness.cases import collect_cases
+    from harness.spec import load_matrix
+
+    for case in collect_cases(load_matrix(args.matrix).cases_dir.resolve()):
+        gpu = " [gpu]" if case.needs_gpu else ""
+        sigs = f"  reproduces: {', '.join(case.signatures)}" if case.signatures else ""
+        print(f"{case.label}{gpu}{sigs}")
+    return 0
+
+
+COMMANDS = {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "envs": cmd_envs,
+            "doctor": cmd_doctor, "cases": cmd_cases}
+
+if __name__ == "__main__":
+    raise SystemExit(main())

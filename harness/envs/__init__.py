@@ -1,0 +1,24 @@
+"""Environment backends: a plain mapping of name -> class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.envs.base import Backend, Environment, LaunchRequest, Process
+from harness.envs.host import HostBackend
+from harness.envs.uv import UvBackend
+from harness.errors import UsageError
+
+BACKENDS: dict[str, type[Backend]] = {"uv": UvBackend, "host": HostBackend}
+
+
+def get_backend(name: str, cache_dir: Path) -> Backend:
+    try:
+        cls = BACKENDS[name]
+    except KeyError:
+        raise UsageError(f"unknown backend {name!r}; valid: " + ", ".join(sorted(BACKENDS))
+                         ) from None
+    return cls(cache_dir)
+
+
+__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "get_backend"]

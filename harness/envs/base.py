@@ -1,0 +1,166 @@
+"""The contract every environment backend meets, and what they share: fingerprint and drift."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from packaging.version import InvalidVersion, Version
+
+from harness.errors import DriftError
+from harness.inenv import harness_fingerprint
+from harness.spec import EnvSpec
+
+FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """A realized environment: where it lives and what is really installed in it."""
+
+    spec: EnvSpec
+    location: str
+    python: str
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    built: bool = False  # True when this realize() had to build it
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """The part of the fingerprint that goes into every result record."""
+        fp = self.fingerprint
+        return {"python": fp.get("python"), "key": fp.get("key", {}),
+                "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchRequest:
+    """One pytest process for one cell. ``argv`` starts after the interpreter."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    cwd: Path
+    log: Path
+    run_dir: Path
+    cases_dir: Path
+    gpu: int | None
+    timeout: float
+
+
+class Process(Protocol):
+    def poll(self) -> int | None: ...
+    def kill(self) -> None: ...
+    def wait(self) -> int: ...
+
+
+class LocalProcess:
+    """A process in its own session, so a kill takes its whole group (workers, compilers)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self) -> int:
+        return self.popen.wait()
+
+
+def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
+    with open(request.log, "ab") as log:
+        popen = subprocess.Popen(
+            [python, *request.argv], cwd=request.cwd, env=request.env, stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+    return LocalProcess(popen)
+
+
+class Backend(ABC):
+    """``realize`` is idempotent and keyed by ``EnvSpec.key``; ``launch`` starts one cell."""
+
+    name: ClassVar[str]
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+
+    @abstractmethod
+    def realize(self, spec: EnvSpec) -> Environment: ...
+
+    @abstractmethod
+    def launch(self, env: Environment, request: LaunchRequest) -> Process: ...
+
+    def remove(self, env: Environment) -> None:
+        return None
+
+    def listing(self) -> list[dict[str, Any]]:
+        return []
+
+
+def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:
+    """Run the stdlib fingerprint script with the environment's own interpreter."""
+    proc = subprocess.run([python, str(FINGERPRINT_SCRIPT)], capture_output=True, text=True,
+                          timeout=timeout, check=False, env={**os.environ, "PYTHONPATH": ""})
+    if proc.returncode != 0:
+        raise DriftError("cannot fingerprint the environment: "
+                         + " | ".join(proc.stderr.strip().splitlines()[-3:]))
+    data: dict[str, Any] = json.loads(proc.stdout)
+    return data
+
+
+def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
+    """What the environment holds that its spec did not ask for. Empty: no drift."""
+    problems = []
+    python = fingerprint.get("python", "")
+    if not (python == spec.python or python.startswith(spec.python + ".")):
+        problems.append(f"asked Python {spec.python}, got {python}")
+    packages = fingerprint.get("packages", {})
+    for dist, value in spec.pins:
+        name = re.split(r"[\[<>=!~ @]", dist, maxsplit=1)[0].lower().replace("_", "-")
+        if value.startswith(("<", ">", "=", "!", "~", "*")) or "://" in value:
+            continue
+        got = packages.get(name)
+        if got is None:
+            problems.append(f"asked {name}=={value}, but {name} is not installed")
+        elif _public(got) != _public(value) and got != value:
+            problems.append(f"asked {name}=={value}, got {got}")
+    torch = fingerprint.get("torch") or {}
+    if torch.get("import_error"):
+        problems.append(f"torch does not import: {torch['import_error']}")
+    if spec.cuda and torch and not torch.get("import_error"):
+        built = torch.get("cuda")
+        if spec.cuda == "cpu" and built:
+            problems.append(f"asked a CPU build, got a CUDA {built} build "
+                            f"(torch {torch.get('version')})")
+        elif spec.cuda != "cpu" and not (built and _same_release(built, spec.cuda)):
+            got = f"a CUDA {built} build" if built else "a CPU build"
+            problems.append(f"asked CUDA {spec.cuda}, got {got} (torch {torch.get('version')})")
+    return problems
+
+
+def check_drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> None:
+    problems = drift(spec, fingerprint)
+    if problems:
+        raise DriftError("drift: " + "; ".join(problems))
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def _same_release(built: str, asked: str) -> bool:
+    return built.split(".")[:2] == asked.split(".")[:2]

@@ -1,0 +1,58 @@
+"""Outcomes and result records: plain data with to_dict / from_dict."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    PASS = "PASS"
+    REPRODUCED = "REPRODUCED"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+    ERROR = "ERROR"
+    TIMEOUT = "TIMEOUT"
+    CRASH = "CRASH"
+    NOT_RUN = "NOT_RUN"
+
+    @property
+    def ok(self) -> bool:
+        """Outcomes that leave the exit code at 0."""
+        return self in (Outcome.PASS, Outcome.REPRODUCED, Outcome.SKIP, Outcome.NOT_RUN)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    run_id: str
+    cell_id: str
+    environment: str
+    values: dict[str, str]
+    env_key: str
+    backend: str
+    case_id: str
+    variant: str
+    nodeid: str
+    hardware_target: str
+    outcome: Outcome
+    reason: str = ""
+    signature: str | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    duration: float = 0.0
+    log: str | None = None
+    finished_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = str(self.outcome)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["outcome"] = Outcome(values["outcome"])
+        return cls(**values)
