@@ -137,8 +137,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
     listing = [e for cls in BACKENDS.values() for e in cls(cache).listing()]
     if args.action == "list":
         for e in listing:
-            flag = f"  DRIFT {e['drift']}" if e.get("drift") else ""
-            print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}{flag}")
+            print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}")
         print(f"{len(listing)} environments under {cache}")
         return 0
     keep = set() if args.all else {env.key for env in load_matrix(args.matrix).environments}

@@ -95,9 +95,12 @@ def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = N
                     return False
             elif values.get(axis) not in options:
                 return False
-        if keyword and keyword not in cell.case.label and not fnmatchcase(cell.case.label,
-                                                                           keyword):
+        if keyword and not any(keyword in text or fnmatchcase(text, keyword)
+                               for text in (cell.case.label, cell.case.nodeid)):
             return False
         return not hardware or cell.hardware in hardware
 
-    return Plan(cells=tuple(c for c in plan.cells if keep(c)))
+    kept = Plan(cells=tuple(c for c in plan.cells if keep(c)))
+    if plan.cells and not kept.cells:
+        raise UsageError("no cell matches the filters (--only, -k, --hardware)")
+    return kept

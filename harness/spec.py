@@ -240,16 +240,6 @@ class _Reader:
             for i, p in enumerate(patterns)
         )
 
-    def pin(self, path: KeyPath, dist: str, value: Any) -> str | None:
-        if value is None:
-            return None  # null: this package is left out of the environment
-        text = self.string(path, value, what="a version, a specifier or null")
-        try:
-            Requirement(requirement_for(dist, text))
-        except InvalidRequirement:
-            raise self.src.error(path, f"{text!r} is not a version or specifier") from None
-        return text
-
     def matrix(self, path: KeyPath, name: str, defaults: dict[str, Any],
                distributions: dict[str, str]) -> list[EnvSpec]:
         raw = self.mapping(path, {"axes", "exclude", "include", *SETTING_KEYS})
@@ -288,9 +278,14 @@ class _Reader:
             if key not in _COMBO_SETTINGS:
                 raise self.src.error(path, f"{key!r} cannot vary along an axis")
             return self.settings(path[:-1], {key: value})[key]
-        if value is not None:
-            self.string(path, value, what="a version, a specifier or null")
-        return value
+        if value is None:
+            return None  # null: this package is left out of the environment
+        text = self.string(path, value, what="a version, a specifier or null")
+        try:
+            Requirement(requirement_for(key, text))
+        except InvalidRequirement:
+            raise self.src.error(path, f"{text!r} is not a version or specifier") from None
+        return text
 
     def _patterns(self, path: KeyPath, raw: Any, known: set[str], what: str
                   ) -> list[dict[str, Any]]:

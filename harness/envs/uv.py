@@ -23,7 +23,7 @@ from harness.envs.base import (
     launch_local,
     read_fingerprint,
 )
-from harness.errors import DriftError, EnvBuildError
+from harness.errors import EnvBuildError
 from harness.spec import EnvSpec
 
 MARKER = "harness-env.json"
@@ -49,11 +49,10 @@ class UvBackend(Backend):
             built = marker is None
             if marker is None:
                 marker = self._build(spec, path)
-        env = Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
-                          fingerprint=marker["fingerprint"], built=built)
-        if marker.get("drift"):
-            raise DriftError(marker["drift"])
-        return env
+        # Drift is judged on every realize: the spec's expectations (cuda) are not in the key.
+        check_drift(spec, marker["fingerprint"])
+        return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
+                           fingerprint=marker["fingerprint"], built=built)
 
     def _build(self, spec: EnvSpec, path: Path) -> dict[str, Any]:
         # The marker is written last: a venv without one is half-built and is rebuilt.
@@ -67,12 +66,8 @@ class UvBackend(Backend):
         marker: dict[str, Any] = {
             "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
             "built_at": started, "build_seconds": round(time.time() - started, 1),
-            "fingerprint": fingerprint, "drift": None,
+            "fingerprint": fingerprint,
         }
-        try:
-            check_drift(spec, fingerprint)
-        except DriftError as exc:
-            marker["drift"] = str(exc)
         tmp = path / (MARKER + ".tmp")
         tmp.write_text(json.dumps(marker, indent=1))
         tmp.replace(path / MARKER)
@@ -89,8 +84,7 @@ class UvBackend(Backend):
         for marker_path in sorted(self.root.glob(f"*/{MARKER}")):
             marker = json.loads(marker_path.read_text())
             out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
-                        "location": str(marker_path.parent), "built_at": marker["built_at"],
-                        "drift": marker.get("drift")})
+                        "location": str(marker_path.parent), "built_at": marker["built_at"]})
         return out
 
 

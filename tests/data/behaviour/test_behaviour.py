@@ -1,0 +1,65 @@
+"""Cases that misbehave on purpose, to test how the harness classifies them."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import time
+from pathlib import Path
+
+from harness_case import Signature
+
+BOOM = Signature("boom", "ValueError", r"documented boom")
+
+
+def test_pass() -> None:
+    assert 1 + 1 == 2
+
+
+@BOOM.reproduces
+def test_reproduces() -> None:
+    raise ValueError("the documented boom happened")
+
+
+@BOOM.reproduces
+def test_other_error() -> None:
+    raise ValueError("something else entirely")
+
+
+def test_segfault() -> None:
+    ctypes.string_at(0)
+
+
+def test_hang() -> None:
+    time.sleep(600)
+
+
+def test_os_exit() -> None:
+    os._exit(3)
+
+
+def test_gpu_log() -> None:
+    """Appends which GPU it was given and when, so a test can check exclusivity."""
+    start = time.time()
+    time.sleep(0.4)
+    line = {"gpu": os.environ["CUDA_VISIBLE_DEVICES"], "start": start, "end": time.time(),
+            "cell": os.environ["HARNESS_CELL_ID"]}
+    with open(Path(os.environ["GPU_LOG"]), "a") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+def test_wait_a() -> None:
+    time.sleep(0.7)
+
+
+def test_wait_b() -> None:
+    time.sleep(0.7)
+
+
+def test_wait_c() -> None:
+    time.sleep(0.7)
+
+
+def test_wait_d() -> None:
+    time.sleep(0.7)

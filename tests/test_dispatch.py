@@ -1,0 +1,143 @@
+"""Real processes through the whole run: the host backend runs the cases in tests/data/behaviour."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tests.conftest import DATA, ROOT, write_matrix
+
+HOST_ENVS = "\n".join(
+    f"  host{i}: {{backend: host, hardware: [@HW@]}}" for i in range(1, 5))
+
+
+def matrix(tmp_path: Path, envs: int = 1, hardware: str = "cpu", timeout: float = 5) -> Path:
+    body = (f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+            f"defaults: {{python: '@PY@', timeout: {timeout}}}\nenvironments:\n"
+            + "\n".join(HOST_ENVS.splitlines()[:envs]).replace("@HW@", hardware) + "\n")
+    return write_matrix(tmp_path / "matrix.yaml", body)
+
+
+def harness(tmp_path: Path, *args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **kw.pop("env", {})}  # type: ignore[dict-item]
+    return subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
+                           *args], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          check=False, timeout=300)
+
+
+def results(tmp_path: Path) -> list[dict[str, object]]:
+    (run,) = (tmp_path / "r" / "runs").iterdir()
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def by_variant(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:
+    return {r["variant"]: r for r in rows}
+
+
+def test_crash_hang_and_exit_do_not_lose_other_results(tmp_path: Path) -> None:
+    m = matrix(tmp_path, timeout=3)
+    proc = harness(tmp_path, "run", "-m", str(m), "-j", "2", "-k",
+                   "test_behaviour.py::test_[pshro]*")
+    got = by_variant(results(tmp_path))
+    outcomes = {k: v["outcome"] for k, v in got.items()}
+    assert outcomes == {"pass": "PASS", "reproduces": "REPRODUCED", "other_error": "FAIL",
+                        "segfault": "CRASH", "hang": "TIMEOUT", "os_exit": "CRASH"}, proc.stderr
+    assert got["segfault"]["reason"] == "process killed by SIGSEGV"
+    assert got["os_exit"]["reason"] == "process exited with code 3 in the middle of the case"
+    assert str(got["hang"]["reason"]).startswith("no result after 3 s")
+    assert proc.returncode == 1
+    table = (tmp_path / "r" / "compat.md").read_text()
+    assert "💥 CRASH" in table and "⏱️ TIMEOUT" in table and "🐞 REPRODUCED" in table
+
+
+def test_exit_code_zero_when_all_ran_cells_pass_reproduce_or_skip(tmp_path: Path) -> None:
+    proc = harness(tmp_path, "run", "-m", str(matrix(tmp_path)), "-k", "test_pass")
+    assert proc.returncode == 0, proc.stderr
+    proc = harness(tmp_path, "run", "-m", str(matrix(tmp_path)), "-k", "test_reproduces")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_gpu_cells_never_share_a_gpu(tmp_path: Path) -> None:
+    log = tmp_path / "gpu.jsonl"
+    m = matrix(tmp_path, envs=4, hardware="sm_90")
+    proc = harness(tmp_path, "run", "-m", str(m), "--gpus", "0:sm_90,1:sm_90", "--jobs", "2",
+                   "-k", "gpu_log", env={"GPU_LOG": str(log)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(lines) == 4 and {entry["gpu"] for entry in lines} <= {"0", "1"}
+    per_gpu: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for entry in lines:
+        per_gpu[entry["gpu"]].append((entry["start"], entry["end"]))
+    for spans in per_gpu.values():
+        spans.sort()
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:],
+                                                                      strict=False))
+    # Both GPUs were used at once: the cells really ran in parallel.
+    assert len(per_gpu) == 2
+
+
+def test_gpu_cells_are_not_run_without_that_gpu(tmp_path: Path) -> None:
+    proc = harness(tmp_path, "run", "-m", str(matrix(tmp_path, hardware="sm_90")), "-k",
+                   "test_pass")
+    (row,) = results(tmp_path)
+    assert row["outcome"] == "NOT_RUN" and "needs sm_90" in str(row["reason"])
+    assert proc.returncode == 0
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    m = matrix(tmp_path, envs=2)
+    args = [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
+            str(m), "-j", "1", "-k", "wait_"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    victim = subprocess.Popen(args, cwd=tmp_path, env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        runs = list((tmp_path / "r" / "runs").glob("*/results.jsonl"))
+        if runs and len(runs[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    before = results(tmp_path)
+    assert 3 <= len(before) < 8
+    proc = harness(tmp_path, "run", "-m", str(m), "-j", "1", "-k", "wait_", "--resume",
+                   "latest")
+    assert proc.returncode == 0, proc.stderr
+    after = results(tmp_path)
+    ids = [r["cell_id"] for r in after]
+    assert len(ids) == len(set(ids)) == 8
+    assert {r["cell_id"] for r in before} <= set(ids)
+    assert all(r["outcome"] == "PASS" for r in after)
+
+
+def test_ctrl_c_kills_children_and_exits_130(tmp_path: Path) -> None:
+    m = matrix(tmp_path, timeout=300)
+    args = [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
+            str(m), "-k", "test_hang"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    child_pid = None
+    while time.monotonic() < deadline and child_pid is None:
+        for events in (tmp_path / "r" / "runs").glob("*/events/*.jsonl"):
+            for line in events.read_text().splitlines():
+                event = json.loads(line)
+                if event["event"] == "start":
+                    child_pid = next(json.loads(x)["pid"] for x in
+                                     events.read_text().splitlines() if '"session"' in x)
+        time.sleep(0.05)
+    assert child_pid is not None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    time.sleep(0.2)
+    assert not Path(f"/proc/{child_pid}").exists() or "Z" in Path(
+        f"/proc/{child_pid}/stat").read_text().split()[2]

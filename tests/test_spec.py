@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SpecError
+from harness.spec import parse_matrix, requirement_for
+
+GOOD = """\
+version: 1
+defaults: {python: "3.11"}
+matrices:
+  cpu:
+    hardware: [cpu]
+    axes:
+      torch: ["2.0.1", "2.5.1"]
+      numpy: ["<2", ">=2"]
+"""
+
+
+def parse(text: str):  # type: ignore[no-untyped-def]
+    return parse_matrix(text, file="matrix.yaml", base=Path("."))
+
+
+def error(text: str) -> str:
+    with pytest.raises(SpecError) as info:
+        parse(text)
+    return str(info.value)
+
+
+def test_good_matrix_crosses_axes_into_requirements() -> None:
+    spec = parse(GOOD)
+    assert [e.requirements for e in spec.environments] == [
+        ("torch==2.0.1", "numpy<2"), ("torch==2.0.1", "numpy>=2"),
+        ("torch==2.5.1", "numpy<2"), ("torch==2.5.1", "numpy>=2")]
+    assert spec.environments[0].name == "cpu:torch=2.0.1,numpy<2"
+    assert len({e.key for e in spec.environments}) == 4
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("2.1.2", "torch==2.1.2"), ("<2", "torch<2"), (">=2,<3", "torch>=2,<3"), ("*", "torch"),
+    ("https://x/y.whl", "torch @ https://x/y.whl")])
+def test_requirement_for(value: str, expected: str) -> None:
+    assert requirement_for("torch", value) == expected
+
+
+def test_unknown_key_names_line_and_path() -> None:
+    text = GOOD.replace("    hardware: [cpu]\n", "    hardware: [cpu]\n    axis: {}\n")
+    assert error(text).startswith("matrix.yaml:6: matrices.cpu.axis: unknown key 'axis'")
+
+
+def test_unquoted_version_is_a_type_error() -> None:
+    text = GOOD.replace('["2.0.1", "2.5.1"]', '["2.0.1", 2.5]')
+    assert error(text).startswith("matrix.yaml:7: matrices.cpu.axes.torch[1]: 2.5 is a number")
+
+
+def test_wrong_type_for_timeout() -> None:
+    text = GOOD.replace('python: "3.11"', 'python: "3.11", timeout: soon')
+    assert error(text) == ("matrix.yaml:2: defaults.timeout: expected a positive number of "
+                           "seconds, got 'soon'")
+
+
+def test_include_naming_an_unknown_axis() -> None:
+    text = GOOD + "    include:\n      - {torch: \"2.0.1\", numpi: \"<2\"}\n"
+    message = error(text)
+    assert message.startswith("matrix.yaml:10: matrices.cpu.include[0].numpi: include names "
+                              "unknown axis 'numpi'")
+
+
+def test_exclude_naming_an_unknown_axis() -> None:
+    assert "exclude names unknown axis 'cuda'" in error(GOOD + "    exclude: [{cuda: '11.8'}]\n")
+
+
+def test_malformed_yaml() -> None:
+    assert error(GOOD + "  gpu: [unclosed\n").startswith("matrix.yaml:10: malformed YAML")
+
+
+def test_duplicate_key() -> None:
+    assert error(GOOD + "  cpu: {}\n") == "matrix.yaml:9: matrices.cpu: duplicate key 'cpu'"
+
+
+def test_bad_backend_lists_valid_ones() -> None:
+    message = error(GOOD.replace("hardware: [cpu]", "backend: conda"))
+    assert message == ("matrix.yaml:5: matrices.cpu.backend: unknown backend 'conda'; valid: "
+                       "docker, host, uv")
+
+
+def test_bad_hardware_target() -> None:
+    assert "'h100' is not a hardware target" in error(GOOD.replace("[cpu]", "[cpu, h100]"))
+
+
+def test_bad_version_value() -> None:
+    message = error(GOOD.replace('"2.5.1"', '"2.x y"'))
+    assert message == "matrix.yaml:7: matrices.cpu.axes.torch[1]: '2.x y' is not a version or specifier"
+
+
+def test_named_environment_with_pins() -> None:
+    text = GOOD + ("environments:\n  lf:\n    hardware: [sm_90]\n    cuda: '11.8'\n"
+                   "    pins: {torch: '2.0.1', llm-foundry: '0.3.0'}\n")
+    env = parse(text).environment("lf")
+    assert env.requirements == ("torch==2.0.1", "llm-foundry==0.3.0")
+    assert env.hardware == ("sm_90",) and env.cuda == "11.8"
+
+
+def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text(GOOD.replace("axes:", "axis:"))
+    proc = subprocess.run([sys.executable, "-m", "harness", "plan", "-m", str(bad)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"{bad}:6: matrices.cpu.axis: unknown key 'axis'" in proc.stderr

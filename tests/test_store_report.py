@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.report import compat_table, diff_runs, results_frame, summary_line, write_report
+from harness.results import CellResult, Outcome
+from harness.store import RunStore
+
+
+def result(cell: str, env: str, variant: str, outcome: Outcome) -> CellResult:
+    return CellResult(run_id="r", cell_id=cell, environment=env, values={"torch": env},
+                      env_key="k", backend="uv", case_id="mergekit_fp16", variant=variant,
+                      nodeid=f"t.py::test_{variant}", hardware_target="cpu", outcome=outcome,
+                      fingerprint={"python": "3.11.7", "key": {"torch": env}, "torch": {}})
+
+
+def test_torn_last_line_is_skipped_and_last_record_wins(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(result("a", "2.0.1", "repro", Outcome.ERROR))
+    store.append(result("a", "2.0.1", "repro", Outcome.REPRODUCED))
+    store.append(result("b", "2.0.1", "workaround", Outcome.PASS))
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(b'{"run_id": "r", "cell_id": "c", "outc')  # killed mid-write
+    got = {r.cell_id: r.outcome for r in RunStore.open(tmp_path, "latest").results()}
+    assert got == {"a": Outcome.REPRODUCED, "b": Outcome.PASS}
+
+
+def test_table_has_a_row_per_environment_and_a_column_per_variant(tmp_path: Path) -> None:
+    rows = [result("a", "2.0.1", "repro", Outcome.REPRODUCED),
+            result("b", "2.15.0", "repro", Outcome.PASS),
+            result("c", "2.15.0", "workaround", Outcome.NOT_RUN)]
+    frame = results_frame(rows)
+    table = compat_table(frame)
+    assert list(table.index) == ["2.0.1 @cpu", "2.15.0 @cpu"]
+    assert table.loc["2.0.1 @cpu", "mergekit_fp16::repro"] == "REPRODUCED"
+    assert table.loc["2.0.1 @cpu", "mergekit_fp16::workaround"] == ""
+    assert table.loc["2.15.0 @cpu", "torch"] == "2.15.0"
+    assert summary_line(frame) == "3 cells in 2 environments: 1 PASS, 1 REPRODUCED, 1 NOT_RUN"
+
+
+def test_write_report_writes_four_formats(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(result("a", "2.0.1", "repro", Outcome.REPRODUCED))
+    paths = write_report(store, tmp_path)
+    assert "🐞 REPRODUCED" in paths["md"].read_text()
+    assert "REPRODUCED" in paths["csv"].read_text()
+    assert '"summary"' in paths["json"].read_text()
+    assert "<table" in paths["html"].read_text()
+
+
+def test_diff_lists_new_failures_first() -> None:
+    old = [result("a", "x", "repro", Outcome.PASS), result("b", "y", "repro", Outcome.FAIL)]
+    new = [result("a", "x", "repro", Outcome.CRASH), result("b", "y", "repro", Outcome.PASS)]
+    changes = diff_runs(old, new)
+    assert [(c["before"], c["after"]) for c in changes] == [("PASS", "CRASH"), ("FAIL", "PASS")]
