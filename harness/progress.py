@@ -7,7 +7,14 @@ from collections import Counter
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from harness.results import CellResult
 
@@ -19,7 +26,7 @@ class RunProgress:
         self.live = sys.stderr.isatty() if live is None else live
         self.console = Console(stderr=True, highlight=False)
         self.bar: Progress | None = None
-        self.task = None
+        self.task: TaskID | None = None
 
     def __enter__(self) -> RunProgress:
         if self.live:

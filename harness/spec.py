@@ -139,9 +139,9 @@ class _Reader:
     def at(self, path: KeyPath) -> Any:
         node = self.src.data
         for part in path:
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            in_dict = isinstance(node, dict) and part in node
+            in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+            if in_dict or in_list:
                 node = node[part]
             else:
                 return None
@@ -317,8 +317,8 @@ class _Reader:
 
     def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
                   distributions: dict[str, str], *, name: str, origin: str,
-                  axis_keys: set[str], named: bool = False, hidden: frozenset[str] | set[str] = frozenset()
-                  ) -> EnvSpec:
+                  axis_keys: set[str], named: bool = False,
+                  hidden: frozenset[str] | set[str] = frozenset()) -> EnvSpec:
         merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
         pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
                 if k not in SETTING_KEYS and v is not None]

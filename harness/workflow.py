@@ -25,9 +25,10 @@ from harness.store import RunStore
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("HARNESS_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ml-compat-harness")
-    return Path(root)
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ml-compat-harness"
 
 
 @dataclass(frozen=True, kw_only=True)

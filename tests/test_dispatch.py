@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -76,8 +77,7 @@ def test_gpu_cells_never_share_a_gpu(tmp_path: Path) -> None:
         per_gpu[entry["gpu"]].append((entry["start"], entry["end"]))
     for spans in per_gpu.values():
         spans.sort()
-        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:],
-                                                                      strict=False))
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans))
     # Both GPUs were used at once: the cells really ran in parallel.
     assert len(per_gpu) == 2
 

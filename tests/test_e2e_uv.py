@@ -72,9 +72,8 @@ def latest(workdir: Path) -> str:
     return sorted(p.name for p in (workdir / "reports" / "runs").iterdir())[-1]
 
 
-def test_mergekit_reproduces_on_old_torch_and_passes_on_new(workdir: Path,
-                                                            first_run: subprocess.CompletedProcess[str]
-                                                            ) -> None:
+def test_mergekit_reproduces_on_old_torch_and_passes_on_new(
+        workdir: Path, first_run: subprocess.CompletedProcess[str]) -> None:
     got = outcomes(workdir, latest(workdir))
     old, new = "e2e:torch=2.0.1,numpy<2", "e2e:torch=2.15.0,numpy<2"
     assert got[(old, "repro")]["outcome"] == "REPRODUCED", first_run.stdout + first_run.stderr

@@ -22,7 +22,7 @@ matrices:
 
 
 def parse(text: str):  # type: ignore[no-untyped-def]
-    return parse_matrix(text, file="matrix.yaml", base=Path("."))
+    return parse_matrix(text, file="matrix.yaml", base=Path())
 
 
 def error(text: str) -> str:
@@ -94,7 +94,8 @@ def test_bad_hardware_target() -> None:
 
 def test_bad_version_value() -> None:
     message = error(GOOD.replace('"2.5.1"', '"2.x y"'))
-    assert message == "matrix.yaml:7: matrices.cpu.axes.torch[1]: '2.x y' is not a version or specifier"
+    assert message == ("matrix.yaml:7: matrices.cpu.axes.torch[1]: '2.x y' is not a version "
+                       "or specifier")
 
 
 def test_named_environment_with_pins() -> None:

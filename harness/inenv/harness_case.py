@@ -28,11 +28,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import harness_probe
 import pytest
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
-import harness_probe
+from packaging.version import Version
 
 F = Callable[..., Any]
 
@@ -208,7 +207,8 @@ def describe(item: pytest.Item) -> dict[str, Any]:
     case_id = stem[len("test_"):] if stem.startswith("test_") else stem
     name = item.name[len("test_"):] if item.name.startswith("test_") else item.name
     reqs = [m.args[0] for m in item.iter_markers("requires") if m.args]
-    doc = (getattr(item.module, "__doc__", None) or "").strip().splitlines()
+    module_obj = getattr(item, "module", None)
+    doc = (getattr(module_obj, "__doc__", None) or "").strip().splitlines()
     return {
         "nodeid": item.nodeid, "case_id": case_id, "variant": name,
         "title": doc[0] if doc else "",

@@ -4,6 +4,7 @@ Run inside the environment under test (stdlib only): ``python harness_fingerprin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as md
 import json
@@ -46,10 +47,8 @@ def _torch() -> dict[str, Any]:
     except Exception as exc:  # a broken build is a finding, not a harness crash
         return {"import_error": f"{type(exc).__name__}: {exc}"[:500]}
     cudnn = None
-    try:
+    with contextlib.suppress(Exception):
         cudnn = torch.backends.cudnn.version()
-    except Exception:
-        pass
     return {"version": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn,
             "hip": getattr(torch.version, "hip", None),
             "cuda_available": bool(torch.cuda.is_available())}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -70,10 +71,8 @@ def probe_host() -> dict[str, Any]:
     except OSError:
         pass
     mem_gib = None
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
     return {"platform": platform.platform(), "machine": platform.machine(), "cpu": cpu,
             "cpus": os.cpu_count(), "memory_gib": mem_gib}
 

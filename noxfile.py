@@ -1,0 +1,43 @@
+"""Sessions: tests (the one test command), lint, matrix (the main job), report."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+# Behind a TLS-intercepting proxy uv must trust the system CA store, not its bundled roots.
+os.environ.setdefault("UV_NATIVE_TLS", "1")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit, plugin, process and real end-to-end tests (real uv environments with torch)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-n", "2", "--dist", "loadfile", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("-e", ".[lint,test]")
+    session.run("ruff", "check", "harness", "tests", "cases", "bench", "noxfile.py")
+    session.run("mypy")
+
+
+@nox.session
+def matrix(session: nox.Session) -> None:
+    """The main job: run the default matrix on this machine and write reports/compat.*"""
+    session.install("-e", ".")
+    # Exit 1 means some cell FAILed/ERRORed: that is a finding for the table, not a broken job.
+    session.run("harness", "run", *session.posargs, success_codes=[0, 1])
+    session.log("table written to reports/compat.md (also .csv, .json, .html)")
+
+
+@nox.session
+def report(session: nox.Session) -> None:
+    """Rewrite the table for a run (default: the latest), e.g. nox -s report -- <run-id>."""
+    session.install("-e", ".")
+    session.run("harness", "report", *(session.posargs or ["latest"]))
