@@ -7,6 +7,7 @@ pytest and harness_case at module level, so no environment is needed to plan.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -42,8 +43,6 @@ class CaseVariant:
 
 def pytest_env(extra_path: Path | None = None) -> dict[str, str]:
     """Variables for a pytest run with the in-env plugin and nothing auto-loaded."""
-    import os
-
     env = dict(os.environ)
     env["PYTHONPATH"] = str(INENV_DIR) if extra_path is None else f"{INENV_DIR}:{extra_path}"
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UsageError
 from harness.workflow import RunOptions
 
 
@@ -104,8 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.workflow import RunState, execute
 
     if args.jobs < 1:
-        print("harness: error: --jobs must be at least 1", file=sys.stderr)
-        return 2
+        raise UsageError("--jobs must be at least 1")
     return execute(RunState(options=_options(args)))
 
 

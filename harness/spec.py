@@ -14,9 +14,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from harness.errors import SpecError, UsageError
 from harness.expand import expand
-from harness.yamlsrc import KeyPath, Source, load_source
+from harness.yamlsrc import KeyPath, Source, format_path, load_source
 
-BACKEND_NAMES = ("docker", "host", "uv")
+#: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
+BACKEND_NAMES = ("host", "uv")
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
                 "network", "hardware", "cases")
@@ -231,8 +232,6 @@ class _Reader:
         return targets
 
     def _cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
-        from harness.yamlsrc import format_path
-
         patterns = self.strings(path, value)
         return tuple(
             CaseSelector(pattern=p, where=f"{self.src.file}:{self.src.line((*path, i))}: "

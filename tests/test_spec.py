@@ -85,7 +85,14 @@ def test_duplicate_key() -> None:
 def test_bad_backend_lists_valid_ones() -> None:
     message = error(GOOD.replace("hardware: [cpu]", "backend: conda"))
     assert message == ("matrix.yaml:5: matrices.cpu.backend: unknown backend 'conda'; valid: "
-                       "docker, host, uv")
+                       "host, uv")
+
+
+def test_spec_accepts_exactly_the_implemented_backends() -> None:
+    from harness.envs import BACKENDS
+    from harness.spec import BACKEND_NAMES
+
+    assert sorted(BACKENDS) == sorted(BACKEND_NAMES)
 
 
 def test_bad_hardware_target() -> None:
