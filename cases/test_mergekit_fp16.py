@@ -13,23 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tinymodels
 from harness_case import Signature, requires
 
 ADDMM_HALF = Signature(
     "addmm-half-cpu", "RuntimeError", r"\"addmm_impl_cpu_\" not implemented for 'Half'"
 )
 NEEDS_TRANSFORMERS = requires(packages={"transformers": ">=4.31"})
-
-
-def _tiny_llama(path: Path, seed: int = 0) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
-                         num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2)
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
 
 
 def _load_and_forward(path: Path, dtype_name: str, device: str | None = None) -> Any:
@@ -48,9 +38,41 @@ def _load_and_forward(path: Path, dtype_name: str, device: str | None = None) ->
 @ADDMM_HALF.reproduces
 def test_repro(tmp_path: Path, harness_record: Any) -> None:
     """The reporter's load: float16, no device, so the model runs on the CPU."""
-    logits = _load_and_forward(_tiny_llama(tmp_path / "model"), "float16")
+    logits = _load_and_forward(tinymodels.save_llama(tmp_path / "model"), "float16")
     harness_record("device", str(logits.device))
     assert logits.dtype.is_floating_point
+
+
+@NEEDS_TRANSFORMERS
+@requires(packages={"mergekit": ""})
+@ADDMM_HALF.reproduces
+def test_repro_merged(tmp_path: Path, harness_record: Any) -> None:
+    """The reporter's whole flow: dare_ties-merge three Llamas with mergekit, load in fp16."""
+    merged = _dare_ties_merge(tmp_path)
+    harness_record("merged_files", sorted(p.name for p in merged.iterdir()))
+    logits = _load_and_forward(merged, "float16")
+    harness_record("device", str(logits.device))
+    assert logits.dtype.is_floating_point
+
+
+def _dare_ties_merge(root: Path) -> Path:
+    """mergekit's own entry point (``run_merge``), on the CPU, as ``mergekit-yaml`` calls it."""
+    from mergekit.config import MergeConfiguration
+    from mergekit.merge import MergeOptions, run_merge
+
+    base, *tuned = tinymodels.save_perturbed_llamas(root, 3)
+    config = MergeConfiguration.model_validate({
+        "merge_method": "dare_ties",
+        "base_model": str(base),
+        "models": [{"model": str(p), "parameters": {"density": 0.5, "weight": 0.5}}
+                   for p in tuned],
+        "parameters": {"int8_mask": True},
+        "dtype": "float16",
+    })
+    out = root / "merged"
+    run_merge(config, str(out), options=MergeOptions(cuda=False, copy_tokenizer=False,
+                                                     random_seed=0, lazy_unpickle=False))
+    return out
 
 
 @NEEDS_TRANSFORMERS
@@ -59,7 +81,7 @@ def test_workaround(tmp_path: Path, dtype: str) -> None:
     """Documented fix on the CPU: load in bfloat16 or float32 instead."""
     import torch
 
-    logits = _load_and_forward(_tiny_llama(tmp_path / "model"), dtype)
+    logits = _load_and_forward(tinymodels.save_llama(tmp_path / "model"), dtype)
     assert torch.isfinite(logits.float()).all()
 
 
@@ -69,5 +91,5 @@ def test_workaround_cuda(tmp_path: Path) -> None:
     """Documented fix with a GPU: float16 is fine once the model is on CUDA."""
     import torch
 
-    logits = _load_and_forward(_tiny_llama(tmp_path / "model"), "float16", device="cuda")
+    logits = _load_and_forward(tinymodels.save_llama(tmp_path / "model"), "float16", device="cuda")
     assert logits.is_cuda and torch.isfinite(logits.float()).all()

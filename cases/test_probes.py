@@ -1,11 +1,15 @@
 """Capability probes: the facts that explain a compatibility table.
 
 Does torch talk to this numpy; which dtypes have a matmul on each device; is fused
-scaled-dot-product attention there. Each probe is PASS or FAIL on its own; the numpy bridge
-declares the known torch-built-for-numpy-1 failure so that it reads as REPRODUCED.
+scaled-dot-product attention there; on a GPU: FP8 (torch's ``_scaled_mm`` and TE's own check)
+against the compute capability, bf16, and which attention kernels run. Each probe is PASS or
+FAIL on its own; the numpy bridge declares the known torch-built-for-numpy-1 failure so that
+it reads as REPRODUCED.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from harness_case import Signature, requires
@@ -55,3 +59,95 @@ def test_sdpa(device: str) -> None:
     q = torch.randn(1, 2, 8, 16, device=device)
     out = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
     assert out.shape == q.shape and torch.isfinite(out).all()
+
+
+# ------------------------------------------------------------------ GPU capability probes
+
+# torch's own refusal, e.g. "torch._scaled_mm is only supported on CUDA devices with compute
+# capability >= 9.0 or 8.9, or ROCm MI300+" (the wording varies across releases).
+SCALED_MM_UNSUPPORTED = Signature(
+    "scaled-mm-unsupported", "RuntimeError",
+    r"_scaled_mm is only supported on .*compute capability|Multiplication of two Float8_e4m3fn "
+    r"matrices is only supported|torch\._scaled_mm is only supported")
+TE_FP8_UNSUPPORTED = Signature(
+    "te-fp8-unsupported", "AssertionError",
+    r"compute capability 8\.9 or higher required for FP8|required for FP8 execution")
+
+
+@requires(cuda=True, packages={"torch": ">=2.1"})
+@SCALED_MM_UNSUPPORTED.reproduces
+def test_fp8_scaled_mm(harness_record: Any) -> None:
+    """torch's FP8 GEMM (``torch._scaled_mm``, e4m3): available from compute capability 8.9."""
+    import torch
+
+    harness_record("compute_capability", ".".join(map(str, torch.cuda.get_device_capability())))
+    a = torch.randn(32, 32, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(32, 32, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device="cuda")
+    out = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    result = out[0] if isinstance(out, tuple) else out  # torch < 2.5 also returned the amax
+    assert result.shape == (32, 32) and torch.isfinite(result.float()).all()
+
+
+@requires(cuda=True, packages={"transformer-engine": ""})
+@TE_FP8_UNSUPPORTED.reproduces
+def test_fp8_transformer_engine(harness_record: Any) -> None:
+    """TransformerEngine's own verdict (``check_fp8_support``), the check ``fp8_autocast`` runs."""
+    from transformer_engine.pytorch.fp8 import check_fp8_support
+
+    available, reason = check_fp8_support()
+    harness_record("fp8_available", available)
+    harness_record("reason", reason)
+    assert available, reason
+
+
+@requires(cuda=True)
+def test_bf16_cuda(harness_record: Any) -> None:
+    """bf16 on the GPU: torch's own answer, then a real bf16 GEMM (native from sm_80)."""
+    import torch
+
+    native = torch.cuda.is_bf16_supported()
+    harness_record("is_bf16_supported", native)
+    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    assert torch.isfinite((a @ a).float()).all()
+    assert native, "torch.cuda.is_bf16_supported() is False on this GPU"
+
+
+SDPA_BACKENDS = ["flash", "efficient", "math"]
+
+
+@requires(cuda=True, packages={"torch": ">=2.0"})
+@pytest.mark.parametrize("backend", SDPA_BACKENDS)
+def test_attention_backend(backend: str, harness_record: Any) -> None:
+    """Which fused SDPA kernels this torch build has for this GPU: one backend allowed at a time."""
+    import torch
+
+    q = torch.randn(1, 4, 128, 64, device="cuda", dtype=torch.float16)
+    with _only_sdpa_backend(backend):
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    harness_record("compute_capability", ".".join(map(str, torch.cuda.get_device_capability())))
+    assert torch.isfinite(out.float()).all()
+
+
+def _only_sdpa_backend(backend: str) -> Any:
+    import torch
+
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch < 2.3 has only the older context manager
+        flags = {f"enable_{'mem_efficient' if name == 'efficient' else name}": name == backend
+                 for name in SDPA_BACKENDS}
+        return torch.backends.cuda.sdp_kernel(**flags)
+    return sdpa_kernel({"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH,
+                        "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend])
+
+
+@requires(cuda=True, packages={"flash-attn": ""})
+def test_flash_attn_package(harness_record: Any) -> None:
+    """The flash-attn package's kernel (not torch's copy) runs on this GPU and torch build."""
+    import torch
+    from flash_attn import flash_attn_func
+
+    q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.float16)
+    out = flash_attn_func(q, q, q, causal=True)
+    assert torch.isfinite(out.float()).all()

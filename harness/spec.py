@@ -323,7 +323,7 @@ class _Reader:
                 if k not in SETTING_KEYS and v is not None]
         requirements = [requirement_for(d, v) for d, v in pins]
         requirements += list(merged.get("packages", ()))
-        values = [(k, "—" if v is None else str(v)) for k, v in combo.items()
+        values = [(k, "—" if v is None else short_value(str(v))) for k, v in combo.items()
                   if k in axis_keys or k in _COMBO_SETTINGS]
         label = name if named else f"{name}:" + ",".join(
             _label(k, v) for k, v in values if k not in hidden)
@@ -336,6 +336,20 @@ class _Reader:
             hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
         )
+
+
+def short_value(value: str) -> str:
+    """How a pin reads in names and tables: a URL shrinks to its ref, ``git@v0.10``.
+
+    The full URL stays in the requirements (and so in the environment's key).
+    """
+    if "://" not in value:
+        return value
+    scheme = value.split("://", 1)[0]
+    path = value.split("://", 1)[1]
+    if "@" in path.rsplit("/", 1)[-1]:
+        return f"{scheme.split('+')[0]}@{path.rsplit('@', 1)[1]}"
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _label(key: str, value: str) -> str:

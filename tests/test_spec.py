@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import SpecError
-from harness.spec import parse_matrix, requirement_for
+from harness.spec import parse_matrix, requirement_for, short_value
 
 GOOD = """\
 version: 1
@@ -45,6 +45,15 @@ def test_good_matrix_crosses_axes_into_requirements() -> None:
     ("https://x/y.whl", "torch @ https://x/y.whl")])
 def test_requirement_for(value: str, expected: str) -> None:
     assert requirement_for("torch", value) == expected
+
+
+def test_url_pins_read_as_their_ref_in_names_but_stay_whole_in_requirements() -> None:
+    url = "git+https://github.com/NVIDIA/TransformerEngine.git@v0.12"
+    assert short_value(url) == "git@v0.12"
+    assert short_value("https://x/y/torch-2.1.0.whl") == "torch-2.1.0.whl"
+    spec = parse(GOOD.replace('torch: ["2.0.1", "2.5.1"]', f'te: ["{url}"]'))
+    assert spec.environments[0].name == "cpu:te=git@v0.12,numpy<2"
+    assert spec.environments[0].requirements[0] == f"te @ {url}"
 
 
 def test_unknown_key_names_line_and_path() -> None:
