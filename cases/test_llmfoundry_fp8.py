@@ -95,5 +95,6 @@ def test_workaround_no_te(harness_record: Any) -> None:
     model = _place_on_cuda(_mpt("meta", te_layers=False), harness_record)
     count = _te_module_count(model)
     harness_record("te_modules", count)
-    harness_record("fp8", "off: no TransformerEngine modules remain" if count == 0 else "on")
+    if count == 0:  # shown as a dagger in the table: this "PASS" is not a fix
+        harness_record("caveat", "FP8 is off: no TransformerEngine modules remain")
     harness_record("loss", _fp8_training_step(model))

@@ -41,6 +41,7 @@ def results_frame(results: list[CellResult]) -> pd.DataFrame:
             "environment": r.environment, "hardware": r.hardware_target,
             "column": f"{r.case_id}::{r.variant}", "outcome": str(r.outcome),
             "signature": r.signature or "", "reason": r.reason, "duration": r.duration,
+            "caveat": str(r.details.get("caveat", "")),
             "cell_id": r.cell_id, "python": (r.fingerprint or {}).get("python") or "",
             "cuda": torch.get("cuda") or ("cpu" if torch else ""),
             **{f"v:{k}": key.get(k, "") for k in KEY_VERSIONS},
@@ -74,11 +75,28 @@ def summary_line(frame: pd.DataFrame) -> str:
     return f"{len(frame)} cells in {envs} environments: " + (", ".join(parts) or "nothing run")
 
 
-def _symbolize(table: pd.DataFrame, case_columns: list[str]) -> pd.DataFrame:
+def _symbolize(table: pd.DataFrame, case_columns: list[str],
+               caveats: pd.DataFrame) -> pd.DataFrame:
+    """Outcome names with their symbol; a cell whose case recorded a caveat gets a dagger."""
     out = table.copy()
     for col in case_columns:
         out[col] = out[col].map(lambda v: f"{SYMBOLS[Outcome(v)]} {v}" if v else "")
+    for _, row in caveats.iterrows():
+        out.loc[row["row"], row["column"]] += " †"
     return out
+
+
+def _caveats(frame: pd.DataFrame) -> pd.DataFrame:
+    """Cells whose result carries a caveat (a workaround that "passes" by turning FP8 off)."""
+    if frame.empty:
+        return frame
+    marked = frame[frame["caveat"] != ""]
+    return marked.assign(row=marked["environment"] + " @" + marked["hardware"])
+
+
+def _caveat_lines(caveats: pd.DataFrame) -> str:
+    lines = [f"- † {r['row']}, {r['column']}: {r['caveat']}" for _, r in caveats.iterrows()]
+    return "\n\n## Caveats\n\n" + "\n".join(lines) if lines else ""
 
 
 def _legend() -> str:
@@ -90,27 +108,31 @@ def write_report(store: RunStore, out_dir: Path) -> dict[str, Path]:
     frame = results_frame(results)
     table = compat_table(frame)
     case_columns = sorted(set(frame["column"])) if not frame.empty else []
-    shown = _symbolize(table, case_columns) if not table.empty else table
+    caveats = _caveats(frame)
+    shown = _symbolize(table, case_columns, caveats) if not table.empty else table
     summary = summary_line(frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {ext: out_dir / f"compat.{ext}" for ext in ("md", "csv", "json", "html")}
     head = f"# Compatibility table\n\nRun `{store.run_id}`. {summary}.\n\n"
     body = shown.to_markdown() if not shown.empty else "_No results._"
-    paths["md"].write_text(head + body + "\n\n## Legend\n\n" + _legend() + "\n",
-                           encoding="utf-8")
+    paths["md"].write_text(head + body + _caveat_lines(caveats) + "\n\n## Legend\n\n"
+                           + _legend() + "\n", encoding="utf-8")
     frame.to_csv(paths["csv"], index=False)
     paths["json"].write_text(json.dumps({
         "run_id": store.run_id, "summary": summary,
         "table": json.loads(table.to_json(orient="index")) if not table.empty else {},
         "results": [r.to_dict() for r in results],
     }, indent=1, default=str), encoding="utf-8")
-    paths["html"].write_text(_html(store.run_id, summary, shown), encoding="utf-8")
+    paths["html"].write_text(_html(store.run_id, summary, shown, caveats), encoding="utf-8")
     return paths
 
 
-def _html(run_id: str, summary: str, shown: pd.DataFrame) -> str:
+def _html(run_id: str, summary: str, shown: pd.DataFrame, caveats: pd.DataFrame) -> str:
     table = shown.to_html(classes="compat", escape=True, border=0) if not shown.empty else (
         "<p>No results.</p>")
+    notes = "".join(f"<li>† {html.escape(r['row'])}, {html.escape(r['column'])}: "
+                    f"{html.escape(r['caveat'])}</li>" for _, r in caveats.iterrows())
+    notes = f"<h2>Caveats</h2><ul id=\"caveats\">{notes}</ul>" if notes else ""
     legend = "".join(f"<li>{SYMBOLS[o]} <b>{o}</b>: {html.escape(MEANING[o])}</li>"
                      for o in Outcome)
     return f"""<!doctype html>
@@ -124,6 +146,7 @@ table.compat thead th {{ background: #f3f3f3; position: sticky; top: 0; }}
 <h1>Compatibility table</h1>
 <p id="summary">Run <code>{html.escape(run_id)}</code>. {html.escape(summary)}.</p>
 {table}
+{notes}
 <h2>Legend</h2><ul>{legend}</ul>
 </body></html>
 """

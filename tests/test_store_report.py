@@ -48,6 +48,18 @@ def test_write_report_writes_four_formats(tmp_path: Path) -> None:
     assert "<table" in paths["html"].read_text()
 
 
+def test_a_caveat_marks_the_cell_and_is_listed_under_the_table(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    plain = result("a", "2.0.1", "repro", Outcome.PASS)
+    noted = result("b", "2.0.1", "workaround", Outcome.PASS)
+    store.append(plain)
+    store.append(CellResult.from_dict({**noted.to_dict(),
+                                       "details": {"caveat": "FP8 off: no TE modules remain"}}))
+    md = write_report(store, tmp_path)["md"].read_text()
+    assert "| ✅ PASS †" in md and "| ✅ PASS  " in md
+    assert "- † 2.0.1 @cpu, mergekit_fp16::workaround: FP8 off: no TE modules remain" in md
+
+
 def test_diff_lists_new_failures_first() -> None:
     old = [result("a", "x", "repro", Outcome.PASS), result("b", "y", "repro", Outcome.FAIL)]
     new = [result("a", "x", "repro", Outcome.CRASH), result("b", "y", "repro", Outcome.PASS)]
