@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--all", action="store_true", help="prune: remove every environment")
 
+    p = sub.add_parser("images", help="docker images: bootstrap a local base image")
+    p.add_argument("action", choices=("bootstrap",))
+    p.add_argument("--tag", default=None, help="image to create (default: the harness base)")
+    p.add_argument("--suite", default="bookworm", help="Debian suite for debootstrap")
+    p.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
+    p.add_argument("--force", action="store_true", help="rebuild even if the image exists")
+
     sub.add_parser("doctor", help="print this machine's fingerprint")
     p = sub.add_parser("cases", help="list the case variants")
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
@@ -126,8 +133,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    import shutil
-
     from harness.envs import BACKENDS
     from harness.spec import load_matrix
     from harness.workflow import default_cache_dir
@@ -142,9 +147,18 @@ def cmd_envs(args: argparse.Namespace) -> int:
     keep = set() if args.all else {env.key for env in load_matrix(args.matrix).environments}
     removed = [e for e in listing if e["key"] not in keep]
     for e in removed:
-        shutil.rmtree(e["location"], ignore_errors=True)
+        BACKENDS[e["backend"]](cache).remove_location(e["location"])
         print(f"removed {e['name']} ({e['location']})")
     print(f"removed {len(removed)}, kept {len(listing) - len(removed)}")
+    return 0
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from harness.envs.docker import connect
+    from harness.images import LOCAL_BASE, bootstrap_base
+
+    print(bootstrap_base(connect(), tag=args.tag or LOCAL_BASE, suite=args.suite,
+                         mirror=args.mirror, force=args.force))
     return 0
 
 
@@ -167,7 +181,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "envs": cmd_envs,
-            "doctor": cmd_doctor, "cases": cmd_cases}
+            "images": cmd_images, "doctor": cmd_doctor, "cases": cmd_cases}
 
 if __name__ == "__main__":
     raise SystemExit(main())

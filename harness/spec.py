@@ -17,10 +17,10 @@ from harness.expand import expand
 from harness.yamlsrc import KeyPath, Source, format_path, load_source
 
 #: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
-BACKEND_NAMES = ("host", "uv")
+BACKEND_NAMES = ("docker", "host", "uv")
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
-                "network", "hardware", "cases")
+                "network", "hardware", "cases", "memory")
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
@@ -57,6 +57,7 @@ class EnvSpec:
     cases: tuple[CaseSelector, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     network: bool = False
+    memory: str | None = None  # a container's memory limit ("16g"); docker only
 
     @property
     def key(self) -> str:
@@ -185,12 +186,18 @@ class _Reader:
             "backend": self._backend, "python": self.string, "cuda": self.string,
             "image": self.string, "packages": self._packages, "index": self.strings,
             "env": self._env, "timeout": self._timeout, "network": self._bool,
-            "hardware": self._hardware, "cases": self._cases,
+            "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
         }
         for key, value in raw.items():
             if key in checks:
                 out[key] = checks[key]((*path, key), value)
         return out
+
+    def _memory(self, path: KeyPath, value: Any) -> str:
+        text = self.string(path, value)
+        if not re.fullmatch(r"\d+[kmg]?", text):
+            raise self.src.error(path, f"{text!r} is not a memory size like '16g' or '512m'")
+        return text
 
     def _backend(self, path: KeyPath, value: Any) -> str:
         name = self.string(path, value)
@@ -335,6 +342,7 @@ class _Reader:
             image=merged.get("image"), env_vars=tuple(merged.get("env", ())),
             hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
+            memory=merged.get("memory"),
         )
 
 

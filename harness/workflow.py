@@ -115,6 +115,10 @@ def run_cells(state: RunState) -> RunState:
             progress.advance(result)
         stats = dispatch(runnable, backends, slots, state.store,
                          state.spec.cases_dir.resolve(), progress.advance, progress.note)
+    if runnable:
+        # Says outright when a re-run needed no build (uv venvs and docker images alike).
+        print(f"environments: {stats.envs_built} built, {stats.envs_reused} reused"
+              + ("" if stats.envs_built else " (nothing to build)"))
     return replace(state, stats=stats)
 
 

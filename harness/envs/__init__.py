@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.envs.base import Backend, Environment, LaunchRequest, Process
+from harness.envs.docker import DockerBackend
 from harness.envs.host import HostBackend
 from harness.envs.uv import UvBackend
 from harness.errors import UsageError
 
-BACKENDS: dict[str, type[Backend]] = {"uv": UvBackend, "host": HostBackend}
+BACKENDS: dict[str, type[Backend]] = {
+    "uv": UvBackend, "host": HostBackend, "docker": DockerBackend}
 
 
 def get_backend(name: str, cache_dir: Path) -> Backend:

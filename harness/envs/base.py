@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -106,6 +109,10 @@ class Backend(ABC):
     def listing(self) -> list[dict[str, Any]]:
         return []
 
+    def remove_location(self, location: str) -> None:
+        """Remove a listed environment by its ``location`` (what ``envs prune`` calls)."""
+        shutil.rmtree(location, ignore_errors=True)
+
 
 def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:
     """Run the stdlib fingerprint script with the environment's own interpreter."""
@@ -163,3 +170,14 @@ def _public(version: str) -> str:
 
 def _same_release(built: str, asked: str) -> bool:
     return built.split(".")[:2] == asked.split(".")[:2]
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Two harness runs sharing a cache build an environment once, not twice at the same time."""
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from harness.envs.base import (
     Process,
     check_drift,
     launch_local,
+    locked,
     read_fingerprint,
 )
 from harness.errors import EnvBuildError
@@ -44,7 +42,7 @@ class UvBackend(Backend):
     def realize(self, spec: EnvSpec) -> Environment:
         path = self.path_for(spec)
         self.root.mkdir(parents=True, exist_ok=True)
-        with _locked(path.with_name(path.name + ".lock")):
+        with locked(path.with_name(path.name + ".lock")):
             marker = _read_marker(path)
             built = marker is None
             if marker is None:
@@ -60,7 +58,7 @@ class UvBackend(Backend):
         started = time.time()
         _uv(["venv", "--quiet", "--python", spec.python, str(path)], spec)
         args = ["pip", "install", "--python", str(path / "bin" / "python"),
-                *_index_args(spec.index_urls), *spec.requirements, PYTEST_REQUIREMENT]
+                *index_args(spec.index_urls), *spec.requirements, PYTEST_REQUIREMENT]
         _uv(args, spec)
         fingerprint = read_fingerprint(str(path / "bin" / "python"))
         marker: dict[str, Any] = {
@@ -96,7 +94,7 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
     return data
 
 
-def _index_args(urls: tuple[str, ...]) -> list[str]:
+def index_args(urls: tuple[str, ...]) -> list[str]:
     # A CUDA index (download.pytorch.org/whl/cu121) sits beside PyPI; unsafe-best-match lets
     # uv take the cu121 torch from there and everything else from PyPI, as pip would.
     args = []
@@ -135,14 +133,3 @@ def _bundled_uv() -> str:
     except ImportError:
         raise EnvBuildError("uv is not installed (pip install uv)") from None
     return str(find_uv_bin())
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Two harness runs sharing a cache build an environment once, not twice at the same time."""
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -1,0 +1,226 @@
+"""Docker: one image per environment (built once, content-addressed), a fresh container per cell.
+
+A container gets the cases read-only, the in-env plugin read-only, the run folder read-write (the
+plugin's event file lands there), exactly its GPU through a device request, no network unless
+the environment asks, and a memory limit. It is removed when the cell ends, is killed, or the
+harness is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from harness.cases import INENV_DIR
+from harness.envs.base import (
+    FINGERPRINT_SCRIPT,
+    Backend,
+    Environment,
+    LaunchRequest,
+    Process,
+    check_drift,
+    locked,
+)
+from harness.errors import BackendError, DriftError
+from harness.images import (
+    LABEL,
+    BuildReport,
+    ensure_image,
+    find_ca_bundle,
+    find_uv_binary,
+    plan_image,
+    write_json,
+)
+from harness.spec import EnvSpec
+
+CASES, INENV, RUN = "/harness/cases", "/harness/inenv", "/harness/run"
+PYTHON = "/opt/env/bin/python"
+DEFAULT_MEMORY = "16g"
+
+
+def connect() -> Any:
+    """A Docker client that answers, or a one-line BackendError saying why not."""
+    try:
+        import docker
+    except ImportError:
+        raise BackendError("the docker backend needs the docker package "
+                           "(pip install 'ml-compat-harness[docker]')") from None
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # docker raises several unrelated types for "no engine"
+        raise BackendError(f"no Docker engine answers: {exc}") from exc
+    return client
+
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, cache_dir: Path) -> None:
+        super().__init__(cache_dir)
+        self._client: Any = None
+        self.reports: list[BuildReport] = []
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = connect()
+        return self._client
+
+    @property
+    def root(self) -> Path:
+        return self.cache_dir / "docker"
+
+    def realize(self, spec: EnvSpec) -> Environment:
+        plan = plan_image(spec, uv_binary=find_uv_binary(), ca_bundle=find_ca_bundle())
+        self.root.mkdir(parents=True, exist_ok=True)
+        digest = plan.tag.rsplit(":", 1)[1]
+        with locked(self.root / f"{digest}.lock"):
+            report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
+                                  {LABEL: "1", f"{LABEL}.env": spec.name[:200]})
+            self.reports.append(report)
+            fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
+                                            fresh=report.built)
+        check_drift(spec, fingerprint)
+        return Environment(spec=spec, location=plan.tag, python=PYTHON,
+                           fingerprint=fingerprint, built=report.built)
+
+    def _fingerprint(self, tag: str, cache: Path, *, fresh: bool) -> dict[str, Any]:
+        """What is installed, read inside a container of the image (cached per image)."""
+        if cache.is_file() and not fresh:
+            cached: dict[str, Any] = json.loads(cache.read_text())
+            return cached
+        script = f"{INENV}/{FINGERPRINT_SCRIPT.name}"
+        container = None
+        try:
+            container = self.client.containers.create(
+                tag, [PYTHON, script], network_disabled=True, labels={LABEL: "1"},
+                volumes={str(INENV_DIR): {"bind": INENV, "mode": "ro"}})
+            container.start()
+            code = container.wait(timeout=600).get("StatusCode")
+            out = container.logs(stdout=True, stderr=False)
+            err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        except Exception as exc:
+            raise DriftError(f"cannot fingerprint image {tag}: {exc}") from exc
+        finally:
+            if container is not None:
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+        if code != 0:
+            raise DriftError(f"cannot fingerprint image {tag}: "
+                             + " | ".join(err.strip().splitlines()[-3:]))
+        data: dict[str, Any] = json.loads(out)
+        write_json(cache, data)
+        return data
+
+    def create(self, env: Environment, request: LaunchRequest) -> Any:
+        """The container for one cell, created but not started (tests inspect it)."""
+        import docker.types
+
+        paths = {str(request.cases_dir): CASES, str(INENV_DIR): INENV, str(request.run_dir): RUN}
+        environment = _container_env(request.env, paths)
+        # Inside the container the one GPU it was given is device 0.
+        environment["CUDA_VISIBLE_DEVICES"] = "" if request.gpu is None else "0"
+        devices = [] if request.gpu is None else [docker.types.DeviceRequest(
+            device_ids=[str(request.gpu)], capabilities=[["gpu"]])]
+        try:
+            return self.client.containers.create(
+                env.location, [PYTHON, *(_translate(a, paths) for a in request.argv)],
+                working_dir=CASES, environment=environment, detach=True,
+                volumes={str(request.cases_dir): {"bind": CASES, "mode": "ro"},
+                         str(INENV_DIR): {"bind": INENV, "mode": "ro"},
+                         str(request.run_dir): {"bind": RUN, "mode": "rw"}},
+                network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,
+                device_requests=devices, init=True,
+                labels={LABEL: "1", f"{LABEL}.cell": environment.get("HARNESS_CELL_ID", ""),
+                        f"{LABEL}.run": str(request.run_dir)})
+        except Exception as exc:
+            raise BackendError(f"cannot create a container from {env.location}: {exc}") from exc
+
+    def launch(self, env: Environment, request: LaunchRequest) -> Process:
+        container = self.create(env, request)
+        try:
+            container.start()
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+            raise BackendError(f"cannot start a container from {env.location}: {exc}") from exc
+        return ContainerProcess(container, request.log)
+
+    def remove(self, env: Environment) -> None:
+        self.remove_location(env.location)
+
+    def remove_location(self, location: str) -> None:
+        with contextlib.suppress(Exception):
+            self.client.images.remove(location)
+
+    def listing(self) -> list[dict[str, Any]]:
+        try:
+            images = self.client.images.list(filters={"label": f"{LABEL}=1"})
+        except BackendError:
+            return []
+        return [{"backend": self.name, "name": image.labels.get(f"{LABEL}.env", ""),
+                 "key": tag.rsplit(":", 1)[1], "location": tag,
+                 "built_at": image.attrs.get("Created")}
+                for image in images for tag in image.tags]
+
+
+class ContainerProcess:
+    """The ``Process`` protocol over a container: the exit code, logs and removal in one place."""
+
+    def __init__(self, container: Any, log: Path) -> None:
+        self.container = container
+        self.log = log
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        if self.code is not None:
+            return self.code
+        try:
+            self.container.reload()
+        except Exception:  # gone under us (docker rm -f): it died
+            return self._finish(128 + signal.SIGKILL)
+        if self.container.status in ("exited", "dead"):
+            return self._finish(int(self.container.attrs["State"]["ExitCode"]))
+        return None
+
+    def kill(self) -> None:
+        if self.code is None:
+            with contextlib.suppress(Exception):
+                self.container.kill()
+
+    def wait(self) -> int:
+        if self.code is not None:
+            return self.code
+        try:
+            status = self.container.wait(timeout=60)
+            return self._finish(int(status.get("StatusCode", 128 + signal.SIGKILL)))
+        except Exception:
+            return self._finish(128 + signal.SIGKILL)
+
+    def _finish(self, status: int) -> int:
+        with contextlib.suppress(Exception), open(self.log, "ab") as log:
+            log.write(self.container.logs(stdout=True, stderr=True))
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
+        # docker-init (tini) reports a child killed by signal N as 128+N; the rest of the
+        # harness speaks subprocess's language, where that is -N.
+        self.code = -(status - 128) if 128 < status < 160 else status
+        return self.code
+
+
+def _translate(value: str, paths: dict[str, str]) -> str:
+    for host, inside in sorted(paths.items(), key=lambda kv: -len(kv[0])):
+        value = value.replace(host, inside)
+    return value
+
+
+def _container_env(env: dict[str, str], paths: dict[str, str]) -> dict[str, str]:
+    # The request's environment is the host's plus what the harness set for the cell; only
+    # the latter belongs in the container (the host's PATH or HOME would be wrong there).
+    return {key: _translate(value, paths) for key, value in env.items()
+            if os.environ.get(key) != value}

@@ -1,0 +1,228 @@
+"""Docker images for environments: render a Dockerfile from a template, hash it, build it once.
+
+The tag is a hash of the rendered Dockerfile and of every file the build copies, so an image
+that exists is by construction the right one and is never rebuilt. Also: the local base image
+for hosts with no registry (debootstrap into a folder, then import).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from harness.errors import EnvBuildError, UsageError
+from harness.spec import EnvSpec
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "images"
+REPOSITORY = "ml-compat-harness/env"
+LOCAL_BASE = "ml-compat-harness/base:bookworm"
+LABEL = "ml-compat-harness"
+#: CUDA release -> the full nvidia/cuda tag that carries it (cudnn, devel, Ubuntu 22.04).
+CUDA_BASES = {"11.8": "11.8.0", "12.1": "12.1.1", "12.2": "12.2.2", "12.4": "12.4.1",
+              "12.6": "12.6.3", "12.8": "12.8.1"}
+#: Where a TLS-intercepting proxy's CA usually is; HARNESS_CA_BUNDLE overrides.
+CA_CANDIDATES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+PYTEST_REQUIREMENT = "pytest>=7"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePlan:
+    """A rendered build: the Dockerfile text, the files it copies, and the tag they hash to."""
+
+    tag: str
+    base: str
+    dockerfile: str
+    files: tuple[tuple[str, Path], ...]  # name in the build context -> file on this machine
+
+
+def base_image(spec: EnvSpec) -> str:
+    """``image:`` when the spec names one (an NGC PyTorch tag, say), else by CUDA version."""
+    if spec.image:
+        return spec.image
+    if spec.cuda and spec.cuda != "cpu":
+        release = CUDA_BASES.get(spec.cuda, f"{spec.cuda}.0")
+        return f"nvidia/cuda:{release}-cudnn-devel-ubuntu22.04"
+    return LOCAL_BASE
+
+
+def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
+    from harness.envs.uv import index_args  # one definition of how indexes are passed
+
+    command = ["uv", "pip", "install", "--python", "/opt/env/bin/python",
+               *index_args(spec.index_urls)]
+    layers, installed = [], []
+    for requirement in [*_torch_first(spec.requirements), PYTEST_REQUIREMENT]:
+        installed.append(requirement)
+        # Cumulative: each layer restates what is below it, so a later package cannot
+        # silently move an earlier pin, and identical prefixes share their layers.
+        layers.append("RUN " + shlex.join([*command, *installed]))
+    text = Template((TEMPLATES / "env.Dockerfile").read_text()).substitute(
+        base=base_image(spec), python=spec.python, python_setup=_python_setup(spec.python),
+        install_layers="\n".join(layers))
+    files = (("uv", uv_binary), ("ca.pem", ca_bundle))
+    digest = hashlib.sha256(text.encode())
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + _file_sha256(path).encode())
+    return ImagePlan(tag=f"{REPOSITORY}:{digest.hexdigest()[:16]}", base=base_image(spec),
+                     dockerfile=text, files=files)
+
+
+def _torch_first(requirements: tuple[str, ...]) -> list[str]:
+    """torch is the heaviest layer and the one most environments share: put it lowest."""
+    def is_torch(req: str) -> bool:
+        return req.split("=")[0].split("<")[0].split(">")[0].split(" ")[0].strip() == "torch"
+    return [r for r in requirements if is_torch(r)] + [r for r in requirements if not is_torch(r)]
+
+
+def _python_setup(python: str) -> str:
+    # The bootstrap image has Debian's python3.11; CUDA images (Ubuntu) may need it installed.
+    return (f"command -v python{python} >/dev/null || (apt-get update && "
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+            f"python{python} && rm -rf /var/lib/apt/lists/*)")
+
+
+_HASHES: dict[tuple[str, float, int], str] = {}
+
+
+def _file_sha256(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path), stat.st_mtime, stat.st_size)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def find_ca_bundle() -> Path:
+    for candidate in (os.environ.get("HARNESS_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE"),
+                      *CA_CANDIDATES):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise EnvBuildError("no CA bundle found; set HARNESS_CA_BUNDLE to a PEM file")
+
+
+def find_uv_binary() -> Path:
+    found = shutil.which("uv")
+    if found:
+        return Path(found)
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise EnvBuildError("uv is not installed (pip install uv)") from None
+    return Path(find_uv_bin())
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildReport:
+    tag: str
+    built: bool
+    steps: int = 0
+    cached_steps: int = 0
+    rebuilt: tuple[str, ...] = ()  # the Dockerfile instructions that ran (not from cache)
+    seconds: float = 0.0
+
+
+def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str]
+                 ) -> BuildReport:
+    """Build ``plan`` unless its tag exists. Every line of the build goes to ``log_path``."""
+    import docker.errors
+
+    try:
+        client.images.get(plan.tag)
+        return BuildReport(tag=plan.tag, built=False)
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.get(plan.base)
+    except docker.errors.ImageNotFound:
+        hint = " (run: harness images bootstrap)" if plan.base == LOCAL_BASE else ""
+        raise EnvBuildError(f"base image {plan.base} is not on this host{hint}") from None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="harness-build-") as tmp:
+        context = Path(tmp)
+        (context / "Dockerfile").write_text(plan.dockerfile)
+        for name, source in plan.files:
+            shutil.copy2(source, context / name)
+        report = _stream_build(client, context, plan, log_path, labels)
+    return BuildReport(tag=plan.tag, built=True, steps=report[0], cached_steps=report[1],
+                       rebuilt=tuple(report[2]), seconds=round(time.monotonic() - started, 1))
+
+
+def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
+                  labels: dict[str, str]) -> tuple[int, int, list[str]]:
+    steps, cached, rebuilt, current = 0, 0, [], ""
+    with open(log_path, "w", encoding="utf-8") as log:
+        # Host networking: the build reaches the package index the way this host does
+        # (through its proxy); the case run itself gets no network at all.
+        stream = client.api.build(path=str(context), tag=plan.tag, rm=True, forcerm=True,
+                                  decode=True, pull=False, network_mode="host", labels=labels)
+        for chunk in stream:
+            text = chunk.get("stream", "")
+            if text:
+                log.write(text)
+                if text.startswith("Step "):
+                    steps += 1
+                    current = text.split(" : ", 1)[-1].strip()
+                    rebuilt.append(current)
+                elif "Using cache" in text and rebuilt and rebuilt[-1] == current:
+                    cached += 1
+                    rebuilt.pop()
+            if "error" in chunk:
+                log.write(chunk["error"] + "\n")
+                log.flush()
+                raise EnvBuildError(f"image build failed ({log_path}): " + _tail(log_path))
+    return steps, cached, rebuilt
+
+
+def _tail(path: Path, lines: int = 6) -> str:
+    text = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(text[-lines:])
+
+
+def bootstrap_base(client: Any, *, tag: str = LOCAL_BASE, suite: str = "bookworm",
+                   mirror: str = "http://deb.debian.org/debian", force: bool = False) -> str:
+    """A minimal Debian with Python and CA certificates, for hosts that cannot pull images."""
+    import docker.errors
+
+    if not force:
+        try:
+            client.images.get(tag)
+            return f"{tag} already exists (use --force to rebuild it)"
+        except docker.errors.ImageNotFound:
+            pass
+    if shutil.which("debootstrap") is None:
+        raise UsageError("debootstrap is not installed (apt-get install debootstrap)")
+    with tempfile.TemporaryDirectory(prefix="harness-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        proc = subprocess.run(
+            ["debootstrap", "--variant=minbase", "--include=python3,ca-certificates", suite,
+             str(rootfs), mirror], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise EnvBuildError("debootstrap failed: " + " | ".join(
+                (proc.stderr or proc.stdout).strip().splitlines()[-4:]))
+        archive = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
+        repository, _, version = tag.partition(":")
+        client.api.import_image_from_file(str(archive), repository=repository,
+                                          tag=version or "latest")
+    return f"{tag} imported from debootstrap {suite} ({mirror})"
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
