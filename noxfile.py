@@ -16,7 +16,7 @@ os.environ.setdefault("UV_NATIVE_TLS", "1")
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit, plugin, process and real end-to-end tests (real uv environments with torch)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,docker]")
     session.run("pytest", "-n", "2", "--dist", "loadfile", *session.posargs)
 
 
@@ -28,9 +28,16 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def images(session: nox.Session) -> None:
+    """The local base image for docker environments (debootstrap + import; needs root)."""
+    session.install("-e", ".[docker]")
+    session.run("harness", "images", "bootstrap", *session.posargs)
+
+
+@nox.session
 def matrix(session: nox.Session) -> None:
     """The main job: run the default matrix on this machine and write reports/compat.*"""
-    session.install("-e", ".")
+    session.install("-e", ".[docker]")
     # Exit 1 means some cell FAILed/ERRORed: that is a finding for the table, not a broken job.
     session.run("harness", "run", *session.posargs, success_codes=[0, 1])
     session.log("table written to reports/compat.md (also .csv, .json, .html)")

@@ -174,10 +174,12 @@ def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
             text = chunk.get("stream", "")
             if text:
                 log.write(text)
+                log.flush()  # a build that hangs or is killed still shows how far it got
                 if text.startswith("Step "):
                     steps += 1
                     current = text.split(" : ", 1)[-1].strip()
-                    rebuilt.append(current)
+                    if not current.startswith("FROM "):  # the base is referenced, not built
+                        rebuilt.append(current)
                 elif "Using cache" in text and rebuilt and rebuilt[-1] == current:
                     cached += 1
                     rebuilt.pop()
