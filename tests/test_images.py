@@ -1,0 +1,61 @@
+"""Rendering and tagging docker images (pure logic: no engine needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.images import LOCAL_BASE, base_image, plan_image
+from harness.spec import parse_matrix
+
+MATRIX = """\
+version: 1
+environments:
+  e:
+    backend: docker
+    python: "3.11"
+{extra}    pins: {{{pins}}}
+"""
+
+
+def spec(pins: str, extra: str = ""):  # type: ignore[no-untyped-def]
+    return parse_matrix(MATRIX.format(pins=pins, extra=extra), file="m.yaml",
+                        base=Path()).environments[0]
+
+
+def plan(tmp_path: Path, pins: str, extra: str = ""):  # type: ignore[no-untyped-def]
+    uv, ca = tmp_path / "uv", tmp_path / "ca.pem"
+    if not uv.exists():
+        uv.write_bytes(b"uv")
+        ca.write_text("CA")
+    return plan_image(spec(pins, extra), uv_binary=uv, ca_bundle=ca)
+
+
+def test_torch_is_the_lowest_layer_and_layers_are_cumulative(tmp_path: Path) -> None:
+    text = plan(tmp_path, 'six: "1.16.0", torch: "2.0.1"').dockerfile
+    runs = [ln for ln in text.splitlines() if ln.startswith("RUN uv pip install")]
+    assert runs[0].endswith("torch==2.0.1")
+    assert runs[1].endswith("torch==2.0.1 six==1.16.0")
+    assert runs[-1].endswith("'pytest>=7'")
+
+
+def test_tag_depends_on_content_and_on_the_copied_files(tmp_path: Path) -> None:
+    a = plan(tmp_path, 'six: "1.16.0"')
+    assert plan(tmp_path, 'six: "1.16.0"').tag == a.tag
+    assert plan(tmp_path, 'six: "1.17.0"').tag != a.tag
+    (tmp_path / "ca.pem").write_text("another CA")
+    assert plan(tmp_path, 'six: "1.16.0"').tag != a.tag
+
+
+def test_base_image_by_image_then_cuda_then_local(tmp_path: Path) -> None:
+    assert base_image(spec('six: "1"')) == LOCAL_BASE
+    assert base_image(spec('six: "1"', '    cuda: "12.4"\n')) == (
+        "nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04")
+    ngc = '    image: "nvcr.io/nvidia/pytorch:24.05-py3"\n'
+    assert base_image(spec('six: "1"', ngc)) == "nvcr.io/nvidia/pytorch:24.05-py3"
+
+
+def test_the_ca_bundle_lands_where_ca_certificates_does_not_write(tmp_path: Path) -> None:
+    text = plan(tmp_path, 'six: "1.16.0"').dockerfile
+    assert "COPY ca.pem /usr/local/share/ml-compat-harness/ca.pem" in text
+    assert "SSL_CERT_FILE=/usr/local/share/ml-compat-harness/ca.pem" in text
+    assert "PIP_CERT=/usr/local/share/ml-compat-harness/ca.pem" in text
