@@ -32,7 +32,12 @@ def test_filters() -> None:
     plan = make_plan(spec, collect_cases(spec.cases_dir), ("cpu",))
     only = filter_plan(plan, only=["torch=2.0.1", "numpy=<2"], keyword="mergekit_fp16::repro",
                        hardware=["cpu"])
-    assert [c.env.name for c in only.cells] == ["cpu:torch=2.0.1,numpy<2"]
+    assert {c.env.name for c in only.cells} == {
+        "cpu:torch=2.0.1,numpy<2", "docker-cpu-torch2.0.1"}
+    only = filter_plan(plan, only=["env=cpu:*", "torch=2.0.1", "numpy=<2"],
+                       keyword="mergekit_fp16::repro", hardware=["cpu"])
+    assert [(c.env.name, c.case.variant) for c in only.cells] == [
+        ("cpu:torch=2.0.1,numpy<2", "repro"), ("cpu:torch=2.0.1,numpy<2", "repro_merged")]
     with pytest.raises(UsageError, match="no such axis"):
         filter_plan(plan, only=["torc=2.0.1"])
     with pytest.raises(UsageError, match="no cell matches"):

@@ -94,7 +94,7 @@ def test_duplicate_key() -> None:
 def test_bad_backend_lists_valid_ones() -> None:
     message = error(GOOD.replace("hardware: [cpu]", "backend: conda"))
     assert message == ("matrix.yaml:5: matrices.cpu.backend: unknown backend 'conda'; valid: "
-                       "host, uv")
+                       "docker, host, uv")
 
 
 def test_spec_accepts_exactly_the_implemented_backends() -> None:
