@@ -20,6 +20,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from packaging.requirements import Requirement
+
 from harness.errors import EnvBuildError, UsageError
 from harness.spec import EnvSpec
 
@@ -80,7 +82,7 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
 def _torch_first(requirements: tuple[str, ...]) -> list[str]:
     """torch is the heaviest layer and the one most environments share: put it lowest."""
     def is_torch(req: str) -> bool:
-        return req.split("=")[0].split("<")[0].split(">")[0].split(" ")[0].strip() == "torch"
+        return Requirement(req).name.lower() == "torch"
     return [r for r in requirements if is_torch(r)] + [r for r in requirements if not is_torch(r)]
 
 
