@@ -98,8 +98,7 @@ def test_workaround_inject_recipe(harness_record: Any) -> None:
     legacy["recipe"] = DelayedScaling(fp8_format=Format.HYBRID, amax_history_len=EVO2_HISTORY,
                                       amax_compute_algo="max")
     if hasattr(torch.serialization, "add_safe_globals"):
-        # torch >= 2.6 loads with weights_only=True: the recipe classes must be allow-listed.
-        torch.serialization.add_safe_globals([DelayedScaling, Format])
+        torch.serialization.add_safe_globals(recipe_safe_globals())
     buffer = io.BytesIO()
     torch.save(legacy, buffer)
     buffer.seek(0)
@@ -107,6 +106,16 @@ def test_workaround_inject_recipe(harness_record: Any) -> None:
     layer.load_state_dict(state)
     harness_record("amax_history_len", layer.fp8_meta["recipe"].amax_history_len)
     assert layer.fp8_meta["recipe"].amax_history_len == EVO2_HISTORY
+
+
+def recipe_safe_globals() -> list[Any]:
+    """What ``torch.load(weights_only=True)`` (the default from torch 2.6) must be allowed to
+    rebuild for a pickled ``DelayedScaling``: the recipe, its ``Format`` enum, and the
+    ``_FormatHelper`` tuple that each ``Format`` member's value is (as vortex registers)."""
+    from transformer_engine.common import recipe
+
+    names = ("DelayedScaling", "Format", "_FormatHelper")
+    return [getattr(recipe, name) for name in names if hasattr(recipe, name)]
 
 
 @NEEDS_TE

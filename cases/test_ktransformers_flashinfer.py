@@ -76,13 +76,18 @@ def test_end_to_end(backend: str, fresh_jit_cache: Path, harness_record: Any) ->
         torch.empty(128 * 1024 * 1024, dtype=torch.int8, device=device), backend=backend)
     harness_record("chosen_backend", wrapper._backend)
     pages = batch * kv_len // page_size
+    # The fork's plan() takes a required bsz_tensor (an int32 tensor holding the batch size)
+    # that upstream flashinfer 0.2.3 does not have; ktransformers passes it.
     wrapper.plan(
-        torch.arange(batch + 1, dtype=torch.int32, device=device),
-        torch.arange(0, pages + 1, kv_len // page_size, dtype=torch.int32, device=device),
-        torch.arange(pages, dtype=torch.int32, device=device),
-        torch.full((batch,), kv_len, dtype=torch.int32, device=device),
-        NUM_HEADS, HEAD_DIM_CKV, HEAD_DIM_KPE, page_size, False, 1.0 / (192 ** 0.5),
-        torch.bfloat16, torch.bfloat16)
+        qo_indptr=torch.arange(batch + 1, dtype=torch.int32, device=device),
+        kv_indptr=torch.arange(0, pages + 1, kv_len // page_size, dtype=torch.int32,
+                               device=device),
+        kv_indices=torch.arange(pages, dtype=torch.int32, device=device),
+        kv_len_arr=torch.full((batch,), kv_len, dtype=torch.int32, device=device),
+        num_heads=NUM_HEADS, head_dim_ckv=HEAD_DIM_CKV, head_dim_kpe=HEAD_DIM_KPE,
+        page_size=page_size, causal=False, sm_scale=1.0 / (192 ** 0.5),
+        q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16,
+        bsz_tensor=torch.tensor([batch], dtype=torch.int32, device=device))
     q_nope = torch.randn(batch, NUM_HEADS, HEAD_DIM_CKV, dtype=torch.bfloat16, device=device)
     q_pe = torch.randn(batch, NUM_HEADS, HEAD_DIM_KPE, dtype=torch.bfloat16, device=device)
     ckv = torch.randn(pages, page_size, HEAD_DIM_CKV, dtype=torch.bfloat16, device=device)

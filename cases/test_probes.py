@@ -89,13 +89,29 @@ def test_fp8_scaled_mm(harness_record: Any) -> None:
     assert result.shape == (32, 32) and torch.isfinite(result.float()).all()
 
 
+#: TE's FP8 verdict by release: public from 1.0 (``check_fp8_support``), private before
+#: (``_check_fp8_support`` in v0.10-v0.12's ``transformer_engine/pytorch/fp8.py``).
+TE_FP8_CHECKS = ("check_fp8_support", "_check_fp8_support")
+
+
+def fp8_check_of(fp8_module: Any) -> tuple[str, Any]:
+    """The FP8 support check this TE release has, by name; SKIP in words if it has none."""
+    for name in TE_FP8_CHECKS:
+        if callable(getattr(fp8_module, name, None)):
+            return name, getattr(fp8_module, name)
+    pytest.skip("needs TransformerEngine's FP8 support check; this release has none of "
+                + ", ".join(TE_FP8_CHECKS))
+
+
 @requires(cuda=True, packages={"transformer-engine": ""})
 @TE_FP8_UNSUPPORTED.reproduces
 def test_fp8_transformer_engine(harness_record: Any) -> None:
-    """TransformerEngine's own verdict (``check_fp8_support``), the check ``fp8_autocast`` runs."""
-    from transformer_engine.pytorch.fp8 import check_fp8_support
+    """TransformerEngine's own verdict, the check ``fp8_autocast`` runs."""
+    from transformer_engine.pytorch import fp8
 
-    available, reason = check_fp8_support()
+    name, check = fp8_check_of(fp8)
+    harness_record("te_check", name)
+    available, reason = check()
     harness_record("fp8_available", available)
     harness_record("reason", reason)
     assert available, reason
@@ -144,10 +160,31 @@ def _only_sdpa_backend(backend: str) -> Any:
 
 @requires(cuda=True, packages={"flash-attn": ""})
 def test_flash_attn_package(harness_record: Any) -> None:
-    """The flash-attn package's kernel (not torch's copy) runs on this GPU and torch build."""
-    import torch
-    from flash_attn import flash_attn_func
+    """The flash-attn package's kernel (not torch's copy) runs on this GPU and torch build.
 
-    q = torch.randn(1, 128, 4, 64, device="cuda", dtype=torch.float16)
-    out = flash_attn_func(q, q, q, causal=True)
+    2.x has ``flash_attn_func`` on padded (batch, seq, heads, dim) tensors; 1.x has only the
+    varlen ``flash_attn_unpadded_func`` on packed tokens with cumulative sequence lengths."""
+    import torch
+
+    batch, seq, heads, dim = 1, 128, 4, 64
+    q = torch.randn(batch, seq, heads, dim, device="cuda", dtype=torch.float16)
+    api, attention = flash_attn_api()
+    harness_record("api", api)
+    if api == "flash_attn_func":
+        out = attention(q, q, q, causal=True)
+    else:
+        packed = q.reshape(batch * seq, heads, dim)
+        cu_seqlens = torch.arange(0, (batch + 1) * seq, seq, device="cuda", dtype=torch.int32)
+        out = attention(packed, packed, packed, cu_seqlens, cu_seqlens, seq, seq, 0.0,
+                        causal=True)
     assert torch.isfinite(out.float()).all()
+
+
+def flash_attn_api() -> tuple[str, Any]:
+    try:
+        from flash_attn import flash_attn_func
+    except ImportError:  # flash-attn 1.x
+        from flash_attn.flash_attn_interface import flash_attn_unpadded_func
+
+        return "flash_attn_unpadded_func", flash_attn_unpadded_func
+    return "flash_attn_func", flash_attn_func

@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness import __version__
 from harness.errors import HarnessError, UsageError
@@ -24,6 +25,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", action="append", default=[],
                    help="keep cells on this target: cpu, sm_90, ... (repeatable)")
     p.add_argument("--gpus", help="GPU slots: 0,1 or 0:sm_90,1:sm_90 (default: probe)")
+    _find_links(p)
+
+
+def _find_links(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
+                   help="also install from this folder of wheels; a package the matrix names "
+                        "by URL is taken from here when a wheel of it is here (repeatable; "
+                        "also HARNESS_FIND_LINKS)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,10 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", nargs="?", default="latest")
     p.add_argument("--diff", metavar="RUN_ID", help="also list cells that changed since RUN_ID")
 
-    p = sub.add_parser("envs", help="list or prune built environments")
-    p.add_argument("action", choices=("list", "prune"))
+    p = sub.add_parser("envs", help="list, prune or check (preflight) environments")
+    p.add_argument("action", choices=("list", "prune", "check"))
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--all", action="store_true", help="prune: remove every environment")
+    p.add_argument("--build", action="store_true",
+                   help="check: also build each environment here and import what it names")
+    p.add_argument("--env", action="append", default=[], metavar="GLOB",
+                   help="check: only environments whose name matches (repeatable)")
+    p.add_argument("--platform", default=None,
+                   help="check: the platform to resolve for (default: x86_64-manylinux_2_28)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("-j", "--jobs", type=int, default=4, help="check: resolves at a time")
+    _find_links(p)
 
     p = sub.add_parser("images", help="docker images: bootstrap a local base image")
     p.add_argument("action", choices=("bootstrap",))
@@ -112,7 +130,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(matrix=args.matrix, reports_dir=args.reports, only=tuple(args.only),
                       keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
                       jobs=getattr(args, "jobs", 1), resume=getattr(args, "resume", None),
-                      report=not getattr(args, "no_report", False))
+                      report=not getattr(args, "no_report", False),
+                      find_links=tuple(args.find_links))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -146,6 +165,8 @@ def cmd_envs(args: argparse.Namespace) -> int:
     from harness.workflow import default_cache_dir
 
     cache = default_cache_dir()
+    if args.action == "check":
+        return _envs_check(args, cache)
     listing = [e for cls in BACKENDS.values() for e in cls(cache).listing()]
     if args.action == "list":
         for e in listing:
@@ -159,6 +180,39 @@ def cmd_envs(args: argparse.Namespace) -> int:
         print(f"removed {e['name']} ({e['location']})")
     print(f"removed {len(removed)}, kept {len(listing) - len(removed)}")
     return 0
+
+
+def _envs_check(args: argparse.Namespace, cache: Path) -> int:
+    from fnmatch import fnmatchcase
+
+    from harness.envs import get_backend
+    from harness.preflight import DEFAULT_PLATFORM, check_environments, render_table, summary
+    from harness.sources import find_links_folders, with_find_links
+    from harness.spec import load_matrix
+
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)))
+    envs = [e for e in spec.environments
+            if not args.env or any(fnmatchcase(e.name, g) for g in args.env)]
+    if not envs:
+        raise UsageError("--env: no environment matches " + ", ".join(args.env))
+    backends = {name: get_backend(name, cache) for name in {e.backend for e in envs}}
+
+    def progress(check: Any) -> None:
+        if args.format == "table":
+            print(f"{check.name}: resolves {check.resolves}, builds {check.builds}, "
+                  f"imports {check.imports}", file=sys.stderr, flush=True)
+
+    checks = check_environments(envs, backends=backends, cache_dir=cache, build=args.build,
+                                platform=args.platform or DEFAULT_PLATFORM, jobs=args.jobs,
+                                on_done=progress)
+    if args.format == "json":
+        print(json.dumps([c.to_dict() for c in checks], indent=1))
+    else:
+        print(render_table(checks))
+        print(summary(checks))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 def cmd_images(args: argparse.Namespace) -> int:

@@ -32,6 +32,10 @@ class EnvBuildError(BackendError):
     """An environment could not be built; its cells become ERROR, the run goes on."""
 
 
+class EnvImportError(EnvBuildError):
+    """The environment was built, but a package it names does not import."""
+
+
 class DriftError(BackendError):
     """The built environment does not hold what its spec asked for."""
 

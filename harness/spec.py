@@ -6,11 +6,13 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 
 from harness.errors import SpecError, UsageError
 from harness.expand import expand
@@ -39,6 +41,31 @@ class CaseSelector:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BuildSetting:
+    """How one distribution is built from source, wherever an environment installs it.
+
+    ``isolation: false`` builds it inside the environment, against the environment's own torch
+    (TE's and flash-attn's ``setup.py`` import torch); ``requires`` are installed first (a name
+    the environment pins, torch, takes the environment's pin); ``env`` goes to the build
+    (``MAX_JOBS``); ``nvcc`` is the CUDA compiler the build needs, checked before building.
+    """
+
+    dist: str
+    via: tuple[str, ...] = ()  # requirements that pull ``dist`` in (transformer-engine)
+    isolation: bool = True
+    requires: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    nvcc: str | None = None
+
+    def applies_to(self, requirement_names: set[str]) -> bool:
+        return bool({self.dist, *self.via} & requirement_names)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dist": self.dist, "via": self.via, "isolation": self.isolation,
+                "requires": self.requires, "env": self.env, "nvcc": self.nvcc}
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvSpec:
     """Everything that defines one environment. ``key`` hashes what changes its content."""
 
@@ -58,13 +85,20 @@ class EnvSpec:
     timeout: float = DEFAULT_TIMEOUT
     network: bool = False
     memory: str | None = None  # a container's memory limit ("16g"); docker only
+    builds: tuple[BuildSetting, ...] = ()  # the matrix's build settings that apply here
+    find_links: tuple[str, ...] = ()  # local wheel folders (set per run, not in matrix.yaml)
 
     @property
     def key(self) -> str:
-        content = {
+        content: dict[str, Any] = {
             "backend": self.backend, "python": self.python, "requirements": self.requirements,
             "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
         }
+        # Only present when set, so that environments without them keep their keys.
+        if self.builds:
+            content["builds"] = [b.to_dict() for b in self.builds]
+        if self.find_links:
+            content["find_links"] = self.find_links
         blob = json.dumps(content, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -94,8 +128,8 @@ def load_matrix(path: str | Path) -> MatrixSpec:
 def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     src = load_source(text, file)
     top = _Reader(src)
-    root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "matrices",
-                            "environments"})
+    root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
+                            "matrices", "environments"})
     version = root.get("version", 1)
     if version != 1:
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
@@ -105,11 +139,14 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     }
     defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
                                                      optional=True))
+    builds = tuple(top.build(("build", name), str(name))
+                   for name in top.mapping(("build",), None, optional=True))
     envs: list[EnvSpec] = []
     for name, _ in top.mapping(("matrices",), None, optional=True).items():
         envs.extend(top.matrix(("matrices", name), str(name), defaults, distributions))
     for name, _ in top.mapping(("environments",), None, optional=True).items():
         envs.append(top.named_env(("environments", name), str(name), defaults, distributions))
+    envs = [_with_builds(env, builds) for env in envs]
     seen: dict[str, EnvSpec] = {}
     for env in envs:
         if env.name in seen:
@@ -117,6 +154,16 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
         seen[env.name] = env
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs))
+
+
+def requirement_name(requirement: str) -> str:
+    """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized)."""
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def _with_builds(env: EnvSpec, builds: tuple[BuildSetting, ...]) -> EnvSpec:
+    names = {requirement_name(r) for r in env.requirements}
+    return replace(env, builds=tuple(b for b in builds if b.applies_to(names)))
 
 
 def requirement_for(dist: str, value: str) -> str:
@@ -245,6 +292,24 @@ class _Reader:
                          f"{format_path((*path, i))}")
             for i, p in enumerate(patterns)
         )
+
+    def build(self, path: KeyPath, dist: str) -> BuildSetting:
+        raw = self.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
+        nvcc = raw.get("nvcc")
+        if nvcc is not None:
+            nvcc = self.string((*path, "nvcc"), nvcc)
+            try:
+                SpecifierSet(nvcc)
+            except InvalidSpecifier:
+                raise self.src.error((*path, "nvcc"), f"{nvcc!r} is not a version specifier "
+                                     "like '>=12.0'") from None
+        return BuildSetting(
+            dist=canonicalize_name(dist),
+            via=tuple(canonicalize_name(v) for v in self.strings((*path, "via"),
+                                                                raw.get("via", []))),
+            isolation=self._bool((*path, "isolation"), raw.get("isolation", True)),
+            requires=self._packages((*path, "requires"), raw.get("requires", [])),
+            env=self._env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
 
     def matrix(self, path: KeyPath, name: str, defaults: dict[str, Any],
                distributions: dict[str, str]) -> list[EnvSpec]:

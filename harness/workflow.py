@@ -20,6 +20,7 @@ from harness.progress import RunProgress
 from harness.report import write_report
 from harness.results import Outcome
 from harness.scheduler import make_slots
+from harness.sources import find_links_folders, with_find_links
 from harness.spec import MatrixSpec, load_matrix
 from harness.store import RunStore
 
@@ -44,6 +45,7 @@ class RunOptions:
     resume: str | None = None
     report: bool = True
     live: bool | None = None
+    find_links: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +63,8 @@ Step = Callable[[RunState], "RunState | int"]
 
 
 def load_spec(state: RunState) -> RunState:
-    spec = load_matrix(state.options.matrix)
+    folders = find_links_folders(state.options.find_links)
+    spec = with_find_links(load_matrix(state.options.matrix), folders)
     return replace(state, spec=spec, cases=collect_cases(spec.cases_dir.resolve()))
 
 

@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,10 +20,13 @@ from typing import Any, ClassVar, Protocol
 from packaging.version import InvalidVersion, Version
 
 from harness.errors import DriftError
-from harness.inenv import harness_fingerprint
-from harness.spec import EnvSpec
+from harness.inenv import harness_fingerprint, harness_imports
+from harness.spec import EnvSpec, requirement_name
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
+IMPORTS_SCRIPT = Path(harness_imports.__file__)
+#: Installed for the harness's own use, not named by the spec: not import-checked.
+_NOT_CHECKED = {"pytest", "ninja-build"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,6 +127,32 @@ def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:
                          + " | ".join(proc.stderr.strip().splitlines()[-3:]))
     data: dict[str, Any] = json.loads(proc.stdout)
     return data
+
+
+def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900) -> list[str]:
+    """Import the top-level modules of every distribution the spec names, in the environment.
+
+    Runs with no GPU visible and a throwaway HOME, so that importing has no side effects
+    (flashinfer makes its JIT workspace under ``$HOME`` at import time)."""
+    names = sorted({requirement_name(r) for r in spec.requirements} - _NOT_CHECKED)
+    if not names:
+        return []
+    with tempfile.TemporaryDirectory(prefix="harness-imports-") as home:
+        env = {**os.environ, "PYTHONPATH": "", "HOME": home, "CUDA_VISIBLE_DEVICES": "",
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            proc = subprocess.run([python, str(IMPORTS_SCRIPT), *names], capture_output=True,
+                                  text=True, timeout=timeout, check=False, env=env, cwd=home)
+        except subprocess.TimeoutExpired:
+            return [f"importing {', '.join(names)} took over {timeout:g} s"]
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        return [f"importing {', '.join(names)} killed the interpreter "
+                f"(exit {proc.returncode}): {tail}"]
+    report: dict[str, dict[str, str | None]] = json.loads(proc.stdout)
+    return [f"{dist}: {module or dist}: {error}" if module else f"{dist}: {error}"
+            for dist, modules in sorted(report.items())
+            for module, error in sorted(modules.items()) if error]
 
 
 def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:

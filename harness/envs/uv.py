@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from packaging.specifiers import SpecifierSet
 
 from harness.envs.base import (
     Backend,
@@ -17,12 +21,14 @@ from harness.envs.base import (
     LaunchRequest,
     Process,
     check_drift,
+    import_problems,
     launch_local,
     locked,
     read_fingerprint,
 )
-from harness.errors import EnvBuildError
-from harness.spec import EnvSpec
+from harness.errors import EnvBuildError, EnvImportError
+from harness.inenv.harness_probe import nvcc_version
+from harness.spec import BuildSetting, EnvSpec, requirement_name
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
@@ -56,11 +62,31 @@ class UvBackend(Backend):
         # The marker is written last: a venv without one is half-built and is rebuilt.
         shutil.rmtree(path, ignore_errors=True)
         started = time.time()
+        python = str(path / "bin" / "python")
         _uv(["venv", "--quiet", "--python", spec.python, str(path)], spec)
-        args = ["pip", "install", "--python", str(path / "bin" / "python"),
-                *index_args(spec.index_urls), *spec.requirements, PYTEST_REQUIREMENT]
-        _uv(args, spec)
-        fingerprint = read_fingerprint(str(path / "bin" / "python"))
+        sources = [b for b in spec.builds if not b.isolation]
+        extra: list[str] = []
+        variables: dict[str, str] = {}
+        if sources:
+            check_nvcc(sources)
+            # What a package built without isolation compiles against goes in first.
+            _uv(["pip", "install", "--python", python, *install_args(spec),
+                 *build_requirements(spec)], spec)
+            for setting in sources:
+                extra += ["--no-build-isolation-package", setting.dist]
+                variables.update(setting.env)
+            # uv caches a wheel built from an sdist by the sdist alone, not by what it was
+            # built against: a TE built against torch 2.5 would be reused for torch 2.6. A
+            # cache per build environment (the pins installed above, the build variables, the
+            # compiler) keeps such wheels apart and still shares them where they fit.
+            variables["UV_CACHE_DIR"] = str(self._build_cache(python, variables, spec))
+        _uv(["pip", "install", "--python", python, *install_args(spec), *extra,
+             *spec.requirements, PYTEST_REQUIREMENT], spec, variables)
+        problems = import_problems(python, spec)
+        if problems:
+            raise EnvImportError(f"{spec.name} was built but does not import: "
+                                + "; ".join(problems))
+        fingerprint = read_fingerprint(python)
         marker: dict[str, Any] = {
             "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
             "built_at": started, "build_seconds": round(time.time() - started, 1),
@@ -71,8 +97,21 @@ class UvBackend(Backend):
         tmp.replace(path / MARKER)
         return marker
 
+    def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec) -> Path:
+        freeze = subprocess.run([_uv_binary(), "pip", "freeze", "--python", python],
+                                capture_output=True, text=True, env=uv_environ(), check=False)
+        identity = json.dumps([spec.python, freeze.stdout, sorted(variables.items()),
+                               nvcc_version()])
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        return self.cache_dir / "uv-build-cache" / digest
+
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
-        return launch_local(env.python, request)
+        # As an activated venv: the environment's own executables (ninja, nvcc wrappers)
+        # come first on PATH, not the host's.
+        variables = {**request.env, "VIRTUAL_ENV": env.location,
+                     "PATH": os.pathsep.join([str(Path(env.location) / "bin"),
+                                              request.env.get("PATH", os.defpath)])}
+        return launch_local(env.python, replace(request, env=variables))
 
     def remove(self, env: Environment) -> None:
         shutil.rmtree(env.location, ignore_errors=True)
@@ -92,6 +131,39 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data
+
+
+def install_args(spec: EnvSpec) -> list[str]:
+    return [*index_args(spec.index_urls), *(f"--find-links={d}" for d in spec.find_links)]
+
+
+def build_requirements(spec: EnvSpec) -> list[str]:
+    """The build settings' requirements; a name the environment pins takes its pin (torch)."""
+    pinned = {requirement_name(r): r for r in spec.requirements}
+    out: list[str] = []
+    for setting in spec.builds:
+        if setting.isolation:
+            continue
+        for req in setting.requires:
+            chosen = pinned.get(requirement_name(req), req)
+            if chosen not in out:
+                out.append(chosen)
+    return out
+
+
+def check_nvcc(settings: list[BuildSetting]) -> None:
+    """A source build that needs a CUDA compiler fails in minutes deep inside setup.py;
+    say it first, in one line."""
+    found = nvcc_version()
+    for setting in settings:
+        if setting.nvcc is None:
+            continue
+        if found is None:
+            raise EnvBuildError(f"building {setting.dist} needs nvcc {setting.nvcc}; "
+                                "no nvcc on PATH or in /usr/local/cuda")
+        if not SpecifierSet(setting.nvcc).contains(found, prereleases=True):
+            raise EnvBuildError(f"building {setting.dist} needs nvcc {setting.nvcc}; "
+                                f"this machine has {found}")
 
 
 def index_args(urls: tuple[str, ...]) -> list[str]:
@@ -115,11 +187,15 @@ def uv_environ() -> dict[str, str]:
     return env
 
 
-def _uv(args: list[str], spec: EnvSpec) -> None:
-    uv = shutil.which("uv") or _bundled_uv()
+def _uv_binary() -> str:
+    return shutil.which("uv") or _bundled_uv()
+
+
+def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None) -> None:
     try:
-        proc = subprocess.run([uv, *args], capture_output=True, text=True, env=uv_environ(),
-                              check=False, timeout=3600)
+        proc = subprocess.run([_uv_binary(), *args], capture_output=True, text=True,
+                              env={**uv_environ(), **(variables or {})}, check=False,
+                              timeout=3600)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvBuildError(f"uv failed to start: {exc}") from exc
     if proc.returncode != 0:
