@@ -130,3 +130,48 @@ def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"{bad}:6: matrices.cpu.axis: unknown key 'axis'" in proc.stderr
+
+
+BUILDS = """\
+version: 1
+defaults: {python: "3.11"}
+distributions: {te: "transformer-engine[pytorch]"}
+build:
+  transformer-engine-torch:
+    via: [transformer-engine]
+    isolation: false
+    requires: [torch, pybind11]
+    env: {MAX_JOBS: "4"}
+    nvcc: ">=12.0"
+environments:
+  te:
+    pins: {torch: "2.5.1", te: "2.2.0"}
+  plain:
+    pins: {torch: "2.5.1"}
+"""
+
+
+def test_build_settings_apply_to_the_environments_that_install_the_package() -> None:
+    te, plain = parse(BUILDS).environments
+    (setting,) = te.builds
+    assert setting.dist == "transformer-engine-torch" and not setting.isolation
+    assert setting.requires == ("torch", "pybind11") and setting.nvcc == ">=12.0"
+    assert setting.env == (("MAX_JOBS", "4"),)
+    assert plain.builds == ()
+
+
+def test_a_build_setting_changes_only_the_keys_of_environments_it_applies_to() -> None:
+    before = parse(BUILDS).environments
+    after = parse(BUILDS.replace('MAX_JOBS: "4"', 'MAX_JOBS: "8"')).environments
+    assert before[0].key != after[0].key
+    assert before[1].key == after[1].key
+
+
+def test_bad_build_settings_name_their_line() -> None:
+    assert error(BUILDS.replace('">=12.0"', '"twelve"')) == (
+        "matrix.yaml:10: build.transformer-engine-torch.nvcc: 'twelve' is not a version "
+        "specifier like '>=12.0'")
+    assert error(BUILDS.replace("isolation: false", "isolation: no-way")).startswith(
+        "matrix.yaml:7: build.transformer-engine-torch.isolation: expected true or false")
+    assert error(BUILDS.replace("    via:", "    vias:")).startswith(
+        "matrix.yaml:6: build.transformer-engine-torch.vias: unknown key 'vias'")

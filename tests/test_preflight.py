@@ -1,0 +1,89 @@
+"""Preflight (``harness envs check``): resolve for the environment's own Python and platform,
+tell a resolution failure from a host this machine cannot reach, and over the whole default
+matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.preflight import DEFAULT_PLATFORM, resolve_env, summary, unreachable_host
+from harness.spec import EnvSpec
+from tests.conftest import ROOT
+
+WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"
+
+# uv 0.13's words, as printed on this machine for an index and a git source it cannot reach.
+NO_INDEX = """\
+error: Request failed after 3 retries in 8.6s
+  cause: Failed to fetch: https://download.pytorch.org/whl/cu118/torch/
+  cause: error sending request for url (https://download.pytorch.org/whl/cu118/torch/)
+  cause: dns error
+  cause: failed to lookup address information: Name or service not known
+"""
+NO_GIT = """\
+error: Failed to download and build `flashinfer-python @ git+https://github.com/kvcache-ai/x@fd94393`
+  cause: Git operation failed
+  cause: failed to fetch branch, tag, or commit `fd94393`
+         fatal: unable to access 'https://github.com/k/x/': Could not resolve host: github.com
+"""
+NO_SOLUTION = """\
+error: No solution found when resolving dependencies:
+  cause: Because there is no version of torch==0.0.1 and you require torch==0.0.1, we can \
+conclude that your requirements are unsatisfiable.
+"""
+
+
+def env(name: str, *requirements: str, python: str = "3.10") -> EnvSpec:
+    return EnvSpec(name=name, origin="test", values=(), backend="uv", python=python,
+                   requirements=requirements, pins=())
+
+
+@pytest.mark.parametrize(("text", "host"), [
+    (NO_INDEX, "download.pytorch.org"), (NO_GIT, "github.com"), (NO_SOLUTION, None)])
+def test_unreachable_host_is_told_from_a_resolution_failure(text: str, host: str | None) -> None:
+    assert unreachable_host(text) == host
+
+
+def test_resolves_for_the_environments_python_not_the_harnesses(tmp_path: Path) -> None:
+    # numpy 2.3 dropped Python 3.10: asked for 3.10, the resolver must refuse it even though
+    # the harness itself runs on a newer Python.
+    ok = resolve_env(env("np", "numpy<2.3"), cache_dir=tmp_path, platform=DEFAULT_PLATFORM)
+    assert (ok.resolves, ok.reason) == ("yes", "")
+    assert ok.packages >= 2  # numpy and pytest's own dependencies
+    bad = resolve_env(env("np", "numpy==2.3.0"), cache_dir=tmp_path, platform=DEFAULT_PLATFORM)
+    assert bad.resolves == "no" and bad.unreachable is None
+    assert "numpy==2.3.0" in bad.reason and "Python" in bad.reason
+
+
+def test_a_host_that_cannot_be_reached_is_not_a_resolution_failure(tmp_path: Path) -> None:
+    check = resolve_env(env("git", "pkg @ git+https://nowhere.invalid/o/pkg@abc"),
+                        cache_dir=tmp_path, platform=DEFAULT_PLATFORM)
+    assert check.resolves == "unreachable" and check.unreachable == "nowhere.invalid"
+    assert check.reason == "needs nowhere.invalid, which this machine cannot reach"
+    assert check.ok and "1 need a host this machine cannot reach (nowhere.invalid)" in summary(
+        [check])
+
+
+@pytest.mark.slow
+def test_the_whole_default_matrix_resolves(tmp_path: Path) -> None:
+    """CI's resolve check: every environment of matrix.yaml, with the wheelhouse standing in
+    for the ktransformers fork. Only hosts this machine cannot reach may stop one."""
+    cache = os.environ.get("HARNESS_TEST_CACHE") or str(tmp_path / "cache")
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "envs", "check", "--format", "json",
+         "--find-links", str(WHEELHOUSE)], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, "HARNESS_CACHE_DIR": cache}, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    checks = {c["name"]: c for c in json.loads(proc.stdout)}
+    failed = {n: c["reason"] for n, c in checks.items() if c["resolves"] == "no"}
+    assert failed == {}
+    unreachable = {c["unreachable"] for c in checks.values() if c["resolves"] != "yes"}
+    assert unreachable <= {"github.com", "download.pytorch.org"}
+    assert checks["ktransformers-0.2.4-flashinfer"]["resolves"] == "yes"
+    assert checks["transformerlens:transformer_lens=1.13.0"]["resolves"] == "yes"

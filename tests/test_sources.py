@@ -1,0 +1,60 @@
+"""--find-links: a local wheel stands in for a package the matrix names by URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.sources import find_links_folders, wheels_by_name, with_find_links
+from harness.spec import parse_matrix
+from tests.packages import make_wheel
+
+MATRIX = """\
+version: 1
+environments:
+  fork:
+    packages: ["ninja", "flashinfer-python[jit] @ git+https://github.com/o/fork@fd94393"]
+  boxed:
+    backend: docker
+    packages: ["flashinfer-python @ git+https://github.com/o/fork@fd94393"]
+"""
+
+
+def test_a_url_requirement_is_installed_from_a_local_wheel_of_it(tmp_path: Path) -> None:
+    make_wheel(tmp_path, "flashinfer-python", "0.2.3", {"flashinfer/__init__.py": ""})
+    spec = parse_matrix(MATRIX, file="matrix.yaml", base=tmp_path)
+    swapped = with_find_links(spec, (tmp_path,))
+    fork, boxed = swapped.environments
+    wheel = tmp_path / "flashinfer_python-0.2.3-py3-none-any.whl"
+    assert fork.requirements == ("ninja", f"flashinfer-python[jit] @ {wheel.as_uri()}")
+    assert fork.find_links == (str(tmp_path),)
+    # Another source is another environment: it must not reuse the git build's venv.
+    assert fork.key != spec.environments[0].key
+    # A container cannot see this machine's folder: docker environments are left as written.
+    assert boxed == spec.environments[1]
+
+
+def test_without_folders_nothing_changes(tmp_path: Path) -> None:
+    spec = parse_matrix(MATRIX, file="matrix.yaml", base=tmp_path)
+    assert with_find_links(spec, ()) is spec
+
+
+def test_the_newest_wheel_of_a_name_wins(tmp_path: Path) -> None:
+    for version in ("0.2.3", "0.10.0", "0.9.1"):
+        make_wheel(tmp_path, "flashinfer-python", version, {"flashinfer/__init__.py": ""})
+    (tmp_path / "not-a-wheel.whl").write_text("")
+    assert wheels_by_name((tmp_path,))["flashinfer-python"].name == (
+        "flashinfer_python-0.10.0-py3-none-any.whl")
+
+
+def test_folders_come_from_the_flag_and_the_environment(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    monkeypatch.setenv("HARNESS_FIND_LINKS", f"{b}:{a}")
+    assert find_links_folders((a,)) == (a.resolve(), b.resolve())
+    with pytest.raises(UsageError, match=r"--find-links .*missing: not a folder"):
+        find_links_folders((tmp_path / "missing",))

@@ -1,0 +1,109 @@
+"""The uv backend against real uv: source builds without isolation, the build cache, PATH,
+the import check and the nvcc check. The packages are written on the spot (tests/packages.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.envs.base import LaunchRequest
+from harness.envs.uv import UvBackend, check_nvcc
+from harness.errors import EnvBuildError, EnvImportError
+from harness.spec import BuildSetting, EnvSpec
+from tests.conftest import PY
+from tests.packages import make_sdist, make_wheel
+
+# setup.py imports buildtag (as TE's imports torch) and bakes its version into the package.
+SETUP = """\
+import pathlib
+import buildtag
+from setuptools import setup
+pathlib.Path("buildprobe/_built.py").write_text(f"BUILT_AGAINST = {buildtag.VERSION!r}\\n")
+setup(name="buildprobe", version="0.1", packages=["buildprobe"])
+"""
+BUILD_PROBE = BuildSetting(dist="buildprobe", isolation=False,
+                           requires=("buildtag", "setuptools"))
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    for version in ("1.0", "2.0"):
+        make_wheel(folder, "buildtag", version,
+                   {"buildtag/__init__.py": f"VERSION = {version!r}\n"})
+    make_sdist(folder, "buildprobe", "0.1", {"setup.py": SETUP, "buildprobe/__init__.py": ""})
+    make_wheel(folder, "hello-harness", "1.0",
+               {"hello_harness.py": "def main():\n    print('hi')\n"},
+               scripts={"hello-harness": "hello_harness:main"})
+    make_wheel(folder, "brokenpkg", "1.0", {
+        "brokenpkg/__init__.py": "raise ImportError('libfoo.so.1: cannot open shared object')\n"})
+    return folder
+
+
+def spec(name: str, requirements: tuple[str, ...], folder: Path,
+         builds: tuple[BuildSetting, ...] = ()) -> EnvSpec:
+    return EnvSpec(name=name, origin="test", values=(), backend="uv", python=PY,
+                   requirements=requirements, pins=(), builds=builds,
+                   find_links=(str(folder),))
+
+
+def run_in(env_python: str, code: str) -> str:
+    return subprocess.run([env_python, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_a_source_build_uses_each_environments_own_build_dependency(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    """uv caches a wheel built from an sdist by the sdist alone: without a cache per build
+    environment, the second environment would get the wheel built against buildtag 1.0."""
+    backend = UvBackend(tmp_path / "cache")
+    built = {}
+    for version in ("1.0", "2.0"):
+        env = backend.realize(spec(f"probe-{version}", (f"buildtag=={version}", "buildprobe"),
+                                   wheelhouse, (BUILD_PROBE,)))
+        built[version] = run_in(env.python, "import buildprobe._built as b; "
+                                            "print(b.BUILT_AGAINST)")
+    assert built == {"1.0": "1.0", "2.0": "2.0"}
+
+
+def test_cells_find_the_environments_own_executables_first(tmp_path: Path,
+                                                            wheelhouse: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    env = backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+    log = tmp_path / "cell.log"
+    request = LaunchRequest(
+        argv=("-c", "import shutil; print(shutil.which('hello-harness'))"),
+        env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, log=log, run_dir=tmp_path,
+        cases_dir=tmp_path, gpu=None, timeout=60)
+    assert backend.launch(env, request).wait() == 0
+    assert log.read_text().strip() == str(Path(env.location) / "bin" / "hello-harness")
+
+
+def test_a_package_that_does_not_import_makes_the_environment_an_error(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    with pytest.raises(EnvImportError) as info:
+        backend.realize(spec("broken", ("brokenpkg",), wheelhouse))
+    assert "brokenpkg: brokenpkg: ImportError: libfoo.so.1: cannot open shared object" in str(
+        info.value)
+    # Not marked as built: the next run tries again instead of reusing a broken venv.
+    with pytest.raises(EnvImportError):
+        backend.realize(spec("broken", ("brokenpkg",), wheelhouse))
+
+
+def test_a_build_that_needs_another_nvcc_says_so_before_building() -> None:
+    with pytest.raises(EnvBuildError, match=r"building te-torch needs nvcc >=99; "):
+        check_nvcc([BuildSetting(dist="te-torch", isolation=False, nvcc=">=99")])
+    check_nvcc([BuildSetting(dist="plain", isolation=False)])  # no nvcc asked: nothing to say
+
+
+def test_the_import_check_script_runs_on_the_oldest_supported_python() -> None:
+    # It runs inside environments under test, which may be older than the harness.
+    from harness.envs.base import IMPORTS_SCRIPT
+
+    out = subprocess.run([sys.executable, str(IMPORTS_SCRIPT), "packaging"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == '{"packaging": {"packaging": null}}'
