@@ -113,3 +113,13 @@ def test_every_signature_is_covered() -> None:
         declared |= {(path.stem, name) for name, value in vars(module).items()
                      if isinstance(value, Signature)}
     assert declared == set(CORPUS)
+
+
+def test_a_match_deep_in_a_build_log_is_shown_with_the_matching_line() -> None:
+    real, _ = CORPUS[("test_ktransformers_flashinfer", "FA3_MLA_BUILD")]
+    evidence = _signature("test_ktransformers_flashinfer", "FA3_MLA_BUILD").evidence(real)
+    assert evidence is not None
+    head, line = evidence.split(" ... ")
+    assert head.startswith("RuntimeError: Error building extension 'batch_mla_attention_")
+    assert line.endswith('cannot be assigned to an entity of type "float *"')
+    assert "batch_mla_sm90_run.cu(65): error:" in line

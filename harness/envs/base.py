@@ -44,7 +44,9 @@ class Environment:
         """The part of the fingerprint that goes into every result record."""
         fp = self.fingerprint
         return {"python": fp.get("python"), "key": fp.get("key", {}),
-                "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256")}
+                "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256"),
+                # As asked: shows where a package came from (a git URL, a local wheel).
+                "requirements": list(self.spec.requirements)}
 
 
 @dataclass(frozen=True, kw_only=True)

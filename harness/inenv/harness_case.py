@@ -46,15 +46,28 @@ class Signature:
 
     def matches(self, exc: BaseException) -> bool:
         """True when ``exc`` or an exception it was raised from/during is this failure."""
+        return self.evidence(exc) is not None
+
+    def evidence(self, exc: BaseException) -> str | None:
+        """The failure as the result should show it: the exception's first line and, when the
+        match lies deeper (a compiler error inside a build log), the line that matched."""
         seen: set[int] = set()
         current: BaseException | None = exc
         while current is not None and id(current) not in seen:
             seen.add(id(current))
-            if _type_matches(type(current), self.exc_type) and re.search(
-                    self.pattern, str(current)):
-                return True
+            text = str(current)
+            found = re.search(self.pattern, text) if _type_matches(
+                type(current), self.exc_type) else None
+            if found:
+                head = f"{type(current).__name__}: {text}".strip().splitlines()[0][:300]
+                # The line where the match ends: a pattern may span a whole build log.
+                last = max(found.end() - 1, found.start())
+                start = text.rfind("\n", 0, last) + 1
+                end = text.find("\n", last)
+                line = text[start:end if end != -1 else None].strip()[:400]
+                return head if line in head else f"{head} ... {line}"
             current = current.__cause__ or current.__context__
-        return False
+        return None
 
     @property
     def reproduces(self) -> pytest.MarkDecorator:
@@ -278,9 +291,9 @@ def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:
         if report.failed and when == "call" and excinfo is not None:
             for marker in item.iter_markers("reproduces"):
                 sig: Signature = marker.args[0]
-                if sig.matches(excinfo.value):
-                    return {"outcome": "REPRODUCED", "signature": sig.name,
-                            "reason": _excerpt(excinfo.value)}
+                evidence = sig.evidence(excinfo.value)
+                if evidence is not None:
+                    return {"outcome": "REPRODUCED", "signature": sig.name, "reason": evidence}
             return {"outcome": "FAIL", "reason": _excerpt(excinfo.value),
                     "traceback": _tail(excinfo.value)}
         if report.failed:
