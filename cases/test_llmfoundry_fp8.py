@@ -1,14 +1,24 @@
 """LLM-Foundry: FP8 training of a tiny MPT with TransformerEngine layers.
 
 Upstream: mosaicml/llm-foundry#885 #903, fix PR #958 (first in v0.6.0) on TE PR #596 (TE >= 1.4).
-Read against llm-foundry 0.4.0 (``models/layers/fc.py``, ``ffn.py``, ``mpt/modeling_mpt.py``) and
-composer 0.17.2 (``core/precision.py``).
-Mechanism (likely; the reporters' error text was never published): before 0.6.0,
-``fc_type: te`` / ``ffn_type: te_ln_mlp`` build ``te.Linear`` / ``te.LayerNormMLP`` without the
-``device`` argument, so with ``init_device: meta`` the model is part meta, part CUDA. Composer's
-``amp_fp8`` wraps ``te.fp8_autocast`` and needs compute capability >= 8.9.
-The reporters' workaround removes every TE layer: the step then runs with FP8 off, and the
-variant records ``te_modules: 0`` so the table cannot read it as a fix.
+Read against llm-foundry v0.3.0, v0.4.0 and v0.6.0 (``models/layers/ffn.py``, ``fc.py``,
+``blocks.py``, ``configuration_mpt.py``, ``utils/config_utils.py``, ``utils/param_init_fns.py``)
+and composer 0.16.3 / 0.17.2 / 0.20.1 (``core/precision.py``, ``trainer/trainer.py``,
+``devices/device_gpu.py``, ``trainer/dist_strategy.py``).
+
+What the reporters ran (TUTORIAL.md's ``ffn_config_defaults`` is read by nothing): ``fc_type: te``
+with the default ``mptmlp`` FFN, so MPTMLP and the attention projections are ``te.Linear``.
+Before #958 those are built without ``device`` (TE puts them on CUDA); #958 passes it. The
+train script on one GPU has no FSDP, turns ``init_device: meta`` into ``cpu``, and Composer
+then moves the model with ``module.to(cuda)``; with FSDP, Composer materialises a meta model
+module by module (``to_empty`` + ``param_init_fn``), the deferred path #958 fixed. Composer's
+``amp_fp8`` wraps ``te.fp8_autocast`` and needs compute capability >= 8.9. The reporters'
+error text was never published, so ``repro`` declares the failures the code itself can raise
+on this path and reports anything else as FAIL, with its message, for the table to show.
+
+``ffn_type: te_ln_mlp`` set for real fails earlier, in 0.3.0, 0.4.0 and 0.6.0 alike:
+``configuration_mpt.py`` puts ``bias`` into ``ffn_config`` and ``blocks.py`` passes
+``bias=`` again. It is its own variant, with its own signature.
 """
 
 from __future__ import annotations
@@ -18,81 +28,122 @@ from typing import Any
 import pytest
 from harness_case import Signature, requires
 
-# What a part-meta model does when it is moved or run; the case's own device check says it first.
-MIXED_DEVICES = Signature(
-    "mpt-mixed-devices", "RuntimeError",
-    r"parameters on more than one device|Expected all tensors to be on the same device"
-    r"|Tensor on device meta is not on the expected device|Cannot copy out of meta tensor")
+# configuration_mpt._validate_config when ``import transformer_engine.pytorch`` fails; TE
+# v0.10-v1.4 import flash-attn's version at import time, so a TE / flash-attn mismatch ends here.
+TE_IMPORT_FAILS = Signature(
+    "llmfoundry-te-import-fails", "ImportError",
+    r"TransformerEngine import fail\. `fc_type: te` requires TransformerEngine")
+# llm-foundry >= 0.6.0 passes ``device=`` to te.Linear, which TE < 0.12 does not take.
+TE_LINEAR_NO_DEVICE = Signature(
+    "te-linear-no-device-argument", "TypeError", r"unexpected keyword argument 'device'")
+TE_LN_MLP_BIAS = Signature(
+    "mpt-te-ln-mlp-bias-twice", "TypeError",
+    r"build_ffn\(\) got multiple values for keyword argument 'bias'")
 
+NEEDS_FOUNDRY = {"llm-foundry": "", "mosaicml": "", "transformer-engine": ""}
 FP8_GPU = requires(cuda=True, cc=">=8.9", cc_why="needs FP8 hardware (compute capability >= 8.9)",
-                   packages={"llm-foundry": "", "mosaicml": "", "transformer-engine": ""})
+                   packages=NEEDS_FOUNDRY)
+INITS = [
+    # The one-GPU train script: no FSDP, so meta becomes cpu; Composer then does .to(cuda).
+    pytest.param("cpu", id="cpu_init",
+                 marks=[TE_IMPORT_FAILS.reproduces, TE_LINEAR_NO_DEVICE.reproduces]),
+    # FSDP's deferred init (meta, then to_empty + param_init_fn per module): what #958 fixed.
+    pytest.param("meta", id="meta_deferred",
+                 marks=[TE_IMPORT_FAILS.reproduces, TE_LINEAR_NO_DEVICE.reproduces]),
+]
+TOKENS, SEQ, VOCAB = 16, 64, 256  # 16 x 64 tokens: FP8 GEMMs want dims divisible by 16
 
 
-class MixedDevicesError(RuntimeError):
-    """The built model's parameters do not share one device."""
+def mpt_config_kwargs(init_device: str, *, fc_type: str, ffn_type: str = "mptmlp"
+                      ) -> dict[str, Any]:
+    """failures.md §3's tiny MPT: 2 layers, d_model 256, 4 heads, torch attention (the default
+    ``triton`` would need triton), ``fc_type`` as given, the default ``mptmlp`` FFN unless told."""
+    return {"d_model": 256, "n_heads": 4, "n_layers": 2, "expansion_ratio": 4,
+            "max_seq_len": SEQ, "vocab_size": VOCAB, "init_device": init_device,
+            "no_bias": True, "attn_config": {"attn_impl": "torch"}, "fc_type": fc_type,
+            "ffn_config": {"ffn_type": ffn_type}}
 
 
-def _mpt(init_device: str, *, te_layers: bool) -> Any:
+def _build(init_device: str, fc_type: str, harness_record: Any) -> Any:
+    """Build as llm-foundry's trainer does, then put it on the GPU as Composer does."""
+    import torch
     from llmfoundry.models.mpt import MPTConfig, MPTForCausalLM
 
-    ffn_type = "te_ln_mlp" if te_layers else "mptmlp"
-    config = MPTConfig(d_model=256, n_heads=4, n_layers=2, expansion_ratio=4, max_seq_len=64,
-                       vocab_size=256, init_device=init_device, no_bias=True,
-                       attn_config={"attn_impl": "torch"},
-                       fc_type="te" if te_layers else "torch", ffn_config={"ffn_type": ffn_type})
-    return MPTForCausalLM(config)
+    config = MPTConfig(**mpt_config_kwargs(init_device, fc_type=fc_type))
+    if init_device == "meta":
+        from llmfoundry.models.utils.meta_init_context import init_empty_weights
 
-
-def _place_on_cuda(model: Any, harness_record: Any) -> Any:
-    """Check that all parameters share one device, then materialise the model on CUDA."""
-    devices = sorted({str(p.device) for p in model.parameters()})
-    harness_record("parameter_devices", devices)
-    if len(devices) > 1:
-        raise MixedDevicesError(f"parameters on more than one device: {', '.join(devices)}")
-    if devices == ["meta"]:
-        model.to_empty(device="cuda")
+        with init_empty_weights():  # the train script's init_context for meta
+            model = MPTForCausalLM(config)
+        harness_record("parameter_devices", _devices(model))
+        # composer trainer/dist_strategy.py prepare_fsdp_module: to_empty, then param_init_fn.
+        model.to_empty(device=torch.device("cuda"))
         model.apply(model.param_init_fn)
         return model
-    return model.to("cuda")
+    model = MPTForCausalLM(config)
+    harness_record("parameter_devices", _devices(model))
+    return model.to(torch.device("cuda"))  # composer devices/device_gpu.py module_to_device
+
+
+def _devices(model: Any) -> list[str]:
+    return sorted({str(p.device) for p in model.parameters()})
 
 
 def _te_module_count(model: Any) -> int:
-    from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
-
+    try:
+        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
+    except ImportError:
+        return 0
     return sum(isinstance(m, TransformerEngineBaseModule) for m in model.modules())
 
 
 def _fp8_training_step(model: Any) -> float:
+    """One step as Composer's trainer runs it: forward and loss under the precision context,
+    backward outside it, then the optimizer."""
     import torch
     from composer.core.precision import get_precision_context
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(0, 256, (16, 64), device="cuda")  # token count a multiple of 16 for FP8
+    ids = torch.randint(0, VOCAB, (TOKENS, SEQ), device="cuda")
     with get_precision_context("amp_fp8"):
         logits = model(input_ids=ids).logits
-    loss = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(),
-                                             ids[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.size(-1)).float(), ids[:, 1:].reshape(-1))
     loss.backward()
     optimizer.step()
-    assert torch.isfinite(loss)
+    assert torch.isfinite(loss), f"loss is {loss.item()}"
     return float(loss)
 
 
 @FP8_GPU
-@pytest.mark.parametrize("init_device", [pytest.param("meta", marks=MIXED_DEVICES.reproduces),
-                                         pytest.param("cpu", marks=MIXED_DEVICES.reproduces)])
+@pytest.mark.parametrize("init_device", INITS)
 def test_repro(init_device: str, harness_record: Any) -> None:
-    """``fc_type: te`` + ``ffn_type: te_ln_mlp``, one FP8 training step. ``cpu`` is what the
-    torch 2.1.0+cu121 reporters needed; ``meta`` is the default the fix restores."""
-    model = _place_on_cuda(_mpt(init_device, te_layers=True), harness_record)
+    """``fc_type: te`` + the default ``mptmlp`` FFN, one FP8 training step under Composer."""
+    model = _build(init_device, "te", harness_record)
     harness_record("te_modules", _te_module_count(model))
     harness_record("loss", _fp8_training_step(model))
+
+
+@requires(packages=NEEDS_FOUNDRY)
+@TE_LN_MLP_BIAS.reproduces
+def test_te_ln_mlp(harness_record: Any) -> None:
+    """``ffn_type: te_ln_mlp`` for real: construction fails before any TE module is built."""
+    try:
+        import transformer_engine.pytorch  # noqa: F401 - llm-foundry checks this first
+    except Exception as exc:  # any failure to load TE: not what this variant is about
+        pytest.skip(f"needs transformer_engine.pytorch to import; here it does not: "
+                    f"{type(exc).__name__}: {exc}"[:300])
+    from llmfoundry.models.mpt import MPTConfig, MPTForCausalLM
+
+    config = MPTConfig(**mpt_config_kwargs("cpu", fc_type="te", ffn_type="te_ln_mlp"))
+    model = MPTForCausalLM(config)
+    harness_record("te_modules", _te_module_count(model))
 
 
 @FP8_GPU
 def test_workaround_no_te(harness_record: Any) -> None:
     """The reporters' workaround: drop the TE layers. Runs, but nothing is in FP8 any more."""
-    model = _place_on_cuda(_mpt("meta", te_layers=False), harness_record)
+    model = _build("cpu", "torch", harness_record)
     count = _te_module_count(model)
     harness_record("te_modules", count)
     if count == 0:  # shown as a dagger in the table: this "PASS" is not a fix

@@ -421,7 +421,10 @@ def short_value(value: str) -> str:
     scheme = value.split("://", 1)[0]
     path = value.split("://", 1)[1]
     if "@" in path.rsplit("/", 1)[-1]:
-        return f"{scheme.split('+')[0]}@{path.rsplit('@', 1)[1]}"
+        ref = path.rsplit("@", 1)[1]
+        if re.fullmatch(r"[0-9a-f]{40}", ref):  # a full commit reads as git does: 12 digits
+            ref = ref[:12]
+        return f"{scheme.split('+')[0]}@{ref}"
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 

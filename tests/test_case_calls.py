@@ -99,3 +99,22 @@ def test_the_te_fp8_probe_uses_whichever_check_the_release_has() -> None:
     with pytest.raises(pytest.skip.Exception, match="needs TransformerEngine's FP8 support "
                        "check; this release has none of check_fp8_support, _check_fp8_support"):
         probes.fp8_check_of(SimpleNamespace())
+
+
+def test_the_llmfoundry_repro_runs_te_linear_in_the_default_ffn_as_the_reporters_did() -> None:
+    """TUTORIAL.md's ffn_config_defaults is read by nothing: the reporters ran fc_type te with
+    the default mptmlp FFN. te_ln_mlp is a different failure, in a variant of its own."""
+    case = importlib.import_module("test_llmfoundry_fp8")
+    for init in ("cpu", "meta"):
+        kwargs = case.mpt_config_kwargs(init, fc_type="te")
+        assert (kwargs["fc_type"], kwargs["ffn_config"]) == ("te", {"ffn_type": "mptmlp"})
+        assert kwargs["attn_config"] == {"attn_impl": "torch"}  # the default needs triton
+    variants = {p.id: [m.args[0].name for m in p.marks if m.name == "reproduces"]
+                for p in case.INITS}
+    assert variants == {"cpu_init": ["llmfoundry-te-import-fails", "te-linear-no-device-argument"],
+                        "meta_deferred": ["llmfoundry-te-import-fails",
+                                          "te-linear-no-device-argument"]}
+    (call,) = [c for c in calls_in(CASES / "test_llmfoundry_fp8.py", "mpt_config_kwargs")
+               if any(k.arg == "ffn_type" for k in c.keywords)]
+    assert [ast.literal_eval(k.value) for k in call.keywords if k.arg == "ffn_type"] == [
+        "te_ln_mlp"]

@@ -33,10 +33,12 @@ def test_fa3_mla_build_reproduces_and_fa2_compiles(tmp_path: Path,
          "--find-links", str(WHEELHOUSE), "--jobs", "2"],
         cwd=ROOT, capture_output=True, text=True, timeout=3000, check=False,
         env={**os.environ, "HARNESS_CACHE_DIR": cache})
-    with capsys.disabled():  # the outcomes belong in CI's log, not only in the assertion
-        print("\n" + proc.stdout[-3000:])
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = {r.variant: r for r in RunStore.open(tmp_path / "reports", "latest").results()}
+    with capsys.disabled():  # the outcomes belong in CI's log, not only in the assertions
+        for variant, result in sorted(results.items()):
+            print(f"\nktransformers_flashinfer::{variant} @cpu: {result.outcome} "
+                  f"({result.duration:.0f} s) {result.reason}")
     assert set(results) == {"compile[fa3]", "compile[fa2]"}
     fa3, fa2 = results["compile[fa3]"], results["compile[fa2]"]
     assert (fa2.outcome, fa2.reason) == (Outcome.PASS, "")

@@ -51,6 +51,8 @@ def test_url_pins_read_as_their_ref_in_names_but_stay_whole_in_requirements() ->
     url = "git+https://github.com/NVIDIA/TransformerEngine.git@v0.12"
     assert short_value(url) == "git@v0.12"
     assert short_value("https://x/y/torch-2.1.0.whl") == "torch-2.1.0.whl"
+    commit = "git+https://github.com/NVIDIA/TransformerEngine.git@" + "434d58fa1f60" + "0" * 28
+    assert short_value(commit) == "git@434d58fa1f60"
     spec = parse(GOOD.replace('torch: ["2.0.1", "2.5.1"]', f'te: ["{url}"]'))
     assert spec.environments[0].name == "cpu:te=git@v0.12,numpy<2"
     assert spec.environments[0].requirements[0] == f"te @ {url}"
