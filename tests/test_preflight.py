@@ -87,3 +87,38 @@ def test_the_whole_default_matrix_resolves(tmp_path: Path) -> None:
     assert unreachable <= {"github.com", "download.pytorch.org"}
     assert checks["ktransformers-0.2.4-flashinfer"]["resolves"] == "yes"
     assert checks["transformerlens:transformer_lens=1.13.0"]["resolves"] == "yes"
+
+
+OLD_TL_PINS = f"""\
+version: 1
+cases_dir: {ROOT / 'cases'}
+environments:
+  tl-as-it-was:      # the transformerlens matrix before pyarrow<20 and typeguard were pinned
+    python: "3.11"
+    hardware: [sm_90]
+    cuda: "12.1"
+    packages: ["torch==2.1.2", "transformers==4.36.2", "numpy<2", "transformer-lens==1.13.0"]
+"""
+
+
+@pytest.mark.slow
+def test_transformerlens_builds_and_imports_here_and_did_not_before(tmp_path: Path) -> None:
+    """CI's build check, on the slice that fits its time: a CUDA torch installs and imports
+    without a GPU, so the TransformerLens environment is proven here, not first on a GPU."""
+    cache = os.environ.get("HARNESS_TEST_CACHE") or str(tmp_path / "cache")
+    (tmp_path / "old.yaml").write_text(OLD_TL_PINS)
+
+    def check(*args: str) -> dict[str, dict[str, object]]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "envs", "check", "--build", "--format", "json",
+             *args], cwd=ROOT, capture_output=True, text=True, timeout=2400, check=False,
+            env={**os.environ, "HARNESS_CACHE_DIR": cache})
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        return {c["name"]: c for c in json.loads(proc.stdout)}
+
+    now = check("--env", "transformerlens:transformer_lens=1.13.0")
+    assert [(c["resolves"], c["builds"], c["imports"]) for c in now.values()] == [
+        ("yes", "yes", "yes")]
+    before = check("-m", str(tmp_path / "old.yaml"))["tl-as-it-was"]
+    assert (before["builds"], before["imports"]) == ("yes", "no")
+    assert "pyarrow requires NumPy 2.0 or newer" in str(before["reason"])
