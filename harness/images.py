@@ -58,16 +58,24 @@ def base_image(spec: EnvSpec) -> str:
 
 
 def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
-    from harness.envs.uv import index_args  # one definition of how indexes are passed
+    # One definition of how indexes and source builds are passed, shared with the uv backend.
+    from harness.envs.uv import build_requirements, index_args
 
+    sources = [b for b in spec.builds if not b.isolation]
     command = ["uv", "pip", "install", "--python", "/opt/env/bin/python",
-               *index_args(spec.index_urls)]
+               *index_args(spec.index_urls),
+               *(flag for b in sources for flag in ("--no-build-isolation-package", b.dist))]
+    # A build's variables (MAX_JOBS) go to that RUN only; UV_NO_CACHE keeps a wheel built
+    # against this image's torch out of every other image.
+    prefix = "".join(f"{k}={shlex.quote(v)} " for b in sources for k, v in b.env)
+    # What a source build compiles against goes lowest, right after torch.
+    ordered = _torch_first((*build_requirements(spec), *spec.requirements))
     layers, installed = [], []
-    for requirement in [*_torch_first(spec.requirements), PYTEST_REQUIREMENT]:
+    for requirement in [*dict.fromkeys(ordered), PYTEST_REQUIREMENT]:
         installed.append(requirement)
         # Cumulative: each layer restates what is below it, so a later package cannot
         # silently move an earlier pin, and identical prefixes share their layers.
-        layers.append("RUN " + shlex.join([*command, *installed]))
+        layers.append(f"RUN {prefix}" + shlex.join([*command, *installed]))
     text = Template((TEMPLATES / "env.Dockerfile").read_text()).substitute(
         base=base_image(spec), python=spec.python, python_setup=_python_setup(spec.python),
         install_layers="\n".join(layers))

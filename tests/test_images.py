@@ -59,3 +59,21 @@ def test_the_ca_bundle_lands_where_ca_certificates_does_not_write(tmp_path: Path
     assert "COPY ca.pem /usr/local/share/ml-compat-harness/ca.pem" in text
     assert "SSL_CERT_FILE=/usr/local/share/ml-compat-harness/ca.pem" in text
     assert "PIP_CERT=/usr/local/share/ml-compat-harness/ca.pem" in text
+
+
+def test_a_source_build_gets_its_requirements_first_and_no_isolation() -> None:
+    from harness.spec import BuildSetting, EnvSpec
+
+    setting = BuildSetting(dist="transformer-engine-torch", via=("transformer-engine",),
+                           isolation=False, requires=("torch", "pybind11"),
+                           env=(("MAX_JOBS", "4"),))
+    spec = EnvSpec(name="te", origin="t", values=(), backend="docker", python="3.11",
+                   requirements=("transformer-engine[pytorch]==2.2.0", "torch==2.5.1"),
+                   pins=(), builds=(setting,))
+    plan = plan_image(spec, uv_binary=Path(__file__), ca_bundle=Path(__file__))
+    runs = [line for line in plan.dockerfile.splitlines() if line.startswith("RUN MAX_JOBS")]
+    assert [r.split("--no-build-isolation-package transformer-engine-torch ")[1] for r in runs
+            ] == ["torch==2.5.1", "torch==2.5.1 pybind11",
+                  "torch==2.5.1 pybind11 'transformer-engine[pytorch]==2.2.0'",
+                  "torch==2.5.1 pybind11 'transformer-engine[pytorch]==2.2.0' 'pytest>=7'"]
+    assert all(r.startswith("RUN MAX_JOBS=4 uv pip install") for r in runs)
