@@ -107,3 +107,16 @@ def test_the_import_check_script_runs_on_the_oldest_supported_python() -> None:
     out = subprocess.run([sys.executable, str(IMPORTS_SCRIPT), "packaging"],
                          capture_output=True, text=True, check=True).stdout
     assert out == '{"packaging": {"packaging": null}}'
+
+
+def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.envs.uv import find_interpreter
+
+    for patch in ("9", "10"):
+        binary = tmp_path / "versions" / f"3.42.{patch}" / "bin" / "python3.42"
+        binary.parent.mkdir(parents=True)
+        binary.write_text("")
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    assert find_interpreter("3.42") == str(tmp_path / "versions/3.42.10/bin/python3.42")
+    assert find_interpreter("3.43") == "3.43"  # nothing anywhere: uv says so in its own words

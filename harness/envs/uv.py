@@ -63,7 +63,7 @@ class UvBackend(Backend):
         shutil.rmtree(path, ignore_errors=True)
         started = time.time()
         python = str(path / "bin" / "python")
-        _uv(["venv", "--quiet", "--python", spec.python, str(path)], spec)
+        _uv(["venv", "--quiet", "--python", find_interpreter(spec.python), str(path)], spec)
         sources = [b for b in spec.builds if not b.isolation]
         extra: list[str] = []
         variables: dict[str, str] = {}
@@ -131,6 +131,21 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data
+
+
+def find_interpreter(version: str) -> str:
+    """An interpreter for ``version``: what uv finds, else a pyenv installation of it.
+
+    pyenv shims answer only for the versions pyenv has activated, so uv's search of PATH
+    misses the others (a CI image with 3.10, 3.11 and 3.12 under ~/.pyenv, 3.11 global)."""
+    found = subprocess.run([_uv_binary(), "python", "find", version], capture_output=True,
+                           text=True, env=uv_environ(), check=False)
+    if found.returncode == 0 and found.stdout.strip():
+        return found.stdout.strip()
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
+                        key=lambda p: [int(x) for x in re.findall(r"\d+", p.parts[-3])])
+    return str(candidates[-1]) if candidates else version
 
 
 def install_args(spec: EnvSpec) -> list[str]:
