@@ -15,7 +15,6 @@ from typing import Any
 
 from harness.cases import pytest_args, pytest_env
 from harness.envs import Backend, Environment, LaunchRequest, Process
-from harness.inenv import harness_probe
 from harness.plan import Cell
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
@@ -43,9 +42,6 @@ def start_cell(cell: Cell, env: Environment, backend: Backend, store: RunStore,
                  # "" hides every GPU: a cpu cell must really run on the CPU.
                  "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
                  "HARNESS_CELL_ID": cell.cell_id, "HARNESS_HARDWARE": cell.hardware}
-    toolkit = harness_probe.cuda_home()
-    if toolkit and "CUDA_HOME" not in variables:  # for JIT builds (flashinfer, torch ext.)
-        variables["CUDA_HOME"] = toolkit
     request = LaunchRequest(
         argv=("-m", "pytest", "-q", "-x", "-rN", *pytest_args(cases_dir),
               f"--harness-events={events}", cell.case.nodeid),

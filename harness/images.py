@@ -20,10 +20,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from packaging.requirements import Requirement
-
 from harness.errors import EnvBuildError, UsageError
-from harness.spec import EnvSpec
+from harness.spec import EnvSpec, requirement_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "images"
 REPOSITORY = "ml-compat-harness/env"
@@ -59,23 +57,27 @@ def base_image(spec: EnvSpec) -> str:
 
 def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
     # One definition of how indexes and source builds are passed, shared with the uv backend.
-    from harness.envs.uv import build_requirements, index_args
+    from harness.envs.sourcebuild import build_requirements, no_isolation_args
+    from harness.envs.uv import index_args
 
-    sources = [b for b in spec.builds if not b.isolation]
     command = ["uv", "pip", "install", "--python", "/opt/env/bin/python",
-               *index_args(spec.index_urls),
-               *(flag for b in sources for flag in ("--no-build-isolation-package", b.dist))]
-    # A build's variables (MAX_JOBS) go to that RUN only; UV_NO_CACHE keeps a wheel built
-    # against this image's torch out of every other image.
-    prefix = "".join(f"{k}={shlex.quote(v)} " for b in sources for k, v in b.env)
-    # What a source build compiles against goes lowest, right after torch.
-    ordered = _torch_first((*build_requirements(spec), *spec.requirements))
+               *index_args(spec.index_urls)]
+    # What a source build compiles against goes lowest, right after torch; the layers above it
+    # build without isolation, with the build's variables (MAX_JOBS) on their RUN line only.
+    # UV_NO_CACHE keeps a wheel built against this image's torch out of every other image.
+    below = _torch_first(tuple(build_requirements(spec)))
+    building = [*no_isolation_args(spec)]
+    prefix = "".join(f"{k}={shlex.quote(v)} " for b in spec.source_builds for k, v in b.env)
     layers, installed = [], []
-    for requirement in [*dict.fromkeys(ordered), PYTEST_REQUIREMENT]:
+    ordered = dict.fromkeys([*below, *_torch_first(spec.requirements), PYTEST_REQUIREMENT])
+    for requirement in ordered:
         installed.append(requirement)
         # Cumulative: each layer restates what is below it, so a later package cannot
         # silently move an earlier pin, and identical prefixes share their layers.
-        layers.append(f"RUN {prefix}" + shlex.join([*command, *installed]))
+        if len(installed) <= len(below):
+            layers.append("RUN " + shlex.join([*command, *installed]))
+        else:
+            layers.append(f"RUN {prefix}" + shlex.join([*command, *building, *installed]))
     text = Template((TEMPLATES / "env.Dockerfile").read_text()).substitute(
         base=base_image(spec), python=spec.python, python_setup=_python_setup(spec.python),
         install_layers="\n".join(layers))
@@ -89,9 +91,8 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
 
 def _torch_first(requirements: tuple[str, ...]) -> list[str]:
     """torch is the heaviest layer and the one most environments share: put it lowest."""
-    def is_torch(req: str) -> bool:
-        return Requirement(req).name.lower() == "torch"
-    return [r for r in requirements if is_torch(r)] + [r for r in requirements if not is_torch(r)]
+    torch = [r for r in requirements if requirement_name(r) == "torch"]
+    return torch + [r for r in requirements if r not in torch]
 
 
 def _python_setup(python: str) -> str:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -24,9 +24,16 @@ from typing import Any
 
 from harness.envs import Backend
 from harness.envs.base import locked
-from harness.envs.uv import PYTEST_REQUIREMENT, _uv_binary, install_args, uv_environ
-from harness.errors import EnvImportError, HarnessError
-from harness.spec import BuildSetting, EnvSpec
+from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
+from harness.envs.uv import (
+    PYTEST_REQUIREMENT,
+    _uv_binary,
+    find_interpreter,
+    install_args,
+    uv_environ,
+)
+from harness.errors import EnvBuildError, EnvImportError, HarnessError
+from harness.spec import EnvSpec
 
 #: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
@@ -36,6 +43,7 @@ _NETWORK = re.compile(r"dns error|Could not resolve host|failed to lookup addres
                       r"Connection refused|connection timed out|Network is unreachable|"
                       r"error sending request", re.IGNORECASE)
 _HOST = re.compile(r"https?://([A-Za-z0-9.-]+)")
+RESOLVE_TIMEOUT = 1800
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,31 +92,37 @@ def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
     if env.backend not in RESOLVABLE:
         return EnvCheck(name=env.name, backend=env.backend, resolves="-",
                         reason="the host backend installs nothing")
+    try:
+        pins = _compile(env, cache_dir=cache_dir, platform=platform)
+    except (HarnessError, OSError, subprocess.SubprocessError) as exc:
+        host = unreachable_host(str(exc))
+        return EnvCheck(name=env.name, backend=env.backend,
+                        resolves="no" if host is None else "unreachable",
+                        seconds=round(time.monotonic() - started, 1), unreachable=host,
+                        reason=(f"needs {host}, which this machine cannot reach" if host
+                                else first_lines(str(exc))))
+    return EnvCheck(name=env.name, backend=env.backend, resolves="yes", packages=len(pins),
+                    seconds=round(time.monotonic() - started, 1))
+
+
+def _compile(env: EnvSpec, *, cache_dir: Path, platform: str) -> list[str]:
+    """``uv pip compile`` for the environment's Python and platform: the pinned lines."""
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
         reqs.write_text("\n".join([*env.requirements, PYTEST_REQUIREMENT]) + "\n")
         args = [_uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
                 "--no-annotate", "--python-version", env.python, "--python-platform",
                 platform, *install_args(env)]
-        sources = [b for b in env.builds if not b.isolation]
-        if sources:
+        if env.source_builds:
             # uv reads an sdist's dependencies by running its setup.py; TE's imports torch.
-            args += ["--python", _resolver_python(sources, cache_dir)]
-            for setting in sources:
-                args += ["--no-build-isolation-package", setting.dist]
-        proc = subprocess.run(args, capture_output=True, text=True, env=uv_environ(),
-                              check=False, timeout=1800, cwd=tmp)
-    seconds = round(time.monotonic() - started, 1)
-    if proc.returncode == 0:
-        pins = [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith(("#", " "))]
-        return EnvCheck(name=env.name, backend=env.backend, resolves="yes",
-                        packages=len(pins), seconds=seconds)
-    host = unreachable_host(proc.stderr)
-    return EnvCheck(name=env.name, backend=env.backend,
-                    resolves="no" if host is None else "unreachable",
-                    seconds=seconds, unreachable=host,
-                    reason=(f"needs {host}, which this machine cannot reach" if host
-                            else first_lines(proc.stderr)))
+            # It runs in a venv like the real build's: the same Python and pins, variables.
+            args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env)]
+        proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
+                              env={**uv_environ(), **build_variables(env)},
+                              timeout=RESOLVE_TIMEOUT)
+    if proc.returncode != 0:
+        raise EnvBuildError(proc.stderr)
+    return [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith(("#", " "))]
 
 
 def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:
@@ -117,11 +131,12 @@ def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:
         backend.realize(env)
     except EnvImportError as exc:
         return _with(check, started, builds="yes", imports="no", reason=str(exc))
-    except HarnessError as exc:
-        host = unreachable_host(str(exc))
-        return _with(check, started, builds="no", reason=first_lines(str(exc)),
-                     unreachable=host)
-    return _with(check, started, builds="yes", imports="yes")
+    except Exception as exc:  # a backend bug must not end the check of the others
+        text = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        return _with(check, started, builds="no", reason=first_lines(text),
+                     unreachable=unreachable_host(text))
+    return _with(check, started, builds="yes",
+                 imports="yes" if backend.checks_imports else "-")
 
 
 def _with(check: EnvCheck, started: float, **changes: Any) -> EnvCheck:
@@ -131,15 +146,14 @@ def _with(check: EnvCheck, started: float, **changes: Any) -> EnvCheck:
 
 def unreachable_host(text: str) -> str | None:
     """The host a failed install could not reach, or None when the failure is not the
-    network's."""
-    for line in text.splitlines():
-        if _NETWORK.search(line):
-            for candidate in (line, text):
-                match = _HOST.search(candidate)
-                if match:
-                    return match.group(1)
-            return "the network"
-    return None
+    network's. uv wraps its messages to the terminal's width, so lines are joined first."""
+    flat = " ".join(text.split())
+    found = _NETWORK.search(flat)
+    if found is None:
+        return None
+    before = _HOST.findall(flat[:found.start()])
+    after = _HOST.findall(flat[found.start():])
+    return (before[-1] if before else after[0]) if before or after else "the network"
 
 
 def first_lines(text: str, count: int = 4) -> str:
@@ -148,23 +162,31 @@ def first_lines(text: str, count: int = 4) -> str:
     return " | ".join((hints or lines)[:count])[:600]
 
 
-def _resolver_python(settings: list[BuildSetting], cache_dir: Path) -> str:
-    """A scratch venv holding the build settings' requirements, for reading the metadata of
-    sdists that must be built without isolation. Their runtime versions do not matter for
-    metadata, so one venv serves every environment with the same settings."""
-    requires = sorted({r for s in settings for r in s.requires})
-    digest = hashlib.sha256(json.dumps(requires).encode()).hexdigest()[:12]
+def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
+    """A scratch venv for reading the metadata of the sdists that build without isolation:
+    the environment's Python with its build requirements at the environment's pins (TE 0.x's
+    setup.py runs torch's extension builder, whose needs change with torch). One venv serves
+    every environment with the same Python, pins and indexes."""
+    requires = build_requirements(env)
+    identity = json.dumps([env.python, requires, env.index_urls, env.find_links])
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
     root = cache_dir / "preflight" / f"resolver-{digest}"
     root.parent.mkdir(parents=True, exist_ok=True)
     python = root / "bin" / "python"
     with locked(root.with_name(root.name + ".lock")):
-        if not (root / "ready").exists():
-            uv = _uv_binary()
-            subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(root)],
-                           check=True, env=uv_environ(), capture_output=True)
-            subprocess.run([uv, "pip", "install", "--quiet", "--python", str(python),
-                            *requires], check=True, env=uv_environ(), capture_output=True)
-            (root / "ready").write_text("")
+        if (root / "ready").exists():
+            return str(python)
+        shutil.rmtree(root, ignore_errors=True)  # a half-made one from a run that failed
+        uv = _uv_binary()
+        for args in (["venv", "--quiet", "--python", find_interpreter(env.python), str(root)],
+                     ["pip", "install", "--quiet", "--python", str(python),
+                      *install_args(env), *requires]):
+            proc = subprocess.run([uv, *args], capture_output=True, text=True, check=False,
+                                  env=uv_environ(), timeout=RESOLVE_TIMEOUT)
+            if proc.returncode != 0:
+                raise EnvBuildError("cannot make the venv that reads build metadata: "
+                                    + proc.stderr)
+        (root / "ready").write_text("")
     return str(python)
 
 

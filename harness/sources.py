@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
@@ -40,31 +41,42 @@ def find_links_folders(given: tuple[Path, ...]) -> tuple[Path, ...]:
     return tuple(folders)
 
 
-def wheels_by_name(folders: tuple[Path, ...]) -> dict[str, Path]:
-    """The newest wheel of each distribution in the folders."""
+def wheels_by_name(folders: tuple[Path, ...], python: str) -> dict[str, Path]:
+    """The newest wheel of each distribution in the folders that installs on ``python``."""
     best: dict[str, tuple[Version, Path]] = {}
     for folder in folders:
         for wheel in sorted(folder.glob("*.whl")):
             try:
-                name, version, _, _ = parse_wheel_filename(wheel.name)
+                name, version, _, tags = parse_wheel_filename(wheel.name)
             except InvalidWheelFilename:
+                continue
+            if not any(_fits(tag, python) for tag in tags):
                 continue
             if name not in best or version > best[name][0]:
                 best[name] = (version, wheel)
     return {name: path for name, (_, path) in best.items()}
 
 
+def _fits(tag: Tag, python: str) -> bool:
+    major, _, minor = python.partition(".")
+    interpreters = {f"py{major}", f"py{major}{minor}", f"cp{major}{minor}"}
+    return tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
+
+
 def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...]) -> MatrixSpec:
     if not folders:
         return spec
-    wheels = wheels_by_name(folders)
-    envs = tuple(_env_with(env, folders, wheels) if env.backend in LOCAL_INSTALLERS else env
+    envs = tuple(_env_with(env, folders) if env.backend in LOCAL_INSTALLERS else env
                  for env in spec.environments)
     return replace(spec, environments=envs)
 
 
-def _env_with(env: EnvSpec, folders: tuple[Path, ...], wheels: dict[str, Path]) -> EnvSpec:
+def _env_with(env: EnvSpec, folders: tuple[Path, ...]) -> EnvSpec:
+    """Only an environment that takes a package from the folders changes (and so its key)."""
+    wheels = wheels_by_name(folders, env.python)
     requirements = tuple(_swap(r, wheels) for r in env.requirements)
+    if requirements == env.requirements:
+        return env
     return replace(env, requirements=requirements, find_links=tuple(str(f) for f in folders))
 
 
@@ -77,4 +89,5 @@ def _swap(requirement: str, wheels: dict[str, Path]) -> str:
     if req.url is None or wheel is None:
         return requirement
     extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
-    return f"{req.name}{extras} @ {wheel.as_uri()}"
+    marker = f" ; {req.marker}" if req.marker else ""
+    return f"{req.name}{extras} @ {wheel.as_uri()}{marker}"

@@ -89,6 +89,11 @@ class EnvSpec:
     find_links: tuple[str, ...] = ()  # local wheel folders (set per run, not in matrix.yaml)
 
     @property
+    def source_builds(self) -> tuple[BuildSetting, ...]:
+        """The build settings that build a package inside this environment, not isolated."""
+        return tuple(b for b in self.builds if not b.isolation)
+
+    @property
     def key(self) -> str:
         content: dict[str, Any] = {
             "backend": self.backend, "python": self.python, "requirements": self.requirements,

@@ -11,6 +11,10 @@ DATA = Path(__file__).resolve().parent / "data"
 sys.path.insert(0, str(ROOT / "harness" / "inenv"))
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+#: Upstream packages CI cannot download (../shared beside the clone, as CI has it).
+WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"
+needs_wheelhouse = pytest.mark.skipif(
+    not WHEELHOUSE.is_dir(), reason=f"needs the shared wheelhouse at {WHEELHOUSE}")
 
 
 @pytest.fixture

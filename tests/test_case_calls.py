@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse
 
 CASES = ROOT / "cases"
 sys.path.insert(0, str(CASES))
-FORK_WHEEL = ROOT.parent / "shared" / "wheelhouse" / "flashinfer_python-0.2.3-py3-none-any.whl"
+FORK_WHEEL = WHEELHOUSE / "flashinfer_python-0.2.3-py3-none-any.whl"
 
 # flash-attn v1.0.7, flash_attn/flash_attn_interface.py (1.x has no flash_attn_func).
 FLASH_ATTN_1_0_7 = '''
@@ -66,6 +66,7 @@ def bind(call: ast.Call, signature: inspect.Signature, *, bound_self: bool) -> N
     signature.bind(*positional, **{kw.arg: None for kw in call.keywords if kw.arg})
 
 
+@needs_wheelhouse
 def test_the_end_to_end_case_calls_the_forks_plan_as_the_fork_defines_it() -> None:
     with zipfile.ZipFile(FORK_WHEEL) as wheel:
         mla = wheel.read("flashinfer/mla.py").decode()

@@ -17,11 +17,10 @@ import pytest
 
 from harness.results import Outcome
 from harness.store import RunStore
-from tests.conftest import ROOT
+from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_wheelhouse]
 
-WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"
 
 
 def test_fa3_mla_build_reproduces_and_fa2_compiles(tmp_path: Path,

@@ -14,9 +14,7 @@ import pytest
 
 from harness.preflight import DEFAULT_PLATFORM, resolve_env, summary, unreachable_host
 from harness.spec import EnvSpec
-from tests.conftest import ROOT
-
-WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"
+from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse
 
 # uv 0.13's words, as printed on this machine for an index and a git source it cannot reach.
 NO_INDEX = """\
@@ -64,13 +62,15 @@ def test_resolves_for_the_environments_python_not_the_harnesses(tmp_path: Path) 
 def test_a_host_that_cannot_be_reached_is_not_a_resolution_failure(tmp_path: Path) -> None:
     check = resolve_env(env("git", "pkg @ git+https://nowhere.invalid/o/pkg@abc"),
                         cache_dir=tmp_path, platform=DEFAULT_PLATFORM)
-    assert check.resolves == "unreachable" and check.unreachable == "nowhere.invalid"
+    assert check.resolves == "unreachable", check.reason
+    assert check.unreachable == "nowhere.invalid"
     assert check.reason == "needs nowhere.invalid, which this machine cannot reach"
     assert check.ok and "1 need a host this machine cannot reach (nowhere.invalid)" in summary(
         [check])
 
 
 @pytest.mark.slow
+@needs_wheelhouse
 def test_the_whole_default_matrix_resolves(tmp_path: Path) -> None:
     """CI's resolve check: every environment of matrix.yaml, with the wheelhouse standing in
     for the ktransformers fork. Only hosts this machine cannot reach may stop one."""
@@ -122,3 +122,8 @@ def test_transformerlens_builds_and_imports_here_and_did_not_before(tmp_path: Pa
     before = check("-m", str(tmp_path / "old.yaml"))["tl-as-it-was"]
     assert (before["builds"], before["imports"]) == ("yes", "no")
     assert "pyarrow requires NumPy 2.0 or newer" in str(before["reason"])
+
+
+def test_a_message_wrapped_to_the_terminals_width_still_names_its_host() -> None:
+    wrapped = NO_GIT.replace("Could not resolve host", "Could not\n         resolve host")
+    assert unreachable_host(wrapped) == "github.com"

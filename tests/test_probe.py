@@ -28,16 +28,18 @@ def test_cuda_home_follows_a_symlinked_nvcc_to_its_toolkit(
     assert harness_probe.cuda_home() == str(real)
 
 
-def test_a_folder_without_cuda_headers_is_not_a_toolkit(
+def test_behind_a_wrapper_script_the_usual_toolkit_is_taken(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "bin").mkdir()  # a wrapper script, as /usr/local/bin/nvcc on Debian images
-    (tmp_path / "bin" / "nvcc").write_text("#!/bin/sh\nexec /opt/cuda/bin/nvcc \"$@\"\n")
+    usual = toolkit(tmp_path / "usr-local-cuda")
+    (tmp_path / "bin").mkdir()  # a wrapper script, as /usr/local/bin/nvcc on this image
+    (tmp_path / "bin" / "nvcc").write_text(f"#!/bin/sh\nexec {usual}/bin/nvcc \"$@\"\n")
     (tmp_path / "bin" / "nvcc").chmod(0o755)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    found = harness_probe.cuda_home()
-    assert found != str(tmp_path)
-    assert found is None or (Path(found) / "include" / "cuda_runtime.h").exists()
+    monkeypatch.setattr(harness_probe, "CUDA_ROOTS", (str(usual),))
+    assert harness_probe.cuda_home() == str(usual)  # not tmp_path, torch's guess
+    monkeypatch.setattr(harness_probe, "CUDA_ROOTS", ())
+    assert harness_probe.cuda_home() is None  # no headers anywhere: no toolkit
 
 
 def test_cuda_home_set_by_the_user_wins(monkeypatch: pytest.MonkeyPatch) -> None:

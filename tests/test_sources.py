@@ -45,8 +45,31 @@ def test_the_newest_wheel_of_a_name_wins(tmp_path: Path) -> None:
     for version in ("0.2.3", "0.10.0", "0.9.1"):
         make_wheel(tmp_path, "flashinfer-python", version, {"flashinfer/__init__.py": ""})
     (tmp_path / "not-a-wheel.whl").write_text("")
-    assert wheels_by_name((tmp_path,))["flashinfer-python"].name == (
+    assert wheels_by_name((tmp_path,), "3.11")["flashinfer-python"].name == (
         "flashinfer_python-0.10.0-py3-none-any.whl")
+
+
+def test_only_a_wheel_that_installs_on_the_environments_python_is_taken(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "fork", "1.0", {"fork/__init__.py": ""})
+    wheel.rename(tmp_path / "fork-1.0-cp310-cp310-linux_x86_64.whl")
+    assert wheels_by_name((tmp_path,), "3.11") == {}
+    assert list(wheels_by_name((tmp_path,), "3.10")) == ["fork"]
+
+
+def test_the_swap_keeps_markers_and_changes_only_environments_it_touches(tmp_path: Path) -> None:
+    make_wheel(tmp_path, "flashinfer-python", "0.2.3", {"flashinfer/__init__.py": ""})
+    text = MATRIX + """\
+  plain:
+    packages: ["six==1.16.0"]
+  marked:
+    packages: ["flashinfer-python @ git+https://github.com/o/fork@fd94393 ; python_version>'3'"]
+"""
+    spec = parse_matrix(text, file="matrix.yaml", base=tmp_path)
+    swapped = with_find_links(spec, (tmp_path,))
+    plain, marked = swapped.environments[2:]
+    assert plain == spec.environments[2]  # nothing from the folder: same key, no rebuild
+    wheel = tmp_path / "flashinfer_python-0.2.3-py3-none-any.whl"
+    assert marked.requirements == (f'flashinfer-python @ {wheel.as_uri()} ; python_version > "3"',)
 
 
 def test_folders_come_from_the_flag_and_the_environment(tmp_path: Path,

@@ -6,7 +6,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -20,13 +19,11 @@ from typing import Any, ClassVar, Protocol
 from packaging.version import InvalidVersion, Version
 
 from harness.errors import DriftError
-from harness.inenv import harness_fingerprint, harness_imports
+from harness.inenv import harness_fingerprint, harness_imports, harness_probe
 from harness.spec import EnvSpec, requirement_name
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
 IMPORTS_SCRIPT = Path(harness_imports.__file__)
-#: Installed for the harness's own use, not named by the spec: not import-checked.
-_NOT_CHECKED = {"pytest", "ninja-build"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,9 +84,16 @@ class LocalProcess:
 
 
 def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
+    env = request.env
+    toolkit = harness_probe.cuda_home()
+    if toolkit and "CUDA_HOME" not in env:
+        # For JIT builds in the cell (flashinfer, torch extensions): torch guesses the toolkit
+        # from the nvcc on PATH, wrongly where that nvcc is a wrapper script. Containers keep
+        # their own toolkit; this is for processes on this machine only.
+        env = {**env, "CUDA_HOME": toolkit}
     with open(request.log, "ab") as log:
         popen = subprocess.Popen(
-            [python, *request.argv], cwd=request.cwd, env=request.env, stdout=log,
+            [python, *request.argv], cwd=request.cwd, env=env, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
     return LocalProcess(popen)
@@ -99,6 +103,8 @@ class Backend(ABC):
     """``realize`` is idempotent and keyed by ``EnvSpec.key``; ``launch`` starts one cell."""
 
     name: ClassVar[str]
+    #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
+    checks_imports: ClassVar[bool] = False
 
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
@@ -136,7 +142,7 @@ def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900) -> list
 
     Runs with no GPU visible and a throwaway HOME, so that importing has no side effects
     (flashinfer makes its JIT workspace under ``$HOME`` at import time)."""
-    names = sorted({requirement_name(r) for r in spec.requirements} - _NOT_CHECKED)
+    names = sorted({requirement_name(r) for r in spec.requirements})
     if not names:
         return []
     with tempfile.TemporaryDirectory(prefix="harness-imports-") as home:
@@ -147,12 +153,15 @@ def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900) -> list
                                   text=True, timeout=timeout, check=False, env=env, cwd=home)
         except subprocess.TimeoutExpired:
             return [f"importing {', '.join(names)} took over {timeout:g} s"]
+    tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
     if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
         return [f"importing {', '.join(names)} killed the interpreter "
                 f"(exit {proc.returncode}): {tail}"]
-    report: dict[str, dict[str, str | None]] = json.loads(proc.stdout)
-    return [f"{dist}: {module or dist}: {error}" if module else f"{dist}: {error}"
+    try:
+        report: dict[str, dict[str, str | None]] = json.loads(proc.stdout)
+    except ValueError:
+        return [f"the import check of {', '.join(names)} printed no result: {tail}"]
+    return [f"{dist}: {module}: {error}" if module else f"{dist}: {error}"
             for dist, modules in sorted(report.items())
             for module, error in sorted(modules.items()) if error]
 
@@ -165,7 +174,7 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
         problems.append(f"asked Python {spec.python}, got {python}")
     packages = fingerprint.get("packages", {})
     for dist, value in spec.pins:
-        name = re.split(r"[\[<>=!~ @]", dist, maxsplit=1)[0].lower().replace("_", "-")
+        name = requirement_name(dist)
         if value.startswith(("<", ">", "=", "!", "~", "*")) or "://" in value:
             continue
         got = packages.get(name)

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-from packaging.specifiers import SpecifierSet
 
 from harness.envs.base import (
     Backend,
@@ -26,16 +26,25 @@ from harness.envs.base import (
     locked,
     read_fingerprint,
 )
+from harness.envs.sourcebuild import (
+    build_requirements,
+    build_variables,
+    check_nvcc,
+    no_isolation_args,
+)
 from harness.errors import EnvBuildError, EnvImportError
 from harness.inenv.harness_probe import nvcc_version
-from harness.spec import BuildSetting, EnvSpec, requirement_name
+from harness.spec import EnvSpec
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
+#: A source build (flash-attn, TE) can take an hour and more on a small runner.
+UV_TIMEOUT = 4 * 3600.0
 
 
 class UvBackend(Backend):
     name = "uv"
+    checks_imports = True
 
     @property
     def root(self) -> Path:
@@ -64,24 +73,21 @@ class UvBackend(Backend):
         started = time.time()
         python = str(path / "bin" / "python")
         _uv(["venv", "--quiet", "--python", find_interpreter(spec.python), str(path)], spec)
-        sources = [b for b in spec.builds if not b.isolation]
-        extra: list[str] = []
         variables: dict[str, str] = {}
-        if sources:
-            check_nvcc(sources)
+        if spec.source_builds:
+            nvcc = nvcc_version()
+            check_nvcc(spec, nvcc)
             # What a package built without isolation compiles against goes in first.
             _uv(["pip", "install", "--python", python, *install_args(spec),
                  *build_requirements(spec)], spec)
-            for setting in sources:
-                extra += ["--no-build-isolation-package", setting.dist]
-                variables.update(setting.env)
+            variables = build_variables(spec)
             # uv caches a wheel built from an sdist by the sdist alone, not by what it was
             # built against: a TE built against torch 2.5 would be reused for torch 2.6. A
             # cache per build environment (the pins installed above, the build variables, the
             # compiler) keeps such wheels apart and still shares them where they fit.
-            variables["UV_CACHE_DIR"] = str(self._build_cache(python, variables, spec))
-        _uv(["pip", "install", "--python", python, *install_args(spec), *extra,
-             *spec.requirements, PYTEST_REQUIREMENT], spec, variables)
+            variables["UV_CACHE_DIR"] = str(self._build_cache(python, variables, spec, nvcc))
+        _uv(["pip", "install", "--python", python, *install_args(spec),
+             *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec, variables)
         problems = import_problems(python, spec)
         if problems:
             raise EnvImportError(f"{spec.name} was built but does not import: "
@@ -97,11 +103,15 @@ class UvBackend(Backend):
         tmp.replace(path / MARKER)
         return marker
 
-    def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec) -> Path:
-        freeze = subprocess.run([_uv_binary(), "pip", "freeze", "--python", python],
-                                capture_output=True, text=True, env=uv_environ(), check=False)
-        identity = json.dumps([spec.python, freeze.stdout, sorted(variables.items()),
-                               nvcc_version()])
+    def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec,
+                     nvcc: str | None) -> Path:
+        try:
+            freeze = subprocess.run([_uv_binary(), "pip", "freeze", "--python", python],
+                                    capture_output=True, text=True, env=uv_environ(),
+                                    check=True, timeout=300).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise EnvBuildError(f"cannot list what {spec.name} holds: {exc}") from exc
+        identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return self.cache_dir / "uv-build-cache" / digest
 
@@ -152,35 +162,6 @@ def install_args(spec: EnvSpec) -> list[str]:
     return [*index_args(spec.index_urls), *(f"--find-links={d}" for d in spec.find_links)]
 
 
-def build_requirements(spec: EnvSpec) -> list[str]:
-    """The build settings' requirements; a name the environment pins takes its pin (torch)."""
-    pinned = {requirement_name(r): r for r in spec.requirements}
-    out: list[str] = []
-    for setting in spec.builds:
-        if setting.isolation:
-            continue
-        for req in setting.requires:
-            chosen = pinned.get(requirement_name(req), req)
-            if chosen not in out:
-                out.append(chosen)
-    return out
-
-
-def check_nvcc(settings: list[BuildSetting]) -> None:
-    """A source build that needs a CUDA compiler fails in minutes deep inside setup.py;
-    say it first, in one line."""
-    found = nvcc_version()
-    for setting in settings:
-        if setting.nvcc is None:
-            continue
-        if found is None:
-            raise EnvBuildError(f"building {setting.dist} needs nvcc {setting.nvcc}; "
-                                "no nvcc on PATH or in /usr/local/cuda")
-        if not SpecifierSet(setting.nvcc).contains(found, prereleases=True):
-            raise EnvBuildError(f"building {setting.dist} needs nvcc {setting.nvcc}; "
-                                f"this machine has {found}")
-
-
 def index_args(urls: tuple[str, ...]) -> list[str]:
     # A CUDA index (download.pytorch.org/whl/cu121) sits beside PyPI; unsafe-best-match lets
     # uv take the cu121 torch from there and everything else from PyPI, as pip would.
@@ -206,15 +187,30 @@ def _uv_binary() -> str:
     return shutil.which("uv") or _bundled_uv()
 
 
-def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None) -> None:
+def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
+        timeout: float = UV_TIMEOUT) -> None:
+    # Its own session: on a timeout the compilers a source build started (nvcc, ninja, cicc)
+    # are killed with uv, instead of holding the CPUs after the harness has moved on.
     try:
-        proc = subprocess.run([_uv_binary(), *args], capture_output=True, text=True,
-                              env={**uv_environ(), **(variables or {})}, check=False,
-                              timeout=3600)
-    except (OSError, subprocess.SubprocessError) as exc:
+        proc = subprocess.Popen([_uv_binary(), *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env={**uv_environ(), **(variables or {})})
+    except OSError as exc:
         raise EnvBuildError(f"uv failed to start: {exc}") from exc
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise EnvBuildError(f"uv {args[0]} for {spec.name} ran over {timeout:g} s; "
+                            "killed with everything it started") from None
+    finally:
+        if proc.poll() is None:  # Ctrl-C or a bug while waiting: leave nothing behind
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
     if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: " + "\n".join(lines[-6:]))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import json
+import os
 import sys
 import traceback
 
@@ -51,5 +52,19 @@ def check(dist_names: list[str]) -> dict[str, dict[str, str | None]]:
     return out
 
 
+def main(names: list[str]) -> None:
+    # A module may print while it is imported (a banner, a C library's printf to fd 1): send
+    # all of that to stderr, and keep the real stdout for the JSON alone.
+    sys.stdout.flush()
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        report = check(names)
+    finally:
+        sys.stdout.flush()
+    with os.fdopen(result_fd, "w") as out:
+        json.dump(report, out, sort_keys=True)
+
+
 if __name__ == "__main__":
-    json.dump(check(sys.argv[1:]), sys.stdout, sort_keys=True)
+    main(sys.argv[1:])

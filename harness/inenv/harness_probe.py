@@ -60,19 +60,23 @@ def nvcc_version() -> str | None:
     return match.group(1) if match else None
 
 
+#: Where a CUDA toolkit is when the nvcc on PATH does not say (a wrapper script).
+CUDA_ROOTS = ("/usr/local/cuda",)
+
+
 def cuda_home() -> str | None:
     """The CUDA toolkit's root: ``$CUDA_HOME``, else the toolkit that holds the nvcc on PATH.
 
     torch guesses the root as nvcc's grandparent folder, which is wrong where ``nvcc`` is a
-    wrapper (``/usr/local/bin/nvcc`` calling ``/usr/local/cuda-13.0/bin/nvcc``): it would then
-    link JIT extensions against ``/usr/local/lib``. A root is accepted only if it holds
+    wrapper script (``/usr/local/bin/nvcc`` running ``/usr/local/cuda-13.0/bin/nvcc``): it would
+    then link JIT extensions against ``/usr/local/lib``. A symlinked nvcc is followed; a script
+    cannot be, so then the usual install place is taken. A root is accepted only if it holds
     ``include/cuda_runtime.h``."""
     if os.environ.get("CUDA_HOME"):
         return os.environ["CUDA_HOME"]
     nvcc = shutil.which("nvcc")
     candidates = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))] if nvcc else []
-    candidates.append("/usr/local/cuda")
-    for root in candidates:
+    for root in [*candidates, *CUDA_ROOTS]:
         if os.path.exists(os.path.join(root, "include", "cuda_runtime.h")):
             return root
     return None
