@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Sequence
@@ -178,6 +179,11 @@ def cmd_envs(args: argparse.Namespace) -> int:
     for e in removed:
         BACKENDS[e["backend"]](cache).remove_location(e["location"])
         print(f"removed {e['name']} ({e['location']})")
+    if args.all:  # wheels built per build environment, and the preflight's scratch venvs
+        for extra in (cache / "uv-build-cache", cache / "preflight"):
+            if extra.exists():
+                shutil.rmtree(extra, ignore_errors=True)
+                print(f"removed {extra}")
     print(f"removed {len(removed)}, kept {len(listing) - len(removed)}")
     return 0
 

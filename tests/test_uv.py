@@ -129,7 +129,7 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.envs.uv import find_interpreter
 
-    for patch in ("9", "10"):
+    for patch in ("9", "10rc1", "10"):
         binary = tmp_path / "versions" / f"3.42.{patch}" / "bin" / "python3.42"
         binary.parent.mkdir(parents=True)
         binary.write_text("")

@@ -148,14 +148,27 @@ def find_interpreter(version: str) -> str:
 
     pyenv shims answer only for the versions pyenv has activated, so uv's search of PATH
     misses the others (a CI image with 3.10, 3.11 and 3.12 under ~/.pyenv, 3.11 global)."""
-    found = subprocess.run([_uv_binary(), "python", "find", version], capture_output=True,
-                           text=True, env=uv_environ(), check=False)
-    if found.returncode == 0 and found.stdout.strip():
+    try:  # --system: never a project's .venv that happens to be where the harness runs
+        found = subprocess.run([_uv_binary(), "python", "find", "--system", version],
+                               capture_output=True, text=True, env=uv_environ(), check=False,
+                               timeout=120)
+    except subprocess.TimeoutExpired:
+        found = None
+    if found is not None and found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip()
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
     candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
-                        key=lambda p: [int(x) for x in re.findall(r"\d+", p.parts[-3])])
+                        key=lambda p: _release(p.parts[-3]))
     return str(candidates[-1]) if candidates else version
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """``3.10.13`` -> (3, 10, 13, 1); a pre-release (``3.10.0rc1``) sorts below its release."""
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)(.*)", text)
+    if not match:
+        return (0,)
+    major, minor, patch, rest = match.groups()
+    return (int(major), int(minor), int(patch), 0 if rest else 1)
 
 
 def install_args(spec: EnvSpec) -> list[str]:
