@@ -34,6 +34,9 @@ def _find_links(p: argparse.ArgumentParser) -> None:
                    help="also install from this folder of wheels; a package the matrix names "
                         "by URL is taken from here when a wheel of it is here (repeatable; "
                         "also HARNESS_FIND_LINKS)")
+    p.add_argument("--offline", action="store_true",
+                   help="install only from --find-links folders, never from an index; a "
+                        "missing wheel is that environment's ERROR (also HARNESS_OFFLINE=1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +135,7 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
                       jobs=getattr(args, "jobs", 1), resume=getattr(args, "resume", None),
                       report=not getattr(args, "no_report", False),
-                      find_links=tuple(args.find_links))
+                      find_links=tuple(args.find_links), offline=args.offline)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -193,12 +196,13 @@ def _envs_check(args: argparse.Namespace, cache: Path) -> int:
 
     from harness.envs import get_backend
     from harness.preflight import DEFAULT_PLATFORM, check_environments, render_table, summary
-    from harness.sources import find_links_folders, with_find_links
+    from harness.sources import find_links_folders, offline_from_environment, with_find_links
     from harness.spec import load_matrix
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)))
+    spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)),
+                           offline=offline_from_environment(args.offline))
     envs = [e for e in spec.environments
             if not args.env or any(fnmatchcase(e.name, g) for g in args.env)]
     if not envs:

@@ -24,6 +24,7 @@ from harness.errors import UsageError
 from harness.spec import EnvSpec, MatrixSpec
 
 ENV_VAR = "HARNESS_FIND_LINKS"
+OFFLINE_VAR = "HARNESS_OFFLINE"
 #: Backends that install with uv on this machine, where a local folder is visible.
 LOCAL_INSTALLERS = ("uv",)
 
@@ -63,21 +64,28 @@ def _fits(tag: Tag, python: str) -> bool:
     return tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
 
 
-def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...]) -> MatrixSpec:
-    if not folders:
+def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: bool = False
+                    ) -> MatrixSpec:
+    """Point the local installers at ``folders``; ``offline``: at nothing else."""
+    if not folders and not offline:
         return spec
-    envs = tuple(_env_with(env, folders) if env.backend in LOCAL_INSTALLERS else env
+    envs = tuple(_env_with(env, folders, offline) if env.backend in LOCAL_INSTALLERS else env
                  for env in spec.environments)
     return replace(spec, environments=envs)
 
 
-def _env_with(env: EnvSpec, folders: tuple[Path, ...]) -> EnvSpec:
-    """Only an environment that takes a package from the folders changes (and so its key)."""
+def _env_with(env: EnvSpec, folders: tuple[Path, ...], offline: bool) -> EnvSpec:
+    """Online, only an environment that takes a package from the folders changes."""
     wheels = wheels_by_name(folders, env.python)
     requirements = tuple(_swap(r, wheels) for r in env.requirements)
-    if requirements == env.requirements:
+    if requirements == env.requirements and not offline:
         return env
-    return replace(env, requirements=requirements, find_links=tuple(str(f) for f in folders))
+    return replace(env, requirements=requirements, find_links=tuple(str(f) for f in folders),
+                   offline=offline)
+
+
+def offline_from_environment(flag: bool) -> bool:
+    return flag or os.environ.get(OFFLINE_VAR, "") not in ("", "0")
 
 
 def _swap(requirement: str, wheels: dict[str, Path]) -> str:

@@ -22,7 +22,7 @@ from harness.yamlsrc import KeyPath, Source, format_path, load_source
 BACKEND_NAMES = ("docker", "host", "uv")
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
-                "network", "hardware", "cases", "memory")
+                "network", "hardware", "cases", "memory", "base")
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
@@ -86,7 +86,13 @@ class EnvSpec:
     network: bool = False
     memory: str | None = None  # a container's memory limit ("16g"); docker only
     builds: tuple[BuildSetting, ...] = ()  # the matrix's build settings that apply here
-    find_links: tuple[str, ...] = ()  # local wheel folders (set per run, not in matrix.yaml)
+    # An overlay: the interpreter whose packages this environment inherits ("host", a command
+    # or a path). Its fingerprint joins the key when the environment is realized.
+    base: str | None = None
+    # Set per run, not in matrix.yaml, and not in the key: they say where packages come
+    # from, not what is installed (a swapped URL requirement changes the requirements).
+    find_links: tuple[str, ...] = ()  # local wheel folders
+    offline: bool = False  # install from find_links only; never touch an index
 
     @property
     def source_builds(self) -> tuple[BuildSetting, ...]:
@@ -99,11 +105,11 @@ class EnvSpec:
             "backend": self.backend, "python": self.python, "requirements": self.requirements,
             "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
         }
+        if self.base:
+            content["base"] = self.base
         # Only present when set, so that environments without them keep their keys.
         if self.builds:
             content["builds"] = [b.to_dict() for b in self.builds]
-        if self.find_links:
-            content["find_links"] = self.find_links
         blob = json.dumps(content, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -154,6 +160,9 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     envs = [_with_builds(env, builds) for env in envs]
     seen: dict[str, EnvSpec] = {}
     for env in envs:
+        if env.base and env.backend != "uv":
+            raise SpecError(f"{env.origin}: base (an overlay on an interpreter) needs backend "
+                            f"uv, not {env.backend}", file=file, line=None)
         if env.name in seen:
             raise SpecError(f"two environments are named {env.name!r}", file=file, line=None)
         seen[env.name] = env
@@ -239,6 +248,7 @@ class _Reader:
             "image": self.string, "packages": self._packages, "index": self.strings,
             "env": self._env, "timeout": self._timeout, "network": self._bool,
             "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
+            "base": self.string,
         }
         for key, value in raw.items():
             if key in checks:
@@ -412,7 +422,7 @@ class _Reader:
             image=merged.get("image"), env_vars=tuple(merged.get("env", ())),
             hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
-            memory=merged.get("memory"),
+            memory=merged.get("memory"), base=merged.get("base"),
         )
 
 

@@ -20,7 +20,7 @@ from harness.progress import RunProgress
 from harness.report import write_report
 from harness.results import Outcome
 from harness.scheduler import make_slots
-from harness.sources import find_links_folders, with_find_links
+from harness.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.spec import MatrixSpec, load_matrix
 from harness.store import RunStore
 
@@ -46,6 +46,7 @@ class RunOptions:
     report: bool = True
     live: bool | None = None
     find_links: tuple[Path, ...] = ()
+    offline: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +65,8 @@ Step = Callable[[RunState], "RunState | int"]
 
 def load_spec(state: RunState) -> RunState:
     folders = find_links_folders(state.options.find_links)
-    spec = with_find_links(load_matrix(state.options.matrix), folders)
+    spec = with_find_links(load_matrix(state.options.matrix), folders,
+                           offline=offline_from_environment(state.options.offline))
     return replace(state, spec=spec, cases=collect_cases(spec.cases_dir.resolve()))
 
 

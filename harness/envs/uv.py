@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,14 @@ from harness.envs.base import (
     launch_local,
     locked,
     read_fingerprint,
+)
+from harness.envs.overlay import (
+    Base,
+    added_by_overlay,
+    find_base,
+    inherited_conflicts,
+    link_base,
+    write_base_stand_ins,
 )
 from harness.envs.sourcebuild import (
     build_requirements,
@@ -50,27 +59,85 @@ class UvBackend(Backend):
     def root(self) -> Path:
         return self.cache_dir / "uv"
 
-    def path_for(self, spec: EnvSpec) -> Path:
+    def path_for(self, spec: EnvSpec, base: Base | None = None) -> Path:
         slug = re.sub(r"[^A-Za-z0-9.]+", "-", spec.name).strip("-")[:60]
-        return self.root / f"{slug}-{spec.key}"
+        if base is None:
+            return self.root / f"{slug}-{spec.key}"
+        # An overlay is also what its base holds: another base torch is another overlay.
+        key = hashlib.sha256(f"{spec.key}:{base.identity}".encode()).hexdigest()[:16]
+        return self.root / f"{slug}-{key}"
 
     def realize(self, spec: EnvSpec) -> Environment:
-        path = self.path_for(spec)
+        base = find_base(spec.base) if spec.base else None
+        path = self.path_for(spec, base)
         self.root.mkdir(parents=True, exist_ok=True)
         with locked(path.with_name(path.name + ".lock")):
             marker = _read_marker(path)
             built = marker is None
             if marker is None:
-                marker = self._build(spec, path)
+                marker = self._build(spec, path, base)
         # Drift is judged on every realize: the spec's expectations (cuda) are not in the key.
         check_drift(spec, marker["fingerprint"])
         return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
                            fingerprint=marker["fingerprint"], built=built)
 
-    def _build(self, spec: EnvSpec, path: Path) -> dict[str, Any]:
+    def _build(self, spec: EnvSpec, path: Path, base: Base | None) -> dict[str, Any]:
         # The marker is written last: a venv without one is half-built and is rebuilt.
         shutil.rmtree(path, ignore_errors=True)
         started = time.time()
+        python = str(path / "bin" / "python")
+        if base is not None:
+            self._build_overlay(spec, path, base)
+        else:
+            self._build_venv(spec, path)
+        problems = import_problems(python, spec)
+        if problems:
+            raise EnvImportError(f"{spec.name} was built but does not import: "
+                                 + "; ".join(problems))
+        fingerprint = read_fingerprint(python)
+        marker: dict[str, Any] = {
+            "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
+            "built_at": started, "build_seconds": round(time.time() - started, 1),
+            "fingerprint": fingerprint,
+        }
+        if base is not None:
+            marker["base"] = {"python": base.python, "identity": base.identity}
+        tmp = path / (MARKER + ".tmp")
+        tmp.write_text(json.dumps(marker, indent=1))
+        tmp.replace(path / MARKER)
+        return marker
+
+    def _build_overlay(self, spec: EnvSpec, path: Path, base: Base) -> None:
+        if spec.source_builds:
+            raise EnvBuildError(f"{spec.name}: an overlay cannot build packages from source "
+                                "(" + ", ".join(b.dist for b in spec.source_builds) + ")")
+        conflicts = inherited_conflicts(spec.requirements, base)
+        if conflicts:
+            raise EnvBuildError(f"{spec.name} asks for " + "; ".join(conflicts)
+                                + ": an overlay cannot change what it inherits from "
+                                + base.python)
+        python = str(path / "bin" / "python")
+        _uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
+        link_base(python, base)
+        with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
+            constraints = write_base_stand_ins(base, Path(tmp) / "base")
+            reqs = Path(tmp) / "requirements.in"
+            reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
+            try:
+                resolved = _uv(["pip", "compile", str(reqs), "--quiet", "--no-header",
+                                "--no-annotate", "--python", python, "--constraint",
+                                str(constraints), f"--find-links={Path(tmp) / 'base'}",
+                                *install_args(spec)], spec)
+            except EnvBuildError as exc:
+                raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
+                                    + str(exc).split(": ", 1)[-1]) from None
+        pins = [ln for ln in resolved.splitlines() if ln and not ln.startswith(("#", " "))]
+        added = added_by_overlay(pins, base)
+        if added:
+            _uv(["pip", "install", "--python", python, "--no-deps", *install_args(spec),
+                 *added], spec)
+
+    def _build_venv(self, spec: EnvSpec, path: Path) -> None:
         python = str(path / "bin" / "python")
         _uv(["venv", "--quiet", "--python", find_interpreter(spec.python), str(path)], spec)
         variables: dict[str, str] = {}
@@ -88,20 +155,6 @@ class UvBackend(Backend):
             variables["UV_CACHE_DIR"] = str(self._build_cache(python, variables, spec, nvcc))
         _uv(["pip", "install", "--python", python, *install_args(spec),
              *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec, variables)
-        problems = import_problems(python, spec)
-        if problems:
-            raise EnvImportError(f"{spec.name} was built but does not import: "
-                                + "; ".join(problems))
-        fingerprint = read_fingerprint(python)
-        marker: dict[str, Any] = {
-            "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
-            "built_at": started, "build_seconds": round(time.time() - started, 1),
-            "fingerprint": fingerprint,
-        }
-        tmp = path / (MARKER + ".tmp")
-        tmp.write_text(json.dumps(marker, indent=1))
-        tmp.replace(path / MARKER)
-        return marker
 
     def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec,
                      nvcc: str | None) -> Path:
@@ -172,7 +225,10 @@ def _release(text: str) -> tuple[int, ...]:
 
 
 def install_args(spec: EnvSpec) -> list[str]:
-    return [*index_args(spec.index_urls), *(f"--find-links={d}" for d in spec.find_links)]
+    folders = [f"--find-links={d}" for d in spec.find_links]
+    if spec.offline:  # nothing fetched behind the user's back: a missing wheel is an error
+        return ["--offline", "--no-index", *folders]
+    return [*index_args(spec.index_urls), *folders]
 
 
 def index_args(urls: tuple[str, ...]) -> list[str]:
@@ -201,7 +257,8 @@ def _uv_binary() -> str:
 
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
-        timeout: float = UV_TIMEOUT) -> None:
+        timeout: float = UV_TIMEOUT) -> str:
+    """Run uv; its stdout, or EnvBuildError with the end of what it said."""
     # Its own session: on a timeout the compilers a source build started (nvcc, ninja, cicc)
     # are killed with uv, instead of holding the CPUs after the harness has moved on.
     try:
@@ -211,7 +268,7 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
     except OSError as exc:
         raise EnvBuildError(f"uv failed to start: {exc}") from exc
     try:
-        _, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -225,6 +282,7 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
     if proc.returncode != 0:
         lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: " + "\n".join(lines[-6:]))
+    return stdout
 
 
 def _bundled_uv() -> str:

@@ -1,0 +1,139 @@
+"""Overlay environments: a venv on top of an interpreter whose packages it inherits.
+
+GPU runners mostly carry a PyTorch they trust (an NGC container, a cluster module, a conda
+env). An overlay keeps that torch and adds only what its spec names: the venv sees the base's
+site-packages through a ``.pth`` file (which works for a system Python, a conda env and a venv
+alike, unlike ``--system-site-packages``, which skips a venv's own packages).
+
+uv does not count a base's packages as installed, so the overlay is resolved first against
+the base: every base package becomes a metadata-only wheel pinned by a constraint (so it needs
+no index, and cannot be moved), and only what the resolution adds is installed, without
+dependencies. The base's fingerprint is part of the overlay's identity: a changed base torch
+is another overlay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from harness.envs.base import read_fingerprint
+from harness.errors import EnvBuildError
+
+PTH_NAME = "_harness_base.pth"
+_SITE_DIRS = ("import json, site, sysconfig; paths = [*site.getsitepackages(), "
+              "sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]; "
+              "print(json.dumps(list(dict.fromkeys(paths))))")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    """The interpreter an overlay inherits from, as it is now."""
+
+    python: str
+    fingerprint: dict[str, Any]
+    site_dirs: tuple[str, ...]
+
+    @property
+    def packages(self) -> dict[str, str]:
+        return {canonicalize_name(k): v for k, v in self.fingerprint.get("packages", {}).items()}
+
+    @property
+    def identity(self) -> str:
+        """What changes the overlay: the interpreter and exactly what it holds."""
+        blob = json.dumps([self.python, self.fingerprint.get("python"),
+                           sorted(self.packages.items())])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def find_base(name: str) -> Base:
+    python = _interpreter(name)
+    try:
+        out = subprocess.run([python, "-c", _SITE_DIRS], capture_output=True, text=True,
+                             check=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise EnvBuildError(f"base interpreter {python} does not run: {exc}") from None
+    dirs = tuple(d for d in json.loads(out.stdout) if Path(d).is_dir())
+    return Base(python=python, fingerprint=read_fingerprint(python), site_dirs=dirs)
+
+
+def _interpreter(name: str) -> str:
+    """``host``: the machine's own python3, not a virtualenv the harness may be running in."""
+    if name == "host":
+        active = os.environ.get("VIRTUAL_ENV") or (sys.prefix if sys.prefix != sys.base_prefix
+                                                   else None)
+        path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                               if not (active and p.startswith(active)))
+        found = shutil.which("python3", path=path)
+    else:
+        found = shutil.which(name) or (name if Path(name).is_file() else None)
+    if found is None:
+        raise EnvBuildError(f"base interpreter {name!r} not found"
+                            + (" (no python3 on PATH outside a virtualenv)"
+                               if name == "host" else ""))
+    return found
+
+
+def link_base(venv_python: str, base: Base) -> None:
+    """Make the base's packages importable in the venv, after the venv's own."""
+    purelib = subprocess.run(
+        [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    (Path(purelib) / PTH_NAME).write_text("".join(f"{d}\n" for d in base.site_dirs))
+
+
+def write_base_stand_ins(base: Base, folder: Path) -> Path:
+    """One metadata-only wheel per base package, and a constraints file pinning each: the
+    resolver sees the base as it is, offline, and cannot choose another version of it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, version in base.packages.items():
+        _stand_in_wheel(folder, name, version)
+    constraints = folder / "base-constraints.txt"
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(base.packages.items())))
+    return constraints
+
+
+def _stand_in_wheel(folder: Path, name: str, version: str) -> None:
+    import zipfile
+
+    stem = f"{name.replace('-', '_')}-{version}"
+    info = f"{stem}.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{p},,\n" for p in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{stem}-py3-none-any.whl", "w") as wheel:
+        for member, text in files.items():
+            wheel.writestr(member, text)
+
+
+def inherited_conflicts(requirements: tuple[str, ...], base: Base) -> list[str]:
+    """Requirements that ask an inherited package for a version the base does not have."""
+    out = []
+    for text in requirements:
+        req = Requirement(text)
+        have = base.packages.get(canonicalize_name(req.name))
+        if have is not None and req.specifier and not req.specifier.contains(
+                have, prereleases=True):
+            out.append(f"{text} (the base has {req.name} {have})")
+    return out
+
+
+def added_by_overlay(pins: list[str], base: Base) -> list[str]:
+    """The resolved lines that the base does not already hold."""
+    out = []
+    for line in pins:
+        name = canonicalize_name(line.split("@", 1)[0].split("==", 1)[0].split(";", 1)[0]
+                                 .split("[", 1)[0].strip())
+        if name not in base.packages:
+            out.append(line)
+    return out

@@ -1,0 +1,140 @@
+"""Overlay environments on a base interpreter, built offline from a folder of wheels.
+
+The base is a real venv holding ``basepkg`` and pytest (as a GPU host holds torch and pytest);
+the overlay adds ``toppkg``, which needs ``basepkg``, from a local folder, with no index.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.envs.uv import UvBackend, uv_environ
+from harness.errors import EnvBuildError
+from harness.spec import EnvSpec
+from harness.store import RunStore
+from tests.conftest import PY, ROOT
+from tests.packages import make_wheel
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.0", "2.0"):
+        make_wheel(wheels, "basepkg", version,
+                   {"basepkg/__init__.py": f"VERSION = {version!r}\n"})
+    make_wheel(wheels, "toppkg", "1.0", {"toppkg/__init__.py": "import basepkg\n"},
+               requires=("basepkg>=1",))
+    return wheels
+
+
+@pytest.fixture
+def base(tmp_path: Path, folder: Path) -> Path:
+    """A base interpreter with basepkg 1.0 and pytest, as a GPU host has torch and pytest."""
+    root = tmp_path / "base"
+    uv = [sys.executable, "-m", "uv"]
+    subprocess.run([*uv, "venv", "--quiet", "--python", sys.executable, str(root)],
+                   check=True, env=uv_environ())
+    install(root, "basepkg==1.0", "pytest", folder=folder)
+    return root / "bin" / "python"
+
+
+def install(root: Path, *requirements: str, folder: Path) -> None:
+    subprocess.run([sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python",
+                    str(root / "bin" / "python"), f"--find-links={folder}", *requirements],
+                   check=True, env=uv_environ())
+
+
+def overlay(base: Path, folder: Path, *requirements: str) -> EnvSpec:
+    return EnvSpec(name="ov", origin="test", values=(), backend="uv", python=PY,
+                   requirements=requirements, pins=(), base=str(base),
+                   find_links=(str(folder),), offline=True)
+
+
+def run_in(python: str, code: str) -> str:
+    return subprocess.run([python, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_an_overlay_adds_only_its_own_packages_and_inherits_the_rest(
+        tmp_path: Path, base: Path, folder: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    env = backend.realize(overlay(base, folder, "toppkg"))
+    assert env.built
+    where = run_in(env.python, "import basepkg, toppkg; print(basepkg.__file__); "
+                               "print(toppkg.__file__)").splitlines()
+    assert where[0].startswith(str(base.parent.parent))  # inherited, not installed again
+    assert where[1].startswith(env.location)
+    assert env.fingerprint["packages"]["basepkg"] == "1.0"  # drift sees inherited packages
+    own = run_in(env.python, "import importlib.metadata as m, sys; print(sorted("
+                             "d.metadata['Name'] for d in m.distributions(path=[p for p in "
+                             "sys.path if p.startswith(sys.prefix)])))")
+    assert own == "['toppkg']"
+
+
+def test_an_unchanged_base_rebuilds_nothing_and_a_changed_one_rebuilds_the_overlay(
+        tmp_path: Path, base: Path, folder: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    first = backend.realize(overlay(base, folder, "toppkg"))
+    again = backend.realize(overlay(base, folder, "toppkg"))
+    assert (first.built, again.built, again.location) == (True, False, first.location)
+    install(base.parent.parent, "basepkg==2.0", folder=folder)
+    changed = backend.realize(overlay(base, folder, "toppkg"))
+    assert changed.built and changed.location != first.location
+    assert changed.fingerprint["packages"]["basepkg"] == "2.0"
+
+
+def test_an_overlay_cannot_move_an_inherited_package(tmp_path: Path, base: Path,
+                                                      folder: Path) -> None:
+    with pytest.raises(EnvBuildError, match=r"^ov asks for basepkg==2.0 \(the base has basepkg "
+                                            r"1.0\): an overlay cannot change what it "
+                                            r"inherits from "):
+        UvBackend(tmp_path / "cache").realize(overlay(base, folder, "basepkg==2.0"))
+
+
+def test_offline_a_missing_wheel_is_an_error_that_names_it(tmp_path: Path, base: Path,
+                                                           folder: Path) -> None:
+    with pytest.raises(EnvBuildError, match=r"nothere was not found in the provided package "
+                                            r"locations"):
+        UvBackend(tmp_path / "cache").realize(overlay(base, folder, "toppkg", "nothere"))
+
+
+CASE = '''\
+def test_sees_both():
+    import basepkg, toppkg
+    assert basepkg.VERSION == "1.0"
+'''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace (unshare -n)")
+def test_a_run_with_no_network_at_all(tmp_path: Path, base: Path, folder: Path) -> None:
+    """The whole run in a network namespace with nothing but loopback: overlays build from the
+    folder, the case runs, and the environment that needs a wheel the folder lacks is ERROR."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "pytest.ini").write_text("[pytest]\n")
+    (cases / "test_overlay_case.py").write_text(CASE)
+    (tmp_path / "matrix.yaml").write_text(f"""\
+version: 1
+cases_dir: {cases}
+defaults: {{python: "{PY}", base: "{base}", hardware: [cpu]}}
+environments:
+  fits: {{packages: ["toppkg"]}}
+  lacks: {{packages: ["toppkg", "nothere"]}}
+""")
+    proc = subprocess.run(
+        ["unshare", "--net", sys.executable, "-m", "harness", "--reports",
+         str(tmp_path / "reports"), "run", "-m", str(tmp_path / "matrix.yaml"), "--offline",
+         "--find-links", str(folder), "--jobs", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(tmp_path / "c")})
+    results = {r.environment: r for r in RunStore.open(tmp_path / "reports", "latest").results()}
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert results["fits"].outcome == "PASS"
+    assert results["lacks"].outcome == "ERROR"
+    assert "nothere was not found in the provided package locations" in results["lacks"].reason
