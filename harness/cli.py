@@ -82,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mirror", default="http://deb.debian.org/debian", help="Debian mirror")
     p.add_argument("--force", action="store_true", help="rebuild even if the image exists")
 
+    p = sub.add_parser("wheelhouse", help="download every wheel the environments need into a "
+                       "folder, for runs with --offline --find-links DIR")
+    p.add_argument("folder", type=Path)
+    p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
+    p.add_argument("--env", action="append", default=[], metavar="GLOB",
+                   help="only environments whose name matches (repeatable)")
+    p.add_argument("--platform", default=None,
+                   help="the target platform (default: x86_64-manylinux_2_28)")
+    p.add_argument("--base-packages", type=Path, metavar="FILE",
+                   help="overlays: what their base holds on the target machine (name==version "
+                        "lines, as pip freeze prints them); those stay out of the folder")
+    _find_links(p)
+
     sub.add_parser("doctor", help="print this machine's fingerprint")
     p = sub.add_parser("cases", help="list the case variants")
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
@@ -192,21 +205,12 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def _envs_check(args: argparse.Namespace, cache: Path) -> int:
-    from fnmatch import fnmatchcase
-
     from harness.envs import get_backend
     from harness.preflight import DEFAULT_PLATFORM, check_environments, render_table, summary
-    from harness.sources import find_links_folders, offline_from_environment, with_find_links
-    from harness.spec import load_matrix
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)),
-                           offline=offline_from_environment(args.offline))
-    envs = [e for e in spec.environments
-            if not args.env or any(fnmatchcase(e.name, g) for g in args.env)]
-    if not envs:
-        raise UsageError("--env: no environment matches " + ", ".join(args.env))
+    envs = _selected_envs(args)
     backends = {name: get_backend(name, cache) for name in {e.backend for e in envs}}
 
     def progress(check: Any) -> None:
@@ -223,6 +227,45 @@ def _envs_check(args: argparse.Namespace, cache: Path) -> int:
         print(render_table(checks))
         print(summary(checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _selected_envs(args: argparse.Namespace) -> list[Any]:
+    """The matrix's environments (sources applied), filtered by ``--env`` globs."""
+    from fnmatch import fnmatchcase
+
+    from harness.sources import find_links_folders, offline_from_environment, with_find_links
+    from harness.spec import load_matrix
+
+    spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)),
+                           offline=offline_from_environment(args.offline))
+    envs = [e for e in spec.environments
+            if not args.env or any(fnmatchcase(e.name, g) for g in args.env)]
+    if not envs:
+        raise UsageError("--env: no environment matches " + ", ".join(args.env))
+    return envs
+
+
+def cmd_wheelhouse(args: argparse.Namespace) -> int:
+    from harness.envs.overlay import read_packages
+    from harness.preflight import DEFAULT_PLATFORM
+    from harness.wheelhouse import build_wheelhouse, summary
+    from harness.workflow import default_cache_dir
+
+    envs = [e for e in _selected_envs(args) if e.backend == "uv"]
+    base = read_packages(args.base_packages) if args.base_packages else None
+
+    def progress(report: Any) -> None:
+        state = report.error or (f"{len(report.wheels)} wheels"
+                                 + (f", {len(report.missing)} missing" if report.missing else ""))
+        print(f"{report.name}: {state}", flush=True)
+        for pin, why in report.missing.items():
+            print(f"  missing {pin}: {why}", flush=True)
+
+    reports = build_wheelhouse(envs, args.folder, cache_dir=default_cache_dir(),
+                               platform=args.platform or DEFAULT_PLATFORM, base_packages=base,
+                               on_done=progress)
+    print(summary(reports, args.folder))
+    return 1 if any(r.error or r.missing for r in reports) else 0
 
 
 def cmd_images(args: argparse.Namespace) -> int:
@@ -253,7 +296,8 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "envs": cmd_envs,
-            "images": cmd_images, "doctor": cmd_doctor, "cases": cmd_cases}
+            "wheelhouse": cmd_wheelhouse, "images": cmd_images, "doctor": cmd_doctor,
+            "cases": cmd_cases}
 
 if __name__ == "__main__":
     raise SystemExit(main())

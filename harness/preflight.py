@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.envs import Backend
 from harness.envs.base import locked
+from harness.envs.overlay import find_base, write_base_stand_ins
 from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
 from harness.envs.uv import (
     PYTEST_REQUIREMENT,
@@ -105,14 +106,22 @@ def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
                     seconds=round(time.monotonic() - started, 1))
 
 
-def _compile(env: EnvSpec, *, cache_dir: Path, platform: str) -> list[str]:
-    """``uv pip compile`` for the environment's Python and platform: the pinned lines."""
+def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
+             base: dict[str, str] | None = None) -> list[str]:
+    """``uv pip compile`` for the environment's Python and platform: the pinned lines.
+
+    ``base``: the packages of an overlay's base (name -> version), taken as they are."""
+    if base is None and env.base:
+        base = find_base(env.base).packages
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
         reqs.write_text("\n".join([*env.requirements, PYTEST_REQUIREMENT]) + "\n")
         args = [_uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
                 "--no-annotate", "--python-version", env.python, "--python-platform",
                 platform, *install_args(env)]
+        if base is not None:
+            constraints = write_base_stand_ins(base, Path(tmp) / "base")
+            args += ["--constraint", str(constraints), f"--find-links={Path(tmp) / 'base'}"]
         if env.source_builds:
             # uv reads an sdist's dependencies by running its setup.py; TE's imports torch.
             # It runs in a venv like the real build's: the same Python and pins, variables.

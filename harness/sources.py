@@ -75,11 +75,10 @@ def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: boo
 
 
 def _env_with(env: EnvSpec, folders: tuple[Path, ...], offline: bool) -> EnvSpec:
-    """Online, only an environment that takes a package from the folders changes."""
+    """The folders are where packages may come from, not what is installed: they stay out of
+    the key. Only a URL requirement swapped for a wheel changes it."""
     wheels = wheels_by_name(folders, env.python)
     requirements = tuple(_swap(r, wheels) for r in env.requirements)
-    if requirements == env.requirements and not offline:
-        return env
     return replace(env, requirements=requirements, find_links=tuple(str(f) for f in folders),
                    offline=offline)
 

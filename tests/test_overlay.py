@@ -105,36 +105,65 @@ def test_offline_a_missing_wheel_is_an_error_that_names_it(tmp_path: Path, base:
 
 
 CASE = '''\
-def test_sees_both():
-    import basepkg, toppkg
-    assert basepkg.VERSION == "1.0"
+def test_sees_all():
+    import basepkg, six, toppkg
+    assert basepkg.VERSION == "1.0" and six.__version__ == "1.16.0"
 '''
 
 
+def harness(tmp_path: Path, *args: str, netns: bool = False) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*(["unshare", "--net"] if netns else []), sys.executable, "-m", "harness",
+         "--reports", str(tmp_path / "reports"), *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(tmp_path / "c")})
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace (unshare -n)")
-def test_a_run_with_no_network_at_all(tmp_path: Path, base: Path, folder: Path) -> None:
-    """The whole run in a network namespace with nothing but loopback: overlays build from the
-    folder, the case runs, and the environment that needs a wheel the folder lacks is ERROR."""
+def test_a_wheelhouse_then_a_run_with_no_network_at_all(tmp_path: Path, base: Path,
+                                                        folder: Path) -> None:
+    """``harness wheelhouse`` gathers what the overlays add (six from PyPI, toppkg from a
+    folder; not what the base has); then the whole run happens in a network namespace with
+    nothing but loopback: the overlay builds from the wheelhouse, its case runs, and the
+    environment that needs a wheel the wheelhouse lacks is ERROR, naming it."""
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "pytest.ini").write_text("[pytest]\n")
     (cases / "test_overlay_case.py").write_text(CASE)
-    (tmp_path / "matrix.yaml").write_text(f"""\
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(f"""\
 version: 1
 cases_dir: {cases}
 defaults: {{python: "{PY}", base: "{base}", hardware: [cpu]}}
 environments:
-  fits: {{packages: ["toppkg"]}}
-  lacks: {{packages: ["toppkg", "nothere"]}}
+  fits: {{packages: ["toppkg", "six==1.16.0"]}}
+  lacks: {{packages: ["toppkg", "six==1.16.0", "nothere"]}}
 """)
-    proc = subprocess.run(
-        ["unshare", "--net", sys.executable, "-m", "harness", "--reports",
-         str(tmp_path / "reports"), "run", "-m", str(tmp_path / "matrix.yaml"), "--offline",
-         "--find-links", str(folder), "--jobs", "1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(tmp_path / "c")})
+    wheelhouse = tmp_path / "wheelhouse"
+    made = harness(tmp_path, "wheelhouse", str(wheelhouse), "-m", str(matrix), "--env", "fits",
+                   "--find-links", str(folder))
+    assert made.returncode == 0, made.stdout + made.stderr[-2000:]
+    assert sorted(p.name for p in wheelhouse.iterdir()) == [
+        "six-1.16.0-py2.py3-none-any.whl", "toppkg-1.0-py3-none-any.whl"]
+
+    run = harness(tmp_path, "run", "-m", str(matrix), "--offline", "--find-links",
+                  str(wheelhouse), "--jobs", "1", netns=True)
     results = {r.environment: r for r in RunStore.open(tmp_path / "reports", "latest").results()}
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    assert results["fits"].outcome == "PASS"
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert results["fits"].outcome == "PASS", results["fits"].reason
     assert results["lacks"].outcome == "ERROR"
     assert "nothere was not found in the provided package locations" in results["lacks"].reason
+
+
+def test_a_wheelhouse_says_what_it_could_not_get(tmp_path: Path, folder: Path) -> None:
+    (tmp_path / "matrix.yaml").write_text(f"""\
+version: 1
+defaults: {{python: "{PY}"}}
+environments:
+  git: {{packages: ["pkg @ git+https://nowhere.invalid/o/pkg@abc"]}}
+""")
+    (tmp_path / "cases").mkdir()
+    made = harness(tmp_path, "wheelhouse", str(tmp_path / "wh"), "-m",
+                   str(tmp_path / "matrix.yaml"))
+    assert made.returncode == 1
+    assert made.stdout.startswith("git: error: Failed to download and build `pkg @")

@@ -67,7 +67,8 @@ def test_the_swap_keeps_markers_and_changes_only_environments_it_touches(tmp_pat
     spec = parse_matrix(text, file="matrix.yaml", base=tmp_path)
     swapped = with_find_links(spec, (tmp_path,))
     plain, marked = swapped.environments[2:]
-    assert plain == spec.environments[2]  # nothing from the folder: same key, no rebuild
+    assert plain.key == spec.environments[2].key  # nothing swapped: same key, no rebuild
+    assert plain.find_links == (str(tmp_path),)  # but the folder is there to install from
     wheel = tmp_path / "flashinfer_python-0.2.3-py3-none-any.whl"
     assert marked.requirements == (f'flashinfer-python @ {wheel.as_uri()} ; python_version > "3"',)
 

@@ -28,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from harness.envs.base import read_fingerprint
-from harness.errors import EnvBuildError
+from harness.errors import EnvBuildError, UsageError
 
 PTH_NAME = "_harness_base.pth"
 _SITE_DIRS = ("import json, site, sysconfig; paths = [*site.getsitepackages(), "
@@ -92,14 +92,14 @@ def link_base(venv_python: str, base: Base) -> None:
     (Path(purelib) / PTH_NAME).write_text("".join(f"{d}\n" for d in base.site_dirs))
 
 
-def write_base_stand_ins(base: Base, folder: Path) -> Path:
+def write_base_stand_ins(packages: dict[str, str], folder: Path) -> Path:
     """One metadata-only wheel per base package, and a constraints file pinning each: the
     resolver sees the base as it is, offline, and cannot choose another version of it."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, version in base.packages.items():
+    for name, version in packages.items():
         _stand_in_wheel(folder, name, version)
     constraints = folder / "base-constraints.txt"
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(base.packages.items())))
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(packages.items())))
     return constraints
 
 
@@ -128,12 +128,25 @@ def inherited_conflicts(requirements: tuple[str, ...], base: Base) -> list[str]:
     return out
 
 
-def added_by_overlay(pins: list[str], base: Base) -> list[str]:
+def added_by_overlay(pins: list[str], base: dict[str, str]) -> list[str]:
     """The resolved lines that the base does not already hold."""
-    out = []
-    for line in pins:
-        name = canonicalize_name(line.split("@", 1)[0].split("==", 1)[0].split(";", 1)[0]
-                                 .split("[", 1)[0].strip())
-        if name not in base.packages:
-            out.append(line)
+    return [line for line in pins if pin_name(line) not in base]
+
+
+def pin_name(line: str) -> str:
+    """``torch==2.5.1`` / ``fork @ file:///...`` (a line of ``uv pip compile``) -> its name."""
+    return canonicalize_name(Requirement(line).name)
+
+
+def read_packages(path: Path) -> dict[str, str]:
+    """``name==version`` lines (``pip freeze`` / ``uv pip freeze`` on the target machine)."""
+    out: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        if not sep or not version.strip():
+            raise UsageError(f"{path}:{number}: expected name==version, got {line!r}")
+        out[canonicalize_name(name.strip())] = version.strip()
     return out

@@ -120,7 +120,7 @@ class UvBackend(Backend):
         _uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
         link_base(python, base)
         with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
-            constraints = write_base_stand_ins(base, Path(tmp) / "base")
+            constraints = write_base_stand_ins(base.packages, Path(tmp) / "base")
             reqs = Path(tmp) / "requirements.in"
             reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
             try:
@@ -132,7 +132,7 @@ class UvBackend(Backend):
                 raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
                                     + str(exc).split(": ", 1)[-1]) from None
         pins = [ln for ln in resolved.splitlines() if ln and not ln.startswith(("#", " "))]
-        added = added_by_overlay(pins, base)
+        added = added_by_overlay(pins, base.packages)
         if added:
             _uv(["pip", "install", "--python", python, "--no-deps", *install_args(spec),
                  *added], spec)
