@@ -20,8 +20,12 @@ from harness.results import CellResult, Outcome
 from harness.store import RunStore
 
 #: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
+#: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
+#: NVML) numbers them by PCI bus. On a mixed host, the GPU a cell is given must be the GPU it
+#: gets.
 CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+            "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 @dataclass

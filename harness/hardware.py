@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -37,7 +38,24 @@ class Machine:
 
     @property
     def targets(self) -> tuple[str, ...]:
+        """What ``auto`` hardware becomes here: the CPU and each GPU architecture."""
         return ("cpu", *sorted({g.arch for g in self.gpus}))
+
+    @property
+    def serves(self) -> frozenset[str]:
+        """Every target a cell may name and still run here (sm_90a on an sm_90 GPU)."""
+        return frozenset(self.targets) | {f"{g.arch}a" for g in self.gpus if has_a_variant(g.arch)}
+
+
+def has_a_variant(arch: str) -> bool:
+    """Architectures with arch-specific ("a") features: Hopper (sm_90) and newer."""
+    digits = arch.removeprefix("sm_")
+    return digits.isdigit() and int(digits) >= 90
+
+
+def arch_serves(gpu_arch: str, target: str) -> bool:
+    """Can a GPU of ``gpu_arch`` run a cell that targets ``target``? sm_90a runs on sm_90."""
+    return target == gpu_arch or (target == f"{gpu_arch}a" and has_a_variant(gpu_arch))
 
 
 def _cc(text: str) -> tuple[int, int]:
@@ -48,7 +66,8 @@ def _cc(text: str) -> tuple[int, int]:
 def probe_machine(gpus: str | None = None) -> Machine:
     """Probe this machine. ``gpus`` overrides the GPU slots: ``0,1`` (architectures from the
     probe) or ``0:sm_90,1:sm_90`` (architectures stated, e.g. where the probe cannot see)."""
-    raw = harness_probe.probe()
+    # The harness itself may have been given a subset (a CI runner's job, a cluster's slice).
+    raw = harness_probe.probe(os.environ.get("CUDA_VISIBLE_DEVICES"))
     found = {g["index"]: Gpu(index=g["index"], arch=g["arch"], name=g["name"],
                              compute_capability=g["compute_capability"],
                              memory_mib=g["memory_mib"], driver=g["driver"])

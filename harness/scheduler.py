@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from harness.hardware import arch_serves
 from harness.plan import Cell
 
 
@@ -17,7 +18,9 @@ class Slot:
 
     def fits(self, cell: Cell) -> bool:
         # One GPU per GPU cell, of the architecture the cell targets; CPU cells on CPU slots.
-        return cell.hardware == self.arch if self.gpu is not None else cell.hardware == "cpu"
+        if self.gpu is None or self.arch is None:
+            return cell.hardware == "cpu"
+        return arch_serves(self.arch, cell.hardware)
 
 
 def make_slots(jobs: int, gpus: Iterable[tuple[int, str]]) -> tuple[Slot, ...]:

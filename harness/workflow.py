@@ -105,7 +105,7 @@ def open_store(state: RunState) -> RunState | int:
 def run_cells(state: RunState) -> RunState:
     assert state.plan is not None and state.store is not None and state.machine is not None
     assert state.spec is not None
-    present = set(state.machine.targets)
+    present = state.machine.serves
     runnable = [c for c in state.plan.cells if c.hardware in present]
     absent = [c for c in state.plan.cells if c.hardware not in present]
     backends = {name: get_backend(name, state.options.cache_dir)

@@ -14,10 +14,66 @@ _QUERY = "index,uuid,name,compute_cap,memory.total,driver_version"
 
 
 def probe_gpus(visible: str | None = None) -> list[dict[str, Any]]:
-    """GPUs from nvidia-smi, limited to ``visible`` (a CUDA_VISIBLE_DEVICES value) if given.
+    """GPUs from NVML (nvidia-ml-py, where installed) or nvidia-smi, limited to ``visible``
+    (a CUDA_VISIBLE_DEVICES value: indices or UUIDs) if given.
 
-    nvidia-smi ignores CUDA_VISIBLE_DEVICES, so the filter is applied here: the probe must
-    describe the device the cell was given, not the whole machine."""
+    Neither NVML nor nvidia-smi honours CUDA_VISIBLE_DEVICES, so the filter is applied here:
+    the probe must describe the devices a process was given, not the whole machine. Indices
+    are in PCI bus order, as nvidia-smi numbers them; cells run with CUDA_DEVICE_ORDER=PCI_BUS_ID
+    so that CUDA numbers them the same way."""
+    gpus = _nvml_gpus()
+    if gpus is None:
+        gpus = _smi_gpus()
+    return visible_gpus(gpus, visible)
+
+
+def visible_gpus(gpus: list[dict[str, Any]], visible: str | None) -> list[dict[str, Any]]:
+    """The GPUs a CUDA_VISIBLE_DEVICES value lets a process see, in the order it lists them.
+    ``""`` hides every GPU; an unknown entry ends the list, as CUDA does."""
+    if visible is None:
+        return gpus
+    out = []
+    for entry in (v.strip() for v in visible.split(",")):
+        match = [g for g in gpus if entry and (str(g["index"]) == entry
+                                               or g["uuid"].startswith(entry))]
+        if len(match) != 1:
+            break
+        out.append(match[0])
+    return out
+
+
+def _nvml_gpus() -> list[dict[str, Any]] | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # no driver here: NVML cannot say anything nvidia-smi could
+        return None
+    try:
+        driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        out = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20
+            out.append(_describe(index, _text(pynvml.nvmlDeviceGetUUID(handle)),
+                                 _text(pynvml.nvmlDeviceGetName(handle)), (major, minor),
+                                 int(memory), driver))
+        return out
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _smi_gpus() -> list[dict[str, Any]]:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return []
@@ -26,23 +82,24 @@ def probe_gpus(visible: str | None = None) -> list[dict[str, Any]]:
                              capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    gpus = [_gpu(line) for line in out.splitlines() if line.strip()]
-    if visible is None:
-        return gpus
-    wanted = [v.strip() for v in visible.split(",") if v.strip()]
-    return [g for g in gpus if str(g["index"]) in wanted or g["uuid"] in wanted]
+    return [_gpu(line) for line in out.splitlines() if line.strip()]
 
 
 def _gpu(line: str) -> dict[str, Any]:
     index, uuid, name, cc, mem, driver = (p.strip() for p in line.split(","))
     major, _, minor = cc.partition(".")
     capability = (int(major), int(minor or 0)) if major.isdigit() else (0, 0)
+    memory = int(float(mem)) if mem.replace(".", "").isdigit() else None
+    return _describe(int(index), uuid, name, capability, memory, driver)
+
+
+def _describe(index: int, uuid: str, name: str, capability: tuple[int, int],
+              memory_mib: int | None, driver: str | None) -> dict[str, Any]:
     return {
-        "index": int(index), "uuid": uuid, "name": name,
+        "index": index, "uuid": uuid, "name": name,
         "compute_capability": f"{capability[0]}.{capability[1]}",
         "arch": f"sm_{capability[0]}{capability[1]}",
-        "memory_mib": int(float(mem)) if mem.replace(".", "").isdigit() else None,
-        "driver": driver,
+        "memory_mib": memory_mib, "driver": driver,
         "fp8": capability >= (8, 9), "bf16": capability >= (8, 0),
     }
 

@@ -1,0 +1,53 @@
+"""GPU probing that tells the truth on mixed hosts: visible devices, order, sm_90a."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.cases import CaseVariant
+from harness.execute import CELL_ENV
+from harness.hardware import Gpu, Machine, arch_serves, probe_machine
+from harness.inenv.harness_probe import visible_gpus
+from harness.plan import Cell
+from harness.scheduler import make_slots
+from harness.spec import EnvSpec
+
+# Two GPUs as nvidia-smi / NVML report them: PCI bus order.
+GPUS: list[dict[str, Any]] = [
+    {"index": 0, "uuid": "GPU-a1b2c3d4-0000", "arch": "sm_80"},
+    {"index": 1, "uuid": "GPU-e5f6a7b8-1111", "arch": "sm_90"},
+]
+
+
+@pytest.mark.parametrize(("visible", "indices"), [
+    (None, [0, 1]), ("", []), ("1", [1]), ("1,0", [1, 0]), ("GPU-e5f6", [1]),
+    ("0,7,1", [0]),  # CUDA stops at the first entry it does not know
+])
+def test_the_probe_sees_what_cuda_visible_devices_lets_a_process_see(
+        visible: str | None, indices: list[int]) -> None:
+    assert [g["index"] for g in visible_gpus(GPUS, visible)] == indices
+
+
+def test_the_harness_honours_the_devices_it_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert probe_machine().gpus == ()
+
+
+def test_cells_number_gpus_as_the_probe_does() -> None:
+    assert CELL_ENV["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+def test_sm_90a_cells_run_on_an_sm_90_gpu_and_nowhere_else() -> None:
+    assert arch_serves("sm_90", "sm_90a") and arch_serves("sm_90", "sm_90")
+    assert not arch_serves("sm_80", "sm_80a") and not arch_serves("sm_89", "sm_90a")
+    machine = Machine(gpus=(Gpu(index=0, arch="sm_90"), Gpu(index=1, arch="sm_80")))
+    assert machine.targets == ("cpu", "sm_80", "sm_90")  # what `auto` expands to
+    assert machine.serves == {"cpu", "sm_80", "sm_90", "sm_90a"}
+    env = EnvSpec(name="e", origin="t", values=(), backend="uv", python="3.11",
+                  requirements=(), pins=())
+    case = CaseVariant(case_id="c", variant="v", nodeid="test_c.py::test_v")
+    cell = Cell(cell_id="x", env=env, case=case, hardware="sm_90a")
+    slots = make_slots(1, [(0, "sm_90"), (1, "sm_80")])
+    assert [s.name for s in slots if s.fits(cell)] == ["gpu0"]
