@@ -24,7 +24,7 @@ from typing import Any
 
 from harness.envs import Backend
 from harness.envs.base import locked
-from harness.envs.overlay import find_base, write_base_stand_ins
+from harness.envs.overlay import find_base, read_resolution, resolution_args
 from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
 from harness.envs.uv import (
     PYTEST_REQUIREMENT,
@@ -120,8 +120,7 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
                 "--no-annotate", "--python-version", env.python, "--python-platform",
                 platform, *install_args(env)]
         if base is not None:
-            constraints = write_base_stand_ins(base, Path(tmp) / "base")
-            args += ["--constraint", str(constraints), f"--find-links={Path(tmp) / 'base'}"]
+            args += resolution_args(base, Path(tmp) / "base")
         if env.source_builds:
             # uv reads an sdist's dependencies by running its setup.py; TE's imports torch.
             # It runs in a venv like the real build's: the same Python and pins, variables.
@@ -129,8 +128,10 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
         proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
                               env={**uv_environ(), **build_variables(env)},
                               timeout=RESOLVE_TIMEOUT)
-    if proc.returncode != 0:
-        raise EnvBuildError(proc.stderr)
+        if proc.returncode != 0:
+            raise EnvBuildError(proc.stderr)
+        if base is not None:  # written to the output file, which held the preferences
+            return read_resolution(Path(tmp) / "base")
     return [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith(("#", " "))]
 
 

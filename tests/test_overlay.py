@@ -89,12 +89,23 @@ def test_an_unchanged_base_rebuilds_nothing_and_a_changed_one_rebuilds_the_overl
     assert changed.fingerprint["packages"]["basepkg"] == "2.0"
 
 
-def test_an_overlay_cannot_move_an_inherited_package(tmp_path: Path, base: Path,
-                                                      folder: Path) -> None:
-    with pytest.raises(EnvBuildError, match=r"^ov asks for basepkg==2.0 \(the base has basepkg "
-                                            r"1.0\): an overlay cannot change what it "
-                                            r"inherits from "):
-        UvBackend(tmp_path / "cache").realize(overlay(base, folder, "basepkg==2.0"))
+def test_an_overlay_may_shadow_an_inherited_package_and_says_so(
+        tmp_path: Path, base: Path, folder: Path) -> None:
+    env = UvBackend(tmp_path / "cache").realize(overlay(base, folder, "basepkg==2.0"))
+    assert run_in(env.python, "import basepkg; print(basepkg.VERSION)") == "2.0"
+    assert env.fingerprint["packages"]["basepkg"] == "2.0"  # what imports, not what is below
+    assert env.summary["overlay"]["shadowed"] == {"basepkg": "1.0 -> 2.0"}
+
+
+def test_an_overlay_never_replaces_the_bases_torch_stack(tmp_path: Path, base: Path,
+                                                         folder: Path) -> None:
+    make_wheel(folder, "triton", "3.0.0", {"triton/__init__.py": ""})
+    make_wheel(folder, "triton", "3.1.0", {"triton/__init__.py": ""})
+    install(base.parent.parent, "triton==3.0.0", folder=folder)
+    with pytest.raises(EnvBuildError, match=r"^ov asks for triton==3.1.0 \(the base has triton "
+                                            r"3.0.0\): an overlay never replaces its base's "
+                                            r"torch or CUDA stack$"):
+        UvBackend(tmp_path / "cache").realize(overlay(base, folder, "triton==3.1.0"))
 
 
 def test_offline_a_missing_wheel_is_an_error_that_names_it(tmp_path: Path, base: Path,

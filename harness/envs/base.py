@@ -43,7 +43,8 @@ class Environment:
         return {"python": fp.get("python"), "key": fp.get("key", {}),
                 "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256"),
                 # As asked: shows where a package came from (a git URL, a local wheel).
-                "requirements": list(self.spec.requirements)}
+                "requirements": list(self.spec.requirements),
+                **({"overlay": fp["overlay"]} if "overlay" in fp else {})}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,10 +6,13 @@ site-packages through a ``.pth`` file (which works for a system Python, a conda 
 alike, unlike ``--system-site-packages``, which skips a venv's own packages).
 
 uv does not count a base's packages as installed, so the overlay is resolved first against
-the base: every base package becomes a metadata-only wheel pinned by a constraint (so it needs
-no index, and cannot be moved), and only what the resolution adds is installed, without
-dependencies. The base's fingerprint is part of the overlay's identity: a changed base torch
-is another overlay.
+the base: every base package becomes a metadata-only wheel (so it needs no index), preferred at
+the base's version, and only what the resolution adds or changes is installed, without
+dependencies. An overlay may shadow an inherited package (TransformerLens 1.x needs
+transformers 4 over a base with transformers 5), and says so; it never replaces the base's
+torch or the CUDA stack torch was built with (asking another version of those is an error).
+The base's fingerprint is part of the overlay's identity: a changed base torch is another
+overlay.
 """
 
 from __future__ import annotations
@@ -92,15 +95,33 @@ def link_base(venv_python: str, base: Base) -> None:
     (Path(purelib) / PTH_NAME).write_text("".join(f"{d}\n" for d in base.site_dirs))
 
 
-def write_base_stand_ins(packages: dict[str, str], folder: Path) -> Path:
-    """One metadata-only wheel per base package, and a constraints file pinning each: the
-    resolver sees the base as it is, offline, and cannot choose another version of it."""
+def kept(name: str) -> bool:
+    """What an overlay never replaces: the base's torch and the CUDA stack built for it."""
+    return name in ("torch", "triton") or name.startswith("nvidia-")
+
+
+def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
+    """``uv pip compile`` arguments that resolve against a base: one metadata-only wheel per
+    base package (offline, no index needed), the kept ones pinned by constraint, and every
+    base version as a preference (an output file uv reads before it writes), so that nothing
+    inherited moves unless a requirement asks it to. The pins are read back with
+    :func:`read_resolution`."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, version in packages.items():
         _stand_in_wheel(folder, name, version)
     constraints = folder / "base-constraints.txt"
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(packages.items())))
-    return constraints
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(packages.items())
+                                   if kept(n)))
+    preferences = folder / "resolved.txt"
+    preferences.write_text("".join(f"{n}=={v}\n" for n, v in sorted(packages.items())))
+    return ["--constraint", str(constraints), f"--find-links={folder}",
+            "--output-file", str(preferences)]
+
+
+def read_resolution(folder: Path) -> list[str]:
+    text = (folder / "resolved.txt").read_text()
+    return [ln.strip() for ln in text.splitlines()
+            if ln.strip() and not ln.startswith(("#", " "))]
 
 
 def _stand_in_wheel(folder: Path, name: str, version: str) -> None:
@@ -116,21 +137,38 @@ def _stand_in_wheel(folder: Path, name: str, version: str) -> None:
             wheel.writestr(member, text)
 
 
-def inherited_conflicts(requirements: tuple[str, ...], base: Base) -> list[str]:
-    """Requirements that ask an inherited package for a version the base does not have."""
+def inherited_conflicts(requirements: tuple[str, ...], base: dict[str, str]) -> list[str]:
+    """Requirements that ask a kept package (torch) for a version the base does not have."""
     out = []
     for text in requirements:
         req = Requirement(text)
-        have = base.packages.get(canonicalize_name(req.name))
-        if have is not None and req.specifier and not req.specifier.contains(
+        name = canonicalize_name(req.name)
+        have = base.get(name)
+        if have is not None and kept(name) and req.specifier and not req.specifier.contains(
                 have, prereleases=True):
             out.append(f"{text} (the base has {req.name} {have})")
     return out
 
 
 def added_by_overlay(pins: list[str], base: dict[str, str]) -> list[str]:
-    """The resolved lines that the base does not already hold."""
-    return [line for line in pins if pin_name(line) not in base]
+    """The resolved lines the base does not already hold at that version."""
+    return [line for line in pins if _pinned_version(line) is None
+            or base.get(pin_name(line)) != _pinned_version(line)]
+
+
+def shadowed(pins: list[str], base: dict[str, str]) -> dict[str, str]:
+    """Inherited packages the overlay installs at another version: name -> "base -> overlay"."""
+    out = {}
+    for line in pins:
+        name, version = pin_name(line), _pinned_version(line)
+        if name in base and version != base[name]:
+            out[name] = f"{base[name]} -> {version or line.split('@', 1)[-1].strip()}"
+    return out
+
+
+def _pinned_version(line: str) -> str | None:
+    spec = list(Requirement(line).specifier)
+    return spec[0].version if len(spec) == 1 and spec[0].operator == "==" else None
 
 
 def pin_name(line: str) -> str:

@@ -33,7 +33,9 @@ from harness.envs.overlay import (
     find_base,
     inherited_conflicts,
     link_base,
-    write_base_stand_ins,
+    read_resolution,
+    resolution_args,
+    shadowed,
 )
 from harness.envs.sourcebuild import (
     build_requirements,
@@ -86,8 +88,9 @@ class UvBackend(Backend):
         shutil.rmtree(path, ignore_errors=True)
         started = time.time()
         python = str(path / "bin" / "python")
+        shadows: dict[str, str] = {}
         if base is not None:
-            self._build_overlay(spec, path, base)
+            shadows = self._build_overlay(spec, path, base)
         else:
             self._build_venv(spec, path)
         problems = import_problems(python, spec)
@@ -95,47 +98,47 @@ class UvBackend(Backend):
             raise EnvImportError(f"{spec.name} was built but does not import: "
                                  + "; ".join(problems))
         fingerprint = read_fingerprint(python)
+        if base is not None:  # in every result: what came from the base, what was shadowed
+            fingerprint["overlay"] = {"base": base.python, "base_identity": base.identity,
+                                      "shadowed": shadows}
         marker: dict[str, Any] = {
             "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
             "built_at": started, "build_seconds": round(time.time() - started, 1),
             "fingerprint": fingerprint,
         }
-        if base is not None:
-            marker["base"] = {"python": base.python, "identity": base.identity}
         tmp = path / (MARKER + ".tmp")
         tmp.write_text(json.dumps(marker, indent=1))
         tmp.replace(path / MARKER)
         return marker
 
-    def _build_overlay(self, spec: EnvSpec, path: Path, base: Base) -> None:
+    def _build_overlay(self, spec: EnvSpec, path: Path, base: Base) -> dict[str, str]:
+        """Build the overlay; what it shadows of its base (name -> "base -> overlay")."""
         if spec.source_builds:
             raise EnvBuildError(f"{spec.name}: an overlay cannot build packages from source "
                                 "(" + ", ".join(b.dist for b in spec.source_builds) + ")")
-        conflicts = inherited_conflicts(spec.requirements, base)
+        conflicts = inherited_conflicts(spec.requirements, base.packages)
         if conflicts:
             raise EnvBuildError(f"{spec.name} asks for " + "; ".join(conflicts)
-                                + ": an overlay cannot change what it inherits from "
-                                + base.python)
+                                + ": an overlay never replaces its base's torch or CUDA stack")
         python = str(path / "bin" / "python")
         _uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
         link_base(python, base)
         with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
-            constraints = write_base_stand_ins(base.packages, Path(tmp) / "base")
+            resolution = resolution_args(base.packages, Path(tmp) / "base")
             reqs = Path(tmp) / "requirements.in"
             reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
             try:
-                resolved = _uv(["pip", "compile", str(reqs), "--quiet", "--no-header",
-                                "--no-annotate", "--python", python, "--constraint",
-                                str(constraints), f"--find-links={Path(tmp) / 'base'}",
-                                *install_args(spec)], spec)
+                _uv(["pip", "compile", str(reqs), "--quiet", "--no-header", "--no-annotate",
+                     "--python", python, *resolution, *install_args(spec)], spec)
             except EnvBuildError as exc:
                 raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
                                     + str(exc).split(": ", 1)[-1]) from None
-        pins = [ln for ln in resolved.splitlines() if ln and not ln.startswith(("#", " "))]
+            pins = read_resolution(Path(tmp) / "base")
         added = added_by_overlay(pins, base.packages)
         if added:
             _uv(["pip", "install", "--python", python, "--no-deps", *install_args(spec),
                  *added], spec)
+        return shadowed(pins, base.packages)
 
     def _build_venv(self, spec: EnvSpec, path: Path) -> None:
         python = str(path / "bin" / "python")

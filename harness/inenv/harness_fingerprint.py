@@ -22,11 +22,11 @@ def _norm(name: str) -> str:
 
 
 def fingerprint() -> dict[str, Any]:
-    packages = {}
-    for dist in md.distributions():
+    packages: dict[str, str] = {}
+    for dist in md.distributions():  # in sys.path order: the first one is what imports
         name = dist.metadata["Name"]
         if name:
-            packages[_norm(name)] = dist.version
+            packages.setdefault(_norm(name), dist.version)
     freeze = "\n".join(f"{k}=={v}" for k, v in sorted(packages.items()))
     out: dict[str, Any] = {
         "python": platform.python_version(),
