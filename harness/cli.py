@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only environments whose name matches (repeatable)")
     p.add_argument("--platform", default=None,
                    help="the target platform (default: x86_64-manylinux_2_28)")
+    p.add_argument("--python", dest="target_python", metavar="X.Y",
+                   help="overlays: the Python of their base on the target machine")
     p.add_argument("--base-packages", type=Path, metavar="FILE",
                    help="overlays: what their base holds on the target machine (name==version "
                         "lines, as pip freeze prints them); those stay out of the folder")
@@ -246,6 +248,8 @@ def _selected_envs(args: argparse.Namespace) -> list[Any]:
 
 
 def cmd_wheelhouse(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from harness.envs.overlay import read_packages
     from harness.preflight import DEFAULT_PLATFORM
     from harness.wheelhouse import build_wheelhouse, summary
@@ -253,6 +257,8 @@ def cmd_wheelhouse(args: argparse.Namespace) -> int:
 
     envs = [e for e in _selected_envs(args) if e.backend == "uv"]
     base = read_packages(args.base_packages) if args.base_packages else None
+    if args.target_python:
+        envs = [replace(e, python=args.target_python) if e.base else e for e in envs]
 
     def progress(report: Any) -> None:
         state = report.error or (f"{len(report.wheels)} wheels"

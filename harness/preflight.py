@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +112,10 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
 
     ``base``: the packages of an overlay's base (name -> version), taken as they are."""
     if base is None and env.base:
-        base = find_base(env.base).packages
+        found = find_base(env.base)
+        base = found.packages
+        # An overlay runs on its base's Python, whatever `python:` says.
+        env = replace(env, python=".".join(found.fingerprint["python"].split(".")[:2]))
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
         reqs.write_text("\n".join([*env.requirements, PYTEST_REQUIREMENT]) + "\n")

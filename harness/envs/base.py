@@ -171,7 +171,8 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     """What the environment holds that its spec did not ask for. Empty: no drift."""
     problems = []
     python = fingerprint.get("python", "")
-    if not (python == spec.python or python.startswith(spec.python + ".")):
+    # An overlay's Python is its base's: `python:` does not choose it.
+    if not spec.base and not (python == spec.python or python.startswith(spec.python + ".")):
         problems.append(f"asked Python {spec.python}, got {python}")
     packages = fingerprint.get("packages", {})
     for dist, value in spec.pins:
