@@ -4,7 +4,7 @@
 #
 #   bash bench/gpu_host.sh prepare BASE_FREEZE PYTHON_X.Y [FIND_LINKS...]
 #       here, with network: the wheelhouse the overlays add on top of the host's packages
-#       (BASE_FREEZE: `python3 -m pip freeze` run on the host; PYTHON_X.Y: its Python),
+#       (BASE_FREEZE: `python3 -m pip list --format=freeze` run on the host; PYTHON_X.Y: its Python),
 #       plus what the harness itself needs and the host may lack; into .whl/
 #   bash bench/gpu_host.sh run [HARNESS_RUN_ARGS...]
 #       there, with no network: install the harness's missing pieces from .whl/ into .hostpkgs/,

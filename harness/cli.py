@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="overlays: the Python of their base on the target machine")
     p.add_argument("--base-packages", type=Path, metavar="FILE",
                    help="overlays: what their base holds on the target machine (name==version "
-                        "lines, as pip freeze prints them); those stay out of the folder")
+                        "lines, as `pip list --format=freeze` prints them); those stay out of "
+                        "the folder")
     _find_links(p)
 
     sub.add_parser("doctor", help="print this machine's fingerprint")

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -50,23 +50,28 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                      base_packages: dict[str, str] | None = None,
                      on_done: Callable[[EnvWheels], None] = lambda _: None) -> list[EnvWheels]:
     folder.mkdir(parents=True, exist_ok=True)
-    fetched: dict[str, str] = {}  # pin -> "" when in the folder, else why not (shared)
+    fetched: dict[tuple[str, str], str] = {}  # (pin, python) -> "" if in the folder, else why
     out = []
     for env in envs:
         report = EnvWheels(name=env.name)
         try:
-            base = (base_packages if base_packages is not None else find_base(env.base).packages
-                    ) if env.base else None
+            base = base_packages if env.base else None
+            if env.base and base is None:  # the base is on this machine: its Python, its packages
+                found = find_base(env.base)
+                env = replace(env, python=".".join(found.fingerprint["python"].split(".")[:2]))
+                base = found.packages
             pins = _compile(env, cache_dir=cache_dir, platform=platform, base=base)
         except HarnessError as exc:
             report.error = first_lines(str(exc))
         else:
             for pin in added_by_overlay(pins, base or {}):
-                if pin not in fetched:
-                    fetched[pin] = fetch_wheel(pin, folder, python=env.python,
-                                               platform=platform, find_links=env.find_links)
-                if fetched[pin]:
-                    report.missing[pin] = fetched[pin]
+                key = (pin, env.python)  # a compiled wheel is per Python
+                if key not in fetched:
+                    fetched[key] = fetch_wheel(pin, folder, python=env.python,
+                                               platform=platform, find_links=env.find_links,
+                                               index_urls=env.index_urls)
+                if fetched[key]:
+                    report.missing[pin] = fetched[key]
                 else:
                     report.wheels.append(pin)
         on_done(report)
@@ -75,7 +80,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
 
 
 def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
-                find_links: tuple[str, ...] = ()) -> str:
+                find_links: tuple[str, ...] = (), index_urls: tuple[str, ...] = ()) -> str:
     """Put the wheel for ``pin`` into ``folder``; "" when done, else why it could not be."""
     req = Requirement(pin)
     if req.url:
@@ -89,14 +94,18 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     major, _, minor = python.partition(".")
     args = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--dest", str(folder), "--python-version", python,
-            "--implementation", "cp", *(f"--find-links={d}" for d in find_links)]
+            "--implementation", "cp", *(f"--find-links={d}" for d in find_links),
+            *(f"--extra-index-url={u}" for u in index_urls)]
     for tag in PIP_PLATFORMS.get(platform, [platform.replace("-", "_")]):
         args += ["--platform", tag]
     env = {**uv_environ(), "PYTHONPATH": ""}
     with contextlib.suppress(HarnessError):  # behind a TLS-intercepting proxy pip must
         env.setdefault("PIP_CERT", str(find_ca_bundle()))  # trust the same CA as uv
-    proc = subprocess.run([*args, pin.split(";", 1)[0].strip()], capture_output=True,
-                          text=True, check=False, env=env, timeout=1800)
+    try:
+        proc = subprocess.run([*args, pin.split(";", 1)[0].strip()], capture_output=True,
+                              text=True, check=False, env=env, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return "pip download ran over 30 minutes"
     if proc.returncode == 0:
         return ""
     lines = [ln for ln in proc.stderr.splitlines() if "ERROR" in ln] or proc.stderr.splitlines()

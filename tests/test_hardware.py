@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from harness.cases import CaseVariant
-from harness.execute import CELL_ENV
 from harness.hardware import Gpu, Machine, arch_serves, probe_machine
+from harness.inenv import harness_probe
 from harness.inenv.harness_probe import visible_gpus
 from harness.plan import Cell
 from harness.scheduler import make_slots
@@ -30,13 +30,23 @@ def test_the_probe_sees_what_cuda_visible_devices_lets_a_process_see(
     assert [g["index"] for g in visible_gpus(GPUS, visible)] == indices
 
 
-def test_the_harness_honours_the_devices_it_was_given(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert probe_machine().gpus == ()
+def test_the_harness_probes_only_the_devices_it_was_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str | None] = []
 
+    def probe(visible: str | None = None) -> dict[str, Any]:
+        asked.append(visible)
+        return {"platform": "", "machine": "", "cpu": "", "cpus": 2, "memory_gib": 1,
+                "gpus": [{**g, "name": "x", "compute_capability": g["arch"][3] + "." +
+                          g["arch"][4], "memory_mib": 1, "driver": "1"}
+                         for g in visible_gpus(GPUS, visible)], "nvcc": None}
 
-def test_cells_number_gpus_as_the_probe_does() -> None:
-    assert CELL_ENV["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    monkeypatch.setattr(harness_probe, "probe", probe)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-e5f6a7b8-1111")
+    assert [(g.index, g.arch) for g in probe_machine().gpus] == [(1, "sm_90")]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert [g.index for g in probe_machine().gpus] == [0, 1]
+    assert asked == ["GPU-e5f6a7b8-1111", None]
 
 
 def test_sm_90a_cells_run_on_an_sm_90_gpu_and_nowhere_else() -> None:

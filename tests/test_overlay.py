@@ -178,3 +178,24 @@ environments:
                    str(tmp_path / "matrix.yaml"))
     assert made.returncode == 1
     assert made.stdout.startswith("git: error: Failed to download and build `pkg @")
+
+
+def test_the_bases_own_pth_files_work_in_the_overlay(tmp_path: Path, base: Path,
+                                                     folder: Path) -> None:
+    """Editable installs (and NGC's extra paths) reach the base through .pth files."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "extramod.py").write_text("WHERE = 'extra'\n")
+    purelib = run_in(str(base), "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    (Path(purelib) / "extra.pth").write_text(f"{extra}\n")
+    env = UvBackend(tmp_path / "cache").realize(overlay(base, folder, "toppkg"))
+    assert run_in(env.python, "import extramod; print(extramod.WHERE)") == "extra"
+
+
+def test_a_base_version_that_is_not_pep_440_is_left_to_the_base(tmp_path: Path) -> None:
+    from harness.envs.overlay import resolution_args
+
+    args = resolution_args({"distro-info": "1.1build1", "six": "1.16.00"}, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.whl")) == ["six-1.16.0-py3-none-any.whl"]
+    assert (tmp_path / "resolved.txt").read_text() == "six==1.16.0\n"
+    assert args[-2:] == ["--output-file", str(tmp_path / "resolved.txt")]

@@ -29,13 +29,17 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from harness.envs.base import read_fingerprint
 from harness.errors import EnvBuildError, UsageError
 
 PTH_NAME = "_harness_base.pth"
+# The user site too: clusters put torch there with `pip install --user`, and the base's
+# fingerprint counts what is there.
 _SITE_DIRS = ("import json, site, sysconfig; paths = [*site.getsitepackages(), "
-              "sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib']]; "
+              "sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib'], "
+              "*([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]; "
               "print(json.dumps(list(dict.fromkeys(paths))))")
 
 
@@ -92,7 +96,10 @@ def link_base(venv_python: str, base: Base) -> None:
     purelib = subprocess.run(
         [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True, timeout=120).stdout.strip()
-    (Path(purelib) / PTH_NAME).write_text("".join(f"{d}\n" for d in base.site_dirs))
+    # addsitedir, not a bare path: the base's own .pth files (editable installs, NGC's) are
+    # processed as they are for the base itself.
+    (Path(purelib) / PTH_NAME).write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in base.site_dirs))
 
 
 def kept(name: str) -> bool:
@@ -107,13 +114,16 @@ def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
     inherited moves unless a requirement asks it to. The pins are read back with
     :func:`read_resolution`."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name, version in packages.items():
+    # A version that is not PEP 440 (Debian's distro-info 1.1build1) cannot be pinned or stood
+    # in for; such a package stays invisible to the resolver, as it would be to pip.
+    usable = {n: str(v) for n, v in ((n, _version(v)) for n, v in packages.items()) if v}
+    for name, version in usable.items():
         _stand_in_wheel(folder, name, version)
     constraints = folder / "base-constraints.txt"
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(packages.items())
+    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(usable.items())
                                    if kept(n)))
     preferences = folder / "resolved.txt"
-    preferences.write_text("".join(f"{n}=={v}\n" for n, v in sorted(packages.items())))
+    preferences.write_text("".join(f"{n}=={v}\n" for n, v in sorted(usable.items())))
     return ["--constraint", str(constraints), f"--find-links={folder}",
             "--output-file", str(preferences)]
 
@@ -152,8 +162,7 @@ def inherited_conflicts(requirements: tuple[str, ...], base: dict[str, str]) -> 
 
 def added_by_overlay(pins: list[str], base: dict[str, str]) -> list[str]:
     """The resolved lines the base does not already hold at that version."""
-    return [line for line in pins if _pinned_version(line) is None
-            or base.get(pin_name(line)) != _pinned_version(line)]
+    return [line for line in pins if not _same(base.get(pin_name(line)), _pinned_version(line))]
 
 
 def shadowed(pins: list[str], base: dict[str, str]) -> dict[str, str]:
@@ -161,9 +170,24 @@ def shadowed(pins: list[str], base: dict[str, str]) -> dict[str, str]:
     out = {}
     for line in pins:
         name, version = pin_name(line), _pinned_version(line)
-        if name in base and version != base[name]:
+        if name in base and not _same(base[name], version):
             out[name] = f"{base[name]} -> {version or line.split('@', 1)[-1].strip()}"
     return out
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _same(have: str | None, pinned: str | None) -> bool:
+    """Equal as versions (1.00 is 1.0); a URL pin (no version) is never the base's."""
+    if have is None or pinned is None:
+        return False
+    a, b = _version(have), _version(pinned)
+    return a == b if a is not None and b is not None else have == pinned
 
 
 def _pinned_version(line: str) -> str | None:
@@ -177,12 +201,13 @@ def pin_name(line: str) -> str:
 
 
 def read_packages(path: Path) -> dict[str, str]:
-    """``name==version`` lines (``pip freeze`` / ``uv pip freeze`` on the target machine)."""
+    """``name==version`` lines, as ``pip list --format=freeze`` prints them on the target
+    machine (``pip freeze`` too; its ``-e`` and ``name @ URL`` lines are skipped)."""
     out: dict[str, str] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
+        if not line or line.startswith("-e ") or " @ " in line:
+            continue  # editable and URL installs carry no version to stand in for
         name, sep, version = line.partition("==")
         if not sep or not version.strip():
             raise UsageError(f"{path}:{number}: expected name==version, got {line!r}")
