@@ -17,8 +17,7 @@ os.environ.setdefault("UV_NATIVE_TLS", "1")
 def tests(session: nox.Session) -> None:
     """Unit, plugin, process and real end-to-end tests (real uv environments with torch)."""
     session.install("-e", ".[test,docker]")
-    # -rP: what a passing test prints is in the log (the real reproductions print their outcome).
-    session.run("pytest", "-n", "2", "--dist", "loadfile", "-rP", *session.posargs)
+    session.run("pytest", "-n", "2", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,36 @@ def data() -> Path:
 def write_matrix(path: Path, body: str) -> Path:
     path.write_text(body.replace("@PY@", PY))
     return path
+
+
+REPORT_VAR = "HARNESS_TEST_REPORT"
+_CREATED: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Set once, in the main process, before pytest-xdist starts its workers (they inherit it).
+    if not os.environ.get(REPORT_VAR):
+        fd, path = tempfile.mkstemp(prefix="harness-test-report-", suffix=".txt")
+        os.close(fd)
+        os.environ[REPORT_VAR] = path
+        _CREATED.append(path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _CREATED:  # the main process made it; it leaves nothing behind
+        Path(path).unlink(missing_ok=True)
+
+
+def report_line(text: str) -> None:
+    """A line for the end of the test log: what a test ran for real (a reproduction)."""
+    with open(os.environ[REPORT_VAR], "a", encoding="utf-8") as fh:
+        fh.write(text.replace("\n", " ") + "\n")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    path = Path(os.environ.get(REPORT_VAR, ""))
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    if lines:
+        terminalreporter.section("what ran for real")
+        for line in lines:
+            terminalreporter.line(line)

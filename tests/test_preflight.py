@@ -14,7 +14,7 @@ import pytest
 
 from harness.preflight import DEFAULT_PLATFORM, resolve_env, summary, unreachable_host
 from harness.spec import EnvSpec
-from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse
+from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse, report_line
 
 # uv 0.13's words, as printed on this machine for an index and a git source it cannot reach.
 NO_INDEX = """\
@@ -122,6 +122,8 @@ def test_transformerlens_builds_and_imports_here_and_did_not_before(tmp_path: Pa
     before = check("-m", str(tmp_path / "old.yaml"))["tl-as-it-was"]
     assert (before["builds"], before["imports"]) == ("yes", "no")
     assert "pyarrow requires NumPy 2.0 or newer" in str(before["reason"])
+    report_line("transformerlens:transformer_lens=1.13.0: resolves, builds, imports; with the "
+                f"old pins it did not import: {str(before['reason']).split(': ', 1)[-1]}")
 
 
 def test_a_message_wrapped_to_the_terminals_width_still_names_its_host() -> None:
