@@ -91,8 +91,10 @@ def _override(spec: str, found: dict[int, Gpu]) -> tuple[Gpu, ...]:
             out.append(found[index])
         else:
             known = found.get(index)
-            out.append(Gpu(index=index, arch=arch, name=known.name if known else "declared",
-                           compute_capability=f"{arch[3:-1]}.{arch[-1]}"))
+            digits = arch[3:].rstrip("abcdefghijklmnopqrstuvwxyz")  # sm_90a: cc 9.0
+            out.append(Gpu(index=index, arch=arch.rstrip("abcdefghijklmnopqrstuvwxyz"),
+                           name=known.name if known else "declared",
+                           compute_capability=f"{digits[:-1]}.{digits[-1]}"))
     return tuple(out)
 
 

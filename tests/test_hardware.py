@@ -61,3 +61,11 @@ def test_sm_90a_cells_run_on_an_sm_90_gpu_and_nowhere_else() -> None:
     cell = Cell(cell_id="x", env=env, case=case, hardware="sm_90a")
     slots = make_slots(1, [(0, "sm_90"), (1, "sm_80")])
     assert [s.name for s in slots if s.fits(cell)] == ["gpu0"]
+
+
+def test_a_gpu_declared_as_sm_90a_is_a_cc_9_0_gpu_that_serves_sm_90a() -> None:
+    from harness.hardware import _override
+
+    (gpu,) = _override("3:sm_90a", {})
+    assert (gpu.index, gpu.arch, gpu.compute_capability, gpu.fp8) == (3, "sm_90", "9.0", True)
+    assert "sm_90a" in Machine(gpus=(gpu,)).serves
