@@ -199,3 +199,18 @@ def test_a_base_version_that_is_not_pep_440_is_left_to_the_base(tmp_path: Path) 
     assert sorted(p.name for p in tmp_path.glob("*.whl")) == ["six-1.16.0-py3-none-any.whl"]
     assert (tmp_path / "resolved.txt").read_text() == "six==1.16.0\n"
     assert args[-2:] == ["--output-file", str(tmp_path / "resolved.txt")]
+
+
+def test_an_overlay_on_this_machines_own_python3(tmp_path: Path, folder: Path) -> None:
+    """``base: host``: the machine's python3 outside any virtualenv (these tests may run in
+    one), with whatever it holds; the overlay inherits all of it and adds its own."""
+    from harness.envs.overlay import find_base
+
+    host = find_base("host")
+    assert not host.python.startswith(sys.prefix) or sys.prefix == sys.base_prefix
+    spec = overlay(Path("host"), folder, "toppkg", "basepkg==2.0")
+    env = UvBackend(tmp_path / "cache").realize(spec)
+    inherited = set(host.packages) - {"toppkg", "basepkg"}
+    assert inherited <= set(env.fingerprint["packages"])
+    assert env.fingerprint["python"] == host.fingerprint["python"]
+    assert run_in(env.python, "import toppkg, basepkg; print(basepkg.VERSION)") == "2.0"
