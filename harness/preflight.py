@@ -115,7 +115,7 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
         found = find_base(env.base)
         base = found.packages
         # An overlay runs on its base's Python, whatever `python:` says.
-        env = replace(env, python=".".join(found.fingerprint["python"].split(".")[:2]))
+        env = replace(env, python=found.version)
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
         reqs.write_text("\n".join([*env.requirements, PYTEST_REQUIREMENT]) + "\n")

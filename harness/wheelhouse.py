@@ -58,7 +58,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
             base = base_packages if env.base else None
             if env.base and base is None:  # the base is on this machine: its Python, its packages
                 found = find_base(env.base)
-                env = replace(env, python=".".join(found.fingerprint["python"].split(".")[:2]))
+                env = replace(env, python=found.version)
                 base = found.packages
             pins = _compile(env, cache_dir=cache_dir, platform=platform, base=base)
         except HarnessError as exc:

@@ -56,6 +56,11 @@ class Base:
         return {canonicalize_name(k): v for k, v in self.fingerprint.get("packages", {}).items()}
 
     @property
+    def version(self) -> str:
+        """Its Python as X.Y: an overlay runs on it, whatever ``python:`` says."""
+        return ".".join(str(self.fingerprint.get("python", "")).split(".")[:2])
+
+    @property
     def identity(self) -> str:
         """What changes the overlay: the interpreter and exactly what it holds."""
         blob = json.dumps([self.python, self.fingerprint.get("python"),
