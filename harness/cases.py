@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,14 @@ class CaseVariant:
     markers: tuple[str, ...] = ()
     needs_gpu: bool = False
     signatures: tuple[str, ...] = ()
+    failure: str = ""  # the documented failure, one line
+    upstream: tuple[str, ...] = ()  # links to the reports and fixes
+    description: str = ""  # the module docstring: mechanism, versions read
+    doc: str = ""  # the variant's own docstring
+    requires: tuple[dict[str, Any], ...] = ()
+    signature_specs: tuple[dict[str, str], ...] = ()  # name, exc_type, pattern
+    caveats: tuple[str, ...] = ()
+    isolate: bool = False  # needs a process of its own (global FP8 or CUDA state)
 
     @property
     def label(self) -> str:
@@ -39,6 +48,20 @@ class CaseVariant:
     @property
     def path(self) -> str:
         return self.nodeid.split("::", 1)[0]
+
+    def metadata(self) -> dict[str, Any]:
+        """What a run record keeps of the variant, so a report needs no checkout of cases/."""
+        return {"case": self.case_id, "variant": self.variant, "nodeid": self.nodeid,
+                "title": self.title, "failure": self.failure, "upstream": list(self.upstream),
+                "description": self.description, "doc": self.doc,
+                "markers": list(self.markers), "needs_gpu": self.needs_gpu,
+                "requires": list(self.requires), "signatures": list(self.signature_specs),
+                "caveats": list(self.caveats), "isolate": self.isolate}
+
+    @classmethod
+    def from_metadata(cls, data: dict[str, Any]) -> CaseVariant:
+        return _variant({**data, "case_id": data["case"],
+                         "signatures": data.get("signatures", ())})
 
 
 def pytest_env(extra_path: Path | None = None) -> dict[str, str]:
@@ -73,12 +96,28 @@ def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
 
 
 def _variant(item: dict[str, Any]) -> CaseVariant:
+    requires = tuple(item.get("requires", ()))
+    signatures = tuple(item.get("signatures", ()))
+    markers = tuple(item.get("markers", ()))
     return CaseVariant(
         case_id=item["case_id"], variant=item["variant"], nodeid=item["nodeid"],
-        title=item.get("title", ""), markers=tuple(item.get("markers", ())),
-        needs_gpu=any(r.get("cuda") or r.get("cc") for r in item.get("requires", ())),
-        signatures=tuple(s["name"] for s in item.get("signatures", ())),
+        title=item.get("title", ""), markers=markers,
+        needs_gpu=any(r.get("cuda") or r.get("cc") for r in requires),
+        signatures=tuple(s["name"] for s in signatures),
+        failure=item.get("failure", ""),
+        upstream=tuple(upstream_url(u) for u in item.get("upstream", ())),
+        description=item.get("description", ""), doc=item.get("doc", ""),
+        requires=requires, signature_specs=signatures,
+        caveats=tuple(item.get("caveats", ())), isolate="isolate" in markers,
     )
+
+
+def upstream_url(ref: str) -> str:
+    """``owner/repo#123`` → its GitHub URL (GitHub redirects an issue number to its PR)."""
+    match = re.fullmatch(r"([\w.-]+)/([\w.-]+)#(\d+)", ref.strip())
+    if match:
+        return f"https://github.com/{match[1]}/{match[2]}/issues/{match[3]}"
+    return ref.strip()
 
 
 def selected(case: CaseVariant, selector: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -10,11 +11,13 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import __version__
 from harness.errors import HarnessError, UsageError
-from harness.workflow import RunOptions
+
+if TYPE_CHECKING:
+    from harness.workflow import RunOptions
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -55,16 +58,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                    help="CPU slots (default: number of cores)")
     p.add_argument("--resume", metavar="RUN_ID", help="run only what RUN_ID ('latest') lacks")
+    p.add_argument("--run-id", help="name the run folder (a CI job names its shard)")
     p.add_argument("--no-report", action="store_true", help="skip writing reports/compat.*")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where cells run: this machine's slots, or a Ray cluster")
+    p.add_argument("--address", metavar="auto|HOST:PORT",
+                   help="--executor ray: the cluster to join (default: start one here)")
+    p.add_argument("--retries", type=int, default=2, metavar="N",
+                   help="times a cell is run again when its machine fails (default: 2)")
+    p.add_argument("--refresh", action="store_true",
+                   help="rebuild every environment once, so '*' and range pins take the "
+                        "newest releases (what resolved is in the run record)")
 
-    p = sub.add_parser("report", help="write reports/compat.{md,csv,json,html} for a run")
-    p.add_argument("run_id", nargs="?", default="latest")
+    p = sub.add_parser("report", help="write reports/compat.{md,csv,json,html} for runs")
+    p.add_argument("run_id", nargs="*", default=["latest"],
+                   help="run ids or run folders (default: latest); several are merged")
     p.add_argument("--diff", metavar="RUN_ID", help="also list cells that changed since RUN_ID")
 
     p = sub.add_parser("envs", help="list, prune or check (preflight) environments")
     p.add_argument("action", choices=("list", "prune", "check"))
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--all", action="store_true", help="prune: remove every environment")
+    p.add_argument("--dry-run", action="store_true",
+                   help="prune: list what would be removed, remove nothing")
     p.add_argument("--build", action="store_true",
                    help="check: also build each environment here and import what it names")
     p.add_argument("--env", action="append", default=[], metavar="GLOB",
@@ -115,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # `harness plan | head`: the reader left; say nothing more, as cat does.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -125,21 +146,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.workflow import RunState, load_spec, plan_cells
+    from harness.workflow import RunState, load_spec, plan_cells, probe_targets
 
-    state = plan_cells(load_spec(RunState(options=_options(args))))
+    state = plan_cells(probe_targets(load_spec(RunState(options=_options(args)))))
     assert state.plan is not None
     cells = [c.to_dict() for c in state.plan.cells]
     if args.format == "json":
         print(json.dumps(cells, indent=1))
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table("cell", "environment", "case", "hardware", "backend")
-    for c in cells:
-        table.add_row(c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}",
-                      c["hardware"], c["backend"])
+    for c in cells:  # names hold [brackets] (test ids) that rich would read as markup
+        table.add_row(*(escape(str(v)) for v in (
+            c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}", c["hardware"],
+            c["backend"])))
     console = Console(width=200)
     console.print(table)
     console.print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
@@ -147,11 +170,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> RunOptions:
+    from harness.workflow import RunOptions
+
     return RunOptions(matrix=args.matrix, reports_dir=args.reports, only=tuple(args.only),
                       keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
                       jobs=getattr(args, "jobs", 1), resume=getattr(args, "resume", None),
+                      run_id=getattr(args, "run_id", None),
                       report=not getattr(args, "no_report", False),
-                      find_links=tuple(args.find_links), offline=args.offline)
+                      find_links=tuple(args.find_links), offline=args.offline,
+                      refresh=getattr(args, "refresh", False),
+                      executor=getattr(args, "executor", "local"),
+                      address=getattr(args, "address", None),
+                      retries=getattr(args, "retries", 2))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -159,6 +189,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if args.retries < 0:
+        raise UsageError("--retries must be 0 or more")
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster: add --executor ray")
+    if args.resume and args.run_id:
+        raise UsageError("--resume continues a run; --run-id names a new one: give one")
     return execute(RunState(options=_options(args)))
 
 
@@ -166,12 +202,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.report import diff_runs, write_report
     from harness.store import RunStore
 
-    store = RunStore.open(args.reports, args.run_id)
-    paths = write_report(store, args.reports)
+    stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
+    paths = write_report(stores, args.reports)
     print(paths["md"].read_text(encoding="utf-8"))
     if args.diff:
         old = RunStore.open(args.reports, args.diff)
-        changes = diff_runs(old.results(), store.results())
+        changes = diff_runs(old.results(), [r for s in stores for r in s.results()])
         print(f"## Changes since {old.run_id}: {len(changes)}")
         for c in changes:
             print(f"- {c['environment']} {c['case']} @{c['hardware']}: "
@@ -180,9 +216,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from harness.envs import BACKENDS
+    from harness.envs import BACKENDS, default_cache_dir
     from harness.spec import load_matrix
-    from harness.workflow import default_cache_dir
 
     cache = default_cache_dir()
     if args.action == "check":
@@ -194,16 +229,21 @@ def cmd_envs(args: argparse.Namespace) -> int:
         print(f"{len(listing)} environments under {cache}")
         return 0
     keep = set() if args.all else {env.key for env in load_matrix(args.matrix).environments}
-    removed = [e for e in listing if e["key"] not in keep]
+    # An environment with no recorded key (an image from an older harness) is not known to
+    # be unused: only --all removes it.
+    removed = [e for e in listing if e["key"] not in keep and (args.all or e["key"])]
+    verb = "would remove" if args.dry_run else "removed"
     for e in removed:
-        BACKENDS[e["backend"]](cache).remove_location(e["location"])
-        print(f"removed {e['name']} ({e['location']})")
+        if not args.dry_run:
+            BACKENDS[e["backend"]](cache).remove_location(e["location"])
+        print(f"{verb} {e['name']} ({e['location']})")
     if args.all:  # wheels built per build environment, and the preflight's scratch venvs
         for extra in (cache / "uv-build-cache", cache / "preflight"):
             if extra.exists():
-                shutil.rmtree(extra, ignore_errors=True)
-                print(f"removed {extra}")
-    print(f"removed {len(removed)}, kept {len(listing) - len(removed)}")
+                if not args.dry_run:
+                    shutil.rmtree(extra, ignore_errors=True)
+                print(f"{verb} {extra}")
+    print(f"{verb} {len(removed)}, kept {len(listing) - len(removed)}")
     return 0
 
 
@@ -251,10 +291,10 @@ def _selected_envs(args: argparse.Namespace) -> list[Any]:
 def cmd_wheelhouse(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from harness.envs import default_cache_dir
     from harness.envs.overlay import read_packages
     from harness.preflight import DEFAULT_PLATFORM
     from harness.wheelhouse import build_wheelhouse, summary
-    from harness.workflow import default_cache_dir
 
     envs = [e for e in _selected_envs(args) if e.backend == "uv"]
     base = read_packages(args.base_packages) if args.base_packages else None

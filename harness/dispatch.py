@@ -1,137 +1,119 @@
-"""The loop: build environments in the background, hand cells to free slots, record results.
+"""The driver loop: submit every cell to an executor, record each result as it arrives.
 
-Environments are realized one at a time on a builder thread while cells of the ready ones
-already run; a bad cell or a broken environment never stops the run.
+Cells go in longest-expected-first (from earlier runs' durations), so one long cell does not
+start last and stretch the run. A cell whose machine failed (``infra``) is submitted again,
+up to ``retries`` more times; after that it is an ERROR that names the cause, and ``--resume``
+runs it again. Ctrl-C or SIGTERM cancels what runs; what finished is already on disk.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from harness.envs import Backend, Environment
-from harness.errors import HarnessError
-from harness.execute import Running, finish_cell, start_cell, static_result
+from harness.cellrun import CellRun, static_result
+from harness.errors import InfraError
+from harness.executors import Executor
 from harness.plan import Cell
 from harness.results import CellResult, Outcome
-from harness.scheduler import Scheduler, Slot
-from harness.spec import EnvSpec
 from harness.store import RunStore
 
-POLL_SECONDS = 0.05
+DEFAULT_RETRIES = 2
 
 
 @dataclass
 class DispatchStats:
-    envs_built: int = 0
-    envs_reused: int = 0
-    envs_failed: int = 0
-    first_case_at: float | None = None
+    envs_built: set[str] = field(default_factory=set)
+    envs_reused: set[str] = field(default_factory=set)
+    envs_failed: set[str] = field(default_factory=set)
+    retried: int = 0
+    first_result_at: float | None = None
     results: list[CellResult] = field(default_factory=list)
 
-
-@dataclass(frozen=True)
-class _Ready:
-    spec: EnvSpec
-    env: Environment | None
-    error: str | None
-
-
-def _builder(specs: Sequence[EnvSpec], backends: dict[str, Backend],
-             out: queue.Queue[_Ready], stop: threading.Event) -> None:
-    for spec in specs:
-        if stop.is_set():
-            return
-        try:
-            out.put(_Ready(spec, backends[spec.backend].realize(spec), None))
-        except HarnessError as exc:
-            out.put(_Ready(spec, None, str(exc)))
-        except Exception as exc:  # a backend bug must not hang the run: report it on the cells
-            out.put(_Ready(spec, None, f"{type(exc).__name__}: {exc}"))
+    def environments_line(self) -> str:
+        failed = f", {len(self.envs_failed)} failed" if self.envs_failed else ""
+        reused = self.envs_reused - self.envs_built
+        nothing = " (nothing to build)" if not self.envs_built and not self.envs_failed else ""
+        return (f"environments: {len(self.envs_built)} built, {len(reused)} reused{failed}"
+                + nothing)
 
 
-def dispatch(cells: Sequence[Cell], backends: dict[str, Backend], slots: Sequence[Slot],
-             store: RunStore, cases_dir: Path, on_result: Callable[[CellResult], None],
-             on_note: Callable[[str], None] = lambda _: None) -> DispatchStats:
+def longest_first(cells: Sequence[Cell], expected: Mapping[str, float]) -> list[Cell]:
+    """Cells by expected duration, longest first; cells never timed keep plan order, first
+    (an unknown cell may be the longest of all)."""
+    unknown = [c for c in cells if c.cell_id not in expected]
+    known = sorted((c for c in cells if c.cell_id in expected),
+                   key=lambda c: -expected[c.cell_id])
+    return unknown + known
+
+
+def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
+             on_result: Callable[[CellResult], None],
+             on_note: Callable[[str], None] = lambda _: None,
+             expected: Mapping[str, float] | None = None,
+             retries: int = DEFAULT_RETRIES) -> DispatchStats:
     stats = DispatchStats()
-    by_env: dict[str, list[Cell]] = {}
-    specs: dict[str, EnvSpec] = {}
-    for cell in cells:
-        by_env.setdefault(cell.env.name, []).append(cell)
-        specs.setdefault(cell.env.name, cell.env)
-    ready: queue.Queue[_Ready] = queue.Queue()
-    stop = threading.Event()
-    builder = threading.Thread(target=_builder, args=(list(specs.values()), backends, ready,
-                                                      stop), daemon=True, name="env-builder")
-    builder.start()
-    scheduler = Scheduler(slots)
-    envs: dict[str, Environment] = {}
-    running: dict[Slot, Running] = {}
-    remaining_envs = len(specs)
-
-    def record(result: CellResult) -> None:
-        store.append(result)
-        stats.results.append(result)
-        on_result(result)
-
+    futures: dict[Future[CellRun], tuple[Cell, int]] = {}
+    for cell in longest_first(cells, expected or {}):
+        futures[executor.submit(cell, run_id=store.run_id)] = (cell, 1)
+    finished = False
     try:
-        while remaining_envs or not scheduler.idle:
-            while True:
-                try:
-                    item = ready.get_nowait()
-                except queue.Empty:
-                    break
-                remaining_envs -= 1
-                if item.env is None:
-                    stats.envs_failed += 1
-                    on_note(f"environment {item.spec.name}: ERROR {item.error}")
-                    for cell in by_env[item.spec.name]:
-                        record(static_result(cell, store, Outcome.ERROR, item.error or ""))
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                cell, attempt = futures.pop(future)
+                run = _collect(future, cell, store.run_id, attempt)
+                result = store.record(run)
+                _count_env(stats, cell, run, on_note)
+                if result.infra and attempt <= retries:
+                    stats.retried += 1
+                    on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): machine "
+                            f"lost, retrying (attempt {attempt + 1}): {result.reason}")
+                    futures[executor.submit(cell, run_id=store.run_id, attempt=attempt + 1)] = (
+                        cell, attempt + 1)
                     continue
-                stats.envs_built += item.env.built
-                stats.envs_reused += not item.env.built
-                on_note(f"environment {item.spec.name}: "
-                        + ("built" if item.env.built else "up to date, nothing rebuilt"))
-                envs[item.spec.name] = item.env
-                store.write_json(f"envs/{item.spec.key}.json", item.env.fingerprint)
-                scheduler.add(by_env[item.spec.name])
-                for cell in scheduler.unplaceable():  # defensive: never spin on a lost cell
-                    scheduler.pending.remove(cell)
-                    record(static_result(cell, store, Outcome.NOT_RUN,
-                                         f"no slot for {cell.hardware} on this machine"))
-            for slot, cell in scheduler.assign():
-                env = envs[cell.env.name]
-                try:
-                    running[slot] = start_cell(cell, env, backends[cell.env.backend], store,
-                                               cases_dir, slot.gpu)
-                except (OSError, HarnessError) as exc:
-                    scheduler.complete(slot)
-                    record(static_result(cell, store, Outcome.ERROR, f"cannot start: {exc}",
-                                         env.summary))
-                    continue
-                if stats.first_case_at is None:
-                    stats.first_case_at = time.monotonic()
-            for slot, run in list(running.items()):
-                code = run.process.poll()
-                timed_out = code is None and time.monotonic() > run.deadline
-                if timed_out:
-                    run.process.kill()
-                    code = run.process.wait()
-                if code is None:
-                    continue
-                del running[slot]
-                scheduler.complete(slot)
-                record(finish_cell(run, store, code, timed_out=timed_out))
-            time.sleep(POLL_SECONDS)
+                if stats.first_result_at is None:
+                    stats.first_result_at = time.monotonic()
+                stats.results.append(result)
+                on_result(result)
+        finished = True
     finally:
-        # Ctrl-C or a harness bug: kill every child group; finished results are on disk.
-        stop.set()
-        for run in running.values():
-            run.process.kill()
-        for run in running.values():
-            run.process.wait()
+        if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
+            executor.shutdown(cancel=True)
     return stats
+
+
+def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> CellRun:
+    """The future's CellRun, or an ERROR for a lost machine or a bug in the executor."""
+    try:
+        return future.result()
+    except InfraError as exc:
+        return CellRun(result=static_result(cell, Outcome.ERROR, str(exc), run_id=run_id,
+                                            attempt=attempt, infra=True))
+    except Exception as exc:
+        return CellRun(result=static_result(cell, Outcome.ERROR,
+                                            f"executor failed: {type(exc).__name__}: {exc}",
+                                            run_id=run_id, attempt=attempt),
+                       log="".join(traceback.format_exception(exc)).encode())
+
+
+def _count_env(stats: DispatchStats, cell: Cell, run: CellRun,
+               on_note: Callable[[str], None]) -> None:
+    name = cell.env.name
+    if run.result.infra:
+        return
+    seen = name in stats.envs_built | stats.envs_reused | stats.envs_failed
+    if run.env_built is None:
+        if not seen:
+            on_note(f"environment {name}: ERROR {run.result.reason}")
+        stats.envs_failed.add(name)
+    elif run.env_built:
+        stats.envs_built.add(name)
+        on_note(f"environment {name}: built")
+    else:
+        if not seen:
+            on_note(f"environment {name}: up to date, nothing rebuilt")
+        stats.envs_reused.add(name)

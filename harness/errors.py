@@ -40,5 +40,10 @@ class DriftError(BackendError):
     """The built environment does not hold what its spec asked for."""
 
 
-class StoreError(HarnessError):
-    """A run directory is missing or unreadable."""
+class InfraError(BackendError):
+    """The machine failed, not the case: a container that never started, a Docker API that
+    timed out, a Ray node that died. The cell is retried; it is never the case's CRASH."""
+
+
+class StoreError(UsageError):
+    """A run directory is missing or unreadable (a wrong run id, a wrong --reports)."""

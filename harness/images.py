@@ -146,16 +146,20 @@ class BuildReport:
     seconds: float = 0.0
 
 
-def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str]
-                 ) -> BuildReport:
-    """Build ``plan`` unless its tag exists. Every line of the build goes to ``log_path``."""
+def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str],
+                 *, refresh_before: float | None = None) -> BuildReport:
+    """Build ``plan`` unless its tag exists (and, with ``refresh_before``, was built after that
+    time). Every line of the build goes to ``log_path``."""
     import docker.errors
 
     try:
-        client.images.get(plan.tag)
-        return BuildReport(tag=plan.tag, built=False)
+        image = client.images.get(plan.tag)
+        built_at = float(image.labels.get(f"{LABEL}.built_at", 0) or 0)
+        if refresh_before is None or built_at >= refresh_before:
+            return BuildReport(tag=plan.tag, built=False)
     except docker.errors.ImageNotFound:
         pass
+    labels = {**labels, f"{LABEL}.built_at": f"{time.time():.3f}"}
     try:
         client.images.get(plan.base)
     except docker.errors.ImageNotFound:
@@ -168,19 +172,22 @@ def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str,
         (context / "Dockerfile").write_text(plan.dockerfile)
         for name, source in plan.files:
             shutil.copy2(source, context / name)
-        report = _stream_build(client, context, plan, log_path, labels)
+        report = _stream_build(client, context, plan, log_path, labels,
+                               nocache=refresh_before is not None)
     return BuildReport(tag=plan.tag, built=True, steps=report[0], cached_steps=report[1],
                        rebuilt=tuple(report[2]), seconds=round(time.monotonic() - started, 1))
 
 
 def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
-                  labels: dict[str, str]) -> tuple[int, int, list[str]]:
+                  labels: dict[str, str], *, nocache: bool = False
+                  ) -> tuple[int, int, list[str]]:
     steps, cached, rebuilt, current = 0, 0, [], ""
     with open(log_path, "w", encoding="utf-8") as log:
         # Host networking: the build reaches the package index the way this host does
         # (through its proxy); the case run itself gets no network at all.
         stream = client.api.build(path=str(context), tag=plan.tag, rm=True, forcerm=True,
-                                  decode=True, pull=False, network_mode="host", labels=labels)
+                                  decode=True, pull=False, network_mode="host", labels=labels,
+                                  nocache=nocache)
         for chunk in stream:
             text = chunk.get("stream", "")
             if text:

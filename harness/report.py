@@ -1,12 +1,15 @@
 """The compatibility table: one row per environment, one column per case variant.
 
-The only module that imports pandas.
+Pure functions over one or more run records (several shards of one run, or a run folder
+copied from another machine). The only module that imports pandas.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,20 @@ MEANING = {
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 
 
-def results_frame(results: list[CellResult]) -> pd.DataFrame:
+def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResult]]:
+    """Every cell once across the records: the last attempt of the newest record wins."""
+    by_cell: dict[str, tuple[RunStore, CellResult]] = {}
+    for store in stores:
+        for result in store.results():
+            seen = by_cell.get(result.cell_id)
+            if seen is None or seen[1].finished_at <= result.finished_at:
+                by_cell[result.cell_id] = (store, result)
+    return list(by_cell.values())
+
+
+def results_frame(results: list[CellResult],
+                  logs: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per cell. ``logs``: cell id -> the log's link from where the report goes."""
     rows = []
     for r in results:
         key = r.fingerprint.get("key", {}) if r.fingerprint else {}
@@ -41,8 +57,11 @@ def results_frame(results: list[CellResult]) -> pd.DataFrame:
             "environment": r.environment, "hardware": r.hardware_target,
             "column": f"{r.case_id}::{r.variant}", "outcome": str(r.outcome),
             "signature": r.signature or "", "reason": r.reason, "duration": r.duration,
-            "caveat": str(r.details.get("caveat", "")),
-            "cell_id": r.cell_id, "python": (r.fingerprint or {}).get("python") or "",
+            # Records before format 2 kept the caveat among the details.
+            "caveat": r.caveat or str(r.details.get("caveat", "")),
+            "cell_id": r.cell_id, "attempt": r.attempt, "node": r.node,
+            "log": (logs or {}).get(r.cell_id, ""),
+            "python": (r.fingerprint or {}).get("python") or "",
             "cuda": torch.get("cuda") or ("cpu" if torch else ""),
             **{f"v:{k}": key.get(k, "") for k in KEY_VERSIONS},
             **{f"axis:{k}": v for k, v in r.values.items()},
@@ -103,9 +122,12 @@ def _legend() -> str:
     return "\n".join(f"- {SYMBOLS[o]} **{o}**: {MEANING[o]}" for o in Outcome)
 
 
-def write_report(store: RunStore, out_dir: Path) -> dict[str, Path]:
-    results = store.results()
-    frame = results_frame(results)
+def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path) -> dict[str, Path]:
+    stores = [stores] if isinstance(stores, RunStore) else list(stores)
+    pairs = merged_results(stores)
+    results = [r for _, r in pairs]
+    logs = {r.cell_id: _link(store, r, out_dir) for store, r in pairs}
+    frame = results_frame(results, logs)
     table = compat_table(frame)
     case_columns = sorted(set(frame["column"])) if not frame.empty else []
     caveats = _caveats(frame)
@@ -113,23 +135,90 @@ def write_report(store: RunStore, out_dir: Path) -> dict[str, Path]:
     summary = summary_line(frame)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {ext: out_dir / f"compat.{ext}" for ext in ("md", "csv", "json", "html")}
-    head = f"# Compatibility table\n\nRun `{store.run_id}`. {summary}.\n\n"
+    run_ids = ", ".join(s.run_id for s in stores)
+    cases = _case_metadata(stores)
+    head = f"# Compatibility table\n\nRun `{run_ids}`. {summary}.\n\n"
     body = shown.to_markdown() if not shown.empty else "_No results._"
-    paths["md"].write_text(head + body + _caveat_lines(caveats) + "\n\n## Legend\n\n"
-                           + _legend() + "\n", encoding="utf-8")
+    paths["md"].write_text(head + body + _caveat_lines(caveats) + _case_lines(cases)
+                           + "\n\n## Legend\n\n" + _legend() + "\n", encoding="utf-8")
     frame.to_csv(paths["csv"], index=False)
     paths["json"].write_text(json.dumps({
-        "run_id": store.run_id, "summary": summary,
+        "run_id": run_ids, "runs": [s.run_id for s in stores], "summary": summary,
         "table": json.loads(table.to_json(orient="index")) if not table.empty else {},
-        "results": [r.to_dict() for r in results],
+        "cases": cases, "results": [r.to_dict() for r in results],
     }, indent=1, default=str), encoding="utf-8")
-    paths["html"].write_text(_html(store.run_id, summary, shown, caveats), encoding="utf-8")
+    paths["html"].write_text(_html(run_ids, summary, shown, caveats, frame, cases),
+                             encoding="utf-8")
     return paths
 
 
-def _html(run_id: str, summary: str, shown: pd.DataFrame, caveats: pd.DataFrame) -> str:
-    table = shown.to_html(classes="compat", escape=True, border=0) if not shown.empty else (
-        "<p>No results.</p>")
+def _link(store: RunStore, result: CellResult, out_dir: Path) -> str:
+    """The log's path relative to the report, so the pair can move together."""
+    path = store.log_file(result)
+    if path is None or not path.is_file():
+        return ""
+    return os.path.relpath(path, out_dir.resolve())
+
+
+def _case_metadata(stores: Sequence[RunStore]) -> dict[str, Any]:
+    cases: dict[str, Any] = {}
+    for store in stores:
+        cases.update(store.cases)
+    return dict(sorted(cases.items()))
+
+
+def _case_lines(cases: dict[str, Any]) -> str:
+    """Each case once: its documented failure, links, signatures (from the run record)."""
+    if not cases:
+        return ""
+    lines, seen = ["", "", "## Cases", ""], set()
+    for meta in cases.values():
+        if meta["case"] in seen:
+            continue
+        seen.add(meta["case"])
+        links = " ".join(f"<{u}>" for u in meta.get("upstream", ()))
+        lines.append(f"- **{meta['case']}**: {meta.get('failure') or meta.get('title')}"
+                     + (f" ({links})" if links else ""))
+        variants = [m for m in cases.values() if m["case"] == meta["case"]]
+        for v in variants:
+            sigs = ", ".join(f"`{s['name']}`" for s in v.get("signatures", ()))
+            notes = "; ".join(v.get("caveats", ()))
+            lines.append(f"  - `{v['variant']}`" + (f": reproduces {sigs}" if sigs else "")
+                         + (f" (caveat: {notes})" if notes else ""))
+    return "\n".join(lines)
+
+
+def _html_table(shown: pd.DataFrame, frame: pd.DataFrame) -> str:
+    """The table with each outcome linked to its cell's log."""
+    if shown.empty:
+        return "<p>No results.</p>"
+    keyed = frame.assign(row=frame["environment"] + " @" + frame["hardware"])
+    links = {(r["row"], r["column"]): r["log"] for _, r in keyed.iterrows() if r["log"]}
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    rows = []
+    for index, row in shown.iterrows():
+        cells = []
+        for column, value in row.items():
+            text = html.escape(str(value))
+            link = links.get((str(index), str(column)))
+            if link:
+                text = f'<a href="{html.escape(link)}">{text}</a>'
+            cells.append(f"<td>{text}</td>")
+        rows.append(f"<tr><th>{html.escape(str(index))}</th>{''.join(cells)}</tr>")
+    return (f'<table class="compat"><thead><tr><th>environment</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _html(run_id: str, summary: str, shown: pd.DataFrame, caveats: pd.DataFrame,
+          frame: pd.DataFrame, cases: dict[str, Any]) -> str:
+    table = _html_table(shown, frame)
+    case_items = "".join(
+        f"<li><b>{html.escape(m['case'])}::{html.escape(m['variant'])}</b>: "
+        f"{html.escape(m.get('failure') or m.get('title') or '')} "
+        + " ".join(f'<a href="{html.escape(u)}">{html.escape(u)}</a>'
+                   for u in m.get("upstream", ())) + "</li>"
+        for m in cases.values())
+    cases_html = f"<h2>Cases</h2><ul id=\"cases\">{case_items}</ul>" if case_items else ""
     notes = "".join(f"<li>† {html.escape(r['row'])}, {html.escape(r['column'])}: "
                     f"{html.escape(r['caveat'])}</li>" for _, r in caveats.iterrows())
     notes = f"<h2>Caveats</h2><ul id=\"caveats\">{notes}</ul>" if notes else ""
@@ -147,6 +236,7 @@ table.compat thead th {{ background: #f3f3f3; position: sticky; top: 0; }}
 <p id="summary">Run <code>{html.escape(run_id)}</code>. {html.escape(summary)}.</p>
 {table}
 {notes}
+{cases_html}
 <h2>Legend</h2><ul>{legend}</ul>
 </body></html>
 """

@@ -42,8 +42,21 @@ class CellResult:
     hardware: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     duration: float = 0.0
-    log: str | None = None
+    log: str | None = None  # relative to the run folder ("logs/<cell>.log")
     finished_at: float = 0.0
+    caveat: str = ""  # why a PASS is not a fix (a workaround that turns FP8 off)
+    attempt: int = 1
+    node: str = ""  # where it ran: a host name, or a Ray node id
+    gpu: int | None = None
+    # The machine, not the case, failed (a Ray node died, a container never started, the
+    # Docker API timed out): the driver retries the cell, and --resume runs it again.
+    infra: bool = False
+
+    @property
+    def logical_key(self) -> tuple[str, str, str]:
+        """What the cell is to a reader, stable across pin changes: environment name,
+        ``case::variant``, hardware target. The content key (``cell_id``) changes with pins."""
+        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -1,4 +1,4 @@
-"""Slot bookkeeping only: no threads, no processes. The dispatcher owns the loop."""
+"""Slot bookkeeping only: no threads, no processes. The local executor owns the loop."""
 
 from __future__ import annotations
 
@@ -23,6 +23,15 @@ class Slot:
         return arch_serves(self.arch, cell.hardware)
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Task:
+    """One attempt at one cell. Compared by identity: a retried cell is a new task."""
+
+    cell: Cell
+    run_id: str
+    attempt: int = 1
+
+
 def make_slots(jobs: int, gpus: Iterable[tuple[int, str]]) -> tuple[Slot, ...]:
     cpu = [Slot(name=f"cpu{i}") for i in range(max(1, jobs))]
     return (*cpu, *(Slot(name=f"gpu{index}", gpu=index, arch=arch) for index, arch in gpus))
@@ -31,39 +40,46 @@ def make_slots(jobs: int, gpus: Iterable[tuple[int, str]]) -> tuple[Slot, ...]:
 class Scheduler:
     def __init__(self, slots: Iterable[Slot]) -> None:
         self.slots = tuple(slots)
-        self.pending: deque[Cell] = deque()
-        self.slot_to_cell: dict[Slot, Cell] = {}
+        self.pending: deque[Task] = deque()
+        self.slot_to_task: dict[Slot, Task] = {}
 
-    def add(self, cells: Iterable[Cell]) -> None:
-        self.pending.extend(cells)
+    def add(self, tasks: Iterable[Task]) -> None:
+        self.pending.extend(tasks)
 
-    def assign(self) -> list[tuple[Slot, Cell]]:
-        """Give each free slot the first pending cell it fits."""
+    def assign(self) -> list[tuple[Slot, Task]]:
+        """Give each free slot the first pending task it fits (submission order: the driver
+        submits the longest expected first)."""
         out = []
         for slot in self.slots:
-            if slot in self.slot_to_cell:
+            if slot in self.slot_to_task:
                 continue
-            for cell in self.pending:
-                if slot.fits(cell):
-                    self.pending.remove(cell)
-                    self.slot_to_cell[slot] = cell
-                    out.append((slot, cell))
+            for task in self.pending:
+                if slot.fits(task.cell):
+                    self.pending.remove(task)
+                    self.slot_to_task[slot] = task
+                    out.append((slot, task))
                     break
         return out
 
-    def complete(self, slot: Slot) -> Cell:
-        return self.slot_to_cell.pop(slot)
+    def complete(self, slot: Slot) -> Task:
+        return self.slot_to_task.pop(slot)
 
-    def requeue(self, slot: Slot) -> Cell:
-        """The slot was lost (its worker vanished): the cell goes back to the front."""
-        cell = self.slot_to_cell.pop(slot)
-        self.pending.appendleft(cell)
-        return cell
+    def requeue(self, slot: Slot) -> Task:
+        """The slot was lost (its worker vanished): the task goes back to the front."""
+        task = self.slot_to_task.pop(slot)
+        self.pending.appendleft(task)
+        return task
 
-    def unplaceable(self) -> list[Cell]:
-        """Pending cells that no slot can ever take."""
-        return [c for c in self.pending if not any(s.fits(c) for s in self.slots)]
+    def unplaceable(self) -> list[Task]:
+        """Pending tasks that no slot can ever take."""
+        return [t for t in self.pending if not any(s.fits(t.cell) for s in self.slots)]
+
+    def drain(self) -> list[Task]:
+        """Forget every pending task (shutting down); the caller cancels their futures."""
+        tasks = list(self.pending)
+        self.pending.clear()
+        return tasks
 
     @property
     def idle(self) -> bool:
-        return not self.pending and not self.slot_to_cell
+        return not self.pending and not self.slot_to_task

@@ -93,6 +93,19 @@ class EnvSpec:
     # from, not what is installed (a swapped URL requirement changes the requirements).
     find_links: tuple[str, ...] = ()  # local wheel folders
     offline: bool = False  # install from find_links only; never touch an index
+    # Rebuild (re-resolve) if built before this time: what `*` and range pins resolve to
+    # changes with every release. A time, not a flag, so that each machine of a cluster
+    # rebuilds once per run, not once per worker process.
+    refresh_before: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """For the run record: what the environment was asked to hold."""
+        return {"name": self.name, "key": self.key, "origin": self.origin,
+                "values": dict(self.values), "backend": self.backend, "python": self.python,
+                "requirements": list(self.requirements), "index_urls": list(self.index_urls),
+                "cuda": self.cuda, "image": self.image, "env": dict(self.env_vars),
+                "hardware": list(self.hardware), "timeout": self.timeout, "base": self.base,
+                "builds": [b.to_dict() for b in self.builds]}
 
     @property
     def source_builds(self) -> tuple[BuildSetting, ...]:
@@ -107,6 +120,8 @@ class EnvSpec:
         }
         if self.base:
             content["base"] = self.base
+        if self.cuda:  # picks the Docker base image and the torch build drift checks
+            content["cuda"] = self.cuda
         # Only present when set, so that environments without them keep their keys.
         if self.builds:
             content["builds"] = [b.to_dict() for b in self.builds]
@@ -410,7 +425,7 @@ class _Reader:
                 if k not in SETTING_KEYS and v is not None]
         requirements = [requirement_for(d, v) for d, v in pins]
         requirements += list(merged.get("packages", ()))
-        values = [(k, "—" if v is None else short_value(str(v))) for k, v in combo.items()
+        values = [(k, _shown(v)) for k, v in combo.items()
                   if k in axis_keys or k in _COMBO_SETTINGS]
         label = name if named else f"{name}:" + ",".join(
             _label(k, v) for k, v in values if k not in hidden)
@@ -441,6 +456,15 @@ def short_value(value: str) -> str:
             ref = ref[:12]
         return f"{scheme.split('+')[0]}@{ref}"
     return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _shown(value: Any) -> str:
+    """An axis value as names and tables show it: a list (``index``) item by item."""
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ",".join(short_value(str(v)) for v in value)
+    return short_value(str(value))
 
 
 def _label(key: str, value: str) -> str:

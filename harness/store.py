@@ -1,19 +1,35 @@
-"""Run directories: results appended as they happen, so kill -9 loses no finished cell."""
+"""Run folders: a record that describes itself, appended as results arrive.
+
+A run folder holds ``run.json`` (the plan with each cell's logical and content keys, the
+filters, what executed it), ``cases.json`` (each variant's title, documented failure, upstream
+links, signatures, requirements, caveats), ``envs/<key>.json`` (what each environment really
+held), ``results.jsonl`` (one line per attempt, appended and fsynced as it ends, so a kill -9
+loses no finished cell) and ``logs/``. Every path inside is relative to the folder: copy it to
+another machine and it still renders, log links included.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.errors import StoreError
+from harness.errors import StoreError, UsageError
 from harness.results import CellResult, Outcome
+
+if TYPE_CHECKING:
+    from harness.cellrun import CellRun
 
 RESULTS = "results.jsonl"
 META = "run.json"
+CASES = "cases.json"
+FORMAT = 2  # run.json's "format": 2 adds logical keys, case metadata, attempts, relative logs
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def new_run_id() -> str:
@@ -22,34 +38,61 @@ def new_run_id() -> str:
 
 class RunStore:
     def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir.resolve()  # cells run with another cwd
+        self.run_dir = run_dir.resolve()
         self.run_id = run_dir.name
 
     @classmethod
-    def create(cls, reports_dir: Path, meta: dict[str, Any]) -> RunStore:
-        store = cls(reports_dir / "runs" / new_run_id())
+    def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
+               cases: dict[str, Any] | None = None) -> RunStore:
+        """A new run folder. ``run_id`` names it (a CI job names its shard)."""
+        run_id = run_id or new_run_id()
+        if not RUN_ID.fullmatch(run_id):
+            raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
+        store = cls(reports_dir / "runs" / run_id)
+        if (store.run_dir / META).exists():
+            raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
+                             f"continue it with --resume {run_id}")
         for sub in ("logs", "events", "envs"):
             (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
-        store.write_json(META, {"run_id": store.run_id, "created": time.time(), **meta})
+        store.write_json(CASES, cases or {})
+        store.write_json(META, {"run_id": store.run_id, "format": FORMAT,
+                                "created": time.time(), **meta})
         return store
 
     @classmethod
     def open(cls, reports_dir: Path, run_id: str = "latest") -> RunStore:
+        """A run by id under ``reports_dir``, ``latest``, or a run folder's own path."""
         runs = reports_dir / "runs"
         if run_id == "latest":
-            found = sorted(p.name for p in runs.glob("*") if (p / META).exists())
+            found = sorted((p for p in runs.glob("*") if (p / META).exists()),
+                           key=lambda p: (p / META).stat().st_mtime)
             if not found:
                 raise StoreError(f"no runs under {runs}")
-            run_id = found[-1]
-        run_dir = runs / run_id
-        if not (run_dir / META).exists():
-            raise StoreError(f"no run {run_id!r} under {runs}")
-        return cls(run_dir)
+            return cls(found[-1])
+        for candidate in (runs / run_id, Path(run_id)):
+            if (candidate / META).is_file():
+                return cls(candidate)
+        raise StoreError(f"no run {run_id!r} under {runs} (nor a run folder at that path)")
 
     @property
     def meta(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.run_dir / META).read_text())
+        try:
+            data: dict[str, Any] = json.loads((self.run_dir / META).read_text())
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.run_dir / META}: unreadable: {exc}") from None
         return data
+
+    @property
+    def cases(self) -> dict[str, Any]:
+        """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
+        path = self.run_dir / CASES
+        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        return data
+
+    def environments(self) -> dict[str, dict[str, Any]]:
+        """What each environment held, by environment key."""
+        return {p.stem: json.loads(p.read_text())
+                for p in sorted((self.run_dir / "envs").glob("*.json"))}
 
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})
@@ -62,6 +105,22 @@ class RunStore:
         tmp.write_text(json.dumps(data, indent=1, default=str))
         tmp.replace(path)
 
+    def record(self, run: CellRun) -> CellResult:
+        """Keep what a cell run returned: log, events and fingerprint first, then the result
+        line that points at them (a kill in between leaves files, never a dangling line)."""
+        result = run.result
+        stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
+        if run.log:
+            (self.run_dir / "logs" / f"{stem}.log").write_bytes(run.log)
+            result = replace(result, log=f"logs/{stem}.log")
+        if run.events:
+            (self.run_dir / "events" / f"{stem}.jsonl").write_text(
+                "".join(json.dumps(e, default=str) + "\n" for e in run.events))
+        if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
+            self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
+        self.append(result)
+        return result
+
     def append(self, result: CellResult) -> None:
         # One write() of one line on an O_APPEND descriptor, then fsync: a kill at any point
         # leaves either the whole line or a torn tail that reading skips.
@@ -73,27 +132,36 @@ class RunStore:
         finally:
             os.close(fd)
 
-    def results(self) -> list[CellResult]:
-        """Every finished cell, once (the last record of a cell wins)."""
+    def attempts(self) -> list[CellResult]:
+        """Every recorded attempt, in order (lost machines included)."""
         path = self.run_dir / RESULTS
-        by_cell: dict[str, CellResult] = {}
+        out: list[CellResult] = []
         if not path.exists():
-            return []
+            return out
         with open(path, "rb") as fh:
             for raw in fh:
                 try:
-                    record = CellResult.from_dict(json.loads(raw))
+                    out.append(CellResult.from_dict(json.loads(raw)))
                 except (ValueError, KeyError, TypeError):
                     continue  # a line torn by a kill mid-write
-                by_cell[record.cell_id] = record
+        return out
+
+    def results(self) -> list[CellResult]:
+        """Every cell once: its last attempt."""
+        by_cell: dict[str, CellResult] = {}
+        for record in self.attempts():
+            by_cell[record.cell_id] = record
         return list(by_cell.values())
 
     def done_cells(self) -> set[str]:
-        """Cells that need no re-run on resume (NOT_RUN may run on other hardware)."""
-        return {r.cell_id for r in self.results() if r.outcome is not Outcome.NOT_RUN}
+        """Cells that need no re-run on resume: not NOT_RUN (other hardware may run them), not
+        lost to the machine."""
+        return {r.cell_id for r in self.results()
+                if r.outcome is not Outcome.NOT_RUN and not r.infra}
 
-    def log_path(self, cell_id: str) -> Path:
-        return self.run_dir / "logs" / f"{cell_id}.log"
-
-    def events_path(self, cell_id: str) -> Path:
-        return self.run_dir / "events" / f"{cell_id}.jsonl"
+    def log_file(self, result: CellResult) -> Path | None:
+        """A result's log on this machine: relative to the run folder, wherever it now is."""
+        if not result.log:
+            return None
+        path = Path(result.log)
+        return path if path.is_absolute() else self.run_dir / path

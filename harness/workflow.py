@@ -5,31 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from harness import __version__
 from harness.cases import CaseVariant, collect_cases
-from harness.dispatch import DispatchStats, dispatch
-from harness.envs import get_backend
-from harness.execute import static_result
-from harness.hardware import Machine, probe_machine
+from harness.envs import default_cache_dir
+from harness.executors import Executor
 from harness.plan import Plan, filter_plan, make_plan
-from harness.progress import RunProgress
-from harness.report import write_report
-from harness.results import Outcome
-from harness.scheduler import make_slots
-from harness.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.spec import MatrixSpec, load_matrix
 from harness.store import RunStore
 
-
-def default_cache_dir() -> Path:
-    if os.environ.get("HARNESS_CACHE_DIR"):
-        return Path(os.environ["HARNESS_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "ml-compat-harness"
+__all__ = ["RunOptions", "RunState", "default_cache_dir", "execute"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,10 +32,15 @@ class RunOptions:
     gpus: str | None = None
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
     resume: str | None = None
+    run_id: str | None = None
     report: bool = True
     live: bool | None = None
     find_links: tuple[Path, ...] = ()
     offline: bool = False
+    refresh: bool = False
+    executor: str = "local"
+    address: str | None = None  # a Ray cluster: "auto" or HOST:PORT; none starts one here
+    retries: int = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,33 +48,67 @@ class RunState:
     options: RunOptions
     spec: MatrixSpec | None = None
     cases: tuple[CaseVariant, ...] = ()
-    machine: Machine | None = None
+    executor: Executor | None = None
+    targets: tuple[str, ...] = ()  # what `auto` hardware becomes (from the executor)
     plan: Plan | None = None
     store: RunStore | None = None
-    stats: DispatchStats | None = None
 
 
 Step = Callable[[RunState], "RunState | int"]
 
 
 def load_spec(state: RunState) -> RunState:
+    from harness.sources import find_links_folders, offline_from_environment, with_find_links
+
     folders = find_links_folders(state.options.find_links)
     spec = with_find_links(load_matrix(state.options.matrix), folders,
                            offline=offline_from_environment(state.options.offline))
+    if state.options.refresh:
+        now = time.time()
+        spec = replace(spec, environments=tuple(replace(e, refresh_before=now)
+                                                for e in spec.environments))
     return replace(state, spec=spec, cases=collect_cases(spec.cases_dir.resolve()))
+
+
+def open_executor(state: RunState) -> RunState:
+    """Where cells will run; planning asks it which hardware there is."""
+    from harness.hardware import probe_machine
+
+    assert state.spec is not None
+    opts = state.options
+    machine = probe_machine(opts.gpus)
+    cases_dir = state.spec.cases_dir.resolve()
+    executor: Executor
+    if opts.executor == "ray":
+        from harness.executors.ray import RayExecutor
+
+        executor = RayExecutor(address=opts.address, cases_dir=cases_dir, machine=machine,
+                               jobs=opts.jobs)
+    else:
+        from harness.executors.local import LocalExecutor
+
+        executor = LocalExecutor(machine, jobs=opts.jobs, cache_dir=opts.cache_dir,
+                                 cases_dir=cases_dir)
+    return replace(state, executor=executor, targets=executor.targets)
+
+
+def probe_targets(state: RunState) -> RunState:
+    """For ``harness plan``: this machine's hardware, without starting an executor."""
+    from harness.hardware import probe_machine
+
+    return replace(state, targets=probe_machine(state.options.gpus).targets)
 
 
 def plan_cells(state: RunState) -> RunState:
     assert state.spec is not None
-    machine = probe_machine(state.options.gpus)
-    plan = make_plan(state.spec, state.cases, machine.targets)
+    plan = make_plan(state.spec, state.cases, state.targets)
     plan = filter_plan(plan, only=state.options.only, keyword=state.options.keyword,
                        hardware=state.options.hardware)
-    return replace(state, machine=machine, plan=plan)
+    return replace(state, plan=plan)
 
 
 def open_store(state: RunState) -> RunState | int:
-    assert state.plan is not None and state.machine is not None and state.spec is not None
+    assert state.plan is not None and state.executor is not None and state.spec is not None
     opts = state.options
     if opts.resume:
         store = RunStore.open(opts.reports_dir, opts.resume)
@@ -89,66 +117,90 @@ def open_store(state: RunState) -> RunState | int:
         print(f"resuming {store.run_id}: {len(done)} cells done, {len(plan.cells)} to run")
         return replace(state, store=store, plan=plan)
     matrix_text = Path(opts.matrix).read_bytes()
+    cases = {c.label: c.metadata() for c in state.cases}
     store = RunStore.create(opts.reports_dir, {
         "harness": __version__, "matrix": str(opts.matrix),
         "matrix_sha256": hashlib.sha256(matrix_text).hexdigest()[:16],
-        "machine": {"host": state.machine.host, "gpus": [g.__dict__ for g in state.machine.gpus],
-                    "nvcc": state.machine.nvcc},
+        "executor": state.executor.describe(), "targets": list(state.executor.targets),
         "filters": {"only": opts.only, "keyword": opts.keyword, "hardware": opts.hardware},
+        "environments": {e.name: e.to_dict() for e in state.plan.environments},
         "planned": [c.to_dict() for c in state.plan.cells],
-    })
+    }, run_id=opts.run_id, cases=cases)
     print(f"run {store.run_id}: {len(state.plan.cells)} cells in "
           f"{len(state.plan.environments)} environments -> {store.run_dir}")
     return replace(state, store=store)
 
 
 def run_cells(state: RunState) -> RunState:
-    assert state.plan is not None and state.store is not None and state.machine is not None
-    assert state.spec is not None
-    present = state.machine.serves
+    from harness.cellrun import CellRun, static_result
+    from harness.dispatch import dispatch
+    from harness.progress import RunProgress
+    from harness.results import Outcome
+
+    assert state.plan is not None and state.store is not None and state.executor is not None
+    present = state.executor.serves
     runnable = [c for c in state.plan.cells if c.hardware in present]
     absent = [c for c in state.plan.cells if c.hardware not in present]
-    backends = {name: get_backend(name, state.options.cache_dir)
-                for name in {c.env.backend for c in runnable}}
-    slots = make_slots(state.options.jobs, [(g.index, g.arch) for g in state.machine.gpus])
+    there = ", ".join(t for t in state.executor.targets if t != "cpu") or "none"
     with RunProgress(len(state.plan.cells), live=state.options.live) as progress:
-        gpus = ", ".join(g.arch for g in state.machine.gpus) or "none"
         for cell in absent:
-            result = static_result(cell, state.store, Outcome.NOT_RUN,
-                                   f"needs {cell.hardware}; this machine has GPUs: {gpus}")
-            state.store.append(result)
+            result = state.store.record(CellRun(result=static_result(
+                cell, Outcome.NOT_RUN, f"needs {cell.hardware}; GPUs here: {there}",
+                run_id=state.store.run_id)))
             progress.advance(result)
-        stats = dispatch(runnable, backends, slots, state.store,
-                         state.spec.cases_dir.resolve(), progress.advance, progress.note)
+        stats = dispatch(runnable, state.executor, state.store, on_result=progress.advance,
+                         on_note=progress.note, expected=expected_durations(state),
+                         retries=state.options.retries)
     if runnable:
         # Says outright when a re-run needed no build (uv venvs and docker images alike).
-        print(f"environments: {stats.envs_built} built, {stats.envs_reused} reused"
-              + ("" if stats.envs_built else " (nothing to build)"))
-    return replace(state, stats=stats)
+        print(stats.environments_line())
+    return state
+
+
+def expected_durations(state: RunState) -> dict[str, float]:
+    """Each cell's duration in the newest earlier run that has it (for longest-first)."""
+    runs = state.options.reports_dir / "runs"
+    wanted = {c.cell_id for c in state.plan.cells} if state.plan else set()
+    out: dict[str, float] = {}
+    if not runs.is_dir():
+        return out
+    previous = sorted((p for p in runs.iterdir() if (p / "results.jsonl").is_file()),
+                      key=lambda p: (p / "results.jsonl").stat().st_mtime, reverse=True)
+    for run_dir in previous[:5]:
+        for result in RunStore(run_dir).results():
+            if result.cell_id in wanted and result.cell_id not in out and result.duration:
+                out[result.cell_id] = result.duration
+    return out
 
 
 def report(state: RunState) -> RunState:
     assert state.store is not None
     if state.options.report:
-        paths = write_report(state.store, state.options.reports_dir)
+        from harness.report import write_report
+
+        paths = write_report([state.store], state.options.reports_dir)
         print(f"table: {paths['md']} (also .csv, .json, .html)")
     return state
 
 
 def exit_code(state: RunState) -> int:
     assert state.store is not None
-    results = state.store.results()
-    bad = [r for r in results if not r.outcome.ok]
+    bad = [r for r in state.store.results() if not r.outcome.ok]
     return 1 if bad else 0
 
 
-RUN_STEPS: Sequence[Step] = (load_spec, plan_cells, open_store, run_cells, report)
+RUN_STEPS: Sequence[Step] = (load_spec, open_executor, plan_cells, open_store, run_cells,
+                             report)
 
 
 def execute(state: RunState, steps: Sequence[Step] = RUN_STEPS) -> int:
-    for step in steps:
-        result = step(state)
-        if isinstance(result, int):
-            return result
-        state = result
-    return exit_code(state)
+    try:
+        for step in steps:
+            result = step(state)
+            if isinstance(result, int):
+                return result
+            state = result
+        return exit_code(state)
+    finally:
+        if state.executor is not None:
+            state.executor.shutdown()

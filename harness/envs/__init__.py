@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from harness.envs.base import Backend, Environment, LaunchRequest, Process
@@ -14,6 +15,14 @@ BACKENDS: dict[str, type[Backend]] = {
     "uv": UvBackend, "host": HostBackend, "docker": DockerBackend}
 
 
+def default_cache_dir() -> Path:
+    """Where environments, images' logs and build caches live on this machine."""
+    if os.environ.get("HARNESS_CACHE_DIR"):
+        return Path(os.environ["HARNESS_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "ml-compat-harness"
+
+
 def get_backend(name: str, cache_dir: Path) -> Backend:
     try:
         cls = BACKENDS[name]
@@ -23,4 +32,5 @@ def get_backend(name: str, cache_dir: Path) -> Backend:
     return cls(cache_dir)
 
 
-__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "default_cache_dir",
+           "get_backend"]

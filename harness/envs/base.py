@@ -49,13 +49,17 @@ class Environment:
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchRequest:
-    """One pytest process for one cell. ``argv`` starts after the interpreter."""
+    """One pytest process for one cell. ``argv`` starts after the interpreter.
+
+    ``env`` holds the cell's own variables only; a local launch adds them to the environment
+    of the machine it runs on, a container gets nothing else. ``work_dir`` is the cell's
+    scratch folder (its events file), writable from inside a container."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
     cwd: Path
     log: Path
-    run_dir: Path
+    work_dir: Path
     cases_dir: Path
     gpu: int | None
     timeout: float
@@ -64,7 +68,9 @@ class LaunchRequest:
 class Process(Protocol):
     def poll(self) -> int | None: ...
     def kill(self) -> None: ...
-    def wait(self) -> int: ...
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status, or None when ``timeout`` seconds passed first. Raises InfraError
+        when the machine cannot say (a Docker API that stopped answering)."""
 
 
 class LocalProcess:
@@ -80,22 +86,45 @@ class LocalProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)
 
-    def wait(self) -> int:
-        return self.popen.wait()
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def _load_libc() -> Any:
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()  # loaded here: the child of a threaded parent must not import anything
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the thread that started it dies, so that a cell
+    never outlives a harness or Ray worker killed with -9 (Linux; elsewhere a no-op)."""
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
-    env = request.env
+    env = {**os.environ, **request.env}
     toolkit = harness_probe.cuda_home()
     if toolkit and "CUDA_HOME" not in env:
         # For JIT builds in the cell (flashinfer, torch extensions): torch guesses the toolkit
         # from the nvcc on PATH, wrongly where that nvcc is a wrapper script. Containers keep
         # their own toolkit; this is for processes on this machine only.
-        env = {**env, "CUDA_HOME": toolkit}
+        env["CUDA_HOME"] = toolkit
     with open(request.log, "ab") as log:
         popen = subprocess.Popen(
             [python, *request.argv], cwd=request.cwd, env=env, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     return LocalProcess(popen)
 

@@ -1,8 +1,9 @@
 """Docker: one image per environment (built once, content-addressed), a fresh container per cell.
 
-A container gets the cases read-only, the in-env plugin read-only, the run folder read-write (the
-plugin's event file lands there), exactly its GPU through a device request, no network unless
-the environment asks, and a memory limit. It is removed when the cell ends, is killed, or the
+A container gets the cases read-only, the in-env plugin read-only, the cell's scratch folder
+read-write (the plugin's event file lands there), the cell's own variables and no others,
+exactly its GPU through a device request, no network unless the environment asks, and a
+memory limit. It is removed when the cell ends, is killed, or the
 harness is interrupted.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from harness.envs.base import (
     check_drift,
     locked,
 )
-from harness.errors import BackendError, DriftError
+from harness.errors import BackendError, DriftError, InfraError
 from harness.images import (
     LABEL,
     BuildReport,
@@ -81,7 +81,9 @@ class DockerBackend(Backend):
         digest = plan.tag.rsplit(":", 1)[1]
         with locked(self.root / f"{digest}.lock"):
             report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
-                                  {LABEL: "1", f"{LABEL}.env": spec.name[:200]})
+                                  {LABEL: "1", f"{LABEL}.env": spec.name[:200],
+                                   f"{LABEL}.key": spec.key},
+                                  refresh_before=spec.refresh_before)
             self.reports.append(report)
             fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
                                             fresh=report.built)
@@ -121,8 +123,9 @@ class DockerBackend(Backend):
         """The container for one cell, created but not started (tests inspect it)."""
         import docker.types
 
-        paths = {str(request.cases_dir): CASES, str(INENV_DIR): INENV, str(request.run_dir): RUN}
-        environment = _container_env(request.env, paths)
+        paths = {str(request.cases_dir): CASES, str(INENV_DIR): INENV,
+                 str(request.work_dir): RUN}
+        environment = {key: _translate(value, paths) for key, value in request.env.items()}
         # Inside the container the one GPU it was given is device 0.
         environment["CUDA_VISIBLE_DEVICES"] = "" if request.gpu is None else "0"
         devices = [] if request.gpu is None else [docker.types.DeviceRequest(
@@ -133,13 +136,13 @@ class DockerBackend(Backend):
                 working_dir=CASES, environment=environment, detach=True,
                 volumes={str(request.cases_dir): {"bind": CASES, "mode": "ro"},
                          str(INENV_DIR): {"bind": INENV, "mode": "ro"},
-                         str(request.run_dir): {"bind": RUN, "mode": "rw"}},
+                         str(request.work_dir): {"bind": RUN, "mode": "rw"}},
                 network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,
                 device_requests=devices, init=True,
                 labels={LABEL: "1", f"{LABEL}.cell": environment.get("HARNESS_CELL_ID", ""),
-                        f"{LABEL}.run": str(request.run_dir)})
+                        f"{LABEL}.work": str(request.work_dir)})
         except Exception as exc:
-            raise BackendError(f"cannot create a container from {env.location}: {exc}") from exc
+            raise InfraError(f"cannot create a container from {env.location}: {exc}") from exc
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         container = self.create(env, request)
@@ -148,7 +151,7 @@ class DockerBackend(Backend):
         except Exception as exc:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
-            raise BackendError(f"cannot start a container from {env.location}: {exc}") from exc
+            raise InfraError(f"cannot start a container from {env.location}: {exc}") from exc
         return ContainerProcess(container, request.log)
 
     def remove(self, env: Environment) -> None:
@@ -163,8 +166,10 @@ class DockerBackend(Backend):
             images = self.client.images.list(filters={"label": f"{LABEL}=1"})
         except BackendError:
             return []
+        # The environment's key, as the matrix computes it (the tag is a digest of the
+        # Dockerfile, another thing); images from before the label have none, and are kept.
         return [{"backend": self.name, "name": image.labels.get(f"{LABEL}.env", ""),
-                 "key": tag.rsplit(":", 1)[1], "location": tag,
+                 "key": image.labels.get(f"{LABEL}.key", ""), "location": tag,
                  "built_at": image.attrs.get("Created")}
                 for image in images for tag in image.tags]
 
@@ -182,8 +187,10 @@ class ContainerProcess:
             return self.code
         try:
             self.container.reload()
-        except Exception:  # gone under us (docker rm -f): it died
-            return self._finish(128 + signal.SIGKILL)
+        except Exception as exc:  # gone under us (docker rm -f), or the engine is down
+            self._discard()
+            raise InfraError(f"the cell's container vanished or the Docker engine stopped "
+                             f"answering: {type(exc).__name__}: {exc}") from exc
         if self.container.status in ("exited", "dead"):
             return self._finish(int(self.container.attrs["State"]["ExitCode"]))
         return None
@@ -193,14 +200,27 @@ class ContainerProcess:
             with contextlib.suppress(Exception):
                 self.container.kill()
 
-    def wait(self) -> int:
+    def wait(self, timeout: float | None = None) -> int | None:
         if self.code is not None:
             return self.code
         try:
-            status = self.container.wait(timeout=60)
-            return self._finish(int(status.get("StatusCode", 128 + signal.SIGKILL)))
-        except Exception:
-            return self._finish(128 + signal.SIGKILL)
+            # The client's own read timeout bounds a wait with none: the engine must answer.
+            status = self.container.wait(timeout=timeout if timeout is not None else 3600)
+        except Exception as exc:
+            if not _timed_out(exc):
+                self._discard()
+                raise InfraError(f"the Docker engine stopped answering about the cell's "
+                                 f"container: {type(exc).__name__}: {exc}") from exc
+            if timeout is not None:
+                return self.poll()  # the deadline passed (or it exited right then)
+            self._discard()
+            raise InfraError("the Docker engine did not report the container's end within "
+                             "an hour") from exc
+        return self._finish(int(status.get("StatusCode", 128 + signal.SIGKILL)))
+
+    def _discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.remove(force=True)
 
     def _finish(self, status: int) -> int:
         with contextlib.suppress(Exception), open(self.log, "ab") as log:
@@ -219,8 +239,11 @@ def _translate(value: str, paths: dict[str, str]) -> str:
     return value
 
 
-def _container_env(env: dict[str, str], paths: dict[str, str]) -> dict[str, str]:
-    # The request's environment is the host's plus what the harness set for the cell; only
-    # the latter belongs in the container (the host's PATH or HOME would be wrong there).
-    return {key: _translate(value, paths) for key, value in env.items()
-            if os.environ.get(key) != value}
+def _timed_out(exc: BaseException) -> bool:
+    """requests raises ReadTimeout, or ConnectionError around urllib3's ReadTimeoutError."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "timeout" in type(seen).__name__.lower() or "timed out" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -75,8 +75,10 @@ class UvBackend(Backend):
         self.root.mkdir(parents=True, exist_ok=True)
         with locked(path.with_name(path.name + ".lock")):
             marker = _read_marker(path)
-            built = marker is None
-            if marker is None:
+            stale = (marker is not None and spec.refresh_before is not None
+                     and marker.get("built_at", 0) < spec.refresh_before)
+            built = marker is None or stale
+            if marker is None or stale:
                 marker = self._build(spec, path, base)
         # Drift is judged on every realize: the spec's expectations (cuda) are not in the key.
         check_drift(spec, marker["fingerprint"])
@@ -174,9 +176,9 @@ class UvBackend(Backend):
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables (ninja, nvcc wrappers)
         # come first on PATH, not the host's.
+        path = request.env.get("PATH", os.environ.get("PATH", os.defpath))
         variables = {**request.env, "VIRTUAL_ENV": env.location,
-                     "PATH": os.pathsep.join([str(Path(env.location) / "bin"),
-                                              request.env.get("PATH", os.defpath)])}
+                     "PATH": os.pathsep.join([str(Path(env.location) / "bin"), path])}
         return launch_local(env.python, replace(request, env=variables))
 
     def remove(self, env: Environment) -> None:
@@ -229,6 +231,8 @@ def _release(text: str) -> tuple[int, ...]:
 
 def install_args(spec: EnvSpec) -> list[str]:
     folders = [f"--find-links={d}" for d in spec.find_links]
+    if spec.refresh_before is not None and not spec.offline:
+        folders.append("--refresh")  # ask the index again, not uv's cached answer
     if spec.offline:  # nothing fetched behind the user's back: a missing wheel is an error
         return ["--offline", "--no-index", *folders]
     return [*index_args(spec.index_urls), *folders]

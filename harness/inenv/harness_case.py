@@ -82,6 +82,23 @@ def _type_matches(cls: type, wanted: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Case:
+    """A case module's metadata, declared next to its tests as ``CASE = Case(...)``.
+
+    ``upstream``: the reports and fixes, ``owner/repo#N`` or URLs. ``failure``: the documented
+    failure in one line (default: the first line of the module docstring)."""
+
+    upstream: tuple[str, ...] = ()
+    failure: str = ""
+
+
+def caveat(text: str) -> pytest.MarkDecorator:
+    """A variant whose PASS is not a fix (a workaround that turns FP8 off): shown with the
+    result. For a caveat that holds only sometimes, call the ``harness_caveat`` fixture."""
+    return pytest.mark.caveat(text)
+
+
+@dataclass(frozen=True)
 class Requirements:
     """What a case needs. Unmet → SKIP with the reason in words, never PASS."""
 
@@ -177,6 +194,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "requires(req): what the case needs (harness_case)")
     config.addinivalue_line("markers", "reproduces(sig): a documented failure (harness_case)")
+    config.addinivalue_line("markers", "caveat(text): why a PASS is not a fix (harness_case)")
+    config.addinivalue_line("markers", "isolate: needs a pytest process of its own")
     path = config.getoption("--harness-events")
     config.stash[_WRITER] = _Events(path) if path else None
 
@@ -221,13 +240,19 @@ def describe(item: pytest.Item) -> dict[str, Any]:
     name = item.name[len("test_"):] if item.name.startswith("test_") else item.name
     reqs = [m.args[0] for m in item.iter_markers("requires") if m.args]
     module_obj = getattr(item, "module", None)
-    doc = (getattr(module_obj, "__doc__", None) or "").strip().splitlines()
+    doc = (getattr(module_obj, "__doc__", None) or "").strip()
+    title = doc.splitlines()[0] if doc else ""
+    case = getattr(module_obj, "CASE", None)
+    case = case if isinstance(case, Case) else Case()
+    function = getattr(item, "function", None)
     return {
-        "nodeid": item.nodeid, "case_id": case_id, "variant": name,
-        "title": doc[0] if doc else "",
+        "nodeid": item.nodeid, "case_id": case_id, "variant": name, "title": title,
+        "failure": case.failure or title, "upstream": list(case.upstream),
+        "description": doc, "doc": (getattr(function, "__doc__", None) or "").strip(),
         "markers": sorted({m.name for m in item.iter_markers()}),
         "requires": [asdict(r) for r in reqs],
         "signatures": [asdict(m.args[0]) for m in item.iter_markers("reproduces")],
+        "caveats": [str(m.args[0]) for m in item.iter_markers("caveat") if m.args],
     }
 
 
@@ -257,6 +282,17 @@ def harness_record(request: pytest.FixtureRequest) -> Callable[[str, Any], None]
     return record
 
 
+@pytest.fixture
+def harness_caveat(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Say why this PASS is not a fix, when that depends on what the case found."""
+    state: dict[str, Any] = request.node.stash[_STATE]
+
+    def say(text: str) -> None:
+        state["caveat"] = text
+
+    return say
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Iterator[None]:
@@ -274,6 +310,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
         writer.write(event="start", nodeid=item.nodeid, time=time.time())
     yield
     result = classify(item, state.get("phases", {}))
+    declared = [str(m.args[0]) for m in item.iter_markers("caveat") if m.args]
+    caveat_text = state.get("caveat") or (declared[0] if declared else "")
+    if caveat_text and result["outcome"] == "PASS":
+        result["caveat"] = caveat_text
     if writer:
         writer.write(event="finish", nodeid=item.nodeid, time=time.time(),
                      duration=round(time.monotonic() - state["start"], 3),
