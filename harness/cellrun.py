@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,14 @@ class ProcessGuard:
             process.kill()
 
 
+@dataclass(frozen=True)
+class Realized:
+    env: Environment | None
+    error: str = ""  # why there is no environment
+    log: str = ""  # a backend bug's traceback
+    built: bool = False  # built by this call
+
+
 class EnvCache:
     """Environments realized in this process, once each, however many cells ask at once.
 
@@ -89,25 +97,23 @@ class EnvCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
-        self._done: dict[str, tuple[Environment | None, str, bool]] = {}
+        self._done: dict[str, Realized] = {}
 
-    def realize(self, cell: Cell, backend: Backend) -> tuple[Environment | None, str, bool]:
-        """(environment or None, why not, built by this call)."""
+    def realize(self, cell: Cell, backend: Backend) -> Realized:
         key = f"{cell.env.backend}:{cell.env.key}:{cell.env.name}"
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._done:
-                env, error, _ = self._done[key]
-                return env, error, False
+                return replace(self._done[key], built=False)
             try:
                 env = backend.realize(cell.env)
-                outcome: tuple[Environment | None, str, bool] = (env, "", env.built)
+                outcome = Realized(env, built=env.built)
             except HarnessError as exc:
-                outcome = (None, str(exc), False)
+                outcome = Realized(None, str(exc))
             except Exception as exc:  # a backend bug: reported on the cells, traceback kept
-                outcome = (None, "backend bug while realizing the environment: "
-                           f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}", False)
+                outcome = Realized(None, "backend bug while realizing the environment: "
+                                   f"{type(exc).__name__}: {exc}", traceback.format_exc())
             self._done[key] = outcome
             return outcome
 
@@ -128,11 +134,11 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
     """Run one cell to its end and return what happened. Raises only ``Cancelled``."""
     node = node or socket.gethostname()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
-    env, error, built = (envs or EnvCache()).realize(cell, backend)
+    realized = (envs or EnvCache()).realize(cell, backend)
+    env = realized.env
     if env is None:
-        head, _, trace = error.partition("\n")
-        return CellRun(result=static_result(cell, Outcome.ERROR, head, **place),
-                       log=trace.encode(), env_built=None)
+        return CellRun(result=static_result(cell, Outcome.ERROR, realized.error, **place),
+                       log=realized.log.encode(), env_built=None)
     scratch = Path(tempfile.mkdtemp(prefix=f"harness-cell-{cell.cell_id}-", dir=scratch_root))
     try:
         result = _launch_and_wait(cell, env, backend, gpu, cases_dir, scratch, guard, place)
@@ -147,7 +153,7 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return CellRun(result=result, log=log, events=events, fingerprint=env.fingerprint,
-                   env_built=built)
+                   env_built=realized.built)
 
 
 def _launch_and_wait(cell: Cell, env: Environment, backend: Backend, gpu: int | None,

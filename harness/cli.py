@@ -228,14 +228,15 @@ def cmd_envs(args: argparse.Namespace) -> int:
             print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}")
         print(f"{len(listing)} environments under {cache}")
         return 0
-    keep = set() if args.all else {env.key for env in load_matrix(args.matrix).environments}
-    # An environment with no recorded key (an image from an older harness) is not known to
-    # be unused: only --all removes it.
-    removed = [e for e in listing if e["key"] not in keep and (args.all or e["key"])]
+    backends = {name: cls(cache) for name, cls in BACKENDS.items()}
+    keep = set() if args.all else {
+        (env.backend, backends[env.backend].listing_key(env))
+        for env in load_matrix(args.matrix).environments if env.backend in backends}
+    removed = [e for e in listing if (e["backend"], e["key"]) not in keep]
     verb = "would remove" if args.dry_run else "removed"
     for e in removed:
         if not args.dry_run:
-            BACKENDS[e["backend"]](cache).remove_location(e["location"])
+            backends[e["backend"]].remove_location(e["location"])
         print(f"{verb} {e['name']} ({e['location']})")
     if args.all:  # wheels built per build environment, and the preflight's scratch venvs
         for extra in (cache / "uv-build-cache", cache / "preflight"):

@@ -121,12 +121,15 @@ def test_ctrl_c_kills_children_and_exits_130(tmp_path: Path) -> None:
     m = matrix(tmp_path, timeout=300)
     args = [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
             str(m), "-k", "test_hang"]
-    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    scratch = tmp_path / "scratch"  # where cells keep their events while they run
+    scratch.mkdir()
+    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                                     "TMPDIR": str(scratch)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     child_pid = None
     while time.monotonic() < deadline and child_pid is None:
-        for events in (tmp_path / "r" / "runs").glob("*/events/*.jsonl"):
+        for events in scratch.glob("harness-cell-*/events.jsonl"):
             for line in events.read_text().splitlines():
                 event = json.loads(line)
                 if event["event"] == "start":
@@ -141,3 +144,4 @@ def test_ctrl_c_kills_children_and_exits_130(tmp_path: Path) -> None:
     time.sleep(0.2)
     assert not Path(f"/proc/{child_pid}").exists() or "Z" in Path(
         f"/proc/{child_pid}/stat").read_text().split()[2]
+    assert not list(scratch.iterdir())  # the cell's scratch folder went with it

@@ -47,8 +47,9 @@ def ours(client: Any) -> list[Any]:
     return client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
 
 
-def harness(tmp_path: Path, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def harness(tmp_path: Path, *args: str, timeout: float = 1800,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
                            *args], cwd=tmp_path, capture_output=True, text=True, env=env,
                           check=False, timeout=timeout)
@@ -102,7 +103,7 @@ def test_device_request_passes_exactly_the_assigned_gpu(tmp_path: Path, client: 
     backend = DockerBackend(tmp_path / "cache")
     env = backend.realize(spec)
     request = LaunchRequest(argv=("-c", "pass"), env={"HARNESS_CELL_ID": "x"}, cwd=tmp_path,
-                            log=tmp_path / "log", run_dir=tmp_path, cases_dir=DATA / "behaviour",
+                            log=tmp_path / "log", work_dir=tmp_path, cases_dir=DATA / "behaviour",
                             gpu=3, timeout=10)
     container = backend.create(env, request)
     try:
@@ -116,6 +117,64 @@ def test_device_request_passes_exactly_the_assigned_gpu(tmp_path: Path, client: 
         assert mounts["/harness/cases"]["RW"] is False and mounts["/harness/run"]["RW"] is True
     finally:
         container.remove(force=True)
+
+
+def test_the_cell_keeps_its_variables_when_the_host_exports_them_too(
+        tmp_path: Path, client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old backend dropped every variable whose value the host also had."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("SECRET_OF_THE_HOST", "do-not-leak")
+    spec = parse_matrix(BEHAVIOUR, file="matrix.yaml", base=tmp_path).environments[0]
+    backend = DockerBackend(tmp_path / "cache")
+    env = backend.realize(spec)
+    request = LaunchRequest(argv=("-c", "pass"), cwd=tmp_path, log=tmp_path / "log",
+                            env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "HF_HUB_OFFLINE": "1"},
+                            work_dir=tmp_path, cases_dir=DATA / "behaviour", gpu=None,
+                            timeout=10)
+    container = backend.create(env, request)
+    try:
+        variables = container.attrs["Config"]["Env"]
+        assert "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1" in variables
+        assert "HF_HUB_OFFLINE=1" in variables
+        assert not any(v.startswith("SECRET_OF_THE_HOST=") for v in variables)
+    finally:
+        container.remove(force=True)
+
+
+def test_prune_keeps_the_images_the_matrix_uses(tmp_path: Path, client: Any) -> None:
+    """The old prune compared the image tag's digest with the environment key: it removed
+    every image, in use or not, and had no dry run."""
+    m = write_matrix(tmp_path / "matrix.yaml", BEHAVIOUR)
+    cache = {"HARNESS_CACHE_DIR": str(tmp_path / "cache")}
+    assert harness(tmp_path, "run", "-m", str(m), "-k", "test_pass", env=cache).returncode == 0
+    tags = [t for image in client.images.list(filters={"label": "ml-compat-harness=1"})
+            for t in image.tags]
+    (tag,) = [t for t in tags if t == DockerBackend(tmp_path / "cache").listing()[0]["location"]
+              ] or [None]
+    assert tag is not None
+    # Dry runs only: other tests' images live in the same engine.
+    kept = harness(tmp_path, "envs", "prune", "-m", str(m), "--dry-run", env=cache)
+    assert kept.returncode == 0 and tag not in kept.stdout, kept.stdout
+    other = write_matrix(tmp_path / "other.yaml", BEHAVIOUR.replace('"3.11"', '"3.12"'))
+    dry = harness(tmp_path, "envs", "prune", "-m", str(other), "--dry-run", env=cache)
+    assert f"would remove dock ({tag})" in dry.stdout, dry.stdout
+    assert client.images.get(tag)  # a dry run removes nothing
+
+
+def test_a_container_that_cannot_start_is_an_error_not_a_crash(tmp_path: Path,
+                                                                client: Any) -> None:
+    """Docker refuses a 1 MB memory limit at create time: the machine, not the case, failed.
+    The cell is retried, then reported as ERROR with Docker's words."""
+    m = write_matrix(tmp_path / "matrix.yaml", BEHAVIOUR.replace("memory: 2g", "memory: 1m"))
+    proc = harness(tmp_path, "run", "-m", str(m), "-k", "test_pass", "--retries", "1")
+    lines = [json.loads(x) for x in next((tmp_path / "r" / "runs").iterdir()).joinpath(
+        "results.jsonl").read_text().splitlines()]
+    assert [(r["attempt"], r["outcome"], r["infra"]) for r in lines] == [
+        (1, "ERROR", True), (2, "ERROR", True)], proc.stdout + proc.stderr
+    assert "cannot create a container" in lines[-1]["reason"]
+    assert "machine lost, retrying (attempt 2)" in proc.stderr
+    assert ours(client) == []
 
 
 MERGEKIT = """\

@@ -75,7 +75,7 @@ def test_cells_find_the_environments_own_executables_first(tmp_path: Path,
     log = tmp_path / "cell.log"
     request = LaunchRequest(
         argv=("-c", "import shutil; print(shutil.which('hello-harness'))"),
-        env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, log=log, run_dir=tmp_path,
+        env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, log=log, work_dir=tmp_path,
         cases_dir=tmp_path, gpu=None, timeout=60)
     assert backend.launch(env, request).wait() == 0
     assert log.read_text().strip() == str(Path(env.location) / "bin" / "hello-harness")

@@ -148,6 +148,10 @@ class Backend(ABC):
     def remove(self, env: Environment) -> None:
         return None
 
+    def listing_key(self, spec: EnvSpec) -> str:
+        """The ``key`` that ``listing`` shows for the environment ``spec`` makes."""
+        return spec.key
+
     def listing(self) -> list[dict[str, Any]]:
         return []
 

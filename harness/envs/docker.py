@@ -154,6 +154,12 @@ class DockerBackend(Backend):
             raise InfraError(f"cannot start a container from {env.location}: {exc}") from exc
         return ContainerProcess(container, request.log)
 
+    def listing_key(self, spec: EnvSpec) -> str:
+        # An image is named by a digest of what builds it, not by the environment's key:
+        # environments that differ only in what the image does not hold share one.
+        return plan_image(spec, uv_binary=find_uv_binary(),
+                          ca_bundle=find_ca_bundle()).tag.rsplit(":", 1)[1]
+
     def remove(self, env: Environment) -> None:
         self.remove_location(env.location)
 
@@ -166,10 +172,8 @@ class DockerBackend(Backend):
             images = self.client.images.list(filters={"label": f"{LABEL}=1"})
         except BackendError:
             return []
-        # The environment's key, as the matrix computes it (the tag is a digest of the
-        # Dockerfile, another thing); images from before the label have none, and are kept.
         return [{"backend": self.name, "name": image.labels.get(f"{LABEL}.env", ""),
-                 "key": image.labels.get(f"{LABEL}.key", ""), "location": tag,
+                 "key": tag.rsplit(":", 1)[1], "location": tag,
                  "built_at": image.attrs.get("Created")}
                 for image in images for tag in image.tags]
 
