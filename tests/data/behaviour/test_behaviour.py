@@ -44,9 +44,21 @@ def test_gpu_log() -> None:
     start = time.time()
     time.sleep(0.4)
     line = {"gpu": os.environ["CUDA_VISIBLE_DEVICES"], "start": start, "end": time.time(),
-            "cell": os.environ["HARNESS_CELL_ID"]}
+            "cell": os.environ["HARNESS_CELL_ID"], "node": os.environ["HARNESS_NODE"],
+            "hardware": os.environ["HARNESS_HARDWARE"]}
     with open(Path(os.environ["GPU_LOG"]), "a") as fh:
         fh.write(json.dumps(line) + "\n")
+
+
+def test_gpu_hold() -> None:
+    """Says where it started, then holds its GPU for a while: long enough to lose its node."""
+    here = {"gpu": os.environ["CUDA_VISIBLE_DEVICES"], "node": os.environ["HARNESS_NODE"],
+            "cell": os.environ["HARNESS_CELL_ID"], "time": time.time()}
+    with open(Path(os.environ["GPU_LOG"]), "a") as fh:
+        fh.write(json.dumps({"event": "start", **here}) + "\n")
+    time.sleep(float(os.environ.get("HOLD_SECONDS", "4")))
+    with open(Path(os.environ["GPU_LOG"]), "a") as fh:
+        fh.write(json.dumps({"event": "end", **here, "time": time.time()}) + "\n")
 
 
 def test_wait_a() -> None:
