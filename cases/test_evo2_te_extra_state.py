@@ -15,7 +15,7 @@ import io
 from typing import Any
 
 import pytest
-from harness_case import Signature, requires
+from harness_case import Case, Signature, caveat, requires
 
 RECIPE_MISSING = Signature("te-recipe-keyerror", "KeyError", r"^'recipe'$")
 HISTORY_MISMATCH = Signature(
@@ -24,6 +24,22 @@ HISTORY_MISMATCH = Signature(
 FP8_PRE_ADA = Signature(
     "te-fp8-pre-ada", "AssertionError",
     r"Device compute capability 8\.9 or higher required for FP8 execution")
+
+CASE = Case(
+    failure="KeyError: 'recipe' loading a TE-1.x FP8 _extra_state into TransformerEngine 2.x",
+    upstream=(
+        "ArcInstitute/evo2#35",
+        "ArcInstitute/evo2#75",
+        "ArcInstitute/evo2#122",
+        "ArcInstitute/evo2#144",
+        "ArcInstitute/evo2#9",
+        "ArcInstitute/evo2#162",
+        "NVIDIA/TransformerEngine#1623",
+        "NVIDIA/TransformerEngine#1553",
+        "NVIDIA/TransformerEngine#1724",
+        "Zymrael/vortex#70",
+    ),
+)
 
 NEEDS_TE = requires(cuda=True, packages={"transformer-engine": ""})
 EVO2_HISTORY = 16  # the amax history length the Evo2 checkpoints were written with
@@ -119,13 +135,13 @@ def recipe_safe_globals() -> list[Any]:
 
 
 @NEEDS_TE
+@caveat("FP8 scaling state discarded: amax history restarts from zero")
 def test_workaround_drop_extra_state(harness_record: Any) -> None:
     """(b) Drop ``_extra_state`` and load with ``strict=False``: loads, but FP8 state is lost."""
     layer, state = _linear_with_legacy_state(EVO2_HISTORY)
     del state["_extra_state"]
     result = layer.load_state_dict(state, strict=False)
     harness_record("missing_keys", list(result.missing_keys))
-    harness_record("caveat", "FP8 scaling state discarded: amax history restarts from zero")
 
 
 @NEEDS_TE

@@ -18,13 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness_case import Signature, requires
+from harness_case import Case, Signature, requires
 
 # torch.utils.cpp_extension puts the compiler's output into the exception's message.
 FA3_MLA_BUILD = Signature(
     "flashinfer-fa3-mla-build", "RuntimeError",
     r"Error building extension[\s\S]*(cannot be assigned to an entity of type \"float \*\""
     r"|MLAPlan)")
+
+CASE = Case(
+    failure="ktransformers v0.2.4 on Hopper: the flashinfer fork's fa3 MLA kernels do not compile",
+    upstream=(
+        "kvcache-ai/ktransformers#1176",
+        "kvcache-ai/ktransformers#1205",
+        "kvcache-ai/ktransformers#1220",
+        "kvcache-ai/ktransformers#1244",
+    ),
+)
 
 NEEDS_FORK = requires(packages={"flashinfer-python": "", "torch": ""}, executables=("ninja",))
 NEEDS_NVCC = requires(nvcc=">=12.3")

@@ -14,12 +14,22 @@ from typing import Any
 
 import pytest
 import tinymodels
-from harness_case import Signature, requires
+from harness_case import Case, Signature, requires
 
 ADDMM_HALF = Signature(
     "addmm-half-cpu", "RuntimeError", r"\"addmm_impl_cpu_\" not implemented for 'Half'"
 )
 NEEDS_TRANSFORMERS = requires(packages={"transformers": ">=4.31"})
+
+CASE = Case(
+    failure='"addmm_impl_cpu_" not implemented for \'Half\': a float16 model left on the CPU',
+    upstream=(
+        "arcee-ai/mergekit#175",
+        "huggingface/transformers#27769",
+        "bigscience-workshop/petals#432",
+        "pytorch/pytorch#99498",
+    ),
+)
 
 
 def _load_and_forward(path: Path, dtype_name: str, device: str | None = None) -> Any:

@@ -17,11 +17,21 @@ from typing import Any
 
 import pytest
 import tinymodels
-from harness_case import Signature, requires
+from harness_case import Case, Signature, requires
 
 DEVICE_MISMATCH = Signature(
     "tl-fold-value-biases-devices", "RuntimeError",
     r"Expected all tensors to be on the same device, but found at least two devices")
+
+CASE = Case(
+    failure='fold_value_biases mixes CUDA and CPU tensors loading Llama weights',
+    upstream=(
+        "TransformerLensOrg/TransformerLens#517",
+        "TransformerLensOrg/TransformerLens#371",
+        "TransformerLensOrg/TransformerLens#461",
+        "TransformerLensOrg/TransformerLens#489",
+    ),
+)
 
 NEEDS_TL = requires(cuda=True, packages={"transformer-lens": "", "transformers": ""})
 

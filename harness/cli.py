@@ -195,6 +195,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--address names a Ray cluster: add --executor ray")
     if args.resume and args.run_id:
         raise UsageError("--resume continues a run; --run-id names a new one: give one")
+    from harness.store import RUN_ID
+
+    if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
+        raise UsageError(f"--run-id {args.run_id!r}: use letters, digits, '.', '_' and '-'")
     return execute(RunState(options=_options(args)))
 
 

@@ -145,3 +145,26 @@ def test_ctrl_c_kills_children_and_exits_130(tmp_path: Path) -> None:
     assert not Path(f"/proc/{child_pid}").exists() or "Z" in Path(
         f"/proc/{child_pid}/stat").read_text().split()[2]
     assert not list(scratch.iterdir())  # the cell's scratch folder went with it
+
+
+def test_a_failed_build_is_counted_as_failed_not_as_nothing_to_build(tmp_path: Path) -> None:
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+        "defaults: {timeout: 30}\nenvironments:\n"
+        "  good: {backend: host, python: '@PY@'}\n"
+        "  broken: {backend: host, python: '2.7'}\n"))
+    proc = harness(tmp_path, "run", "-m", str(m), "-k", "test_pass")
+    assert "environments: 0 built, 1 reused, 1 failed" in proc.stdout, proc.stdout
+    assert "nothing to build" not in proc.stdout
+    broken = next(r for r in results(tmp_path) if r["environment"] == "broken")
+    assert broken["outcome"] == "ERROR" and "asked Python 2.7" in str(broken["reason"])
+
+
+def test_longest_expected_cells_go_first() -> None:
+    from harness.dispatch import longest_first
+    from harness.plan import Cell
+
+    cells = [Cell(cell_id=i, env=None, case=None, hardware="cpu")  # type: ignore[arg-type]
+             for i in "abcd"]
+    order = longest_first(cells, {"a": 1.0, "b": 30.0, "c": 5.0})
+    assert [c.cell_id for c in order] == ["d", "b", "c", "a"]  # never timed: first

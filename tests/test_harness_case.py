@@ -115,3 +115,48 @@ def test_repro(d): pass
     assert item["case_id"] == "thing" and item["variant"] == "repro[a]"
     assert item["title"] == "Thing case." and item["signatures"][0]["name"] == "s"
     assert item["requires"][0]["cuda"] is True
+
+
+def test_caveats_are_a_field_declared_or_said_at_run_time(pytester: pytest.Pytester) -> None:
+    got = run(pytester, """
+from harness_case import caveat
+
+@caveat("FP8 state discarded")
+def test_declared(): pass
+
+@caveat("FP8 state discarded")
+def test_declared_but_failed(): raise ValueError("no")
+
+def test_said(harness_caveat): harness_caveat("FP8 is off")
+
+def test_quiet(harness_caveat): pass
+""")
+    assert got["test_declared"]["caveat"] == "FP8 state discarded"
+    assert "caveat" not in got["test_declared_but_failed"]  # a FAIL needs no excuse
+    assert got["test_said"]["caveat"] == "FP8 is off"
+    assert "caveat" not in got["test_quiet"] and got["test_quiet"]["details"] == {}
+
+
+def test_collect_carries_the_case_metadata(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_meta='''"""Meta case: the first line.
+
+Mechanism, at length."""
+from harness_case import Case, caveat
+CASE = Case(failure="it breaks", upstream=("owner/repo#12",))
+
+@caveat("not a fix")
+def test_workaround():
+    """Drops the state."""
+''')
+    out = pytester.path / "cases.json"
+    pytester.runpytest("-p", "harness_case", "--collect-only", f"--harness-collect={out}")
+    (item,) = json.loads(Path(out).read_text())
+    assert item["failure"] == "it breaks" and item["upstream"] == ["owner/repo#12"]
+    assert item["caveats"] == ["not a fix"] and item["doc"] == "Drops the state."
+    assert item["description"].endswith("Mechanism, at length.")
+
+    from harness.cases import _variant
+
+    variant = _variant(item)
+    assert variant.upstream == ("https://github.com/owner/repo/issues/12",)
+    assert variant.metadata()["caveats"] == ["not a fix"]

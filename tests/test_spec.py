@@ -177,3 +177,22 @@ def test_bad_build_settings_name_their_line() -> None:
         "matrix.yaml:7: build.transformer-engine-torch.isolation: expected true or false")
     assert error(BUILDS.replace("    via:", "    vias:")).startswith(
         "matrix.yaml:6: build.transformer-engine-torch.vias: unknown key 'vias'")
+
+
+def test_an_index_axis_reads_as_its_last_path_part() -> None:
+    """It read ``cu118',)``: the tuple's repr, cut at the last slash."""
+    text = GOOD.replace('numpy: ["<2", ">=2"]', 'numpy: ["<2"]') + (
+        "    include:\n      - {torch: '2.0.1', cuda: '11.8', "
+        "index: ['https://download.pytorch.org/whl/cu118']}\n")
+    envs = {e.name: e for e in parse(text).environments}
+    values = dict(envs["cpu:torch=2.0.1,numpy<2,cuda=11.8,index=cu118"].values)
+    assert values["index"] == "cu118"
+
+
+def test_cuda_is_part_of_the_environment_key() -> None:
+    """``cuda`` picks the Docker base image and what drift expects of torch."""
+    base = "environments:\n  a:\n    backend: docker\n    pins: {torch: '2.1.2'}\n"
+    plain = parse("version: 1\n" + base).environment("a")
+    with_cuda = parse("version: 1\n" + base + "    cuda: '12.1'\n").environment("a")
+    other = parse("version: 1\n" + base + "    cuda: '11.8'\n").environment("a")
+    assert len({plain.key, with_cuda.key, other.key}) == 3

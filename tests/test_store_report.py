@@ -65,3 +65,64 @@ def test_diff_lists_new_failures_first() -> None:
     new = [result("a", "x", "repro", Outcome.CRASH), result("b", "y", "repro", Outcome.PASS)]
     changes = diff_runs(old, new)
     assert [(c["before"], c["after"]) for c in changes] == [("PASS", "CRASH"), ("FAIL", "PASS")]
+
+
+def test_a_run_folder_moved_elsewhere_still_renders_with_working_log_links(
+        tmp_path: Path) -> None:
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    from harness.cellrun import CellRun
+    from tests.conftest import ROOT
+
+    store = RunStore.create(tmp_path / "here", {"planned": []}, run_id="nightly-shard-3",
+                            cases={"mergekit_fp16::repro": {
+                                "case": "mergekit_fp16", "variant": "repro",
+                                "failure": "addmm_impl_cpu_ not implemented for 'Half'",
+                                "upstream": ["https://github.com/arcee-ai/mergekit/issues/175"],
+                                "signatures": [{"name": "addmm-half-cpu"}], "caveats": []}})
+    recorded = store.record(CellRun(result=result("a", "2.0.1", "repro", Outcome.REPRODUCED),
+                                    log=b"RuntimeError: addmm_impl_cpu_\n"))
+    assert recorded.log == "logs/a.log"  # relative to the run folder
+    moved = tmp_path / "elsewhere" / "copied-run"
+    shutil.move(store.run_dir, moved)
+    out = tmp_path / "site"
+    proc = subprocess.run([sys.executable, "-m", "harness", "--reports", str(out), "report",
+                           str(moved)], capture_output=True, text=True, check=False,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    page = (out / "compat.html").read_text()
+    (href,) = re.findall(r'<a href="([^"]+\.log)"', page)
+    assert (out / href).resolve().read_bytes() == b"RuntimeError: addmm_impl_cpu_\n"
+    assert "https://github.com/arcee-ai/mergekit/issues/175" in page  # from the record
+    assert "addmm-half-cpu" in (out / "compat.md").read_text()
+
+
+def test_a_caveat_is_a_field_of_the_result(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(CellResult.from_dict({**result("b", "2.0.1", "workaround", Outcome.PASS)
+                                       .to_dict(), "caveat": "FP8 is off"}))
+    md = write_report(store, tmp_path)["md"].read_text()
+    assert "| ✅ PASS †" in md and "workaround: FP8 is off" in md
+
+
+def test_several_records_merge_into_one_table(tmp_path: Path) -> None:
+    first = RunStore.create(tmp_path, {"planned": []}, run_id="shard-1")
+    second = RunStore.create(tmp_path, {"planned": []}, run_id="shard-2")
+    first.append(result("a", "2.0.1", "repro", Outcome.REPRODUCED))
+    second.append(result("b", "2.5.1", "repro", Outcome.PASS))
+    paths = write_report([first, second], tmp_path)
+    md = paths["md"].read_text()
+    assert "Run `shard-1, shard-2`. 2 cells in 2 environments" in md
+
+
+def test_an_existing_run_id_is_not_overwritten(tmp_path: Path) -> None:
+    import pytest
+
+    from harness.errors import UsageError
+
+    RunStore.create(tmp_path, {"planned": []}, run_id="nightly")
+    with pytest.raises(UsageError, match="already exists"):
+        RunStore.create(tmp_path, {"planned": []}, run_id="nightly")

@@ -4,6 +4,8 @@ the import check and the nvcc check. The packages are written on the spot (tests
 from __future__ import annotations
 
 import subprocess
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,22 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     assert find_interpreter("3.42") == str(tmp_path / "versions/3.42.10/bin/python3.42")
     assert find_interpreter("3.43") == "3.43"  # nothing anywhere: uv says so in its own words
+
+
+def test_refresh_rebuilds_once_and_takes_the_newest_release(tmp_path: Path) -> None:
+    """A `*` pin resolved once was never looked at again; --refresh rebuilds what was built
+    before the run started, once, and the fingerprint says what resolved."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    make_wheel(folder, "hello-harness", "1.0", {"hello_harness.py": "V = 1\n"})
+    backend = UvBackend(tmp_path / "cache")
+    unpinned = spec("star", ("hello-harness",), folder)
+    first = backend.realize(unpinned)
+    assert first.built and first.fingerprint["packages"]["hello-harness"] == "1.0"
+    make_wheel(folder, "hello-harness", "2.0", {"hello_harness.py": "V = 2\n"})
+    again = backend.realize(unpinned)
+    assert not again.built and again.fingerprint["packages"]["hello-harness"] == "1.0"
+    refreshing = replace(unpinned, refresh_before=time.time())
+    fresh = backend.realize(refreshing)
+    assert fresh.built and fresh.fingerprint["packages"]["hello-harness"] == "2.0"
+    assert not backend.realize(refreshing).built  # once per run, not once per cell

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.errors import DriftError
@@ -207,16 +209,12 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     # An overlay's Python is its base's: `python:` does not choose it.
     if not spec.base and not (python == spec.python or python.startswith(spec.python + ".")):
         problems.append(f"asked Python {spec.python}, got {python}")
-    packages = fingerprint.get("packages", {})
-    for dist, value in spec.pins:
-        name = requirement_name(dist)
-        if value.startswith(("<", ">", "=", "!", "~", "*")) or "://" in value:
-            continue
-        got = packages.get(name)
-        if got is None:
-            problems.append(f"asked {name}=={value}, but {name} is not installed")
-        elif _public(got) != _public(value) and got != value:
-            problems.append(f"asked {name}=={value}, got {got}")
+    packages = {str(canonicalize_name(k)): str(v)
+                for k, v in fingerprint.get("packages", {}).items()}
+    for text in spec.requirements:  # the axes' pins and the `packages:` entries alike
+        problem = _unmet(text, packages)
+        if problem:
+            problems.append(problem)
     torch = fingerprint.get("torch") or {}
     if torch.get("import_error"):
         problems.append(f"torch does not import: {torch['import_error']}")
@@ -235,6 +233,30 @@ def check_drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> None:
     problems = drift(spec, fingerprint)
     if problems:
         raise DriftError("drift: " + "; ".join(problems))
+
+
+def _unmet(text: str, packages: dict[str, str]) -> str | None:
+    """What is wrong with the installed version of one requirement, or None."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return None  # the resolver has already had its say about this line
+    if requirement.marker is not None and not requirement.marker.evaluate():
+        return None
+    name = canonicalize_name(requirement.name)
+    got = packages.get(name)
+    if got is None:
+        return f"asked {text}, but {name} is not installed"
+    if requirement.url or not requirement.specifier:
+        return None
+    try:
+        # A local build (2.1.2+cu121) satisfies ==2.1.2, as pip's resolver has it.
+        version = Version(got)
+        ok = requirement.specifier.contains(version, prereleases=True) or \
+            requirement.specifier.contains(version.public, prereleases=True)
+    except InvalidVersion:
+        ok = got in {s.version for s in requirement.specifier}
+    return None if ok else f"asked {text}, got {name} {got}"
 
 
 def _public(version: str) -> str:

@@ -1,0 +1,66 @@
+"""The command line as a user meets it: fast start, one-line errors, output that pipes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def harness(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",), ("plan", "--format", "json"),
+                                  ("cases",)])
+def test_commands_that_do_not_report_never_import_pandas(args: tuple[str, ...]) -> None:
+    """pandas took 4-5 s of every start; only the report needs it."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", *args],
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "pandas" not in imported and "ray" not in imported
+
+
+def test_the_plan_table_keeps_parametrized_ids() -> None:
+    proc = harness("plan", "-k", "mergekit_fp16::workaround")
+    assert proc.returncode == 0, proc.stderr
+    assert "workaround[float32]" in proc.stdout  # rich read "[float32]" as markup
+
+
+def test_plan_into_head_ends_quietly() -> None:
+    proc = subprocess.run(f"{sys.executable} -m harness plan | head -n 1", shell=True,
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert proc.stdout.count("\n") == 1
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
+def test_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    proc = harness("--reports", str(tmp_path), "report", "no-such-run")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "no run 'no-such-run'" in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("run", "--address", "auto"), "--address names a Ray cluster: add --executor ray"),
+    (("run", "--resume", "latest", "--run-id", "x"), "give one"),
+    (("run", "--run-id", "a/b"), "--run-id 'a/b': use letters, digits"),
+    (("run", "--retries", "-1"), "--retries must be 0 or more"),
+])
+def test_run_flags_that_do_not_fit_are_one_line(tmp_path: Path, args: tuple[str, ...],
+                                                 message: str) -> None:
+    proc = harness("--reports", str(tmp_path), *args, "-k", "nothing-matches-this")
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
