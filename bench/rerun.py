@@ -14,20 +14,32 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells, run_cells
+from harness.workflow import (
+    RunOptions,
+    RunState,
+    load_spec,
+    open_executor,
+    open_store,
+    plan_cells,
+    run_cells,
+)
 
 
 def once(options: RunOptions) -> tuple[int, int, float | None, float]:
     start = time.monotonic()
     state = RunState(options=options)
-    for step in (load_spec, plan_cells, open_store, run_cells):
-        result = step(state)
-        assert not isinstance(result, int)
-        state = result
+    try:
+        for step in (load_spec, open_executor, plan_cells, open_store, run_cells):
+            result = step(state)
+            assert not isinstance(result, int)
+            state = result
+    finally:
+        if state.executor is not None:
+            state.executor.shutdown()
     stats = state.stats
     assert stats is not None
-    first = stats.first_case_at - start if stats.first_case_at else None
-    return stats.envs_built, stats.envs_reused, first, time.monotonic() - start
+    first = stats.first_result_at - start if stats.first_result_at else None
+    return len(stats.envs_built), len(stats.envs_reused), first, time.monotonic() - start
 
 
 def main() -> None:
@@ -44,7 +56,7 @@ def main() -> None:
         for label in ("first run", "re-run (unchanged matrix)"):
             built, reused, first, total = once(options)
             print(f"{label}: environments rebuilt={built} reused={reused} "
-                  f"seconds to first case={first:.2f} total={total:.1f}s")
+                  f"seconds to first result={first:.2f} total={total:.1f}s")
 
 
 if __name__ == "__main__":

@@ -129,4 +129,16 @@ def describe(machine: Machine) -> str:
                      f"{gpu.memory_mib} MiB  driver {gpu.driver}  fp8={'yes' if gpu.fp8 else 'no'}"
                      f"  bf16={'yes' if gpu.bf16 else 'no'}")
     lines.append("Targets:   " + ", ".join(machine.targets))
+    lines.append("Ray node:  " + ray_start_line(machine))
     return "\n".join(lines)
+
+
+def ray_start_line(machine: Machine) -> str:
+    """How this machine joins a Ray cluster so that ``--executor ray`` can place cells on it."""
+    import json
+    from collections import Counter
+
+    arches = Counter(g.arch for g in machine.gpus)
+    extra = (f" --num-gpus {len(machine.gpus)} --resources '{json.dumps(dict(arches))}'"
+             if machine.gpus else "")
+    return f"ray start --address HEAD:6379{extra}"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.cases import CaseVariant, collect_cases
+from harness.dispatch import DispatchStats
 from harness.envs import default_cache_dir
 from harness.executors import Executor
 from harness.plan import Plan, filter_plan, make_plan
@@ -52,6 +53,7 @@ class RunState:
     targets: tuple[str, ...] = ()  # what `auto` hardware becomes (from the executor)
     plan: Plan | None = None
     store: RunStore | None = None
+    stats: DispatchStats | None = None
 
 
 Step = Callable[[RunState], "RunState | int"]
@@ -154,7 +156,7 @@ def run_cells(state: RunState) -> RunState:
     if runnable:
         # Says outright when a re-run needed no build (uv venvs and docker images alike).
         print(stats.environments_line())
-    return state
+    return replace(state, stats=stats)
 
 
 def expected_durations(state: RunState) -> dict[str, float]:

@@ -69,3 +69,13 @@ def test_a_gpu_declared_as_sm_90a_is_a_cc_9_0_gpu_that_serves_sm_90a() -> None:
     (gpu,) = _override("3:sm_90a", {})
     assert (gpu.index, gpu.arch, gpu.compute_capability, gpu.fp8) == (3, "sm_90", "9.0", True)
     assert "sm_90a" in Machine(gpus=(gpu,)).serves
+
+
+def test_doctor_prints_how_a_node_joins_a_ray_cluster() -> None:
+    from harness.hardware import ray_start_line
+
+    machine = Machine(gpus=(Gpu(index=0, arch="sm_90"), Gpu(index=1, arch="sm_90"),
+                            Gpu(index=2, arch="sm_80")))
+    assert ray_start_line(machine) == (
+        """ray start --address HEAD:6379 --num-gpus 3 --resources '{"sm_90": 2, "sm_80": 1}'""")
+    assert ray_start_line(Machine()) == "ray start --address HEAD:6379"
