@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ class CellRun:
 
     result: CellResult
     log: bytes = b""
+    log_name: str | None = None  # the log file's stem in the run folder (cells of one process
+    # share one); None: the cell id
     events: tuple[dict[str, Any], ...] = ()
     fingerprint: dict[str, Any] = field(default_factory=dict)
     env_built: bool | None = None  # None: the environment could not be realized
@@ -132,94 +135,230 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
              node: str | None = None, run_id: str = "", attempt: int = 1,
              scratch_root: Path | None = None) -> CellRun:
     """Run one cell to its end and return what happened. Raises only ``Cancelled``."""
+    (run,) = iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
+                        node=node, run_id=run_id, attempt=attempt, scratch_root=scratch_root)
+    return run
+
+
+def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
+               envs: EnvCache | None = None, guard: ProcessGuard | None = None,
+               node: str | None = None, run_id: str = "", attempt: int = 1,
+               scratch_root: Path | None = None) -> Iterator[CellRun]:
+    """Run cells of one environment and one hardware target in as few pytest processes as
+    they allow, yielding each cell's run as it ends (within a second).
+
+    One process runs them all; after a crash or a timeout, a fresh one starts at the next
+    cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
+    cell has the environment's timeout from its own start. Raises only ``Cancelled``."""
     node = node or socket.gethostname()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
-    realized = (envs or EnvCache()).realize(cell, backend)
+    realized = (envs or EnvCache()).realize(cells[0], backend)
     env = realized.env
     if env is None:
-        return CellRun(result=static_result(cell, Outcome.ERROR, realized.error, **place),
-                       log=realized.log.encode(), env_built=None)
-    scratch = Path(tempfile.mkdtemp(prefix=f"harness-cell-{cell.cell_id}-", dir=scratch_root))
-    try:
-        result = _launch_and_wait(cell, env, backend, gpu, cases_dir, scratch, guard, place)
-        events = tuple(_read_events(scratch / "events.jsonl"))
-        log = _read_log(scratch / "cell.log")
-    except Cancelled:
-        raise
-    except Exception as exc:  # a harness bug: the cell is ERROR and the traceback is its log
-        result = static_result(cell, Outcome.ERROR, f"harness bug running the cell: "
-                               f"{type(exc).__name__}: {exc}", fingerprint=env.summary, **place)
-        events, log = (), traceback.format_exc().encode()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return CellRun(result=result, log=log, events=events, fingerprint=env.fingerprint,
-                   env_built=realized.built)
+        for cell in cells:
+            yield CellRun(result=static_result(cell, Outcome.ERROR, realized.error, **place),
+                          log=realized.log.encode(), env_built=None)
+        return
+    remaining = list(cells)
+    built = realized.built
+    while remaining:
+        scratch = Path(tempfile.mkdtemp(prefix=f"harness-cell-{remaining[0].cell_id}-",
+                                        dir=scratch_root))
+        settled: set[str] = set()
+        try:
+            for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
+                                    place):
+                settled.add(run.result.cell_id)
+                yield replace(run, env_built=built)
+                built = False  # the build is reported once, with the first cell
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        remaining = [c for c in remaining if c.cell_id not in settled]
 
 
-def _launch_and_wait(cell: Cell, env: Environment, backend: Backend, gpu: int | None,
-                     cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
-                     place: dict[str, Any]) -> CellResult:
-    events = scratch / "events.jsonl"
+SLICE = 1.0  # how often a running process's events are read: results stream out this fast
+EXIT_GRACE = 30.0  # what a process whose cases all ended gets to exit on its own
+
+
+def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
+                 cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
+                 place: dict[str, Any]) -> Iterator[CellRun]:
+    """One pytest process over ``cells``: yields each cell that it settles. A cell it did not
+    reach (the process crashed or hung on an earlier one) is not yielded, unless the process
+    reached none at all: then every cell is settled, so the caller always progresses."""
+    by_node = {c.case.nodeid: c for c in cells}
+    events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
+    # Cells of a batch share the process's log; each result points at the same file.
+    log_name = cells[0].cell_id if len(cells) == 1 else f"{cells[0].cell_id}-batch"
+    variables = cell_variables(cells[0], gpu, place["node"])
+    variables["HARNESS_CELL_IDS"] = json.dumps({n: c.cell_id for n, c in by_node.items()})
     request = LaunchRequest(
-        argv=("-m", "pytest", "-q", "-x", "-rN", *pytest_args(cases_dir),
-              f"--harness-events={events}", cell.case.nodeid),
-        env=cell_variables(cell, gpu, place["node"]), cwd=cases_dir, log=scratch / "cell.log",
-        work_dir=scratch, cases_dir=cases_dir, gpu=gpu, timeout=env.spec.timeout)
-    started = time.monotonic()
+        argv=("-m", "pytest", "-q", "-rN", *pytest_args(cases_dir),
+              f"--harness-events={events_path}", *by_node),
+        env=variables, cwd=cases_dir, log=log_path, work_dir=scratch, cases_dir=cases_dir,
+        gpu=gpu, timeout=env.spec.timeout)
+
+    def run_of(result: CellResult, events: tuple[dict[str, Any], ...] = ()) -> CellRun:
+        return CellRun(result=result, log=_read_log(log_path), log_name=log_name,
+                       events=events, fingerprint=env.fingerprint)
+
     try:
         process = backend.launch(env, request)
     except (OSError, HarnessError) as exc:
-        # The case never ran: the machine could not start it (retried by the driver).
-        return static_result(cell, Outcome.ERROR, f"cannot start: {exc}",
-                             fingerprint=env.summary, infra=True, **place)
+        # No case ran: the machine could not start them (the driver retries).
+        for cell in cells:
+            yield run_of(static_result(cell, Outcome.ERROR, f"cannot start: {exc}",
+                                       fingerprint=env.summary, infra=True, **place))
+        return
     if guard is not None:
         guard.add(process)
+    watch = _Watch(events_path, env.spec.timeout)
+    code: int | None = None
     try:
-        code = process.wait(env.spec.timeout)
-        timed_out = code is None
-        if timed_out:
-            process.kill()
-            code = process.wait(60)
-    except InfraError as exc:
-        process.kill()
-        return static_result(cell, Outcome.ERROR, str(exc), fingerprint=env.summary,
-                             infra=True, **place)
+        while True:
+            try:
+                code = process.wait(SLICE)
+            except InfraError as exc:
+                process.kill()
+                for cell in cells:
+                    if cell.case.nodeid not in watch.finished:
+                        yield run_of(static_result(cell, Outcome.ERROR, str(exc),
+                                                   fingerprint=env.summary, infra=True,
+                                                   **place))
+                return
+            for nodeid, finish in watch.read():
+                if nodeid in by_node:
+                    yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                                 watch.events_of(nodeid))
+            if code is not None:
+                break
+            if watch.done_with(by_node) and time.time() > watch.last_activity + EXIT_GRACE:
+                process.kill()  # every case has its result; it hangs on the way out
+                code = process.wait(60)
+                break
+            if watch.overdue():
+                process.kill()
+                code = process.wait(60)
+                watch.timed_out = True
+                break
     finally:
         if guard is not None:
             guard.discard(process)
     if guard is not None and guard.cancelled.is_set():
         raise Cancelled
-    return classify(cell, env, _read_events(events), code if code is not None else -9,
-                    timed_out=timed_out, duration=time.monotonic() - started,
-                    log_tail=_tail(scratch / "cell.log"), place=place)
+    for nodeid, finish in watch.read():  # what it wrote between the last look and its end
+        if nodeid in by_node:
+            yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                         watch.events_of(nodeid))
+    code = -9 if code is None else code
+    current = watch.current
+    if current is not None and current in by_node:
+        yield run_of(_died(by_node[current], env, code, watch, place),
+                     watch.events_of(current))
+    elif current is None and not watch.started:
+        for cell in cells:  # it reached no case at all: do not start another process for them
+            yield run_of(_never_started(cell, env, code, watch, _tail(log_path), place))
 
 
-def classify(cell: Cell, env: Environment, events: list[dict[str, Any]], returncode: int, *,
-             timed_out: bool, duration: float, log_tail: str, place: dict[str, Any]
-             ) -> CellResult:
-    """The one place where what happened to the process becomes an outcome."""
-    session = next((e for e in events if e.get("event") == "session"), {})
-    started = any(e.get("event") == "start" for e in events)
-    finish = next((e for e in events if e.get("event") == "finish"), None)
-    if finish is not None:
-        outcome, reason = Outcome(finish["outcome"]), finish.get("reason", "")
-        duration = finish.get("duration", duration)
-    elif timed_out:
+class _Watch:
+    """What a running pytest process has said so far (its events file, read incrementally)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self.offset = 0
+        self.events: list[dict[str, Any]] = []
+        self.finished: set[str] = set()
+        self.started: set[str] = set()
+        self.current: str | None = None
+        self.last_activity = time.time()
+        self.started_at = self.last_activity
+        self.hardware: dict[str, Any] = {}
+        self.timed_out = False
+
+    def read(self) -> list[tuple[str, dict[str, Any]]]:
+        """New finish events since the last read, as (nodeid, event)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for later
+        self.offset += len(complete)
+        out = []
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self.events.append(event)
+            kind, nodeid = event.get("event"), event.get("nodeid", "")
+            if kind == "session":
+                self.hardware = event.get("hardware", {})
+            elif kind == "start":
+                self.current = nodeid
+                self.started.add(nodeid)
+                self.last_activity = float(event.get("time", time.time()))
+            elif kind == "finish":
+                self.finished.add(nodeid)
+                self.current = None
+                self.last_activity = float(event.get("time", time.time()))
+                out.append((nodeid, event))
+        return out
+
+    def done_with(self, nodeids: Iterable[str]) -> bool:
+        return all(n in self.finished for n in nodeids)
+
+    def overdue(self) -> bool:
+        """Each case has the timeout from its own start (the first, from the process's)."""
+        return time.time() > self.last_activity + self.timeout
+
+    def since_start(self, nodeid: str) -> float:
+        start = next((e for e in self.events
+                      if e.get("event") == "start" and e.get("nodeid") == nodeid), None)
+        return time.time() - float(start["time"] if start else self.started_at)
+
+    def events_of(self, nodeid: str) -> tuple[dict[str, Any], ...]:
+        return tuple(e for e in self.events
+                     if e.get("nodeid") == nodeid or e.get("event") == "session")
+
+
+def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watch,
+              place: dict[str, Any]) -> CellResult:
+    return _result(cell, outcome=Outcome(finish["outcome"]), reason=finish.get("reason", ""),
+                   signature=finish.get("signature"), fingerprint=env.summary,
+                   hardware=watch.hardware, details=finish.get("details", {}),
+                   caveat=finish.get("caveat", ""),
+                   duration=round(float(finish.get("duration", 0.0)), 3), **place)
+
+
+def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
+          place: dict[str, Any]) -> CellResult:
+    """The case that was running when its process ended: it hung, or it took it down."""
+    if watch.timed_out:
         outcome = Outcome.TIMEOUT
-        reason = (f"no result after {env.spec.timeout:g} s; process group killed"
-                  + ("" if started else " (still starting: import or collection hung)"))
+        reason = f"no result after {env.spec.timeout:g} s; process group killed"
     elif returncode < 0:
         outcome, reason = Outcome.CRASH, f"process killed by {_signal_name(-returncode)}"
-    elif started:
+    else:
         outcome = Outcome.CRASH
         reason = f"process exited with code {returncode} in the middle of the case"
+    return _result(cell, outcome=outcome, reason=reason, fingerprint=env.summary,
+                   hardware=watch.hardware, duration=round(watch.since_start(cell.case.nodeid),
+                                                           3), **place)
+
+
+def _never_started(cell: Cell, env: Environment, returncode: int, watch: _Watch, tail: str,
+                   place: dict[str, Any]) -> CellResult:
+    if watch.timed_out:
+        outcome = Outcome.TIMEOUT
+        reason = (f"no result after {env.spec.timeout:g} s; process group killed "
+                  "(still starting: import or collection hung)")
     else:
         outcome = Outcome.ERROR
-        reason = f"pytest exited {returncode} before the case started: " + log_tail
-    return _result(cell, outcome=outcome, reason=reason,
-                   signature=(finish or {}).get("signature"), fingerprint=env.summary,
-                   hardware=session.get("hardware", {}), details=(finish or {}).get("details", {}),
-                   caveat=(finish or {}).get("caveat", ""), duration=round(duration, 3), **place)
+        reason = f"pytest exited {returncode} before the case started: " + tail
+    return _result(cell, outcome=outcome, reason=reason, fingerprint=env.summary,
+                   hardware=watch.hardware, **place)
 
 
 def static_result(cell: Cell, outcome: Outcome, reason: str, *,
@@ -238,20 +377,6 @@ def _result(cell: Cell, **fields: Any) -> CellResult:
         env_key=cell.env.key, backend=cell.env.backend, case_id=cell.case.case_id,
         variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
         finished_at=time.time(), **fields)
-
-
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    events = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue  # torn by the crash we are classifying
-    except OSError:
-        pass
-    return events
 
 
 def _read_log(path: Path) -> bytes:

@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--executor ray: the cluster to join (default: start one here)")
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="times a cell is run again when its machine fails (default: 2)")
+    p.add_argument("--isolate-cells", action="store_true",
+                   help="a pytest process per cell (default: a case module's cells of one "
+                        "environment share one, and a crash restarts at the next cell)")
     p.add_argument("--refresh", action="store_true",
                    help="rebuild every environment once, so '*' and range pins take the "
                         "newest releases (what resolved is in the run record)")
@@ -181,7 +184,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       refresh=getattr(args, "refresh", False),
                       executor=getattr(args, "executor", "local"),
                       address=getattr(args, "address", None),
-                      retries=getattr(args, "retries", 2))
+                      retries=getattr(args, "retries", 2),
+                      batch=not getattr(args, "isolate_cells", False))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -1,9 +1,12 @@
 """The driver loop: submit every cell to an executor, record each result as it arrives.
 
-Cells go in longest-expected-first (from earlier runs' durations), so one long cell does not
-start last and stretch the run. A cell whose machine failed (``infra``) is submitted again,
-up to ``retries`` more times; after that it is an ERROR that names the cause, and ``--resume``
-runs it again. Ctrl-C or SIGTERM cancels what runs; what finished is already on disk.
+Cells of one environment, hardware target and case module go in batches, one pytest process
+each (one import of torch, not one per cell), split when there would be fewer batches than
+slots; a case marked ``isolate`` goes alone. Batches go in longest-expected-first (from
+earlier runs' durations), so one long batch does not start last and stretch the run. A cell
+whose machine failed (``infra``) is submitted again, alone, up to ``retries`` more times;
+after that it is an ERROR that names the cause, and ``--resume`` runs it again. Ctrl-C or
+SIGTERM cancels what runs; what finished is already on disk.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
 from dataclasses import dataclass, field
 
 from harness.cellrun import CellRun, static_result
@@ -44,21 +47,58 @@ class DispatchStats:
 def longest_first(cells: Sequence[Cell], expected: Mapping[str, float]) -> list[Cell]:
     """Cells by expected duration, longest first; cells never timed keep plan order, first
     (an unknown cell may be the longest of all)."""
-    unknown = [c for c in cells if c.cell_id not in expected]
-    known = sorted((c for c in cells if c.cell_id in expected),
-                   key=lambda c: -expected[c.cell_id])
-    return unknown + known
+    return [b[0] for b in order_batches([[c] for c in cells], expected)]
+
+
+def order_batches(batches: Sequence[list[Cell]], expected: Mapping[str, float]
+                  ) -> list[list[Cell]]:
+    """Longest expected first; a batch with a cell never timed counts as unknown and goes
+    first, in plan order."""
+    def known(batch: list[Cell]) -> bool:
+        return all(c.cell_id in expected for c in batch)
+
+    unknown = [b for b in batches if not known(b)]
+    timed = sorted((b for b in batches if known(b)),
+                   key=lambda b: -sum(expected[c.cell_id] for c in b))
+    return unknown + timed
+
+
+def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True
+                 ) -> list[list[Cell]]:
+    """Group cells that can share a pytest process; split groups while there are fewer
+    batches than ``capacity`` (slots left idle cost more than another torch import)."""
+    if not batch:
+        return [[c] for c in cells]
+    groups: dict[tuple[str, str, str], list[Cell]] = {}
+    alone: list[list[Cell]] = []
+    for cell in cells:
+        if cell.case.isolate:
+            alone.append([cell])
+        else:
+            groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
+    batches = list(groups.values())
+    while len(batches) + len(alone) < capacity:
+        largest = max(batches, key=len, default=None)
+        if largest is None or len(largest) < 2:
+            break
+        batches.remove(largest)
+        half = (len(largest) + 1) // 2
+        batches += [largest[:half], largest[half:]]
+    return batches + alone
 
 
 def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
              on_result: Callable[[CellResult], None],
              on_note: Callable[[str], None] = lambda _: None,
              expected: Mapping[str, float] | None = None,
-             retries: int = DEFAULT_RETRIES) -> DispatchStats:
+             retries: int = DEFAULT_RETRIES, batch: bool = True) -> DispatchStats:
     stats = DispatchStats()
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
-    for cell in longest_first(cells, expected or {}):
-        futures[executor.submit(cell, run_id=store.run_id)] = (cell, 1)
+    batches = order_batches(make_batches(cells, executor.capacity, batch=batch), expected or {})
+    for group in batches:
+        for cell, future in zip(group, executor.submit(group, run_id=store.run_id),
+                                strict=True):
+            futures[future] = (cell, 1)
     finished = False
     try:
         while futures:
@@ -72,8 +112,9 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
                     stats.retried += 1
                     on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): machine "
                             f"lost, retrying (attempt {attempt + 1}): {result.reason}")
-                    futures[executor.submit(cell, run_id=store.run_id, attempt=attempt + 1)] = (
-                        cell, attempt + 1)
+                    (again,) = executor.submit([cell], run_id=store.run_id,
+                                               attempt=attempt + 1)
+                    futures[again] = (cell, attempt + 1)
                     continue
                 if stats.first_result_at is None:
                     stats.first_result_at = time.monotonic()
@@ -90,6 +131,9 @@ def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> 
     """The future's CellRun, or an ERROR for a lost machine or a bug in the executor."""
     try:
         return future.result()
+    except CancelledError:
+        return CellRun(result=static_result(cell, Outcome.ERROR, "cancelled by the executor",
+                                            run_id=run_id, attempt=attempt, infra=True))
     except InfraError as exc:
         return CellRun(result=static_result(cell, Outcome.ERROR, str(exc), run_id=run_id,
                                             attempt=attempt, infra=True))

@@ -25,11 +25,17 @@ class Slot:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Task:
-    """One attempt at one cell. Compared by identity: a retried cell is a new task."""
+    """One attempt at a batch of cells (one environment, one hardware target). Compared by
+    identity: a retried cell is a new task."""
 
-    cell: Cell
+    cells: tuple[Cell, ...]
     run_id: str
     attempt: int = 1
+
+    @property
+    def cell(self) -> Cell:
+        """What decides the slot: every cell of a batch targets the same hardware."""
+        return self.cells[0]
 
 
 def make_slots(jobs: int, gpus: Iterable[tuple[int, str]]) -> tuple[Slot, ...]:

@@ -109,10 +109,17 @@ class RunStore:
         """Keep what a cell run returned: log, events and fingerprint first, then the result
         line that points at them (a kill in between leaves files, never a dangling line)."""
         result = run.result
-        stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
+        stem = run.log_name or result.cell_id
+        stem = stem if result.attempt == 1 else f"{stem}.{result.attempt}"
         if run.log:
-            (self.run_dir / "logs" / f"{stem}.log").write_bytes(run.log)
+            # Cells of one process share its log: each record rewrites it with what the
+            # process had written by then, which only grows.
+            log = self.run_dir / "logs" / f"{stem}.log"
+            tmp = log.with_name(log.name + f".tmp{os.getpid()}")
+            tmp.write_bytes(run.log)
+            tmp.replace(log)
             result = replace(result, log=f"logs/{stem}.log")
+        stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
         if run.events:
             (self.run_dir / "events" / f"{stem}.jsonl").write_text(
                 "".join(json.dumps(e, default=str) + "\n" for e in run.events))

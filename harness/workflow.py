@@ -42,6 +42,7 @@ class RunOptions:
     executor: str = "local"
     address: str | None = None  # a Ray cluster: "auto" or HOST:PORT; none starts one here
     retries: int = 2
+    batch: bool = True  # cells of one module share a pytest process (--isolate-cells: never)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +153,7 @@ def run_cells(state: RunState) -> RunState:
             progress.advance(result)
         stats = dispatch(runnable, state.executor, state.store, on_result=progress.advance,
                          on_note=progress.note, expected=expected_durations(state),
-                         retries=state.options.retries)
+                         retries=state.options.retries, batch=state.options.batch)
     if runnable:
         # Says outright when a re-run needed no build (uv venvs and docker images alike).
         print(stats.environments_line())

@@ -168,3 +168,28 @@ def test_longest_expected_cells_go_first() -> None:
              for i in "abcd"]
     order = longest_first(cells, {"a": 1.0, "b": 30.0, "c": 5.0})
     assert [c.cell_id for c in order] == ["d", "b", "c", "a"]  # never timed: first
+
+
+def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
+    from dataclasses import replace as dc_replace
+
+    from harness.cases import CaseVariant
+    from harness.dispatch import make_batches
+    from harness.plan import Cell
+    from harness.spec import EnvSpec
+
+    def cell(env: str, variant: str, module: str = "test_a.py", isolate: bool = False) -> Cell:
+        spec = EnvSpec(name=env, origin="t", values=(), backend="host", python="3.11",
+                       requirements=(), pins=())
+        case = CaseVariant(case_id=module, variant=variant, nodeid=f"{module}::{variant}",
+                           isolate=isolate)
+        return Cell(cell_id=f"{env}-{module}-{variant}", env=spec, case=case, hardware="cpu")
+
+    plan = [cell("e1", v) for v in "abcd"] + [cell("e2", "a"), cell("e1", "x", "test_b.py"),
+                                              cell("e1", "fp8", isolate=True)]
+    one_slot = make_batches(plan, capacity=1)
+    assert [[c.case.variant for c in b] for b in one_slot] == [
+        ["a", "b", "c", "d"], ["a"], ["x"], ["fp8"]]
+    six = make_batches(plan, capacity=6)
+    assert sorted(len(b) for b in six) == [1, 1, 1, 1, 1, 2]  # the big group split until 6
+    assert make_batches(plan, capacity=1, batch=False) == [[c] for c in plan]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from harness.cellrun import Cancelled, CellRun, EnvCache, ProcessGuard, run_cell
+from harness.cellrun import Cancelled, CellRun, EnvCache, ProcessGuard, iter_batch
 from harness.envs import Backend, get_backend
 from harness.hardware import Machine
 from harness.plan import Cell
@@ -34,7 +35,7 @@ class LocalExecutor:
         self.guard = ProcessGuard()
         self.node = socket.gethostname()
         self._lock = threading.Lock()
-        self._futures: dict[Task, Future[CellRun]] = {}
+        self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
         self._backends: dict[str, Backend] = {}
 
     @property
@@ -45,25 +46,31 @@ class LocalExecutor:
     def serves(self) -> frozenset[str]:
         return self.machine.serves
 
+    @property
+    def capacity(self) -> int:
+        return len(self.slots)
+
     def describe(self) -> dict[str, object]:
         return {"executor": self.name, "node": self.node,
                 "slots": [{"name": s.name, "gpu": s.gpu, "arch": s.arch} for s in self.slots]}
 
-    def submit(self, cell: Cell, *, run_id: str, attempt: int = 1) -> Future[CellRun]:
-        task = Task(cell=cell, run_id=run_id, attempt=attempt)
-        future: Future[CellRun] = Future()
+    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1
+               ) -> list[Future[CellRun]]:
+        task = Task(cells=tuple(cells), run_id=run_id, attempt=attempt)
+        futures: dict[str, Future[CellRun]] = {c.cell_id: Future() for c in cells}
         with self._lock:
-            self._futures[task] = future
+            self._futures[task] = futures
             self.scheduler.add([task])
             self._pump()
-        return future
+        return list(futures.values())
 
     def shutdown(self, *, cancel: bool = False) -> None:
         if cancel:
             self.guard.cancel()
             with self._lock:
                 for task in self.scheduler.drain():
-                    self._futures.pop(task).cancel()
+                    for future in self._futures.pop(task).values():
+                        future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=cancel)
 
     def _pump(self) -> None:
@@ -78,24 +85,27 @@ class LocalExecutor:
             return self._backends[name]
 
     def _run(self, slot: Slot, task: Task) -> None:
-        outcome: CellRun | BaseException | None = None
+        futures = self._futures[task]
+        failure: BaseException | None = None
         try:
-            outcome = run_cell(task.cell, self._backend(task.cell.env.backend), slot.gpu,
-                               cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
-                               node=self.node, run_id=task.run_id, attempt=task.attempt)
+            for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
+                                  cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
+                                  node=self.node, run_id=task.run_id, attempt=task.attempt):
+                futures[run.result.cell_id].set_result(run)  # the driver records it now
         except Cancelled:
-            outcome = None
-        except BaseException as exc:  # reaches the driver through the future
-            outcome = exc
+            pass
+        except BaseException as exc:  # reaches the driver through the futures
+            failure = exc
         finally:
             with self._lock:
                 self.scheduler.complete(slot)
-                future = self._futures.pop(task)
+                self._futures.pop(task)
                 if not self.guard.cancelled.is_set():
                     self._pump()
-        if isinstance(outcome, CellRun):
-            future.set_result(outcome)
-        elif isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.cancel()
+        for future in futures.values():
+            if future.done():
+                continue
+            if failure is not None:
+                future.set_exception(failure)
+            else:
+                future.cancel()

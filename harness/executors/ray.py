@@ -14,6 +14,7 @@ node or worker dies comes back as ``InfraError``: the driver requeues the cell.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import ipaddress
@@ -22,11 +23,12 @@ import re
 import tarfile
 import threading
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from harness.cellrun import CellRun, EnvCache, run_cell
+from harness.cellrun import CellRun, EnvCache, iter_batch
 from harness.envs import Backend, default_cache_dir, get_backend
 from harness.errors import BackendError, InfraError, UsageError
 from harness.hardware import Machine, has_a_variant
@@ -98,9 +100,13 @@ class RayExecutor:
                              f"{address or 'a new local one'}: {exc}") from None
         blob, self.cases_digest = pack_cases(cases_dir)
         self.cases_ref = self.ray.put(blob)
-        self._remote = self.ray.remote(_run_on_node)
+        # A generator task: each cell's run comes back as it ends, not when the batch does.
+        self._remote = self.ray.remote(num_returns="streaming")(_run_on_node)
         self._lock = threading.Lock()
-        self._live: set[Any] = set()
+        self._live: dict[Any, dict[str, Future[CellRun]]] = {}  # generator -> its futures
+        self._stop = threading.Event()
+        self._pump = threading.Thread(target=self._collect, name="ray-results", daemon=True)
+        self._pump.start()
 
     @property
     def resources(self) -> dict[str, float]:
@@ -118,55 +124,91 @@ class RayExecutor:
         arches = [t for t in self.targets if t != "cpu"]
         return frozenset(self.targets) | {f"{a}a" for a in arches if has_a_variant(a)}
 
+    @property
+    def capacity(self) -> int:
+        found = self.resources
+        return max(1, int(found.get("CPU", 0)) + int(found.get("GPU", 0)))
+
     def describe(self) -> dict[str, object]:
         nodes = [{"node": n["NodeID"], "address": n.get("NodeManagerAddress"),
                   "resources": n.get("Resources", {})}
                  for n in self.ray.nodes() if n.get("Alive")]
         return {"executor": self.name, "address": self.address or "local", "nodes": nodes}
 
-    def submit(self, cell: Cell, *, run_id: str, attempt: int = 1) -> Future[CellRun]:
-        if cell.hardware == "cpu":
+    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1
+               ) -> list[Future[CellRun]]:
+        first = cells[0]
+        if first.hardware == "cpu":
             options: dict[str, Any] = {"num_cpus": 1}
         else:  # the GPU is the slot; a CPU reservation would cap GPU cells at the node's cores
-            options = {"num_cpus": 0, "num_gpus": 1, "resources": {resource_for(cell.hardware): 1}}
-        ref = self._remote.options(
+            options = {"num_cpus": 0, "num_gpus": 1,
+                       "resources": {resource_for(first.hardware): 1}}
+        futures: dict[str, Future[CellRun]] = {c.cell_id: Future() for c in cells}
+        generator = self._remote.options(
             **options, max_retries=0, retry_exceptions=False,
-            name=f"cell {cell.case.label} @{cell.hardware}",
-        ).remote(cell, run_id, attempt, self.cases_ref, self.cases_digest)
+            name=f"cells {first.case.label} @{first.hardware} x{len(cells)}",
+        ).remote(tuple(cells), run_id, attempt, self.cases_ref, self.cases_digest)
         with self._lock:
-            self._live.add(ref)
-        future: Future[CellRun] = Future()
-        ref.future().add_done_callback(lambda done: self._settle(ref, done, future))
-        return future
+            self._live[generator] = futures
+        return list(futures.values())
 
-    def _settle(self, ref: Any, done: Future[Any], future: Future[CellRun]) -> None:
-        with self._lock:
-            self._live.discard(ref)
-        if done.cancelled():
-            future.cancel()
+    def _collect(self) -> None:
+        """One thread for every running batch: waits on all their generators at once."""
+        while not self._stop.is_set():
+            with self._lock:
+                live = list(self._live)
+            if not live:
+                self._stop.wait(0.2)
+                continue
+            try:
+                ready, _ = self.ray.wait(live, num_returns=1, timeout=1.0)
+            except Exception:  # shut down under us
+                return
+            for generator in ready:
+                self._advance(generator)
+
+    def _advance(self, generator: Any) -> None:
+        futures = self._live[generator]
+        try:
+            run: CellRun = self.ray.get(next(generator))
+        except StopIteration:
+            self._settle(generator, None)
             return
-        exc = done.exception()
+        except Exception as exc:
+            self._settle(generator, exc)
+            return
+        futures[run.result.cell_id].set_result(run)
+
+    def _settle(self, generator: Any, exc: BaseException | None) -> None:
+        """The batch ended: cells it did not report get the reason (a lost node)."""
+        with self._lock:
+            futures = self._live.pop(generator, {})
         if exc is None:
-            future.set_result(done.result())
+            error: BaseException = InfraError("the cell's Ray task ended without its result")
         elif isinstance(exc, self.ray.exceptions.RayTaskError):
             # The task's own code raised (a harness bug, or the harness missing on the node):
             # keep Ray's traceback, which names the node.
-            future.set_exception(BackendError(f"the cell's Ray task failed: {exc}"))
+            error = BackendError(f"the cell's Ray task failed: {exc}")
         elif isinstance(exc, self.ray.exceptions.RayError):
-            future.set_exception(InfraError(f"Ray lost the cell's task: "
-                                            f"{type(exc).__name__}: {str(exc)[:300]}"))
+            error = InfraError(f"Ray lost the cell's task: {type(exc).__name__}: "
+                               f"{str(exc)[:300]}")
         else:
-            future.set_exception(exc)
+            error = exc
+        for future in futures.values():
+            if not future.done():
+                future.set_exception(error)
 
     def shutdown(self, *, cancel: bool = False) -> None:
+        with self._lock:
+            live = dict(self._live)
         if cancel:
-            with self._lock:
-                live = list(self._live)
-            for ref in live:
-                try:
-                    self.ray.cancel(ref, force=True)
-                except Exception:  # best effort: already finished, or its node is gone
-                    continue
+            for generator, futures in live.items():
+                with contextlib.suppress(Exception):  # already finished, or its node is gone
+                    self.ray.cancel(generator, force=True)
+                for future in futures.values():
+                    future.cancel()
+        self._stop.set()
+        self._pump.join(timeout=10)
         self.ray.shutdown()
 
 
@@ -177,20 +219,22 @@ _NODE_ENVS = EnvCache()  # per worker process: an environment is realized once p
 _NODE_BACKENDS: dict[str, Backend] = {}
 
 
-def _run_on_node(cell: Cell, run_id: str, attempt: int, cases: bytes, digest: str) -> CellRun:
+def _run_on_node(cells: tuple[Cell, ...], run_id: str, attempt: int, cases: bytes,
+                 digest: str) -> Iterator[CellRun]:
     import ray
 
     cache_dir = default_cache_dir()
     cases_dir = _unpack_cases(cache_dir / "cases" / digest, cases)
+    name = cells[0].env.backend
     with _NODE_LOCK:
-        if cell.env.backend not in _NODE_BACKENDS:
-            _NODE_BACKENDS[cell.env.backend] = get_backend(cell.env.backend, cache_dir)
-        backend = _NODE_BACKENDS[cell.env.backend]
-    gpu_ids = ray.get_gpu_ids() if cell.hardware != "cpu" else []
+        if name not in _NODE_BACKENDS:
+            _NODE_BACKENDS[name] = get_backend(name, cache_dir)
+        backend = _NODE_BACKENDS[name]
+    gpu_ids = ray.get_gpu_ids() if cells[0].hardware != "cpu" else []
     gpu = int(gpu_ids[0]) if gpu_ids else None
     node = ray.get_runtime_context().get_node_id()
-    return run_cell(cell, backend, gpu, cases_dir=cases_dir, envs=_NODE_ENVS, node=node,
-                    run_id=run_id, attempt=attempt)
+    yield from iter_batch(cells, backend, gpu, cases_dir=cases_dir, envs=_NODE_ENVS,
+                          node=node, run_id=run_id, attempt=attempt)
 
 
 def _unpack_cases(target: Path, blob: bytes) -> Path:

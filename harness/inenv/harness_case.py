@@ -306,6 +306,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
                             ) -> Iterator[None]:
     writer = item.config.stash[_WRITER]
     state = item.stash[_STATE] = {"start": time.monotonic(), "details": {}}
+    # Several cells in one process: each case sees its own cell id, as if alone.
+    cell_ids = json.loads(os.environ.get("HARNESS_CELL_IDS") or "{}")
+    if item.nodeid in cell_ids:
+        os.environ["HARNESS_CELL_ID"] = cell_ids[item.nodeid]
     if writer:  # written before the case runs, so a crash inside it is attributed to it
         writer.write(event="start", nodeid=item.nodeid, time=time.time())
     yield
