@@ -329,7 +329,8 @@ def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watc
                    signature=finish.get("signature"), fingerprint=env.summary,
                    hardware=watch.hardware, details=finish.get("details", {}),
                    caveat=finish.get("caveat", ""),
-                   duration=round(float(finish.get("duration", 0.0)), 3), **place)
+                   duration=round(float(finish.get("duration", 0.0)), 3),
+                   finished_at=float(finish.get("time") or time.time()), **place)
 
 
 def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
@@ -372,11 +373,12 @@ def static_result(cell: Cell, outcome: Outcome, reason: str, *,
 
 
 def _result(cell: Cell, **fields: Any) -> CellResult:
+    fields.setdefault("finished_at", time.time())
     return CellResult(
         cell_id=cell.cell_id, environment=cell.env.name, values=dict(cell.env.values),
         env_key=cell.env.key, backend=cell.env.backend, case_id=cell.case.case_id,
         variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
-        finished_at=time.time(), **fields)
+        **fields)
 
 
 def _read_log(path: Path) -> bytes:

@@ -11,6 +11,7 @@ SIGTERM cancels what runs; what finished is already on disk.
 
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -63,10 +64,12 @@ def order_batches(batches: Sequence[list[Cell]], expected: Mapping[str, float]
     return unknown + timed
 
 
-def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True
-                 ) -> list[list[Cell]]:
+def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
+                 expected: Mapping[str, float] | None = None) -> list[list[Cell]]:
     """Group cells that can share a pytest process; split groups while there are fewer
-    batches than ``capacity`` (slots left idle cost more than another torch import)."""
+    batches than ``capacity`` (slots left idle cost more than another torch import). With
+    earlier durations, no batch runs much longer than an even share of the work, so that the
+    longest-first order can balance the slots."""
     if not batch:
         return [[c] for c in cells]
     groups: dict[tuple[str, str, str], list[Cell]] = {}
@@ -77,6 +80,9 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True
         else:
             groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
     batches = list(groups.values())
+    if expected and all(c.cell_id in expected for c in cells):
+        share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
+        batches = [part for group in batches for part in _split(group, expected, share)]
     while len(batches) + len(alone) < capacity:
         largest = max(batches, key=len, default=None)
         if largest is None or len(largest) < 2:
@@ -87,6 +93,24 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True
     return batches + alone
 
 
+def _split(group: list[Cell], expected: Mapping[str, float], share: float
+           ) -> list[list[Cell]]:
+    """``group`` in as few parts as keep each near ``share`` expected seconds: longest
+    processing time first onto the least loaded part; each part keeps plan order."""
+    total = sum(expected[c.cell_id] for c in group)
+    parts = max(1, math.ceil(total / share - 1e-6)) if share > 0 else 1
+    if parts == 1:
+        return [group]
+    bins: list[list[Cell]] = [[] for _ in range(parts)]
+    loads = [0.0] * parts
+    for cell in sorted(group, key=lambda c: -expected[c.cell_id]):
+        least = loads.index(min(loads))
+        bins[least].append(cell)
+        loads[least] += expected[cell.cell_id]
+    order = {c.cell_id: i for i, c in enumerate(group)}
+    return [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
+
+
 def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
              on_result: Callable[[CellResult], None],
              on_note: Callable[[str], None] = lambda _: None,
@@ -94,7 +118,9 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
              retries: int = DEFAULT_RETRIES, batch: bool = True) -> DispatchStats:
     stats = DispatchStats()
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
-    batches = order_batches(make_batches(cells, executor.capacity, batch=batch), expected or {})
+    expected = expected or {}
+    batches = order_batches(make_batches(cells, executor.capacity, batch=batch,
+                                         expected=expected), expected)
     for group in batches:
         for cell, future in zip(group, executor.submit(group, run_id=store.run_id),
                                 strict=True):

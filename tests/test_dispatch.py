@@ -171,7 +171,6 @@ def test_longest_expected_cells_go_first() -> None:
 
 
 def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
-    from dataclasses import replace as dc_replace
 
     from harness.cases import CaseVariant
     from harness.dispatch import make_batches
