@@ -6,6 +6,8 @@ pytest and harness_case at module level, so no environment is needed to plan.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import re
@@ -79,8 +81,40 @@ def pytest_args(cases_dir: Path) -> list[str]:
 
 
 def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
+    """The case variants under ``cases_dir``, from a cache keyed by every file's size and
+    mtime there (and the plugin's): collecting means starting pytest, half a second."""
     if not (cases_dir / "pytest.ini").is_file():
         raise UsageError(f"{cases_dir}: not a cases directory (no pytest.ini)")
+    cache = _collect_cache(cases_dir)
+    if cache is not None and cache.is_file():
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return tuple(_variant(item) for item in json.loads(cache.read_text()))
+    raw = _collect(cases_dir)
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(raw))
+            tmp.replace(cache)
+    return tuple(_variant(item) for item in raw)
+
+
+def _collect_cache(cases_dir: Path) -> Path | None:
+    from harness.envs import default_cache_dir
+
+    try:
+        files = sorted(p for p in [*cases_dir.rglob("*.py"), *cases_dir.glob("*.ini"),
+                                   *INENV_DIR.glob("*.py")] if "__pycache__" not in p.parts)
+        stamp = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    except OSError:
+        return None
+    from importlib.metadata import version
+
+    blob = json.dumps([sys.version, version("pytest"), stamp]).encode()
+    return default_cache_dir() / "collect" / f"{hashlib.sha256(blob).hexdigest()[:16]}.json"
+
+
+def _collect(cases_dir: Path) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cases.json"
         proc = subprocess.run(
@@ -92,7 +126,7 @@ def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
             raise UsageError(f"{cases_dir}: cases do not collect: " + " | ".join(tail))
         raw: list[dict[str, Any]] = json.loads(out.read_text())
-    return tuple(_variant(item) for item in raw)
+    return raw
 
 
 def _variant(item: dict[str, Any]) -> CaseVariant:

@@ -157,18 +157,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(cells, indent=1))
         return 0
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table("cell", "environment", "case", "hardware", "backend")
-    for c in cells:  # names hold [brackets] (test ids) that rich would read as markup
-        table.add_row(*(escape(str(v)) for v in (
-            c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}", c["hardware"],
-            c["backend"])))
-    console = Console(width=200)
-    console.print(table)
-    console.print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
+    # Plain columns: 2,000 rows print in milliseconds (rich's table took 1.5 s), pipe into
+    # grep and head cleanly, and show test ids' [brackets] as they are.
+    rows = [(c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}", c["hardware"],
+             c["backend"]) for c in cells]
+    header = ("cell", "environment", "case", "hardware", "backend")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *rows]]
+    sys.stdout.write("\n".join(lines) + "\n")
+    print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
     return 0
 
 

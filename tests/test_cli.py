@@ -64,3 +64,19 @@ def test_run_flags_that_do_not_fit_are_one_line(tmp_path: Path, args: tuple[str,
     proc = harness("--reports", str(tmp_path), *args, "-k", "nothing-matches-this")
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_collection_is_cached_until_a_case_file_changes(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.cases import collect_cases
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "pytest.ini").write_text("[pytest]\n")
+    module = cases / "test_one.py"
+    module.write_text("def test_a(): pass\n")
+    assert [c.variant for c in collect_cases(cases)] == ["a"]
+    assert len(list((tmp_path / "cache" / "collect").iterdir())) == 1
+    module.write_text("def test_a(): pass\n\ndef test_b(): pass\n")
+    assert [c.variant for c in collect_cases(cases)] == ["a", "b"]  # not the stale answer
