@@ -42,7 +42,7 @@ class RunProgress:
             self.bar.__exit__(et, ev, tb)
 
     def note(self, message: str) -> None:
-        self.console.print(message, markup=False)
+        self.console.print(message, markup=False, soft_wrap=True)
 
     def advance(self, result: CellResult) -> None:
         self.counts[str(result.outcome)] += 1
@@ -54,4 +54,4 @@ class RunProgress:
             reason = f"  {result.reason.splitlines()[0][:100]}" if result.reason else ""
             self.console.print(f"[{done}/{self.total}] {result.outcome:<10} {result.environment}"
                                f" {result.case_id}::{result.variant} @{result.hardware_target}"
-                               f"{reason}", markup=False)
+                               f"{reason}", markup=False, soft_wrap=True)
