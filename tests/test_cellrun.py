@@ -46,3 +46,17 @@ def test_a_lone_cell_is_its_own_process_and_its_own_log(tmp_path: Path) -> None:
     run = run_cell(cell, HostBackend(tmp_path), None, cases_dir=CASES)
     assert run.result.outcome == "PASS" and run.log_name == cell.cell_id
     assert b"1 passed" in run.log
+
+
+def test_a_backend_bug_is_an_error_with_its_traceback_in_the_log(tmp_path: Path) -> None:
+    class Broken(HostBackend):
+        def realize(self, spec):  # type: ignore[no-untyped-def]
+            raise TypeError("unexpected keyword 'gpus'")
+
+    batch = cells(tmp_path, 30, "pass", "reproduces")
+    runs = list(iter_batch(batch, Broken(tmp_path), None, cases_dir=CASES))
+    assert [r.result.outcome for r in runs] == ["ERROR", "ERROR"]
+    assert runs[0].result.reason == ("backend bug while realizing the environment: "
+                                     "TypeError: unexpected keyword 'gpus'")
+    assert b"Traceback (most recent call last)" in runs[0].log and not runs[0].result.infra
+    assert runs[0].env_built is None
