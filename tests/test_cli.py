@@ -38,8 +38,9 @@ def test_the_plan_table_keeps_parametrized_ids() -> None:
     assert "workaround[float32]" in proc.stdout  # rich read "[float32]" as markup
 
 
-def test_plan_into_head_ends_quietly() -> None:
-    proc = subprocess.run(f"{sys.executable} -m harness plan | head -n 1", shell=True,
+@pytest.mark.parametrize("command", ["plan", "plan --format json", "cases"])
+def test_output_into_head_ends_quietly(command: str) -> None:
+    proc = subprocess.run(f"{sys.executable} -m harness {command} | head -n 1", shell=True,
                           cwd=ROOT, env=ENV, capture_output=True, text=True, check=False,
                           timeout=300)
     assert proc.stdout.count("\n") == 1
