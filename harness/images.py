@@ -7,6 +7,7 @@ for hosts with no registry (debootstrap into a folder, then import).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -126,14 +127,33 @@ def find_ca_bundle() -> Path:
 
 
 def find_uv_binary() -> Path:
+    """The uv executable itself, to copy into an image. A shim on PATH (pyenv, asdf: a shell
+    script that finds uv at run time) would be copied as a script that finds nothing."""
+    candidates: list[str] = []
+    with contextlib.suppress(ImportError, FileNotFoundError):
+        from uv import find_uv_bin
+
+        candidates.append(find_uv_bin())
     found = shutil.which("uv")
     if found:
-        return Path(found)
+        candidates.append(found)
+    for candidate in candidates:
+        path = Path(candidate).resolve()
+        if _is_executable_binary(path):
+            return path
+    if candidates:
+        raise EnvBuildError("no uv binary to copy into images: " + ", ".join(candidates)
+                            + " are scripts (shims); pip install uv")
+    raise EnvBuildError("uv is not installed (pip install uv)")
+
+
+def _is_executable_binary(path: Path) -> bool:
     try:
-        from uv import find_uv_bin
-    except ImportError:
-        raise EnvBuildError("uv is not installed (pip install uv)") from None
-    return Path(find_uv_bin())
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError:
+        return False
+    return magic == b"\x7fELF"  # images are Linux: only an ELF runs there
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from harness.images import LOCAL_BASE, base_image, plan_image
 from harness.spec import parse_matrix
@@ -82,3 +85,17 @@ def test_a_source_build_gets_its_requirements_first_and_no_isolation() -> None:
         "'transformer-engine[pytorch]==2.2.0'",
         f"RUN MAX_JOBS=4 {install} {flags} torch==2.5.1 pybind11 "
         "'transformer-engine[pytorch]==2.2.0' 'pytest>=7'"]
+
+
+def test_a_uv_shim_on_path_is_not_copied_into_images(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyenv and asdf put a shell script named uv first on PATH; copied into an image, it
+    finds no uv there and every build fails."""
+    from harness.images import find_uv_binary
+
+    shim = tmp_path / "uv"
+    shim.write_text("#!/usr/bin/env bash\nexec pyenv exec uv \"$@\"\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    found = find_uv_binary()
+    assert found != shim and found.read_bytes()[:4] == b"\x7fELF"
