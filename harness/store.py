@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import StoreError, UsageError
+from harness.redact import Redactor
 from harness.results import CellResult, Outcome
 
 if TYPE_CHECKING:
@@ -37,18 +38,21 @@ def new_run_id() -> str:
 
 
 class RunStore:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, redactor: Redactor | None = None) -> None:
         self.run_dir = run_dir.resolve()
         self.run_id = run_dir.name
+        # Every write goes through it: a token in a log or a reason never reaches the disk.
+        self.redactor = redactor or Redactor.from_environment()
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
-               cases: dict[str, Any] | None = None) -> RunStore:
+               cases: dict[str, Any] | None = None, redactor: Redactor | None = None
+               ) -> RunStore:
         """A new run folder. ``run_id`` names it (a CI job names its shard)."""
         run_id = run_id or new_run_id()
         if not RUN_ID.fullmatch(run_id):
             raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
-        store = cls(reports_dir / "runs" / run_id)
+        store = cls(reports_dir / "runs" / run_id, redactor)
         if (store.run_dir / META).exists():
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
                              f"continue it with --resume {run_id}")
@@ -60,7 +64,8 @@ class RunStore:
         return store
 
     @classmethod
-    def open(cls, reports_dir: Path, run_id: str = "latest") -> RunStore:
+    def open(cls, reports_dir: Path, run_id: str = "latest",
+             redactor: Redactor | None = None) -> RunStore:
         """A run by id under ``reports_dir``, ``latest``, or a run folder's own path."""
         runs = reports_dir / "runs"
         if run_id == "latest":
@@ -68,10 +73,10 @@ class RunStore:
                            key=lambda p: (p / META).stat().st_mtime)
             if not found:
                 raise StoreError(f"no runs under {runs}")
-            return cls(found[-1])
+            return cls(found[-1], redactor)
         for candidate in (runs / run_id, Path(run_id)):
             if (candidate / META).is_file():
-                return cls(candidate)
+                return cls(candidate, redactor)
         raise StoreError(f"no run {run_id!r} under {runs} (nor a run folder at that path)")
 
     @property
@@ -102,13 +107,13 @@ class RunStore:
         path = self.run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(data, indent=1, default=str))
+        tmp.write_text(json.dumps(self.redactor.obj(data), indent=1, default=str))
         tmp.replace(path)
 
     def record(self, run: CellRun) -> CellResult:
         """Keep what a cell run returned: log, events and fingerprint first, then the result
         line that points at them (a kill in between leaves files, never a dangling line)."""
-        result = run.result
+        result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
         stem = run.log_name or result.cell_id
         stem = stem if result.attempt == 1 else f"{stem}.{result.attempt}"
         if run.log:
@@ -116,13 +121,14 @@ class RunStore:
             # process had written by then, which only grows.
             log = self.run_dir / "logs" / f"{stem}.log"
             tmp = log.with_name(log.name + f".tmp{os.getpid()}")
-            tmp.write_bytes(run.log)
+            tmp.write_bytes(self.redactor.data(run.log))
             tmp.replace(log)
             result = replace(result, log=f"logs/{stem}.log")
         stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
         if run.events:
             (self.run_dir / "events" / f"{stem}.jsonl").write_text(
-                "".join(json.dumps(e, default=str) + "\n" for e in run.events))
+                "".join(json.dumps(self.redactor.obj(e), default=str) + "\n"
+                        for e in run.events))
         if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
             self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
         self.append(result)
@@ -131,7 +137,7 @@ class RunStore:
     def append(self, result: CellResult) -> None:
         # One write() of one line on an O_APPEND descriptor, then fsync: a kill at any point
         # leaves either the whole line or a torn tail that reading skips.
-        line = (json.dumps(result.to_dict(), default=str) + "\n").encode()
+        line = (json.dumps(self.redactor.obj(result.to_dict()), default=str) + "\n").encode()
         fd = os.open(self.run_dir / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)

@@ -113,8 +113,12 @@ def plan_cells(state: RunState) -> RunState:
 def open_store(state: RunState) -> RunState | int:
     assert state.plan is not None and state.executor is not None and state.spec is not None
     opts = state.options
+    from harness.redact import Redactor
+
+    # The matrix's own `env:` values count too (an API key given to a case).
+    redactor = Redactor.from_environment(*(e.env_vars for e in state.spec.environments))
     if opts.resume:
-        store = RunStore.open(opts.reports_dir, opts.resume)
+        store = RunStore.open(opts.reports_dir, opts.resume, redactor)
         done = store.done_cells()
         plan = Plan(cells=tuple(c for c in state.plan.cells if c.cell_id not in done))
         print(f"resuming {store.run_id}: {len(done)} cells done, {len(plan.cells)} to run")
@@ -128,7 +132,7 @@ def open_store(state: RunState) -> RunState | int:
         "filters": {"only": opts.only, "keyword": opts.keyword, "hardware": opts.hardware},
         "environments": {e.name: e.to_dict() for e in state.plan.environments},
         "planned": [c.to_dict() for c in state.plan.cells],
-    }, run_id=opts.run_id, cases=cases)
+    }, run_id=opts.run_id, cases=cases, redactor=redactor)
     print(f"run {store.run_id}: {len(state.plan.cells)} cells in "
           f"{len(state.plan.environments)} environments -> {store.run_dir}")
     return replace(state, store=store)

@@ -68,7 +68,8 @@ def test_gpu_cells_never_share_a_gpu(tmp_path: Path) -> None:
     log = tmp_path / "gpu.jsonl"
     m = matrix(tmp_path, envs=4, hardware="sm_90")
     proc = harness(tmp_path, "run", "-m", str(m), "--gpus", "0:sm_90,1:sm_90", "--jobs", "2",
-                   "-k", "gpu_log", env={"GPU_LOG": str(log)})
+                   "-k", "gpu_log",
+                   env={"GPU_LOG": str(log), "HARNESS_PASS_ENV": "GPU_LOG"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(lines) == 4 and {entry["gpu"] for entry in lines} <= {"0", "1"}

@@ -208,3 +208,18 @@ def test_mergekit_in_a_container_matches_the_uv_environment(tmp_path: Path, clie
     second = harness(tmp_path, "run", "-m", str(m), "-j", "2")
     assert "0 built, 2 reused (nothing to build)" in second.stdout, second.stdout
     assert ours(client) == []
+
+
+def test_a_planted_token_is_in_no_file_under_reports(tmp_path: Path, client: Any) -> None:
+    secret, key = "hf_plantedTOKENindocker1", "planted-docker-api-key-77"
+    m = write_matrix(tmp_path / "matrix.yaml", BEHAVIOUR.replace(
+        "memory: 2g", f"memory: 2g, env: {{MY_API_KEY: {key}}}"))
+    proc = harness(tmp_path, "run", "-m", str(m), "-k", "env_dump", env={"HF_TOKEN": secret})
+    (row,) = results(tmp_path)
+    assert row["outcome"] == "FAIL", proc.stdout + proc.stderr
+    assert "HF_TOKEN" not in row["details"]["environ"]
+    assert row["details"]["environ"]["MY_API_KEY"] == "***"
+    for path in (tmp_path / "r").rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode(errors="replace")
+            assert secret not in text and key not in text, path

@@ -40,6 +40,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     scratch = tmp_path_factory.mktemp("ray")
     # Cells inherit the nodes' environment: where to log, and a cache of their own.
     os.environ["GPU_LOG"] = str(scratch / "gpu.jsonl")
+    os.environ["HARNESS_PASS_ENV"] = "GPU_LOG HOLD_SECONDS"  # cells see only what is passed
     os.environ["HARNESS_CACHE_DIR"] = str(scratch / "node-cache")
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # stay on the loopback
     common = {"node_ip_address": LOOPBACK, "object_store_memory": 80 * 1024 * 1024}
@@ -58,7 +59,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
                "address": made.address, "log": scratch / "gpu.jsonl", "common": common}
     finally:
         made.shutdown()
-        for key in ("GPU_LOG", "HARNESS_CACHE_DIR", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        for key in ("GPU_LOG", "HARNESS_CACHE_DIR", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER",
+                    "HARNESS_PASS_ENV"):
             os.environ.pop(key, None)
 
 

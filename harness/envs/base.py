@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.errors import DriftError
 from harness.inenv import harness_fingerprint, harness_imports, harness_probe
+from harness.redact import passed
 from harness.spec import EnvSpec, requirement_name
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
@@ -115,7 +116,8 @@ def _die_with_parent() -> None:
 
 
 def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
-    env = {**os.environ, **request.env}
+    # What finding programs, the toolkit and the locale need, not the harness's secrets.
+    env = {**passed(os.environ), **request.env}
     toolkit = harness_probe.cuda_home()
     if toolkit and "CUDA_HOME" not in env:
         # For JIT builds in the cell (flashinfer, torch extensions): torch guesses the toolkit
