@@ -89,7 +89,13 @@ def open_executor(state: RunState) -> RunState:
                                jobs=opts.jobs)
     else:
         from harness.executors.local import LocalExecutor
+        from harness.reaper import Registry
 
+        # What a killed run on this machine left running (cells, builds) goes first.
+        reaped = Registry(opts.cache_dir).reap()
+        if reaped:
+            print(f"reaped {sum(len(r['killed']) for r in reaped)} processes of "
+                  f"{len(reaped)} cells or builds left by a killed run")
         executor = LocalExecutor(machine, jobs=opts.jobs, cache_dir=opts.cache_dir,
                                  cases_dir=cases_dir)
     return replace(state, executor=executor, targets=executor.targets)

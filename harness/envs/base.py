@@ -22,6 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.errors import DriftError
 from harness.inenv import harness_fingerprint, harness_imports, harness_probe
+from harness.reaper import Registry, new_token
 from harness.redact import passed
 from harness.spec import EnvSpec, requirement_name
 
@@ -77,13 +78,17 @@ class Process(Protocol):
 
 
 class LocalProcess:
-    """A process in its own session, so a kill takes its whole group (workers, compilers)."""
+    """A process in its own session, so a kill takes its whole group (workers, compilers).
+    When it ends, what it left running in its group goes too (a case's ``sleep &``)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], registry: Registry | None = None,
+                 token: str = "", record: Path | None = None) -> None:
         self.popen = popen
+        self.registry, self.token, self.record = registry, token, record
+        self._cleaned = False
 
     def poll(self) -> int | None:
-        return self.popen.poll()
+        return self._ended(self.popen.poll())
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -91,9 +96,16 @@ class LocalProcess:
 
     def wait(self, timeout: float | None = None) -> int | None:
         try:
-            return self.popen.wait(timeout)
+            return self._ended(self.popen.wait(timeout))
         except subprocess.TimeoutExpired:
             return None
+
+    def _ended(self, code: int | None) -> int | None:
+        if code is not None and not self._cleaned:
+            self._cleaned = True
+            if self.registry is not None:
+                self.registry.done(self.record, self.popen.pid, self.token)
+        return code
 
 
 def _load_libc() -> Any:
@@ -115,9 +127,11 @@ def _die_with_parent() -> None:
         _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
+def launch_local(python: str, request: LaunchRequest, registry: Registry | None = None
+                 ) -> LocalProcess:
     # What finding programs, the toolkit and the locale need, not the harness's secrets.
-    env = {**passed(os.environ), **request.env}
+    token = new_token()
+    env = {**passed(os.environ), **request.env, "HARNESS_GROUP": token}
     toolkit = harness_probe.cuda_home()
     if toolkit and "CUDA_HOME" not in env:
         # For JIT builds in the cell (flashinfer, torch extensions): torch guesses the toolkit
@@ -128,9 +142,11 @@ def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
         popen = subprocess.Popen(
             [python, *request.argv], cwd=request.cwd, env=env, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent,  # one prctl call: safe in a threaded parent
         )
-    return LocalProcess(popen)
+    record = registry.add(popen.pid, token, "cell", " ".join(request.argv[-3:])) if registry \
+        else None
+    return LocalProcess(popen, registry, token, record)
 
 
 class Backend(ABC):
@@ -142,6 +158,7 @@ class Backend(ABC):
 
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
+        self.registry = Registry(cache_dir)  # the process groups its cells and builds start
 
     @abstractmethod
     def realize(self, spec: EnvSpec) -> Environment: ...

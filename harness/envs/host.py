@@ -26,4 +26,4 @@ class HostBackend(Backend):
                            fingerprint=fingerprint, built=False)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
-        return launch_local(env.python, request)
+        return launch_local(env.python, request, self.registry)

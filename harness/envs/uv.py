@@ -45,6 +45,7 @@ from harness.envs.sourcebuild import (
 )
 from harness.errors import EnvBuildError, EnvImportError
 from harness.inenv.harness_probe import nvcc_version
+from harness.reaper import Registry, new_token
 from harness.spec import EnvSpec
 
 MARKER = "harness-env.json"
@@ -123,43 +124,46 @@ class UvBackend(Backend):
             raise EnvBuildError(f"{spec.name} asks for " + "; ".join(conflicts)
                                 + ": an overlay never replaces its base's torch or CUDA stack")
         python = str(path / "bin" / "python")
-        _uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
+        self._run_uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
         link_base(python, base)
         with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
             resolution = resolution_args(base.packages, Path(tmp) / "base")
             reqs = Path(tmp) / "requirements.in"
             reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
             try:
-                _uv(["pip", "compile", str(reqs), "--quiet", "--no-header", "--no-annotate",
-                     "--python", python, *resolution, *install_args(spec)], spec)
+                self._run_uv(["pip", "compile", str(reqs), "--quiet", "--no-header",
+                              "--no-annotate", "--python", python, *resolution,
+                              *install_args(spec)], spec)
             except EnvBuildError as exc:
                 raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
                                     + str(exc).split(": ", 1)[-1]) from None
             pins = read_resolution(Path(tmp) / "base")
         added = added_by_overlay(pins, base.packages)
         if added:
-            _uv(["pip", "install", "--python", python, "--no-deps", *install_args(spec),
-                 *added], spec)
+            self._run_uv(["pip", "install", "--python", python, "--no-deps",
+                          *install_args(spec), *added], spec)
         return shadowed(pins, base.packages)
 
     def _build_venv(self, spec: EnvSpec, path: Path) -> None:
         python = str(path / "bin" / "python")
-        _uv(["venv", "--quiet", "--python", find_interpreter(spec.python), str(path)], spec)
+        interpreter = find_interpreter(spec.python)
+        self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         variables: dict[str, str] = {}
         if spec.source_builds:
             nvcc = nvcc_version()
             check_nvcc(spec, nvcc)
             # What a package built without isolation compiles against goes in first.
-            _uv(["pip", "install", "--python", python, *install_args(spec),
-                 *build_requirements(spec)], spec)
+            self._run_uv(["pip", "install", "--python", python, *install_args(spec),
+                          *build_requirements(spec)], spec)
             variables = build_variables(spec)
             # uv caches a wheel built from an sdist by the sdist alone, not by what it was
             # built against: a TE built against torch 2.5 would be reused for torch 2.6. A
             # cache per build environment (the pins installed above, the build variables, the
             # compiler) keeps such wheels apart and still shares them where they fit.
             variables["UV_CACHE_DIR"] = str(self._build_cache(python, variables, spec, nvcc))
-        _uv(["pip", "install", "--python", python, *install_args(spec),
-             *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec, variables)
+        self._run_uv(["pip", "install", "--python", python, *install_args(spec),
+                      *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec,
+                     variables)
 
     def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec,
                      nvcc: str | None) -> Path:
@@ -173,13 +177,17 @@ class UvBackend(Backend):
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         return self.cache_dir / "uv-build-cache" / digest
 
+    def _run_uv(self, args: list[str], spec: EnvSpec,
+                variables: dict[str, str] | None = None) -> str:
+        return _uv(args, spec, variables, registry=self.registry)
+
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables (ninja, nvcc wrappers)
         # come first on PATH, not the host's.
         path = request.env.get("PATH", os.environ.get("PATH", os.defpath))
         variables = {**request.env, "VIRTUAL_ENV": env.location,
                      "PATH": os.pathsep.join([str(Path(env.location) / "bin"), path])}
-        return launch_local(env.python, replace(request, env=variables))
+        return launch_local(env.python, replace(request, env=variables), self.registry)
 
     def remove(self, env: Environment) -> None:
         shutil.rmtree(env.location, ignore_errors=True)
@@ -264,16 +272,20 @@ def _uv_binary() -> str:
 
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
-        timeout: float = UV_TIMEOUT) -> str:
+        timeout: float = UV_TIMEOUT, *, registry: Registry | None = None) -> str:
     """Run uv; its stdout, or EnvBuildError with the end of what it said."""
     # Its own session: on a timeout the compilers a source build started (nvcc, ninja, cicc)
-    # are killed with uv, instead of holding the CPUs after the harness has moved on.
+    # are killed with uv, instead of holding the CPUs after the harness has moved on; and
+    # recorded, so that a harness killed mid-build leaves them to the next one to reap.
+    token = new_token()
     try:
         proc = subprocess.Popen([_uv_binary(), *args], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                env={**uv_environ(), **(variables or {})})
+                                env={**uv_environ(), **(variables or {}),
+                                     "HARNESS_GROUP": token})
     except OSError as exc:
         raise EnvBuildError(f"uv failed to start: {exc}") from exc
+    record = registry.add(proc.pid, token, "build", " ".join(["uv", *args])) if registry else None
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -286,6 +298,8 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         if proc.poll() is None:  # Ctrl-C or a bug while waiting: leave nothing behind
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        if registry is not None:
+            registry.done(record, proc.pid, token)
     if proc.returncode != 0:
         lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: " + "\n".join(lines[-6:]))

@@ -33,6 +33,7 @@ from harness.envs import Backend, default_cache_dir, get_backend
 from harness.errors import BackendError, InfraError, UsageError
 from harness.hardware import Machine, has_a_variant
 from harness.plan import Cell
+from harness.reaper import Registry
 
 ARCH = re.compile(r"sm_\d{2,3}")
 
@@ -227,6 +228,8 @@ def _run_on_node(cells: tuple[Cell, ...], run_id: str, attempt: int, cases: byte
     cases_dir = _unpack_cases(cache_dir / "cases" / digest, cases)
     name = cells[0].env.backend
     with _NODE_LOCK:
+        if not _NODE_BACKENDS:  # this worker's first cell: what dead workers left, goes
+            Registry(cache_dir).reap()
         if name not in _NODE_BACKENDS:
             _NODE_BACKENDS[name] = get_backend(name, cache_dir)
         backend = _NODE_BACKENDS[name]

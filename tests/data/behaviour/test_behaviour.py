@@ -83,3 +83,23 @@ def test_env_dump(harness_record) -> None:  # type: ignore[no-untyped-def]
     harness_record("environ", seen)
     print(json.dumps(seen))
     raise AssertionError(json.dumps(seen))
+
+
+def _background_sleep() -> int:
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "300"])  # never waited for: left behind on purpose
+    with open(Path(os.environ["CHILD_PID_FILE"]), "w") as fh:
+        fh.write(str(child.pid))
+    return child.pid
+
+
+def test_leave_child() -> None:
+    """Passes, leaving a background process in its group."""
+    _background_sleep()
+
+
+def test_child_then_hang() -> None:
+    """Starts a background process, then hangs: the harness gets killed meanwhile."""
+    _background_sleep()
+    time.sleep(300)

@@ -1,0 +1,104 @@
+"""Nothing a cell or a build starts outlives it, even when the harness is killed with -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import DATA, PY, ROOT, write_matrix
+from tests.packages import make_sdist
+
+HOST = f"""version: 1
+cases_dir: {DATA / 'behaviour'}
+environments:
+  host: {{backend: host, python: '{PY}', timeout: 300}}
+"""
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_for(path: Path, seconds: float = 120) -> int:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return int(path.read_text())
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never appeared")
+
+
+def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(tmp_path / "cache"),
+            "CHILD_PID_FILE": str(tmp_path / "child.pid"), "HARNESS_PASS_ENV": "CHILD_PID_FILE",
+            **extra}
+
+
+def harness(tmp_path: Path, matrix: Path, *args: str, **extra: str
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
+                           "run", "-m", str(matrix), *args], cwd=tmp_path,
+                          env=env(tmp_path, **extra), capture_output=True, text=True,
+                          check=False, timeout=600)
+
+
+def test_what_a_passing_case_leaves_running_goes_with_it(tmp_path: Path) -> None:
+    m = write_matrix(tmp_path / "m.yaml", HOST)
+    proc = harness(tmp_path, m, "-k", "leave_child")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    child = wait_for(tmp_path / "child.pid")
+    time.sleep(0.2)
+    assert not running(child)
+
+
+def test_a_run_killed_mid_cell_is_reaped_by_the_next(tmp_path: Path) -> None:
+    m = write_matrix(tmp_path / "m.yaml", HOST)
+    victim = subprocess.Popen([sys.executable, "-m", "harness", "--reports",
+                               str(tmp_path / "r"), "run", "-m", str(m), "-k", "child_then_hang"],
+                              cwd=tmp_path, env=env(tmp_path), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    child = wait_for(tmp_path / "child.pid")
+    os.kill(victim.pid, signal.SIGKILL)  # the harness alone, as the OOM killer would
+    victim.wait()
+    time.sleep(0.5)
+    assert running(child), "the background process should have outlived the killed harness"
+    after = harness(tmp_path, m, "-k", "test_pass")
+    assert "reaped" in after.stdout, after.stdout + after.stderr
+    time.sleep(0.2)
+    assert not running(child)
+
+
+def test_a_run_killed_mid_build_is_reaped_by_the_next(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_sdist(wheels, "slowbuild", "0.1", {"setup.py": (
+        "import os, time\n"
+        "open(os.environ['BUILD_PID_FILE'], 'w').write(str(os.getpid()))\n"
+        "time.sleep(300)\n")})
+    building = write_matrix(tmp_path / "build.yaml", (
+        f"version: 1\ncases_dir: {DATA / 'behaviour'}\nenvironments:\n"
+        f"  slow: {{backend: uv, python: '{PY}', packages: [slowbuild]}}\n"))
+    pid_file = tmp_path / "build.pid"
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
+         str(building), "-k", "test_pass", "--find-links", str(wheels)], cwd=tmp_path,
+        env=env(tmp_path, BUILD_PID_FILE=str(pid_file)), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    setup_py = wait_for(pid_file, 300)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    time.sleep(0.5)
+    assert running(setup_py), "the build should have outlived the killed harness"
+    after = harness(tmp_path, write_matrix(tmp_path / "m.yaml", HOST), "-k", "test_pass")
+    assert "reaped" in after.stdout, after.stdout + after.stderr
+    time.sleep(0.2)
+    assert not running(setup_py)
+    assert not list((tmp_path / "cache" / "procs").glob("*.json"))  # nothing left to reap
