@@ -11,6 +11,7 @@ to retry, never the case's CRASH.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import socket
@@ -28,6 +29,7 @@ from harness.envs import Backend, Environment, LaunchRequest, Process
 from harness.errors import HarnessError, InfraError
 from harness.plan import Cell
 from harness.results import CellResult, Outcome
+from harness.spec import memory_bytes
 
 #: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
 #: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
@@ -176,6 +178,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         remaining = [c for c in remaining if c.cell_id not in settled]
 
 
+MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
 SLICE = 1.0  # how often a running process's events are read: results stream out this fast
 EXIT_GRACE = 30.0  # what a process whose cases all ended gets to exit on its own
 
@@ -196,7 +199,8 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
         argv=("-m", "pytest", "-q", "-rN", *pytest_args(cases_dir),
               f"--harness-events={events_path}", *by_node),
         env=variables, cwd=cases_dir, log=log_path, work_dir=scratch, cases_dir=cases_dir,
-        gpu=gpu, timeout=env.spec.timeout)
+        gpu=gpu, timeout=env.spec.timeout,
+        memory=memory_bytes(env.spec.memory) if env.spec.memory else None)
 
     def run_of(result: CellResult, events: tuple[dict[str, Any], ...] = ()) -> CellRun:
         return CellRun(result=result, log=_read_log(log_path), log_name=log_name,
@@ -246,6 +250,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
             guard.discard(process)
     if guard is not None and guard.cancelled.is_set():
         raise Cancelled
+    watch.oom = bool(getattr(process, "oom_killed", False))
     for nodeid, finish in watch.read():  # what it wrote between the last look and its end
         if nodeid in by_node:
             yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
@@ -274,6 +279,7 @@ class _Watch:
         self.started_at = self.last_activity
         self.hardware: dict[str, Any] = {}
         self.timed_out = False
+        self.oom = False  # the backend saw its memory limit kill the process
 
     def read(self) -> list[tuple[str, dict[str, Any]]]:
         """New finish events since the last read, as (nodeid, event)."""
@@ -325,7 +331,12 @@ class _Watch:
 
 def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watch,
               place: dict[str, Any]) -> CellResult:
-    return _result(cell, outcome=Outcome(finish["outcome"]), reason=finish.get("reason", ""),
+    outcome, reason = Outcome(finish["outcome"]), finish.get("reason", "")
+    if env.spec.memory and outcome is Outcome.FAIL and MEMORY_ERROR.match(reason):
+        # Under the environment's limit an allocation fails instead of taking the machine.
+        outcome = Outcome.CRASH
+        reason = f"out of memory (memory: {env.spec.memory}): {reason}"[:400]
+    return _result(cell, outcome=outcome, reason=reason,
                    signature=finish.get("signature"), fingerprint=env.summary,
                    hardware=watch.hardware, details=finish.get("details", {}),
                    caveat=finish.get("caveat", ""),
@@ -339,6 +350,8 @@ def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
     if watch.timed_out:
         outcome = Outcome.TIMEOUT
         reason = f"no result after {env.spec.timeout:g} s; process group killed"
+    elif watch.oom:
+        outcome, reason = Outcome.CRASH, f"out of memory (memory: {env.spec.memory})"
     elif returncode < 0:
         outcome, reason = Outcome.CRASH, f"process killed by {_signal_name(-returncode)}"
     else:

@@ -84,7 +84,8 @@ class EnvSpec:
     cases: tuple[CaseSelector, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     network: bool = False
-    memory: str | None = None  # a container's memory limit ("16g"); docker only
+    # The memory limit ("16g"): a container's, or an rlimit on a local cell's data segment.
+    memory: str | None = None
     builds: tuple[BuildSetting, ...] = ()  # the matrix's build settings that apply here
     # An overlay: the interpreter whose packages this environment inherits ("host", a command
     # or a path). Its fingerprint joins the key when the environment is realized.
@@ -439,6 +440,12 @@ class _Reader:
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
             memory=merged.get("memory"), base=merged.get("base"),
         )
+
+
+def memory_bytes(text: str) -> int:
+    """``16g`` -> bytes (docker's units: k, m, g; none is bytes)."""
+    units = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
 def short_value(value: str) -> str:

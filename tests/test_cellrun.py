@@ -60,3 +60,16 @@ def test_a_backend_bug_is_an_error_with_its_traceback_in_the_log(tmp_path: Path)
                                      "TypeError: unexpected keyword 'gpus'")
     assert b"Traceback (most recent call last)" in runs[0].log and not runs[0].result.infra
     assert runs[0].env_built is None
+
+
+def test_a_case_past_its_memory_limit_is_out_of_memory_and_the_next_goes_on(
+        tmp_path: Path) -> None:
+    """`memory:` on a local backend was accepted and ignored: the case took what it wanted."""
+    spec = parse_matrix(f"version: 1\ncases_dir: {CASES}\nenvironments:\n"
+                        f"  host: {{backend: host, python: '{PY}', memory: 256m}}\n",
+                        file="m.yaml", base=tmp_path)
+    plan = {c.case.variant: c for c in make_plan(spec, collect_cases(CASES), ("cpu",)).cells}
+    runs = list(iter_batch([plan["allocate"], plan["pass"]], HostBackend(tmp_path), None,
+                           cases_dir=CASES))
+    assert [r.result.outcome for r in runs] == ["CRASH", "PASS"]
+    assert runs[0].result.reason.startswith("out of memory (memory: 256m): MemoryError")

@@ -223,3 +223,13 @@ def test_a_planted_token_is_in_no_file_under_reports(tmp_path: Path, client: Any
         if path.is_file():
             text = path.read_bytes().decode(errors="replace")
             assert secret not in text and key not in text, path
+
+
+def test_a_container_past_its_memory_is_out_of_memory(tmp_path: Path, client: Any) -> None:
+    m = write_matrix(tmp_path / "matrix.yaml", BEHAVIOUR.replace("memory: 2g", "memory: 256m"))
+    proc = harness(tmp_path, "run", "-m", str(m), "-k", "test_behaviour.py::test_[ap]*")
+    got = {r["variant"]: r for r in results(tmp_path)}
+    assert got["allocate"]["outcome"] == "CRASH", proc.stdout + proc.stderr
+    assert got["allocate"]["reason"] == "out of memory (memory: 256m)"
+    assert got["pass"]["outcome"] == "PASS"  # its sibling went on
+    assert ours(client) == []

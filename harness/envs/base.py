@@ -6,12 +6,13 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -67,6 +68,7 @@ class LaunchRequest:
     cases_dir: Path
     gpu: int | None
     timeout: float
+    memory: int | None = None  # bytes; enforced by the backend (an rlimit, a cgroup)
 
 
 class Process(Protocol):
@@ -120,11 +122,21 @@ def _load_libc() -> Any:
 _LIBC = _load_libc()  # loaded here: the child of a threaded parent must not import anything
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the thread that started it dies, so that a cell
-    never outlives a harness or Ray worker killed with -9 (Linux; elsewhere a no-op)."""
-    if _LIBC is not None:
-        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _child_setup(memory: int | None) -> Callable[[], None]:
+    """What the child does before exec: die with the thread that started it (so a cell never
+    outlives a harness or Ray worker killed with -9), and take its memory limit.
+
+    The limit is RLIMIT_DATA (heap and private mappings), not RLIMIT_AS: CUDA reserves far
+    more address space than it uses, so an address-space limit would fail every GPU cell.
+    A case that goes past it gets a MemoryError (reported as CRASH "out of memory")."""
+
+    def setup() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+
+    return setup
 
 
 def launch_local(python: str, request: LaunchRequest, registry: Registry | None = None
@@ -142,7 +154,8 @@ def launch_local(python: str, request: LaunchRequest, registry: Registry | None 
         popen = subprocess.Popen(
             [python, *request.argv], cwd=request.cwd, env=env, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_die_with_parent,  # one prctl call: safe in a threaded parent
+            # Two syscalls, no imports: safe in the child of a threaded parent.
+            preexec_fn=_child_setup(request.memory),
         )
     record = registry.add(popen.pid, token, "cell", " ".join(request.argv[-3:])) if registry \
         else None

@@ -138,6 +138,9 @@ class DockerBackend(Backend):
                          str(INENV_DIR): {"bind": INENV, "mode": "ro"},
                          str(request.work_dir): {"bind": RUN, "mode": "rw"}},
                 network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,
+                # No swap on top: past the limit the kernel kills the cell, which is reported
+                # as out of memory, instead of the machine slowing to a crawl.
+                memswap_limit=env.spec.memory or DEFAULT_MEMORY,
                 device_requests=devices, init=True,
                 labels={LABEL: "1", f"{LABEL}.cell": environment.get("HARNESS_CELL_ID", ""),
                         f"{LABEL}.work": str(request.work_dir)})
@@ -185,6 +188,7 @@ class ContainerProcess:
         self.container = container
         self.log = log
         self.code: int | None = None
+        self.oom_killed = False
 
     def poll(self) -> int | None:
         if self.code is not None:
@@ -227,6 +231,9 @@ class ContainerProcess:
             self.container.remove(force=True)
 
     def _finish(self, status: int) -> int:
+        with contextlib.suppress(Exception):
+            self.container.reload()
+            self.oom_killed = bool(self.container.attrs["State"].get("OOMKilled"))
         with contextlib.suppress(Exception), open(self.log, "ab") as log:
             log.write(self.container.logs(stdout=True, stderr=True))
         with contextlib.suppress(Exception):

@@ -103,3 +103,9 @@ def test_child_then_hang() -> None:
     """Starts a background process, then hangs: the harness gets killed meanwhile."""
     _background_sleep()
     time.sleep(300)
+
+
+def test_allocate() -> None:
+    """Wants a gigabyte: past a 256m limit it must not get it."""
+    block = bytearray(1024 ** 3)
+    assert len(block) == 1024 ** 3
