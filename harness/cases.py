@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from harness.errors import UsageError, one_line
 from harness.spec import CaseSelector
 
 INENV_DIR = Path(__file__).parent / "inenv"
@@ -171,6 +171,6 @@ def select_cases(cases: tuple[CaseVariant, ...], selectors: tuple[CaseSelector, 
         return cases
     for sel in selectors:
         if not any(selected(c, sel.pattern) for c in cases):
-            raise UsageError(f"{sel.where}: {sel.pattern!r} matches no case; cases are: "
-                             + ", ".join(sorted({c.case_id for c in cases})))
+            raise UsageError(one_line(f"{sel.where}: {sel.pattern!r} matches no case; cases "
+                                      "are: " + ", ".join(sorted({c.case_id for c in cases}))))
     return tuple(c for c in cases if any(selected(c, s.pattern) for s in selectors))

@@ -29,6 +29,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hardware", action="append", default=[],
                    help="keep cells on this target: cpu, sm_90, ... (repeatable)")
     p.add_argument("--gpus", help="GPU slots: 0,1 or 0:sm_90,1:sm_90 (default: probe)")
+    p.add_argument("--max-cells", type=int, metavar="N",
+                   help="refuse a matrix that expands past N cells (default 100,000; also "
+                        "HARNESS_MAX_CELLS)")
     _find_links(p)
 
 
@@ -132,6 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A CI runner cancelling a job sends SIGTERM: clean up (kill cells, remove containers)
     # exactly as for Ctrl-C, instead of dying with children and containers left behind.
     signal.signal(signal.SIGTERM, _interrupt)
+    limit = getattr(args, "max_cells", None)
+    if limit is not None and limit < 1:
+        print("harness: error: --max-cells must be at least 1", file=sys.stderr)
+        return 2
+    previous = os.environ.get("HARNESS_MAX_CELLS")
+    if limit is not None:
+        os.environ["HARNESS_MAX_CELLS"] = str(limit)  # read where matrices expand
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:
@@ -146,6 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("harness: interrupted; finished results are kept (resume with --resume latest)",
               file=sys.stderr)
         return 130
+    finally:
+        if limit is not None:  # main() may be called in-process (tests, benches)
+            if previous is None:
+                os.environ.pop("HARNESS_MAX_CELLS", None)
+            else:
+                os.environ["HARNESS_MAX_CELLS"] = previous
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -339,10 +355,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
-    from harness.cases import collect_cases
-    from harness.spec import load_matrix
+    from harness.workflow import RunOptions, RunState, load_spec
 
-    for case in collect_cases(load_matrix(args.matrix).cases_dir.resolve()):
+    for case in load_spec(RunState(options=RunOptions(matrix=args.matrix))).cases:
         gpu = " [gpu]" if case.needs_gpu else ""
         sigs = f"  reproduces: {', '.join(case.signatures)}" if case.signatures else ""
         print(f"{case.label}{gpu}{sigs}")

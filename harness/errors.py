@@ -15,13 +15,24 @@ class UsageError(HarnessError):
     exit_code = 2
 
 
+MAX_MESSAGE = 200
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """Control characters shown as escapes, whitespace runs as one space, cut to ``limit``."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in " ".join(text.split()))
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
 class SpecError(UsageError):
-    """matrix.yaml is malformed; the message names file, line and key path."""
+    """matrix.yaml is malformed; the message names file, line and key path, in one line of at
+    most 200 characters (a 5,000-character value is not echoed whole)."""
 
     def __init__(self, message: str, *, file: str, line: int | None, path: str = "") -> None:
         where = f"{file}:{line}" if line else file
         self.file, self.line, self.path = file, line, path
-        super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+        super().__init__(one_line(f"{where}: {path}: {message}" if path else
+                                  f"{where}: {message}"))
 
 
 class BackendError(HarnessError):

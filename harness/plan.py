@@ -10,8 +10,8 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from harness.cases import CaseVariant, select_cases
-from harness.errors import UsageError
-from harness.spec import EnvSpec, MatrixSpec
+from harness.errors import SpecError, UsageError
+from harness.spec import EnvSpec, MatrixSpec, cell_limit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +51,14 @@ def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
 
 
 def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequence[str]) -> Plan:
-    """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``."""
+    """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
+    A matrix past the cell limit is refused with its count, before any cell is made."""
+    count = sum(len(_targets(env.hardware, present)) * len(select_cases(cases, env.cases))
+                for env in spec.environments)
+    if count > cell_limit():
+        raise SpecError(f"the matrix expands to {count:,} cells, over the limit of "
+                        f"{cell_limit():,} (raise it with --max-cells)", file=spec.file,
+                        line=spec.body_line or 1)
     cells = []
     for env in spec.environments:
         targets = _targets(env.hardware, present)

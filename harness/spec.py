@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -135,6 +137,12 @@ class MatrixSpec:
     file: str
     cases_dir: Path
     environments: tuple[EnvSpec, ...] = field(default_factory=tuple)
+    cases_dir_line: int | None = None  # where an error about the cases folder points
+    body_line: int | None = None  # where the environments start (matrices: or environments:)
+
+    def cases_error(self, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=self.cases_dir_line or 1,
+                         path="cases_dir")
 
     def environment(self, name: str) -> EnvSpec:
         for env in self.environments:
@@ -143,12 +151,28 @@ class MatrixSpec:
         raise UsageError(f"no environment named {name!r} in {self.file}")
 
 
+DEFAULT_MAX_CELLS = 100_000
+MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
+
+
+def cell_limit() -> int:
+    """The most cells a matrix may expand to (``--max-cells``, ``HARNESS_MAX_CELLS``)."""
+    raw = os.environ.get("HARNESS_MAX_CELLS", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_CELLS
+
+
 def load_matrix(path: str | Path) -> MatrixSpec:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
+                        file=str(path), line=line) from None
     return parse_matrix(text, file=str(path), base=path.parent)
 
 
@@ -161,7 +185,7 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     if version != 1:
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
     distributions = {
-        k: top.string(("distributions", k), v)
+        k: top.distribution(("distributions", k), v)
         for k, v in top.mapping(("distributions",), None, optional=True).items()
     }
     defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
@@ -176,14 +200,19 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     envs = [_with_builds(env, builds) for env in envs]
     seen: dict[str, EnvSpec] = {}
     for env in envs:
+        where = tuple(env.origin.split(".", 1))
         if env.base and env.backend != "uv":
-            raise SpecError(f"{env.origin}: base (an overlay on an interpreter) needs backend "
-                            f"uv, not {env.backend}", file=file, line=None)
+            raise src.error(where, f"base (an overlay on an interpreter) needs backend uv, "
+                            f"not {env.backend}")
         if env.name in seen:
-            raise SpecError(f"two environments are named {env.name!r}", file=file, line=None)
+            raise src.error(where, f"two environments are named {env.name!r} (the other is "
+                            f"{seen[env.name].origin})")
         seen[env.name] = env
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
-    return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs))
+    return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs),
+                      cases_dir_line=src.line(("cases_dir",)),
+                      body_line=src.line(("matrices",) if "matrices" in root
+                                         else ("environments",)))
 
 
 def requirement_name(requirement: str) -> str:
@@ -245,9 +274,13 @@ class _Reader:
         if isinstance(value, bool) or value is None or isinstance(value, list | dict):
             raise self.src.error(path, f"expected {what}, got {_kind(value)}")
         if isinstance(value, int | float):
-            raise self.src.error(path, f"{value!r} is a number; quote it ('{value}') so that "
+            shown = repr(value) if len(repr(value)) <= 20 else _kind(value)
+            raise self.src.error(path, f"{shown} is a number; quote it ('{shown}') so that "
                                  "YAML keeps it exactly as written")
-        return str(value)
+        text = str(value)
+        if any(not c.isprintable() for c in text):
+            raise self.src.error(path, f"{text!r} holds a control character")
+        return text
 
     def strings(self, path: KeyPath, value: Any) -> tuple[str, ...]:
         if isinstance(value, str):
@@ -260,7 +293,7 @@ class _Reader:
         """Validate the setting keys of ``raw`` (found at ``path``) into typed values."""
         out: dict[str, Any] = {}
         checks: dict[str, Callable[[KeyPath, Any], Any]] = {
-            "backend": self._backend, "python": self.string, "cuda": self.string,
+            "backend": self._backend, "python": self._python, "cuda": self.string,
             "image": self.string, "packages": self._packages, "index": self.strings,
             "env": self._env, "timeout": self._timeout, "network": self._bool,
             "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
@@ -275,6 +308,24 @@ class _Reader:
         text = self.string(path, value)
         if not re.fullmatch(r"\d+[kmg]?", text):
             raise self.src.error(path, f"{text!r} is not a memory size like '16g' or '512m'")
+        return text
+
+    def distribution(self, path: KeyPath, value: Any) -> str:
+        """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
+        text = self.string(path, value)
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            requirement = None
+        if requirement is None or requirement.specifier or requirement.url:
+            raise self.src.error(path, f"{text!r} is not a distribution name like "
+                                 "'transformer-engine[pytorch]'")
+        return text
+
+    def _python(self, path: KeyPath, value: Any) -> str:
+        text = self.string(path, value)
+        if not re.fullmatch(r"\d{1,2}\.\d{1,3}(\.\d{1,3})?", text):
+            raise self.src.error(path, f"{text!r} is not a Python version like '3.11'")
         return text
 
     def _backend(self, path: KeyPath, value: Any) -> str:
@@ -298,8 +349,10 @@ class _Reader:
         return tuple((k, self.string((*path, k), v)) for k, v in raw.items())
 
     def _timeout(self, path: KeyPath, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise self.src.error(path, f"expected a positive number of seconds, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                0 < value <= MAX_TIMEOUT):
+            raise self.src.error(path, f"expected a positive number of seconds up to "
+                                 f"{MAX_TIMEOUT:,}, got {_kind(value)}")
         return float(value)
 
     def _bool(self, path: KeyPath, value: Any) -> bool:
@@ -351,6 +404,10 @@ class _Reader:
             axes[axis] = self._axis((*path, "axes", axis), axis, values)
         if not axes:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
+        size = math.prod(len(values) for values in axes.values())
+        if size > cell_limit():
+            raise self.src.error((*path, "axes"), f"the axes cross into {size:,} environments, "
+                                 f"over the limit of {cell_limit():,} cells (--max-cells)")
         axis_keys = {k for values in axes.values() for value in values for k in value}
         exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude")
         include = self._patterns((*path, "include"), raw.get("include"), axis_keys | set(
@@ -487,6 +544,9 @@ def _kind(value: Any) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, int) and abs(value) >= 10 ** 12:
+        return f"a number of {len(str(abs(value)))} digits"
     if isinstance(value, int | float):
         return f"a number ({value})"
-    return f"{value!r}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "...'"

@@ -14,6 +14,7 @@ from harness import __version__
 from harness.cases import CaseVariant, collect_cases
 from harness.dispatch import DispatchStats
 from harness.envs import default_cache_dir
+from harness.errors import UsageError
 from harness.executors import Executor
 from harness.plan import Plan, filter_plan, make_plan
 from harness.spec import MatrixSpec, load_matrix
@@ -70,7 +71,14 @@ def load_spec(state: RunState) -> RunState:
         now = time.time()
         spec = replace(spec, environments=tuple(replace(e, refresh_before=now)
                                                 for e in spec.environments))
-    return replace(state, spec=spec, cases=collect_cases(spec.cases_dir.resolve()))
+    cases_dir = spec.cases_dir.resolve()
+    if not (cases_dir / "pytest.ini").is_file():
+        raise spec.cases_error(f"{spec.cases_dir}: not a cases folder (no pytest.ini there)")
+    try:
+        cases = collect_cases(cases_dir)
+    except UsageError as exc:  # the cases do not collect: point at where they come from
+        raise spec.cases_error(str(exc)) from None
+    return replace(state, spec=spec, cases=cases)
 
 
 def open_executor(state: RunState) -> RunState:

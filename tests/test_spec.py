@@ -71,7 +71,7 @@ def test_unquoted_version_is_a_type_error() -> None:
 def test_wrong_type_for_timeout() -> None:
     text = GOOD.replace('python: "3.11"', 'python: "3.11", timeout: soon')
     assert error(text) == ("matrix.yaml:2: defaults.timeout: expected a positive number of "
-                           "seconds, got 'soon'")
+                           "seconds up to 604,800, got 'soon'")
 
 
 def test_include_naming_an_unknown_axis() -> None:
