@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from harness.errors import SpecError, UsageError
 from harness.expand import expand
@@ -397,48 +398,97 @@ class _Reader:
 
     def matrix(self, path: KeyPath, name: str, defaults: dict[str, Any],
                distributions: dict[str, str]) -> list[EnvSpec]:
-        raw = self.mapping(path, {"axes", "exclude", "include", *SETTING_KEYS})
+        raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
-        axes: dict[str, list[dict[str, Any]]] = {}
-        for axis, values in self.mapping((*path, "axes"), None).items():
-            axes[axis] = self._axis((*path, "axes", axis), axis, values)
-        if not axes:
+        raw_axes = self.mapping((*path, "axes"), None)
+        if not raw_axes:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
-        size = math.prod(len(values) for values in axes.values())
+        for axis, values in raw_axes.items():
+            if not isinstance(values, list) or not values:
+                raise self.src.error((*path, "axes", axis),
+                                     f"an axis is a non-empty list, got {_kind(values)}")
+        size = math.prod(len(values) for values in raw_axes.values())
         if size > cell_limit():
             raise self.src.error((*path, "axes"), f"the axes cross into {size:,} environments, "
                                  f"over the limit of {cell_limit():,} cells (--max-cells)")
+        variables = self._variables(path, raw, raw_axes, distributions)
+        axes: dict[str, list[dict[str, Any]]] = {}
+        for axis, values in raw_axes.items():
+            axes[axis] = self._axis((*path, "axes", axis), axis, values, variables)
         axis_keys = {k for values in axes.values() for value in values for k in value}
-        exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude")
-        include = self._patterns((*path, "include"), raw.get("include"), axis_keys | set(
-            SETTING_KEYS), "include")
+        exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
+                                 variables)
+        # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
+        include = self._patterns((*path, "include"), raw.get("include"), None, "include",
+                                 variables)
+        shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
                      if axis in value and k != axis}
         return [self._env_spec(combo, settings, distributions, name=name,
-                               origin=f"matrices.{name}", axis_keys=axis_keys,
-                               hidden=followers)
+                               origin=f"matrices.{name}", axis_keys=shown,
+                               hidden=followers, variables=variables)
                 for combo in expand(axes, exclude, include)]
 
-    def _axis(self, path: KeyPath, axis: str, values: Any) -> list[dict[str, Any]]:
-        if not isinstance(values, list) or not values:
-            raise self.src.error(path, f"an axis is a non-empty list, got {_kind(values)}")
+    def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any],
+                   distributions: dict[str, str]) -> set[str]:
+        """Keys that are settings of the cell, not packages: those listed in ``variables:``,
+        those named in capitals (``TORCH_CUDA_ARCH_LIST``), and those with no value that
+        reads as a version (``init_device: [cpu, meta]``, ``node: [14, 16]``). They reach the
+        case as environment variables."""
+        declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
+        seen: dict[str, list[Any]] = {}
+        for axis, values in raw_axes.items():
+            for value in values:
+                for key, item in (value.items() if isinstance(value, dict) else
+                                  [(axis, value)]):
+                    seen.setdefault(str(key), []).append(item)
+        for entry in raw.get("include") or []:
+            if isinstance(entry, dict):
+                for key, item in entry.items():
+                    seen.setdefault(str(key), []).append(item)
+        out = set(declared)
+        for key, items in seen.items():
+            if key in SETTING_KEYS or key in distributions or key in declared:
+                continue
+            if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
+                out.add(key)
+                continue
+            scalars = [v for v in items if v is not None]
+            if any(isinstance(v, list | dict) for v in scalars):
+                continue  # a malformed value: _value says so, at its line
+            if any(isinstance(v, str) and _version_like(key, v) for v in scalars):
+                continue  # a package: a typo or a number among its versions is an error
+            out.add(key)
+        return out
+
+    def _axis(self, path: KeyPath, axis: str, values: Any, variables: set[str]
+              ) -> list[dict[str, Any]]:
         out = []
         for i, value in enumerate(values):
             if isinstance(value, dict):  # a linked axis: these keys move together
                 linked = self.mapping((*path, i), None)
-                out.append({k: self._value((*path, i, k), k, v) for k, v in linked.items()})
+                out.append({k: self._value((*path, i, k), k, v, variables)
+                            for k, v in linked.items()})
             else:
-                out.append({axis: self._value((*path, i), axis, value)})
+                out.append({axis: self._value((*path, i), axis, value, variables)})
         return out
 
-    def _value(self, path: KeyPath, key: str, value: Any) -> Any:
+    def _value(self, path: KeyPath, key: str, value: Any,
+               variables: set[str] | frozenset[str] = frozenset()) -> Any:
         if key in SETTING_KEYS:
             if key not in _COMBO_SETTINGS:
                 raise self.src.error(path, f"{key!r} cannot vary along an axis")
             return self.settings(path[:-1], {key: value})[key]
         if value is None:
-            return None  # null: this package is left out of the environment
+            return None  # null: this package is left out (this variable is not set)
+        if key in variables:
+            if isinstance(value, list | dict):
+                raise self.src.error(path, f"a variable is one value, got {_kind(value)}")
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if any(not c.isprintable() for c in text):
+                raise self.src.error(path, f"{text!r} holds a control character")
+            return text
         text = self.string(path, value, what="a version, a specifier or null")
         try:
             Requirement(requirement_for(key, text))
@@ -446,8 +496,8 @@ class _Reader:
             raise self.src.error(path, f"{text!r} is not a version or specifier") from None
         return text
 
-    def _patterns(self, path: KeyPath, raw: Any, known: set[str], what: str
-                  ) -> list[dict[str, Any]]:
+    def _patterns(self, path: KeyPath, raw: Any, known: set[str] | None, what: str,
+                  variables: set[str]) -> list[dict[str, Any]]:
         if raw is None:
             return []
         if not isinstance(raw, list):
@@ -456,10 +506,11 @@ class _Reader:
         for i, _ in enumerate(raw):
             entry = self.mapping((*path, i), None)
             for key in entry:
-                if key not in known:
+                if known is not None and key not in known:
                     raise self.src.error((*path, i, key), f"{what} names unknown axis {key!r}; "
                                          "axes here: " + ", ".join(sorted(known)))
-            out.append({k: self._value((*path, i, k), k, v) for k, v in entry.items()})
+            out.append({k: self._value((*path, i, k), k, v, variables)
+                        for k, v in entry.items()})
         return out
 
     def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any],
@@ -477,10 +528,16 @@ class _Reader:
     def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
                   distributions: dict[str, str], *, name: str, origin: str,
                   axis_keys: set[str], named: bool = False,
-                  hidden: frozenset[str] | set[str] = frozenset()) -> EnvSpec:
+                  hidden: frozenset[str] | set[str] = frozenset(),
+                  variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
         merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
         pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
-                if k not in SETTING_KEYS and v is not None]
+                if k not in SETTING_KEYS and k not in variables and v is not None]
+        chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
+        env_vars = list(merged.get("env", ()))
+        if chosen:  # each as itself (TORCH_CUDA_ARCH_LIST), and all together for a fixture
+            env_vars += [(_variable_name(k), v) for k, v in chosen.items()]
+            env_vars.append(("HARNESS_VARIABLES", json.dumps(chosen, sort_keys=True)))
         requirements = [requirement_for(d, v) for d, v in pins]
         requirements += list(merged.get("packages", ()))
         values = [(k, _shown(v)) for k, v in combo.items()
@@ -492,7 +549,7 @@ class _Reader:
             backend=merged.get("backend", "uv"), python=merged.get("python", "3.11"),
             requirements=tuple(requirements), pins=tuple(pins),
             index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
-            image=merged.get("image"), env_vars=tuple(merged.get("env", ())),
+            image=merged.get("image"), env_vars=tuple(env_vars),
             hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
             memory=merged.get("memory"), base=merged.get("base"),
@@ -520,6 +577,26 @@ def short_value(value: str) -> str:
             ref = ref[:12]
         return f"{scheme.split('+')[0]}@{ref}"
     return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _version_like(key: str, text: str) -> bool:
+    """Whether ``text`` reads as a pin of ``key``: a version, a specifier, ``*`` or a URL."""
+    text = text.strip()
+    if text == "*" or "://" in text:
+        return True
+    try:
+        Requirement(requirement_for(key, text))
+        if not text.startswith(_OPERATORS):
+            Version(text)
+    except (InvalidRequirement, InvalidVersion):
+        return False
+    return True
+
+
+def _variable_name(key: str) -> str:
+    """The environment variable a variable axis sets: its own name where that is one."""
+    return key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else re.sub(
+        r"\W", "_", key).upper()
 
 
 def _shown(value: Any) -> str:

@@ -193,3 +193,18 @@ def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
     six = make_batches(plan, capacity=6)
     assert sorted(len(b) for b in six) == [1, 1, 1, 1, 1, 2]  # the big group split until 6
     assert make_batches(plan, capacity=1, batch=False) == [[c] for c in plan]
+
+
+def test_variable_axes_reach_the_case_and_the_table(tmp_path: Path) -> None:
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+        "matrices:\n  host:\n    backend: host\n    python: '@PY@'\n"
+        "    axes: {init_device: [cpu, meta]}\n"))
+    proc = harness(tmp_path, "run", "-m", str(m), "-k", "test_variables")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = {r["environment"]: r["details"] for r in results(tmp_path)}
+    assert got == {
+        "host:init_device=cpu": {"variables": {"init_device": "cpu"}, "init_device": "cpu"},
+        "host:init_device=meta": {"variables": {"init_device": "meta"}, "init_device": "meta"}}
+    csv = (tmp_path / "r" / "compat.csv").read_text()
+    assert "axis:init_device" in csv.splitlines()[0] and ",meta" in csv

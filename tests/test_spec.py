@@ -74,11 +74,11 @@ def test_wrong_type_for_timeout() -> None:
                            "seconds up to 604,800, got 'soon'")
 
 
-def test_include_naming_an_unknown_axis() -> None:
-    text = GOOD + "    include:\n      - {torch: \"2.0.1\", numpi: \"<2\"}\n"
-    message = error(text)
-    assert message.startswith("matrix.yaml:10: matrices.cpu.include[0].numpi: include names "
-                              "unknown axis 'numpi'")
+def test_include_may_add_a_key_that_is_not_an_axis() -> None:
+    """As in GitHub Actions: here a package pinned in the combinations it extends."""
+    text = GOOD + "    include:\n      - {torch: \"2.0.1\", six: \"<2\"}\n"
+    envs = parse(text).environments
+    assert [("six<2" in e.requirements) for e in envs] == [True, True, False, False]
 
 
 def test_exclude_naming_an_unknown_axis() -> None:
@@ -196,3 +196,93 @@ def test_cuda_is_part_of_the_environment_key() -> None:
     with_cuda = parse("version: 1\n" + base + "    cuda: '12.1'\n").environment("a")
     other = parse("version: 1\n" + base + "    cuda: '11.8'\n").environment("a")
     assert len({plain.key, with_cuda.key, other.key}) == 3
+
+
+def combos(text: str) -> list[dict[str, str]]:
+    return [dict(e.values) for e in parse(text).environments]
+
+
+def test_github_include_example_through_the_matrix() -> None:
+    """GitHub's "Expanding or adding matrix configurations" example, verbatim: none of these
+    keys is a package, so all are variables of the cell."""
+    text = """version: 1
+matrices:
+  m:
+    axes:
+      fruit: [apple, pear]
+      animal: [cat, dog]
+    include:
+      - color: green
+      - color: pink
+        animal: cat
+      - fruit: apple
+        shape: circle
+      - fruit: banana
+      - fruit: banana
+        animal: cat
+"""
+    assert combos(text) == [
+        {"fruit": "apple", "animal": "cat", "color": "pink", "shape": "circle"},
+        {"fruit": "apple", "animal": "dog", "color": "green", "shape": "circle"},
+        {"fruit": "pear", "animal": "cat", "color": "pink"},
+        {"fruit": "pear", "animal": "dog", "color": "green"},
+        {"fruit": "banana"},
+        {"fruit": "banana", "animal": "cat"},
+    ]
+    first = parse(text).environments[0]
+    assert first.requirements == () and ("fruit", "apple") in first.env_vars
+    assert ("HARNESS_VARIABLES", '{"animal": "cat", "color": "pink", "fruit": "apple", '
+            '"shape": "circle"}') in first.env_vars
+
+
+def test_github_exclude_example_through_the_matrix() -> None:
+    text = """version: 1
+matrices:
+  m:
+    axes:
+      os: [macos-latest, windows-latest]
+      version: [12, 14, 16]
+      environment: [staging, production]
+    exclude:
+      - os: macos-latest
+        version: 12
+        environment: production
+      - os: windows-latest
+        version: 16
+"""
+    got = combos(text)
+    assert len(got) == 9
+    assert {"os": "macos-latest", "version": "12", "environment": "production"} not in got
+    assert not [c for c in got if c["os"] == "windows-latest" and c["version"] == "16"]
+
+
+def test_github_expanding_example_and_include_after_exclude() -> None:
+    text = """version: 1
+matrices:
+  m:
+    axes:
+      os: [windows-latest, ubuntu-latest]
+      node: [14, 16]
+    include:
+      - os: windows-latest
+        node: 16
+        npm: 6
+"""
+    assert combos(text) == [
+        {"os": "windows-latest", "node": "14"},
+        {"os": "windows-latest", "node": "16", "npm": "6"},
+        {"os": "ubuntu-latest", "node": "14"}, {"os": "ubuntu-latest", "node": "16"}]
+    # "All include combinations are processed after exclude": include adds one back.
+    back = text.replace("    include:", "    exclude: [{os: windows-latest, node: 16}]\n"
+                        "    include:")
+    assert {"os": "windows-latest", "node": "16", "npm": "6"} in combos(back)
+    assert len(combos(back)) == 4
+
+
+def test_a_capitalized_or_declared_axis_is_a_variable_even_with_version_values() -> None:
+    text = GOOD.replace('numpy: ["<2", ">=2"]', 'TORCH_CUDA_ARCH_LIST: ["8.0", "9.0"]\n'
+                        '      init_device: ["1.0"]') + "    variables: [init_device]\n"
+    env = parse(text).environments[0]
+    assert env.requirements == ("torch==2.0.1",)
+    assert ("TORCH_CUDA_ARCH_LIST", "8.0") in env.env_vars and ("init_device", "1.0") in (
+        env.env_vars)

@@ -283,6 +283,13 @@ def harness_record(request: pytest.FixtureRequest) -> Callable[[str, Any], None]
 
 
 @pytest.fixture
+def harness_variables() -> dict[str, str]:
+    """The cell's variable axes (``init_device: cpu``): settings, not packages."""
+    data: dict[str, str] = json.loads(os.environ.get("HARNESS_VARIABLES") or "{}")
+    return data
+
+
+@pytest.fixture
 def harness_caveat(request: pytest.FixtureRequest) -> Callable[[str], None]:
     """Say why this PASS is not a fix, when that depends on what the case found."""
     state: dict[str, Any] = request.node.stash[_STATE]

@@ -109,3 +109,9 @@ def test_allocate() -> None:
     """Wants a gigabyte: past a 256m limit it must not get it."""
     block = bytearray(1024 ** 3)
     assert len(block) == 1024 ** 3
+
+
+def test_variables(harness_record, harness_variables) -> None:  # type: ignore[no-untyped-def]
+    """Records the cell's variable axes as the fixture and the environment give them."""
+    harness_record("variables", harness_variables)
+    harness_record("init_device", os.environ.get("init_device"))
