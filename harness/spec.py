@@ -594,9 +594,9 @@ def _version_like(key: str, text: str) -> bool:
 
 
 def _variable_name(key: str) -> str:
-    """The environment variable a variable axis sets: its own name where that is one."""
-    return key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) else re.sub(
-        r"\W", "_", key).upper()
+    """The environment variable a variable axis sets: its name in capitals, as environment
+    variables are named (``init_device`` -> ``INIT_DEVICE``)."""
+    return re.sub(r"\W", "_", key).upper()
 
 
 def _shown(value: Any) -> str:

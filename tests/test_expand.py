@@ -2,6 +2,16 @@ from __future__ import annotations
 
 from harness.expand import expand
 
+#: The expansion GitHub documents for its include example.
+GITHUB_INCLUDE_EXPANSION = [
+    {"fruit": "apple", "animal": "cat", "color": "pink", "shape": "circle"},
+    {"fruit": "apple", "animal": "dog", "color": "green", "shape": "circle"},
+    {"fruit": "pear", "animal": "cat", "color": "pink"},
+    {"fruit": "pear", "animal": "dog", "color": "green"},
+    {"fruit": "banana"},
+    {"fruit": "banana", "animal": "cat"},
+]
+
 
 def axes(**values: list[str]) -> dict[str, list[dict[str, str]]]:
     return {k: [{k: v} for v in vs] for k, vs in values.items()}
@@ -13,14 +23,7 @@ def test_github_actions_documented_include_example() -> None:
                {"fruit": "apple", "shape": "circle"}, {"fruit": "banana"},
                {"fruit": "banana", "animal": "cat"}]
     got = expand(axes(fruit=["apple", "pear"], animal=["cat", "dog"]), [], include)
-    assert got == [
-        {"fruit": "apple", "animal": "cat", "color": "pink", "shape": "circle"},
-        {"fruit": "apple", "animal": "dog", "color": "green", "shape": "circle"},
-        {"fruit": "pear", "animal": "cat", "color": "pink"},
-        {"fruit": "pear", "animal": "dog", "color": "green"},
-        {"fruit": "banana"},
-        {"fruit": "banana", "animal": "cat"},
-    ]
+    assert got == GITHUB_INCLUDE_EXPANSION
 
 
 def test_exclude_matches_partially_and_runs_before_include() -> None:

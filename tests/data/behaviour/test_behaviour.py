@@ -114,4 +114,4 @@ def test_allocate() -> None:
 def test_variables(harness_record, harness_variables) -> None:  # type: ignore[no-untyped-def]
     """Records the cell's variable axes as the fixture and the environment give them."""
     harness_record("variables", harness_variables)
-    harness_record("init_device", os.environ.get("init_device"))
+    harness_record("init_device", os.environ.get("INIT_DEVICE"))
