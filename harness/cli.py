@@ -54,7 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="expand the matrix into cells and print them")
     _common(p)
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json", "gha", "shards"), default="table",
+                   help="gha: a GitHub Actions matrix of shard jobs (fromJSON input); shards: "
+                        "the same as a plain JSON list, for other CI systems")
+    p.add_argument("--shards", type=int, metavar="N",
+                   help="gha/shards: how many shards (default: one per environment and "
+                        "hardware target; never more than 256)")
+    p.add_argument("--durations-from", metavar="RUN",
+                   help="balance shards by the cell durations of this run (id or folder)")
 
     p = sub.add_parser("run", help="build environments, run the cells, write the table")
     _common(p)
@@ -67,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where cells run: this machine's slots, or a Ray cluster")
     p.add_argument("--address", metavar="auto|HOST:PORT",
                    help="--executor ray: the cluster to join (default: start one here)")
+    p.add_argument("--shard", metavar="I/N",
+                   help="run only shard I of N (the same split on every machine)")
+    p.add_argument("--durations-from", metavar="RUN",
+                   help="balance shards by the cell durations of this run (id or folder); "
+                        "give every shard the same one")
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="times a cell is run again when its machine fails (default: 2)")
     p.add_argument("--isolate-cells", action="store_true",
@@ -80,6 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", nargs="*", default=["latest"],
                    help="run ids or run folders (default: latest); several are merged")
     p.add_argument("--diff", metavar="RUN_ID", help="also list cells that changed since RUN_ID")
+
+    p = sub.add_parser("merge", help="merge the run folders of a plan's shards into one run")
+    p.add_argument("runs", nargs="+", help="run folders (or run ids under --reports)")
+    p.add_argument("--run-id", help="name of the merged run (default: from the inputs)")
+    p.add_argument("--no-report", action="store_true", help="skip writing reports/compat.*")
 
     p = sub.add_parser("envs", help="list, prune or check (preflight) environments")
     p.add_argument("action", choices=("list", "prune", "check"))
@@ -168,7 +185,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from harness.workflow import RunState, load_spec, plan_cells, probe_targets
 
     state = plan_cells(probe_targets(load_spec(RunState(options=_options(args)))))
-    assert state.plan is not None
+    assert state.plan is not None and state.spec is not None
+    if args.format in ("gha", "shards"):
+        return _print_shards(args, state)
     cells = [c.to_dict() for c in state.plan.cells]
     if args.format == "json":
         print(json.dumps(cells, indent=1))
@@ -186,6 +205,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_shards(args: argparse.Namespace, state: Any) -> int:
+    from harness.shard import fit_shards, make_shards
+    from harness.workflow import shard_durations
+
+    count, note = fit_shards(state.plan, args.shards)
+    if note:
+        print(f"harness: {note}", file=sys.stderr)
+    jobs = []
+    for shard in make_shards(state.plan, count, shard_durations(_options(args))):
+        if not shard.cells:
+            continue
+        jobs.append({"shard": shard.label, "hardware": shard.hardware,
+                     "runs-on": state.spec.runner_for(shard.hardware),
+                     "artifact": f"harness-shard-{shard.index}-of-{shard.count}",
+                     "cells": len(shard.cells),
+                     "environments": len({c.env.name for c in shard.cells})})
+    print(json.dumps({"include": jobs} if args.format == "gha" else jobs,
+                     separators=(",", ":") if args.format == "gha" else None,
+                     indent=None if args.format == "gha" else 1))
+    return 0
+
+
 def _options(args: argparse.Namespace) -> RunOptions:
     from harness.workflow import RunOptions
 
@@ -199,6 +240,8 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       executor=getattr(args, "executor", "local"),
                       address=getattr(args, "address", None),
                       retries=getattr(args, "retries", 2),
+                      shard=getattr(args, "shard", None),
+                      durations_from=getattr(args, "durations_from", None),
                       batch=not getattr(args, "isolate_cells", False))
 
 
@@ -213,6 +256,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--address names a Ray cluster: add --executor ray")
     if args.resume and args.run_id:
         raise UsageError("--resume continues a run; --run-id names a new one: give one")
+    if args.shard:
+        from harness.shard import parse_shard
+
+        parse_shard(args.shard)
     from harness.store import RUN_ID
 
     if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
@@ -235,6 +282,22 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"- {c['environment']} {c['case']} @{c['hardware']}: "
                   f"{c['before']} -> {c['after']}")
     return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.merge import merge_runs
+    from harness.report import write_report
+    from harness.store import RunStore
+
+    sources = [RunStore.open(args.reports, run) for run in args.runs]
+    report = merge_runs(sources, args.reports, run_id=args.run_id,
+                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
+    print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
+          f"{report.missing} MISSING -> {report.store.run_dir}")
+    if not args.no_report:
+        paths = write_report([report.store], args.reports)
+        print(f"table: {paths['md']} (also .csv, .json, .html)")
+    return 1 if any(not r.outcome.ok for r in report.store.results()) else 0
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -364,7 +427,8 @@ def cmd_cases(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "envs": cmd_envs,
+COMMANDS = {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "merge": cmd_merge,
+            "envs": cmd_envs,
             "wheelhouse": cmd_wheelhouse, "images": cmd_images, "doctor": cmd_doctor,
             "cases": cmd_cases}
 

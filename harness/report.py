@@ -21,6 +21,7 @@ from harness.store import RunStore
 SYMBOLS = {
     Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
     Outcome.ERROR: "⚠️", Outcome.TIMEOUT: "⏱️", Outcome.CRASH: "💥", Outcome.NOT_RUN: "·",
+    Outcome.MISSING: "❔",
 }
 MEANING = {
     Outcome.PASS: "works here (a repro that passes: this environment is not affected)",
@@ -31,6 +32,7 @@ MEANING = {
     Outcome.TIMEOUT: "no result within the timeout",
     Outcome.CRASH: "the process died (signal, abort, os._exit)",
     Outcome.NOT_RUN: "its hardware is not on this machine",
+    Outcome.MISSING: "planned, but the shard that should have run it never reported",
 }
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 

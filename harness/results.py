@@ -16,6 +16,7 @@ class Outcome(StrEnum):
     TIMEOUT = "TIMEOUT"
     CRASH = "CRASH"
     NOT_RUN = "NOT_RUN"
+    MISSING = "MISSING"  # planned, but the shard that should have run it never reported
 
     @property
     def ok(self) -> bool:

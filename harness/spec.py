@@ -139,7 +139,16 @@ class MatrixSpec:
     cases_dir: Path
     environments: tuple[EnvSpec, ...] = field(default_factory=tuple)
     cases_dir_line: int | None = None  # where an error about the cases folder points
+    # CI runner labels per hardware target (``sm_90: [self-hosted, h100]``), for shard jobs.
+    runners: dict[str, tuple[str, ...]] = field(default_factory=dict)
     body_line: int | None = None  # where the environments start (matrices: or environments:)
+
+    def runner_for(self, hardware: str) -> list[str]:
+        """Where a shard of ``hardware`` runs: the matrix's ``runners:``, else GitHub's
+        ubuntu-latest for the CPU and a self-hosted runner labelled with the architecture."""
+        if hardware in self.runners:
+            return list(self.runners[hardware])
+        return ["ubuntu-latest"] if hardware == "cpu" else ["self-hosted", hardware]
 
     def cases_error(self, message: str) -> SpecError:
         return SpecError(message, file=self.file, line=self.cases_dir_line or 1,
@@ -181,7 +190,7 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     src = load_source(text, file)
     top = _Reader(src)
     root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
-                            "matrices", "environments"})
+                            "matrices", "environments", "runners"})
     version = root.get("version", 1)
     if version != 1:
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
@@ -210,7 +219,10 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
                             f"{seen[env.name].origin})")
         seen[env.name] = env
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+    runners = {str(hw): top.strings(("runners", hw), labels)
+               for hw, labels in top.mapping(("runners",), None, optional=True).items()}
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs),
+                      runners=runners,
                       cases_dir_line=src.line(("cases_dir",)),
                       body_line=src.line(("matrices",) if "matrices" in root
                                          else ("environments",)))

@@ -41,6 +41,8 @@ class RunOptions:
     offline: bool = False
     refresh: bool = False
     executor: str = "local"
+    shard: str | None = None  # "I/N": only this shard of the plan
+    durations_from: str | None = None  # a run whose durations balance the shards
     address: str | None = None  # a Ray cluster: "auto" or HOST:PORT; none starts one here
     retries: int = 2
     batch: bool = True  # cells of one module share a pytest process (--isolate-cells: never)
@@ -54,6 +56,7 @@ class RunState:
     executor: Executor | None = None
     targets: tuple[str, ...] = ()  # what `auto` hardware becomes (from the executor)
     plan: Plan | None = None
+    full_plan: Plan | None = None  # before sharding: what a merge of the shards must cover
     store: RunStore | None = None
     stats: DispatchStats | None = None
 
@@ -121,7 +124,20 @@ def plan_cells(state: RunState) -> RunState:
     plan = make_plan(state.spec, state.cases, state.targets)
     plan = filter_plan(plan, only=state.options.only, keyword=state.options.keyword,
                        hardware=state.options.hardware)
-    return replace(state, plan=plan)
+    full = plan
+    if state.options.shard:
+        from harness.shard import select_shard
+
+        plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))
+    return replace(state, plan=plan, full_plan=full)
+
+
+def shard_durations(options: RunOptions) -> dict[str, float]:
+    """Durations from ``--durations-from`` (the same run on every machine: the same shards)."""
+    if not options.durations_from:
+        return {}
+    store = RunStore.open(options.reports_dir, options.durations_from)
+    return {r.cell_id: r.duration for r in store.results() if r.duration}
 
 
 def open_store(state: RunState) -> RunState | int:
@@ -146,6 +162,10 @@ def open_store(state: RunState) -> RunState | int:
         "filters": {"only": opts.only, "keyword": opts.keyword, "hardware": opts.hardware},
         "environments": {e.name: e.to_dict() for e in state.plan.environments},
         "planned": [c.to_dict() for c in state.plan.cells],
+        "shard": opts.shard,
+        # A shard knows the whole plan: a merge shows the cells of a shard that never came.
+        "full_plan": [c.to_dict() for c in (state.full_plan or state.plan).cells]
+        if opts.shard else None,
     }, run_id=opts.run_id, cases=cases, redactor=redactor)
     print(f"run {store.run_id}: {len(state.plan.cells)} cells in "
           f"{len(state.plan.environments)} environments -> {store.run_dir}")

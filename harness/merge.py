@@ -1,0 +1,143 @@
+"""One run from many: the run folders of a plan's shards (CI artifacts, wherever they were
+downloaded) merged into a single record.
+
+Every cell of the plan is in the result once: the record of the shard that ran it, or MISSING
+when no shard reported it. Two records of one cell (a shard run twice) are resolved by attempt
+and then time, with a warning. Merging the same folders again gives the same record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.results import CellResult, Outcome
+from harness.store import CASES, META, RESULTS, RunStore
+
+
+@dataclass
+class MergeReport:
+    store: RunStore
+    cells: int = 0
+    missing: int = 0
+    conflicts: list[str] = field(default_factory=list)
+
+
+def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
+               warn: Callable[[str], None] = lambda _: None) -> MergeReport:
+    if not sources:
+        raise UsageError("merge: name at least one run folder")
+    metas = [s.meta for s in sources]
+    planned = _full_plan(metas)
+    run_id = run_id or "merged-" + hashlib.sha256(
+        json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10]
+    target = reports_dir / "runs" / run_id
+    if target.resolve() in {s.run_dir for s in sources}:
+        raise UsageError(f"merge: {target} is one of the runs being merged")
+    if (target / META).exists():  # merging again replaces the earlier merge, whole
+        shutil.rmtree(target)
+    chosen, conflicts = _choose(sources, warn)
+    report = MergeReport(store=RunStore.create(reports_dir, {
+        "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
+                        for s, m in zip(sources, metas, strict=True)],
+        "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
+        "planned": planned, "executor": {"executor": "merge"},
+    }, run_id=run_id, cases=_union(s.cases for s in sources)))
+    out = report.store
+    for source in sources:  # what each environment held, from whichever shard built it
+        for path in (source.run_dir / "envs").glob("*.json"):
+            if not (out.run_dir / "envs" / path.name).exists():
+                shutil.copy2(path, out.run_dir / "envs" / path.name)
+    shard_of = {c["cell_id"]: m.get("shard") for m in metas for c in m.get("planned", [])}
+    for cell in planned:
+        found = chosen.get(cell["cell_id"])
+        if found is None:
+            report.missing += 1
+            out.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
+        else:
+            source, result = found
+            out.append(_relocate(source, result, out))
+        report.cells += 1
+    known = {c["cell_id"] for c in planned}
+    for cell_id, (source, result) in chosen.items():  # ran, though no plan here names it
+        if cell_id not in known:
+            out.append(_relocate(source, result, out))
+            report.cells += 1
+    report.conflicts = conflicts
+    return report
+
+
+def _full_plan(metas: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan the shards were cut from (each shard records it), in plan order."""
+    cells: dict[str, dict[str, Any]] = {}
+    for meta in metas:
+        for cell in meta.get("full_plan") or meta.get("planned") or []:
+            cells.setdefault(cell["cell_id"], cell)
+    return list(cells.values())
+
+
+def _choose(sources: Sequence[RunStore], warn: Callable[[str], None]
+            ) -> tuple[dict[str, tuple[RunStore, CellResult]], list[str]]:
+    chosen: dict[str, tuple[RunStore, CellResult]] = {}
+    conflicts: list[str] = []
+    for source in sources:
+        for result in source.results():
+            if result.outcome is Outcome.MISSING:
+                continue  # an earlier merge's gap is not a record
+            seen = chosen.get(result.cell_id)
+            if seen is None:
+                chosen[result.cell_id] = (source, result)
+                continue
+            if seen[1].to_dict() == result.to_dict():
+                continue  # the same record twice (a merge merged again)
+            later = max((seen, (source, result)),
+                        key=lambda p: (not p[1].infra, p[1].attempt, p[1].finished_at,
+                                       p[0].run_id))
+            message = (f"{result.environment} {result.case_id}::{result.variant} "
+                       f"@{result.hardware_target}: in {seen[0].run_id} and {source.run_id}; "
+                       f"kept {later[0].run_id} ({later[1].outcome})")
+            conflicts.append(message)
+            warn(message)
+            chosen[result.cell_id] = later
+    return chosen, conflicts
+
+
+def _relocate(source: RunStore, result: CellResult, out: RunStore) -> CellResult:
+    """The result with its log copied beside it (relative path, as before)."""
+    log = source.log_file(result)
+    if log is None or not log.is_file():
+        return replace(result, log=None)
+    relative = result.log if result.log and not Path(result.log).is_absolute() else (
+        f"logs/{log.name}")
+    target = out.run_dir / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        shutil.copy2(log, target)
+    return replace(result, log=relative)
+
+
+def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:
+    where = f"shard {shard}" if shard else "the shard that should have run it"
+    return CellResult(
+        run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
+        values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),
+        case_id=cell["case"], variant=cell["variant"], nodeid=cell.get("nodeid", ""),
+        hardware_target=cell["hardware"], outcome=Outcome.MISSING,
+        reason=f"no result: {where} never reported (its artifact is missing)",
+        finished_at=0.0)
+
+
+def _union(cases: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for each in cases:
+        out.update(each)
+    return out
+
+
+__all__ = ["CASES", "RESULTS", "MergeReport", "merge_runs"]

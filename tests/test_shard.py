@@ -1,0 +1,111 @@
+"""Shards, the GitHub Actions matrix, and merging shard runs back into one: played locally,
+each shard job a separate process writing its own folder, as CI runners would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cases import collect_cases
+from harness.errors import UsageError
+from harness.plan import make_plan
+from harness.shard import make_shards
+from harness.spec import parse_matrix
+from tests.conftest import DATA, PY, ROOT
+
+K = "test_behaviour.py::test_[pro]*"  # pass, reproduces, other_error, os_exit
+GPUS = ("--gpus", "0:sm_90,1:sm_80")
+MATRIX = f"""version: 1
+cases_dir: {DATA / 'behaviour'}
+runners: {{sm_90: [self-hosted, h100]}}
+environments:
+""" + "".join(f"  host{i}: {{backend: host, python: '{PY}', timeout: 60, "
+              f"hardware: [cpu, sm_90, sm_80]}}\n" for i in range(1, 5))
+
+
+def harness(cwd: Path, reports: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "--reports", str(reports), *args],
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, check=False, timeout=600)
+
+
+def table(run_dir: Path) -> dict[tuple[str, str, str], str]:
+    rows = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    return {(r["environment"], f"{r['case_id']}::{r['variant']}", r["hardware_target"]):
+            r["outcome"] for r in rows}
+
+
+def plan_of(tmp_path: Path) -> Any:
+    spec = parse_matrix(MATRIX, file="m.yaml", base=tmp_path)
+    return make_plan(spec, collect_cases(DATA / "behaviour"), ("cpu",))
+
+
+def test_shards_are_deterministic_pure_per_hardware_and_keep_environments_whole(
+        tmp_path: Path) -> None:
+    plan = plan_of(tmp_path)
+    shards = make_shards(plan, 5)
+    assert [s.cells for s in shards] == [s.cells for s in make_shards(plan_of(tmp_path), 5)]
+    assert sorted(c.cell_id for s in shards for c in s.cells) == sorted(
+        c.cell_id for c in plan.cells)  # every cell exactly once
+    for shard in shards:
+        assert {c.hardware for c in shard.cells} <= {shard.hardware}
+    owner = {(c.hardware, c.env.name): s.index for s in shards for c in s.cells}
+    assert len(owner) == len({(c.hardware, c.env.name) for c in plan.cells})  # one shard each
+    sizes = Counter(s.hardware for s in shards)
+    assert sorted(sizes.values()) == [1, 2, 2]  # 5 shards over 3 equally heavy targets
+    with pytest.raises(UsageError, match="2 shards cannot hold 3 hardware targets"):
+        make_shards(plan, 2)
+
+
+def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX)
+    whole = harness(tmp_path, tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
+                    "--run-id", "whole", "-j", "2")
+    assert whole.returncode == 1, whole.stderr  # FAIL and CRASH cells, on purpose
+    gha = harness(tmp_path, tmp_path / "plan", "plan", "-m", str(matrix), "-k", K, *GPUS,
+                  "--format", "gha", "--shards", "4")
+    jobs = json.loads(gha.stdout)["include"]
+    assert len(jobs) == 4 and {j["hardware"] for j in jobs} == {"cpu", "sm_90", "sm_80"}
+    assert next(j for j in jobs if j["hardware"] == "sm_90")["runs-on"] == [
+        "self-hosted", "h100"]
+    folders = []
+    for job in jobs:  # each job on its own runner: its own process and folder
+        index = job["shard"].split("/")[0]
+        out = tmp_path / f"artifact-{index}"
+        ran = harness(tmp_path, out, "run", "-m", str(matrix), "-k", K, *GPUS, "--shard",
+                      job["shard"], "--run-id", job["artifact"], "-j", "2", "--no-report")
+        assert ran.returncode in (0, 1), ran.stderr
+        folders.append(out / "runs" / job["artifact"])
+    merged = harness(tmp_path, tmp_path / "merged", "merge", *map(str, folders),
+                     "--run-id", "nightly")
+    assert "0 MISSING" in merged.stdout, merged.stdout + merged.stderr
+    got = table(tmp_path / "merged" / "runs" / "nightly")
+    assert got == table(tmp_path / "whole" / "runs" / "whole") and len(got) == 4 * 4 * 3
+    first = (tmp_path / "merged" / "runs" / "nightly" / "results.jsonl").read_bytes()
+    harness(tmp_path, tmp_path / "merged", "merge", *map(str, folders), "--run-id", "nightly")
+    assert (tmp_path / "merged" / "runs" / "nightly" / "results.jsonl").read_bytes() == first
+
+    # A shard whose artifact never arrived: its cells are MISSING, counted, not absent.
+    lost = jobs[1]
+    partial = harness(tmp_path, tmp_path / "partial", "merge",
+                      *[str(f) for f in folders if lost["artifact"] not in str(f)])
+    assert f"{lost['cells']} MISSING" in partial.stdout, partial.stdout + partial.stderr
+    (run,) = (tmp_path / "partial" / "runs").iterdir()
+    outcomes = Counter(table(run).values())
+    assert outcomes["MISSING"] == lost["cells"] and sum(outcomes.values()) == len(got)
+    assert partial.returncode == 1
+    md = (tmp_path / "partial" / "compat.md").read_text()
+    assert "❔ MISSING" in md
+    # Logs moved with the merge: every result's log is inside the merged folder.
+    rows = [json.loads(x) for x in (tmp_path / "merged" / "runs" / "nightly" /
+                                    "results.jsonl").read_text().splitlines()]
+    assert all((tmp_path / "merged" / "runs" / "nightly" / r["log"]).is_file()
+               for r in rows if r["log"])
