@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.junit import write_junit
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
 
@@ -151,6 +152,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path) -> dict[s
     }, indent=1, default=str), encoding="utf-8")
     paths["html"].write_text(_html(run_ids, summary, shown, caveats, frame, cases),
                              encoding="utf-8")
+    paths["junit"] = write_junit(results, f"ml-compat-harness {run_ids}",
+                                 out_dir / "junit.xml")
     return paths
 
 

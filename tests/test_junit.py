@@ -1,0 +1,41 @@
+"""JUnit XML, read back with junitparser as a CI system would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+from harness.junit import write_junit
+from harness.results import CellResult, Outcome
+
+
+def cell(variant: str, outcome: Outcome, **extra: object) -> CellResult:
+    return CellResult(run_id="r", cell_id=variant, environment="cpu:torch=2.0.1", values={},
+                      env_key="k", backend="uv", case_id="mergekit_fp16", variant=variant,
+                      nodeid=f"t.py::test_{variant}", hardware_target="cpu", outcome=outcome,
+                      reason=f"reason of {variant}", duration=1.5, **extra)  # type: ignore[arg-type]
+
+
+def test_each_outcome_maps_to_what_ci_systems_understand(tmp_path: Path) -> None:
+    results = [cell("pass", Outcome.PASS), cell("repro", Outcome.REPRODUCED,
+                                                signature="addmm-half-cpu"),
+               cell("fail", Outcome.FAIL), cell("crash", Outcome.CRASH),
+               cell("timeout", Outcome.TIMEOUT), cell("missing", Outcome.MISSING),
+               cell("skip", Outcome.SKIP), cell("notrun", Outcome.NOT_RUN)]
+    path = write_junit(results, "nightly", tmp_path / "junit.xml")
+    xml = JUnitXml.fromfile(str(path))
+    (suite,) = list(xml) if not hasattr(xml, "name") or xml.name != "nightly" else [xml]
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (8, 1, 3, 2)
+    by_name = {case.name: case for case in suite}
+    assert by_name["mergekit_fp16::repro"].is_passed
+    import xml.etree.ElementTree as ET
+
+    repro = next(c for c in ET.parse(path).getroot() if c.get("name") == "mergekit_fp16::repro")
+    props = {p.get("name"): p.get("value") for p in repro.iter("property")}
+    assert props["signature"] == "addmm-half-cpu" and props["outcome"] == "REPRODUCED"
+    assert isinstance(by_name["mergekit_fp16::fail"].result[0], Failure)
+    assert isinstance(by_name["mergekit_fp16::crash"].result[0], Error)
+    assert by_name["mergekit_fp16::missing"].result[0].type == "MISSING"
+    assert isinstance(by_name["mergekit_fp16::notrun"].result[0], Skipped)
+    assert by_name["mergekit_fp16::fail"].classname == "cpu:torch=2.0.1 @cpu"
