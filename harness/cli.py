@@ -279,8 +279,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         changes = diff_runs(old.results(), [r for s in stores for r in s.results()])
         print(f"## Changes since {old.run_id}: {len(changes)}")
         for c in changes:
-            print(f"- {c['environment']} {c['case']} @{c['hardware']}: "
-                  f"{c['before']} -> {c['after']}")
+            versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
+            print(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
+                  f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
+                  + (f" [{versions}]" if versions else ""))
     return 0
 
 

@@ -248,14 +248,56 @@ table.compat thead th {{ background: #f3f3f3; position: sticky; top: 0; }}
 
 
 def diff_runs(old: list[CellResult], new: list[CellResult]) -> list[dict[str, Any]]:
-    """Cells whose outcome changed between two runs (new failures first), by cell id."""
-    before = {r.cell_id: r for r in old}
+    """What changed between two runs, cell by cell, matched by logical key (environment,
+    ``case::variant``, hardware), not by content id, which a pin change renames.
+
+    Classes: ``new failure`` (was fine, is not), ``fixed``, ``changed`` (fine both times but a
+    different outcome: a documented failure that stopped reproducing is news), ``still
+    failing`` (listed when its outcome or reason changed), ``new cell``, ``gone``, and
+    ``versions changed`` (same outcome, different packages: the key versions or the freeze).
+    New failures come first."""
+    before = {r.logical_key: r for r in old}
+    after = {r.logical_key: r for r in new}
     changes = []
-    for r in new:
-        prev = before.get(r.cell_id)
-        if prev is not None and prev.outcome != r.outcome:
-            changes.append({"cell_id": r.cell_id, "environment": r.environment,
-                            "case": f"{r.case_id}::{r.variant}", "hardware": r.hardware_target,
-                            "before": str(prev.outcome), "after": str(r.outcome)})
-    changes.sort(key=lambda c: (Outcome(c["after"]).ok, c["environment"], c["case"]))
+    for key, now in after.items():
+        was = before.get(key)
+        if was is None:
+            changes.append(_change("new cell", key, None, now))
+            continue
+        if was.outcome != now.outcome:
+            kind = ("new failure" if was.outcome.ok and not now.outcome.ok else
+                    "fixed" if not was.outcome.ok and now.outcome.ok else
+                    "still failing" if not now.outcome.ok else "changed")
+            changes.append(_change(kind, key, was, now))
+        elif _versions(was) != _versions(now) and _versions(was) and _versions(now):
+            changes.append(_change("versions changed", key, was, now))
+    changes += [_change("gone", key, was, None) for key, was in before.items()
+                if key not in after]
+    order = {k: i for i, k in enumerate(("new failure", "fixed", "changed", "still failing",
+                                         "versions changed", "new cell", "gone"))}
+    changes.sort(key=lambda c: (order[c["class"]], c["environment"], c["case"],
+                                c["hardware"]))
     return changes
+
+
+def _versions(result: CellResult) -> dict[str, str]:
+    fp = result.fingerprint or {}
+    found = dict(fp.get("key") or {})
+    if fp.get("freeze_sha256"):
+        found["(freeze)"] = str(fp["freeze_sha256"])
+    return found
+
+
+def _change(kind: str, key: tuple[str, str, str], was: CellResult | None,
+            now: CellResult | None) -> dict[str, Any]:
+    either = now or was
+    change: dict[str, Any] = {
+        "class": kind, "environment": key[0], "case": key[1], "hardware": key[2],
+        "before": str(was.outcome) if was else "", "after": str(now.outcome) if now else "",
+        "cell_id": either.cell_id if either else ""}
+    if was is not None and now is not None:
+        old_v, new_v = _versions(was), _versions(now)
+        change["versions"] = {name: f"{old_v.get(name, '-')} -> {new_v.get(name, '-')}"
+                              for name in sorted(set(old_v) | set(new_v))
+                              if old_v.get(name) != new_v.get(name) and name != "(freeze)"}
+    return change

@@ -126,3 +126,27 @@ def test_an_existing_run_id_is_not_overwritten(tmp_path: Path) -> None:
     RunStore.create(tmp_path, {"planned": []}, run_id="nightly")
     with pytest.raises(UsageError, match="already exists"):
         RunStore.create(tmp_path, {"planned": []}, run_id="nightly")
+
+
+def test_a_pin_change_and_a_flip_are_told_apart_by_logical_key() -> None:
+    """The cell ids change with the pin (content hash); the logical keys do not."""
+    def run(torch: str, flip: Outcome) -> list[CellResult]:
+        rows = []
+        for variant, outcome in (("repro", Outcome.REPRODUCED), ("workaround", flip),
+                                 ("other", Outcome.PASS)):
+            rows.append(CellResult.from_dict({**result(f"{torch}-{variant}", "cpu", variant,
+                                                       outcome).to_dict(),
+                                              "fingerprint": {"key": {"torch": torch},
+                                                              "freeze_sha256": torch}}))
+        return rows
+
+    last_night = run("2.0.1", Outcome.PASS)
+    tonight = run("2.1.0", Outcome.FAIL)
+    tonight[2] = CellResult.from_dict({**tonight[2].to_dict(),
+                                       "fingerprint": last_night[2].fingerprint})
+    changes = diff_runs(last_night, tonight)
+    assert [(c["class"], c["case"]) for c in changes] == [
+        ("new failure", "mergekit_fp16::workaround"),
+        ("versions changed", "mergekit_fp16::repro")]
+    assert changes[1]["versions"] == {"torch": "2.0.1 -> 2.1.0"}
+    assert [c["class"] for c in diff_runs(tonight, last_night)][0] == "fixed"
