@@ -149,4 +149,4 @@ def test_a_pin_change_and_a_flip_are_told_apart_by_logical_key() -> None:
         ("new failure", "mergekit_fp16::workaround"),
         ("versions changed", "mergekit_fp16::repro")]
     assert changes[1]["versions"] == {"torch": "2.0.1 -> 2.1.0"}
-    assert [c["class"] for c in diff_runs(tonight, last_night)][0] == "fixed"
+    assert diff_runs(tonight, last_night)[0]["class"] == "fixed"
