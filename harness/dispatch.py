@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.cellrun import CellRun, static_result
 from harness.errors import InfraError
@@ -126,21 +126,35 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
                                 strict=True):
             futures[future] = (cell, 1)
     finished = False
+    lost: dict[str, int] = {}  # machine losses per cell: retried up to `retries`
+    tries: dict[str, int] = {}  # the case's own failed tries: up to the environment's retries
+    first_failure: dict[str, CellResult] = {}
     try:
         while futures:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for future in done:
                 cell, attempt = futures.pop(future)
                 run = _collect(future, cell, store.run_id, attempt)
+                if cell.cell_id in first_failure and run.result.outcome.passed:
+                    run = replace(run, result=_flaky(run.result, first_failure[cell.cell_id]))
                 result = store.record(run)
                 _count_env(stats, cell, run, on_note)
-                if result.infra and attempt <= retries:
+                again = None
+                if result.infra and lost.get(cell.cell_id, 0) < retries:
+                    lost[cell.cell_id] = lost.get(cell.cell_id, 0) + 1
+                    again = f"machine lost, retrying (attempt {attempt + 1}): {result.reason}"
+                elif (not result.infra and result.outcome.failed
+                      and tries.get(cell.cell_id, 0) < cell.env.retries):
+                    tries[cell.cell_id] = tries.get(cell.cell_id, 0) + 1
+                    first_failure.setdefault(cell.cell_id, result)
+                    again = (f"{result.outcome}, trying again ({tries[cell.cell_id]} of "
+                             f"{cell.env.retries} retries): {result.reason}")
+                if again is not None:
                     stats.retried += 1
-                    on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): machine "
-                            f"lost, retrying (attempt {attempt + 1}): {result.reason}")
-                    (again,) = executor.submit([cell], run_id=store.run_id,
-                                               attempt=attempt + 1)
-                    futures[again] = (cell, attempt + 1)
+                    on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): {again}")
+                    (resubmitted,) = executor.submit([cell], run_id=store.run_id,
+                                                     attempt=attempt + 1)
+                    futures[resubmitted] = (cell, attempt + 1)
                     continue
                 if stats.first_result_at is None:
                     stats.first_result_at = time.monotonic()
@@ -151,6 +165,13 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
         if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
             executor.shutdown(cancel=True)
     return stats
+
+
+def _flaky(result: CellResult, first: CellResult) -> CellResult:
+    """A case that failed and then passed: neither a pass nor a failure, and shown so."""
+    return replace(result, outcome=Outcome.FLAKY,
+                   reason=(f"{result.outcome} on attempt {result.attempt} after "
+                           f"{first.outcome} on attempt {first.attempt}: {first.reason}")[:600])
 
 
 def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> CellRun:

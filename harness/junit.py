@@ -1,8 +1,9 @@
 """JUnit XML for CI systems that read it: one testcase per cell.
 
 FAIL is a failure; ERROR, TIMEOUT, CRASH and MISSING are errors; SKIP and NOT_RUN are
-skipped; PASS and REPRODUCED pass (REPRODUCED carries its signature as a property: the
-documented failure happened, which is what the cell is for).
+skipped; PASS, REPRODUCED and FLAKY pass (REPRODUCED carries its signature as a property: the
+documented failure happened, which is what the cell is for; FLAKY carries outcome=FLAKY and
+how it failed first).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def junit_xml(results: Sequence[CellResult], name: str) -> ET.ElementTree:
             "name": f"{r.case_id}::{r.variant}", "time": f"{r.duration:.3f}"})
         properties = ET.SubElement(case, "properties")
         for key, value in (("outcome", str(r.outcome)), ("cell_id", r.cell_id),
+                           ("flaky", r.reason if r.outcome is Outcome.FLAKY else ""),
                            ("signature", r.signature or ""), ("log", r.log or ""),
                            ("caveat", r.caveat)):
             if value:

@@ -22,7 +22,7 @@ from harness.store import RunStore
 SYMBOLS = {
     Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
     Outcome.ERROR: "⚠️", Outcome.TIMEOUT: "⏱️", Outcome.CRASH: "💥", Outcome.NOT_RUN: "·",
-    Outcome.MISSING: "❔",
+    Outcome.MISSING: "❔", Outcome.FLAKY: "🎲",
 }
 MEANING = {
     Outcome.PASS: "works here (a repro that passes: this environment is not affected)",
@@ -34,6 +34,7 @@ MEANING = {
     Outcome.CRASH: "the process died (signal, abort, os._exit)",
     Outcome.NOT_RUN: "its hardware is not on this machine",
     Outcome.MISSING: "planned, but the shard that should have run it never reported",
+    Outcome.FLAKY: "failed, then passed when tried again (the reason says how it failed)",
 }
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 

@@ -17,11 +17,23 @@ class Outcome(StrEnum):
     CRASH = "CRASH"
     NOT_RUN = "NOT_RUN"
     MISSING = "MISSING"  # planned, but the shard that should have run it never reported
+    FLAKY = "FLAKY"  # failed, then passed when tried again (the environment's `retries:`)
 
     @property
     def ok(self) -> bool:
         """Outcomes that leave the exit code at 0."""
-        return self in (Outcome.PASS, Outcome.REPRODUCED, Outcome.SKIP, Outcome.NOT_RUN)
+        return self in (Outcome.PASS, Outcome.REPRODUCED, Outcome.SKIP, Outcome.NOT_RUN,
+                        Outcome.FLAKY)
+
+    @property
+    def passed(self) -> bool:
+        """The case ran to its end as it should: it works, or the documented failure came."""
+        return self in (Outcome.PASS, Outcome.REPRODUCED)
+
+    @property
+    def failed(self) -> bool:
+        """What a retry may change: the case failed or its process died."""
+        return self in (Outcome.FAIL, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH)
 
 
 @dataclass(frozen=True, kw_only=True)

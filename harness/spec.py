@@ -25,7 +25,7 @@ from harness.yamlsrc import KeyPath, Source, format_path, load_source
 BACKEND_NAMES = ("docker", "host", "uv")
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
-                "network", "hardware", "cases", "memory", "base")
+                "network", "hardware", "cases", "memory", "base", "retries")
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
@@ -97,6 +97,7 @@ class EnvSpec:
     # from, not what is installed (a swapped URL requirement changes the requirements).
     find_links: tuple[str, ...] = ()  # local wheel folders
     offline: bool = False  # install from find_links only; never touch an index
+    retries: int = 0  # a failed cell is run again this many times; failed-then-passed: FLAKY
     # Rebuild (re-resolve) if built before this time: what `*` and range pins resolve to
     # changes with every release. A time, not a flag, so that each machine of a cluster
     # rebuilds once per run, not once per worker process.
@@ -310,6 +311,7 @@ class _Reader:
             "image": self.string, "packages": self._packages, "index": self.strings,
             "env": self._env, "timeout": self._timeout, "network": self._bool,
             "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
+            "retries": self._retries,
             "base": self.string,
         }
         for key, value in raw.items():
@@ -367,6 +369,12 @@ class _Reader:
             raise self.src.error(path, f"expected a positive number of seconds up to "
                                  f"{MAX_TIMEOUT:,}, got {_kind(value)}")
         return float(value)
+
+    def _retries(self, path: KeyPath, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10:
+            raise self.src.error(path, f"expected a number of retries from 0 to 10, got "
+                                 f"{_kind(value)}")
+        return value
 
     def _bool(self, path: KeyPath, value: Any) -> bool:
         if not isinstance(value, bool):
@@ -565,6 +573,7 @@ class _Reader:
             hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
             memory=merged.get("memory"), base=merged.get("base"),
+            retries=merged.get("retries", 0),
         )
 
 

@@ -208,3 +208,26 @@ def test_variable_axes_reach_the_case_and_the_table(tmp_path: Path) -> None:
         "host:init_device=meta": {"variables": {"init_device": "meta"}, "init_device": "meta"}}
     csv = (tmp_path / "r" / "compat.csv").read_text()
     assert "axis:init_device" in csv.splitlines()[0] and ",meta" in csv
+
+
+def test_a_cell_that_fails_then_passes_is_flaky(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+        "environments:\n  host: {backend: host, python: '@PY@', retries: 1}\n"))
+    proc = harness(tmp_path, "run", "-m", str(m), "-k",
+                   "test_behaviour.py::test_[fo]*",  # flaky_once, other_error, os_exit
+                   env={"FLAKY_FLAG": str(tmp_path / "flag"), "HARNESS_PASS_ENV": "FLAKY_FLAG"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # other_error stays a FAIL
+    final = {r["variant"]: r for r in results(tmp_path)}  # the last record of each cell
+    assert final["flaky_once"]["outcome"] == "FLAKY" and final["flaky_once"]["attempt"] == 2
+    assert final["flaky_once"]["reason"].startswith(
+        "PASS on attempt 2 after FAIL on attempt 1: AssertionError: first try fails")
+    assert final["other_error"]["outcome"] == "FAIL" and final["other_error"]["attempt"] == 2
+    assert final["os_exit"]["outcome"] == "CRASH" and final["os_exit"]["attempt"] == 2
+    assert "🎲 FLAKY" in (tmp_path / "r" / "compat.md").read_text()
+    suite = ET.parse(tmp_path / "r" / "junit.xml").getroot()
+    flaky = next(c for c in suite if c.get("name") == "behaviour::flaky_once")
+    props = {p.get("name"): p.get("value") for p in flaky.iter("property")}
+    assert props["outcome"] == "FLAKY" and not list(flaky.iter("failure"))

@@ -115,3 +115,11 @@ def test_variables(harness_record, harness_variables) -> None:  # type: ignore[n
     """Records the cell's variable axes as the fixture and the environment give them."""
     harness_record("variables", harness_variables)
     harness_record("init_device", os.environ.get("INIT_DEVICE"))
+
+
+def test_flaky_once() -> None:
+    """Fails the first time it runs (the flag file does not exist yet), passes after."""
+    flag = Path(os.environ["FLAKY_FLAG"])
+    if not flag.exists():
+        flag.write_text("failed once")
+        raise AssertionError("first try fails")
