@@ -297,8 +297,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     if not args.no_report:
+        from harness.workflow import publish_ci
+
         paths = write_report([report.store], args.reports)
-        print(f"table: {paths['md']} (also .csv, .json, .html)")
+        print(f"table: {paths['md']} (also .csv, .json, .html, junit.xml)")
+        publish_ci(report.store, args.reports)
     return 1 if any(not r.outcome.ok for r in report.store.results()) else 0
 
 

@@ -220,8 +220,24 @@ def report(state: RunState) -> RunState:
         from harness.report import write_report
 
         paths = write_report([state.store], state.options.reports_dir)
-        print(f"table: {paths['md']} (also .csv, .json, .html)")
+        print(f"table: {paths['md']} (also .csv, .json, .html, junit.xml)")
+        publish_ci(state.store, state.options.reports_dir)
     return state
+
+
+def publish_ci(store: RunStore, reports_dir: Path) -> None:
+    """Under CI: the step summary and the new-failure annotations, against the run before."""
+    import os
+
+    if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
+        return
+    from harness.ci import previous_run, publish
+    from harness.report import diff_runs
+
+    before = previous_run(reports_dir, store.run_dir)
+    results = store.results()
+    changes = diff_runs(RunStore(before).results(), results) if before else []
+    publish(store.run_id, results, changes, before.name if before else None)
 
 
 def exit_code(state: RunState) -> int:

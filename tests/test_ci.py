@@ -1,0 +1,42 @@
+"""Under GitHub Actions: the step summary and the annotations for new failures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import DATA, ROOT, write_matrix
+
+
+def test_the_step_summary_and_annotations_name_what_changed_since_the_last_run(
+        tmp_path: Path) -> None:
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+        "environments:\n  host: {backend: host, python: '@PY@'}\n"))
+    summary = tmp_path / "summary.md"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_ACTIONS": "true",
+           "GITHUB_STEP_SUMMARY": str(summary), "GITHUB_SERVER_URL": "https://github.com",
+           "GITHUB_REPOSITORY": "org/repo", "GITHUB_RUN_ID": "42",
+           "FLAKY_FLAG": str(tmp_path / "flag"), "HARNESS_PASS_ENV": "FLAKY_FLAG"}
+
+    def run(run_id: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
+                               "run", "-m", str(m), "-k", "test_behaviour.py::test_[fp]*",
+                               "--run-id", run_id], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, check=False, timeout=300)
+
+    (tmp_path / "flag").write_text("x")  # the first night: flaky_once passes
+    first = run("monday")
+    assert first.returncode == 0 and "::error" not in first.stdout, first.stdout
+    (tmp_path / "flag").unlink()  # the second night: it fails
+    second = run("tuesday")
+    assert second.returncode == 1
+    assert ("::error title=New failure::host behaviour::flaky_once @cpu: PASS -> FAIL"
+            in second.stdout.splitlines()), second.stdout
+    text = summary.read_text()
+    assert "### Compatibility matrix `tuesday`" in text
+    assert "Since `monday`: 1 new failures, 0 fixed." in text
+    assert "- host `behaviour::flaky_once` @cpu: PASS → FAIL" in text
+    assert "https://github.com/org/repo/actions/runs/42" in text
