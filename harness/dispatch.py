@@ -45,12 +45,6 @@ class DispatchStats:
                 + nothing)
 
 
-def longest_first(cells: Sequence[Cell], expected: Mapping[str, float]) -> list[Cell]:
-    """Cells by expected duration, longest first; cells never timed keep plan order, first
-    (an unknown cell may be the longest of all)."""
-    return [b[0] for b in order_batches([[c] for c in cells], expected)]
-
-
 def order_batches(batches: Sequence[list[Cell]], expected: Mapping[str, float]
                   ) -> list[list[Cell]]:
     """Longest expected first; a batch with a cell never timed counts as unknown and goes

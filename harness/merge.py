@@ -42,7 +42,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         raise UsageError(f"merge: {target} is one of the runs being merged")
     if (target / META).exists():  # merging again replaces the earlier merge, whole
         shutil.rmtree(target)
-    chosen, conflicts = _choose(sources, warn)
+    chosen, conflicts = choose_records(sources, warn)
     report = MergeReport(store=RunStore.create(reports_dir, {
         "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
                         for s, m in zip(sources, metas, strict=True)],
@@ -57,7 +57,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     shard_of = {c["cell_id"]: m.get("shard") for m in metas for c in m.get("planned", [])}
     for cell in planned:
         found = chosen.get(cell["cell_id"])
-        if found is None:
+        if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
             report.missing += 1
             out.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
         else:
@@ -82,30 +82,38 @@ def _full_plan(metas: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(cells.values())
 
 
-def _choose(sources: Sequence[RunStore], warn: Callable[[str], None]
-            ) -> tuple[dict[str, tuple[RunStore, CellResult]], list[str]]:
+def choose_records(sources: Sequence[RunStore],
+                   warn: Callable[[str], None] = lambda _: None
+                   ) -> tuple[dict[str, tuple[RunStore, CellResult]], list[str]]:
+    """Each cell's record across several runs: a real record over a MISSING gap, a case's
+    result over a lost machine, then the later attempt, then the later time. Two different
+    real records of one cell are a conflict: said through ``warn`` and returned."""
     chosen: dict[str, tuple[RunStore, CellResult]] = {}
     conflicts: list[str] = []
     for source in sources:
         for result in source.results():
-            if result.outcome is Outcome.MISSING:
-                continue  # an earlier merge's gap is not a record
             seen = chosen.get(result.cell_id)
             if seen is None:
                 chosen[result.cell_id] = (source, result)
                 continue
             if seen[1].to_dict() == result.to_dict():
                 continue  # the same record twice (a merge merged again)
-            later = max((seen, (source, result)),
-                        key=lambda p: (not p[1].infra, p[1].attempt, p[1].finished_at,
-                                       p[0].run_id))
+            later = max((seen, (source, result)), key=_rank)
+            chosen[result.cell_id] = later
+            if Outcome.MISSING in (seen[1].outcome, result.outcome):
+                continue  # a gap filled, not a conflict
             message = (f"{result.environment} {result.case_id}::{result.variant} "
                        f"@{result.hardware_target}: in {seen[0].run_id} and {source.run_id}; "
                        f"kept {later[0].run_id} ({later[1].outcome})")
             conflicts.append(message)
             warn(message)
-            chosen[result.cell_id] = later
     return chosen, conflicts
+
+
+def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, str]:
+    source, result = pair
+    return (result.outcome is not Outcome.MISSING, not result.infra, result.attempt,
+            result.finished_at, source.run_id)
 
 
 def _relocate(source: RunStore, result: CellResult, out: RunStore) -> CellResult:
@@ -140,4 +148,4 @@ def _union(cases: Any) -> dict[str, Any]:
     return out
 
 
-__all__ = ["CASES", "RESULTS", "MergeReport", "merge_runs"]
+__all__ = ["CASES", "RESULTS", "MergeReport", "choose_records", "merge_runs"]

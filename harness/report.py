@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from harness.junit import write_junit
+from harness.merge import choose_records
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
 
@@ -40,14 +41,8 @@ KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-a
 
 
 def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResult]]:
-    """Every cell once across the records: the last attempt of the newest record wins."""
-    by_cell: dict[str, tuple[RunStore, CellResult]] = {}
-    for store in stores:
-        for result in store.results():
-            seen = by_cell.get(result.cell_id)
-            if seen is None or seen[1].finished_at <= result.finished_at:
-                by_cell[result.cell_id] = (store, result)
-    return list(by_cell.values())
+    """Every cell once across the records, chosen as ``harness merge`` chooses."""
+    return list(choose_records(stores)[0].values())
 
 
 def results_frame(results: list[CellResult],

@@ -70,15 +70,7 @@ class Scheduler:
     def complete(self, slot: Slot) -> Task:
         return self.slot_to_task.pop(slot)
 
-    def requeue(self, slot: Slot) -> Task:
-        """The slot was lost (its worker vanished): the task goes back to the front."""
-        task = self.slot_to_task.pop(slot)
-        self.pending.appendleft(task)
-        return task
 
-    def unplaceable(self) -> list[Task]:
-        """Pending tasks that no slot can ever take."""
-        return [t for t in self.pending if not any(s.fits(t.cell) for s in self.slots)]
 
     def drain(self) -> list[Task]:
         """Forget every pending task (shutting down); the caller cancels their futures."""

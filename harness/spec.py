@@ -319,11 +319,14 @@ class _Reader:
                 out[key] = checks[key]((*path, key), value)
         return out
 
-    def _memory(self, path: KeyPath, value: Any) -> str:
+    def _matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
         text = self.string(path, value)
-        if not re.fullmatch(r"\d+[kmg]?", text):
-            raise self.src.error(path, f"{text!r} is not a memory size like '16g' or '512m'")
+        if not re.fullmatch(pattern, text):
+            raise self.src.error(path, f"{text!r} is not {what}")
         return text
+
+    def _memory(self, path: KeyPath, value: Any) -> str:
+        return self._matching(path, value, r"\d+[kmg]?", "a memory size like '16g' or '512m'")
 
     def distribution(self, path: KeyPath, value: Any) -> str:
         """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
@@ -338,10 +341,8 @@ class _Reader:
         return text
 
     def _python(self, path: KeyPath, value: Any) -> str:
-        text = self.string(path, value)
-        if not re.fullmatch(r"\d{1,2}\.\d{1,3}(\.\d{1,3})?", text):
-            raise self.src.error(path, f"{text!r} is not a Python version like '3.11'")
-        return text
+        return self._matching(path, value, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
+                              "a Python version like '3.11'")
 
     def _backend(self, path: KeyPath, value: Any) -> str:
         name = self.string(path, value)

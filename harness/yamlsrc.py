@@ -71,17 +71,15 @@ def load_source(text: str, file: str) -> Source:
     """Parse YAML text with the safe loader, rejecting duplicate keys."""
     try:
         loader = _DepthLoader(text)
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (ESC, NUL, ...)
-        raise SpecError(f"malformed YAML: character {exc.character!r} is not allowed",
-                        file=file, line=text[: exc.position].count("\n") + 1) from None
+    except yaml.reader.ReaderError as exc:  # checked at once for the whole text
+        raise _reader_error(exc, text, file) from None
     loader.name = file
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         raise _yaml_error(exc, file) from None
-    except yaml.reader.ReaderError as exc:
-        raise SpecError(f"malformed YAML: character {exc.character!r} is not allowed",
-                        file=file, line=text[: exc.position].count("\n") + 1) from None
+    except yaml.reader.ReaderError as exc:  # or as the stream is read
+        raise _reader_error(exc, text, file) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"malformed YAML: {exc}", file=file, line=None) from None
     finally:
@@ -92,6 +90,12 @@ def load_source(text: str, file: str) -> Source:
     except yaml.MarkedYAMLError as exc:  # a tag or value the safe constructor refuses
         raise _yaml_error(exc, file) from None
     return Source(file=file, data=data, lines=lines)
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> SpecError:
+    """A character YAML does not allow (ESC, NUL, ...), at its line."""
+    return SpecError(f"malformed YAML: character {exc.character!r} is not allowed", file=file,
+                     line=text[: exc.position].count("\n") + 1)
 
 
 def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:

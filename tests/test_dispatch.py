@@ -161,14 +161,14 @@ def test_a_failed_build_is_counted_as_failed_not_as_nothing_to_build(tmp_path: P
     assert broken["outcome"] == "ERROR" and "asked Python 2.7" in str(broken["reason"])
 
 
-def test_longest_expected_cells_go_first() -> None:
-    from harness.dispatch import longest_first
+def test_longest_expected_batches_go_first() -> None:
+    from harness.dispatch import order_batches
     from harness.plan import Cell
 
     cells = [Cell(cell_id=i, env=None, case=None, hardware="cpu")  # type: ignore[arg-type]
              for i in "abcd"]
-    order = longest_first(cells, {"a": 1.0, "b": 30.0, "c": 5.0})
-    assert [c.cell_id for c in order] == ["d", "b", "c", "a"]  # never timed: first
+    order = order_batches([[c] for c in cells], {"a": 1.0, "b": 30.0, "c": 5.0})
+    assert [b[0].cell_id for b in order] == ["d", "b", "c", "a"]  # never timed: first
 
 
 def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:

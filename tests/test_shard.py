@@ -104,6 +104,12 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) ->
     assert partial.returncode == 1
     md = (tmp_path / "partial" / "compat.md").read_text()
     assert "❔ MISSING" in md
+    # The late artifact arrives: merged into the partial merge, it fills the gap.
+    late = next(f for f in folders if lost["artifact"] in str(f))
+    filled = harness(tmp_path, tmp_path / "filled", "merge", str(run), str(late))
+    assert "0 MISSING" in filled.stdout and filled.returncode == 1, filled.stdout
+    (again,) = (tmp_path / "filled" / "runs").iterdir()
+    assert table(again) == got
     # Logs moved with the merge: every result's log is inside the merged folder.
     rows = [json.loads(x) for x in (tmp_path / "merged" / "runs" / "nightly" /
                                     "results.jsonl").read_text().splitlines()]
