@@ -42,6 +42,7 @@ class CaseVariant:
     signature_specs: tuple[dict[str, str], ...] = ()  # name, exc_type, pattern
     caveats: tuple[str, ...] = ()
     isolate: bool = False  # needs a process of its own (global FP8 or CUDA state)
+    retries: int = 0  # the case's own `Case(retries=N)`: a failed variant runs again
 
     @property
     def label(self) -> str:
@@ -58,7 +59,8 @@ class CaseVariant:
                 "description": self.description, "doc": self.doc,
                 "markers": list(self.markers), "needs_gpu": self.needs_gpu,
                 "requires": list(self.requires), "signatures": list(self.signature_specs),
-                "caveats": list(self.caveats), "isolate": self.isolate}
+                "caveats": list(self.caveats), "isolate": self.isolate,
+                "retries": self.retries}
 
     @classmethod
     def from_metadata(cls, data: dict[str, Any]) -> CaseVariant:
@@ -143,7 +145,15 @@ def _variant(item: dict[str, Any]) -> CaseVariant:
         description=item.get("description", ""), doc=item.get("doc", ""),
         requires=requires, signature_specs=signatures,
         caveats=tuple(item.get("caveats", ())), isolate="isolate" in markers,
+        retries=_retries(item.get("retries", 0), item["nodeid"]),
     )
+
+
+def _retries(value: Any, nodeid: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10:
+        raise UsageError(f"{nodeid}: Case(retries=...) must be a number from 0 to 10, "
+                         f"got {value!r}")
+    return value
 
 
 def upstream_url(ref: str) -> str:

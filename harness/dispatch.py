@@ -121,7 +121,7 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
             futures[future] = (cell, 1)
     finished = False
     lost: dict[str, int] = {}  # machine losses per cell: retried up to `retries`
-    tries: dict[str, int] = {}  # the case's own failed tries: up to the environment's retries
+    tries: dict[str, int] = {}  # the case's own failed tries: up to cell.retries
     first_failure: dict[str, CellResult] = {}
     try:
         while futures:
@@ -138,11 +138,11 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: RunStore, *,
                     lost[cell.cell_id] = lost.get(cell.cell_id, 0) + 1
                     again = f"machine lost, retrying (attempt {attempt + 1}): {result.reason}"
                 elif (not result.infra and result.outcome.failed
-                      and tries.get(cell.cell_id, 0) < cell.env.retries):
+                      and tries.get(cell.cell_id, 0) < cell.retries):
                     tries[cell.cell_id] = tries.get(cell.cell_id, 0) + 1
                     first_failure.setdefault(cell.cell_id, result)
                     again = (f"{result.outcome}, trying again ({tries[cell.cell_id]} of "
-                             f"{cell.env.retries} retries): {result.reason}")
+                             f"{cell.retries} retries): {result.reason}")
                 if again is not None:
                     stats.retried += 1
                     on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): {again}")

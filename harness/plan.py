@@ -22,6 +22,11 @@ class Cell:
     hardware: str
 
     @property
+    def retries(self) -> int:
+        """How often a failed try runs again: the environment's or the case's, the larger."""
+        return max(self.env.retries, self.case.retries)
+
+    @property
     def needs_gpu_slot(self) -> bool:
         return self.hardware != "cpu"
 

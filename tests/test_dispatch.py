@@ -231,3 +231,15 @@ def test_a_cell_that_fails_then_passes_is_flaky(tmp_path: Path) -> None:
     flaky = next(c for c in suite if c.get("name") == "behaviour::flaky_once")
     props = {p.get("name"): p.get("value") for p in flaky.iter("property")}
     assert props["outcome"] == "FLAKY" and not list(flaky.iter("failure"))
+
+
+def test_a_case_may_declare_its_own_retries(tmp_path: Path) -> None:
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\ncases_dir: {DATA / 'retrying'}\n"
+        "environments:\n  host: {backend: host, python: '@PY@'}\n"))
+    proc = harness(tmp_path, "run", "-m", str(m),
+                   env={"FLAKY_FLAG": str(tmp_path / "flag"), "HARNESS_PASS_ENV": "FLAKY_FLAG"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    final = results(tmp_path)[-1]
+    assert (final["outcome"], final["attempt"]) == ("FLAKY", 2)
+    assert "(1 of 1 retries)" in proc.stdout + proc.stderr

@@ -86,10 +86,13 @@ class Case:
     """A case module's metadata, declared next to its tests as ``CASE = Case(...)``.
 
     ``upstream``: the reports and fixes, ``owner/repo#N`` or URLs. ``failure``: the documented
-    failure in one line (default: the first line of the module docstring)."""
+    failure in one line (default: the first line of the module docstring). ``retries``: how
+    often a failed variant is run again (a case known to be flaky on some hardware); the
+    environment's ``retries:`` applies too, the larger wins."""
 
     upstream: tuple[str, ...] = ()
     failure: str = ""
+    retries: int = 0
 
 
 def caveat(text: str) -> pytest.MarkDecorator:
@@ -248,7 +251,7 @@ def describe(item: pytest.Item) -> dict[str, Any]:
     return {
         "nodeid": item.nodeid, "case_id": case_id, "variant": name, "title": title,
         "failure": case.failure or title, "upstream": list(case.upstream),
-        "description": doc, "doc": (getattr(function, "__doc__", None) or "").strip(),
+        "retries": case.retries, "description": doc, "doc": (getattr(function, "__doc__", None) or "").strip(),
         "markers": sorted({m.name for m in item.iter_markers()}),
         "requires": [asdict(r) for r in reqs],
         "signatures": [asdict(m.args[0]) for m in item.iter_markers("reproduces")],
