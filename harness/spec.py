@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +20,8 @@ from packaging.version import InvalidVersion, Version
 
 from harness.errors import SpecError, UsageError
 from harness.expand import expand
+from harness.expect import Rule
+from harness.results import Outcome
 from harness.yamlsrc import KeyPath, Source, format_path, load_source
 
 #: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
@@ -143,6 +146,7 @@ class MatrixSpec:
     # CI runner labels per hardware target (``sm_90: [self-hosted, h100]``), for shard jobs.
     runners: dict[str, tuple[str, ...]] = field(default_factory=dict)
     body_line: int | None = None  # where the environments start (matrices: or environments:)
+    expect: tuple[Rule, ...] = ()  # what some cells are known to show (harness.expect)
 
     def runner_for(self, hardware: str) -> list[str]:
         """Where a shard of ``hardware`` runs: the matrix's ``runners:``, else GitHub's
@@ -191,7 +195,7 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     src = load_source(text, file)
     top = _Reader(src)
     root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
-                            "matrices", "environments", "runners"})
+                            "matrices", "environments", "runners", "expect"})
     version = root.get("version", 1)
     if version != 1:
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
@@ -222,8 +226,9 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     runners = {str(hw): top.strings(("runners", hw), labels)
                for hw, labels in top.mapping(("runners",), None, optional=True).items()}
+    expect = top.expectations(("expect",), {env.name for env in envs})
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs),
-                      runners=runners,
+                      runners=runners, expect=expect,
                       cases_dir_line=src.line(("cases_dir",)),
                       body_line=src.line(("matrices",) if "matrices" in root
                                          else ("environments",)))
@@ -318,6 +323,49 @@ class _Reader:
             if key in checks:
                 out[key] = checks[key]((*path, key), value)
         return out
+
+    def expectations(self, path: KeyPath, names: set[str]) -> tuple[Rule, ...]:
+        raw = self.at(path)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise self.src.error(path, f"expected a list of rules, got {_kind(raw)}")
+        return tuple(self._rule((*path, i), names) for i in range(len(raw)))
+
+    def _rule(self, path: KeyPath, names: set[str]) -> Rule:
+        raw = self.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
+                                  "why"})
+        for key in ("outcome", "why"):
+            if key not in raw:
+                raise self.src.error(path, f"a rule needs {key!r} (what is expected, and why)")
+        globs = {k: self.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
+                 if k in raw}
+        env_glob = globs.get("environment", "*")
+        if not any(fnmatchcase(n, env_glob) for n in names):
+            raise self.src.error((*path, "environment"),
+                                 f"{env_glob!r} matches no environment of this matrix")
+        outcomes = set()
+        for i, name in enumerate(self.strings((*path, "outcome"), raw["outcome"])):
+            where = (*path, "outcome") if isinstance(raw["outcome"], str) else (
+                *path, "outcome", i)
+            if name not in Outcome.__members__ or name == "NOT_RUN":
+                raise self.src.error(where, f"{name!r} is not an outcome a cell can be "
+                                     "expected to have; expected one of: " + ", ".join(
+                                         o for o in Outcome.__members__ if o != "NOT_RUN"))
+            outcomes.add(Outcome(name))
+        reason = None
+        if "reason" in raw:
+            reason = self.string((*path, "reason"), raw["reason"])
+            try:
+                re.compile(reason)
+            except re.error as exc:
+                raise self.src.error((*path, "reason"),
+                                     f"not a regular expression: {exc}") from None
+        why = self.string((*path, "why"), raw["why"]).strip()
+        if not why:
+            raise self.src.error((*path, "why"), "say why this is expected")
+        return Rule(outcomes=frozenset(outcomes), why=why, reason=reason,
+                    where=f"{self.src.file}:{self.src.line(path)}", **globs)
 
     def _matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
         text = self.string(path, value)

@@ -46,6 +46,8 @@ class RunOptions:
     address: str | None = None  # a Ray cluster: "auto" or HOST:PORT; none starts one here
     retries: int = 2
     batch: bool = True  # cells of one module share a pytest process (--isolate-cells: never)
+    fail_on: str = "new"  # what makes the exit code 1 (harness.expect.FAIL_ON)
+    baseline: str | None = None  # a baseline file or a run: what each cell is expected to be
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +165,7 @@ def open_store(state: RunState) -> RunState | int:
         "environments": {e.name: e.to_dict() for e in state.plan.environments},
         "planned": [c.to_dict() for c in state.plan.cells],
         "shard": opts.shard,
+        "expect": [rule.to_dict() for rule in state.spec.expect] if state.spec else [],
         # A shard knows the whole plan: a merge shows the cells of a shard that never came.
         "full_plan": [c.to_dict() for c in (state.full_plan or state.plan).cells]
         if opts.shard else None,
@@ -217,9 +220,12 @@ def expected_durations(state: RunState) -> dict[str, float]:
 def report(state: RunState) -> RunState:
     assert state.store is not None
     if state.options.report:
+        from harness.expect import load_baseline
         from harness.report import write_report
 
-        paths = write_report([state.store], state.options.reports_dir)
+        opts = state.options
+        baseline = load_baseline(Path(opts.baseline), opts.reports_dir) if opts.baseline else None
+        paths = write_report([state.store], opts.reports_dir, baseline=baseline)
         print(f"table: {paths['md']} (also .csv, .json, .html, junit.xml)")
         publish_ci(state.store, state.options.reports_dir)
     return state
@@ -241,9 +247,23 @@ def publish_ci(store: RunStore, reports_dir: Path) -> None:
 
 
 def exit_code(state: RunState) -> int:
+    """By ``--fail-on``: a cell failing that was not expected to (the default), any change
+    from what was expected, or any failure at all."""
     assert state.store is not None
-    bad = [r for r in state.store.results() if not r.outcome.ok]
-    return 1 if bad else 0
+    return judged_exit([state.store], state.options.reports_dir, state.options.fail_on,
+                       state.options.baseline)
+
+
+def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
+                baseline: str | None) -> int:
+    from harness import expect
+
+    known = expect.load_baseline(Path(baseline), reports_dir) if baseline else None
+    verdicts = expect.judge_runs(stores, known)
+    lines = expect.summary_lines(verdicts)
+    if len(lines) > 1 or known is not None:
+        print("\n".join(lines))
+    return expect.exit_code(verdicts, fail_on)
 
 
 RUN_STEPS: Sequence[Step] = (load_spec, open_executor, plan_cells, open_store, run_cells,

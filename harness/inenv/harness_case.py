@@ -251,7 +251,8 @@ def describe(item: pytest.Item) -> dict[str, Any]:
     return {
         "nodeid": item.nodeid, "case_id": case_id, "variant": name, "title": title,
         "failure": case.failure or title, "upstream": list(case.upstream),
-        "retries": case.retries, "description": doc, "doc": (getattr(function, "__doc__", None) or "").strip(),
+        "retries": case.retries, "description": doc,
+        "doc": (getattr(function, "__doc__", None) or "").strip(),
         "markers": sorted({m.name for m in item.iter_markers()}),
         "requires": [asdict(r) for r in reqs],
         "signatures": [asdict(m.args[0]) for m in item.iter_markers("reproduces")],

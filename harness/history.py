@@ -1,0 +1,125 @@
+"""Each cell's outcomes over the last runs in a folder of run folders (CI keeps one between
+nights): which cells changed, which flip back and forth, and pruning the folder to the newest.
+
+Cells are matched by their logical key (environment, ``case::variant``, hardware), so a pin
+change does not start a new row. Only the fields a row needs are read from each record.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.results import Outcome
+from harness.store import META, RESULTS
+
+Key = tuple[str, str, str]
+LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
+          Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
+          Outcome.MISSING: "?", Outcome.FLAKY: "~"}
+ABSENT = "-"
+
+
+@dataclass(frozen=True, kw_only=True)
+class History:
+    folder: Path
+    runs: tuple[str, ...]  # oldest first
+    cells: dict[Key, tuple[Outcome | None, ...]]  # one entry per run; None: not in that run
+
+    @staticmethod
+    def flips(outcomes: tuple[Outcome | None, ...]) -> int:
+        """How often the outcome changed between runs that ran the cell."""
+        seen = [o for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
+        return sum(a != b for a, b in pairwise(seen))
+
+    @classmethod
+    def flaky(cls, outcomes: tuple[Outcome | None, ...]) -> bool:
+        """FLAKY in some run, or fine and failing by turns: failed, passed, failed again."""
+        seen = [o.ok for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
+        turns = sum(a != b for a, b in pairwise(seen))
+        return Outcome.FLAKY in outcomes or turns >= 2
+
+    def rows(self, *, changed_only: bool) -> Iterator[tuple[Key, tuple[Outcome | None, ...]]]:
+        for key in sorted(self.cells):
+            outcomes = self.cells[key]
+            if not changed_only or self.flips(outcomes) or Outcome.FLAKY in outcomes:
+                yield key, outcomes
+
+    def render(self, *, changed_only: bool) -> str:
+        legend = " ".join(f"{LETTER[o]}={o}" for o in Outcome) + f" {ABSENT}=absent"
+        lines = [f"{len(self.runs)} runs in {self.folder}, oldest first: {' '.join(self.runs)}",
+                 legend]
+        rows = list(self.rows(changed_only=changed_only))
+        width = [max((len(k[i]) for k, _ in rows), default=0) for i in range(3)]
+        for key, outcomes in rows:
+            strip = " ".join(LETTER[o] if o is not None else ABSENT for o in outcomes)
+            notes = [f"{self.flips(outcomes)} changes"] if self.flips(outcomes) else []
+            notes += ["flaky"] if self.flaky(outcomes) else []
+            lines.append("  ".join(k.ljust(w) for k, w in zip(key, width, strict=True))
+                         + f"  {strip}  " + ", ".join(notes))
+        what = "changed or flaky" if changed_only else "shown"
+        lines.append(f"{len(rows)} of {len(self.cells)} cells {what}"
+                     + (" (--all shows every cell)" if changed_only else ""))
+        return "\n".join(line.rstrip() for line in lines)
+
+    def to_dict(self, *, changed_only: bool) -> dict[str, Any]:
+        return {"folder": str(self.folder), "runs": list(self.runs), "cells": [
+            {"environment": k[0], "case": k[1], "hardware": k[2],
+             "outcomes": [str(o) if o is not None else None for o in outcomes],
+             "changes": self.flips(outcomes), "flaky": self.flaky(outcomes)}
+            for k, outcomes in self.rows(changed_only=changed_only)]}
+
+
+def run_folders(folder: Path) -> list[Path]:
+    """The run folders under ``folder``, oldest first (by when each run was created)."""
+    if not folder.is_dir():
+        raise UsageError(f"no folder of runs at {folder}")
+    found = []
+    for path in folder.iterdir():
+        try:
+            meta = json.loads((path / META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # not a run folder (or one whose record is unreadable)
+        found.append((float(meta.get("created") or 0.0), path.name, path))
+    return [p for _, _, p in sorted(found)]
+
+
+def _outcomes(run_dir: Path) -> dict[Key, Outcome]:
+    """Each cell's last attempt in one record."""
+    out: dict[Key, Outcome] = {}
+    path = run_dir / RESULTS
+    if not path.is_file():
+        return out
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                d = json.loads(line)
+                key = (d["environment"], f"{d['case_id']}::{d['variant']}",
+                       d["hardware_target"])
+                out[key] = Outcome(d["outcome"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut by a crash
+    return out
+
+
+def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:
+    runs = run_folders(folder)[-last:]
+    per_run = [_outcomes(r) for r in runs]
+    keys = {k for outcomes in per_run for k in outcomes
+            if keyword is None or keyword in k[0] or keyword in k[1]}
+    cells = {k: tuple(outcomes.get(k) for outcomes in per_run) for k in keys}
+    return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells)
+
+
+def prune(folder: Path, *, keep: int) -> list[Path]:
+    """Remove all but the newest ``keep`` run folders; returns what was removed."""
+    old = run_folders(folder)[:-keep]
+    for path in old:
+        shutil.rmtree(path)
+    return old

@@ -1,0 +1,184 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import SpecError, UsageError
+from harness.expect import Baseline, Rule, baseline_from, exit_code, judge, load_baseline
+from harness.results import CellResult, Outcome
+from harness.spec import parse_matrix
+from tests.conftest import ROOT, write_matrix
+
+
+def result(env: str, variant: str, outcome: Outcome, reason: str = "",
+           hardware: str = "cpu") -> CellResult:
+    return CellResult(run_id="r", cell_id=f"{env}-{variant}-{hardware}", environment=env,
+                      values={}, env_key="k", backend="uv", case_id="case", variant=variant,
+                      nodeid=f"test_case.py::test_{variant}", hardware_target=hardware,
+                      outcome=outcome, reason=reason)
+
+
+def rule(outcome: Outcome, **kw: str) -> Rule:
+    return Rule(outcomes=frozenset({outcome}), why="because", **kw)
+
+
+def statuses(verdicts: list) -> list[str]:  # type: ignore[type-arg]
+    return [v.status for v in verdicts]
+
+
+def test_without_rules_or_baseline_every_failure_is_new_and_fine_outcomes_are_expected() -> None:
+    got = judge([result("a", "x", Outcome.PASS), result("a", "y", Outcome.REPRODUCED),
+                 result("a", "z", Outcome.FAIL), result("a", "w", Outcome.NOT_RUN)])
+    assert statuses(got) == ["expected", "expected", "new failure", "not run"]
+    assert [exit_code(got, f) for f in ("new", "changed", "any")] == [1, 1, 1]
+
+
+def test_a_rule_with_a_reason_holds_only_for_that_reason() -> None:
+    known = rule(Outcome.ERROR, environment="kt-*", reason=r"resolve host: github\.com")
+    got = judge([result("kt-1", "x", Outcome.ERROR, "Could not resolve host: github.com"),
+                 result("kt-1", "y", Outcome.ERROR, "disk full"),
+                 result("kt-1", "z", Outcome.PASS)],  # built where GitHub is reachable
+                [known])
+    assert statuses(got) == ["expected", "new failure", "expected"]
+    assert got[0].why == "because"
+
+
+def test_known_failures_pass_new_and_changed_but_not_any() -> None:
+    got = judge([result("kt", "x", Outcome.ERROR, "github.com")],
+                [rule(Outcome.ERROR, reason="github")])
+    assert [exit_code(got, f) for f in ("new", "changed", "any")] == [0, 0, 1]
+
+
+def test_a_documented_failure_that_stops_reproducing_is_a_change() -> None:
+    documented = rule(Outcome.REPRODUCED, environment="torch-2.0.1", case="case::repro*")
+    got = judge([result("torch-2.0.1", "repro", Outcome.PASS),
+                 result("torch-2.0.1", "repro_merged", Outcome.REPRODUCED),
+                 result("torch-2.2.2", "repro", Outcome.REPRODUCED)], [documented])
+    assert statuses(got) == ["changed", "expected", "expected"]
+    assert [exit_code(got, f) for f in ("new", "changed", "any")] == [0, 1, 0]
+
+
+def test_a_case_glob_without_variant_names_the_case() -> None:
+    assert rule(Outcome.PASS, case="case").selects(("e", "case::repro[a]", "cpu"))
+    assert not rule(Outcome.PASS, case="other").selects(("e", "case::repro", "cpu"))
+    assert not rule(Outcome.PASS, hardware="sm_90").selects(("e", "case::repro", "cpu"))
+
+
+def test_the_baseline_says_what_each_cell_was_and_rules_win_over_it() -> None:
+    base = Baseline(source="last-night", outcomes={
+        ("a", "case::x", "cpu"): Outcome.FAIL, ("a", "case::y", "cpu"): Outcome.PASS,
+        ("a", "case::z", "cpu"): Outcome.ERROR, ("a", "case::w", "cpu"): Outcome.NOT_RUN})
+    got = judge([result("a", "x", Outcome.FAIL),   # still failing: as expected
+                 result("a", "y", Outcome.CRASH),  # new
+                 result("a", "z", Outcome.PASS),   # fixed
+                 result("a", "w", Outcome.FAIL),   # the baseline never ran it: new
+                 result("a", "v", Outcome.PASS)],  # not in the baseline: fine is expected
+                [rule(Outcome.PASS, case="case::z")], base)
+    assert statuses(got) == ["expected", "new failure", "expected", "new failure", "expected"]
+    assert got[0].why == "baseline last-night" and got[2].why == "because"
+    fixed = judge([result("a", "x", Outcome.PASS)], (), base)
+    assert statuses(fixed) == ["fixed"] and exit_code(fixed, "new") == 0
+    assert exit_code(fixed, "changed") == 1
+
+
+def test_a_baseline_file_round_trips_and_bad_ones_are_one_line(tmp_path: Path) -> None:
+    data = baseline_from([result("a", "x", Outcome.FAIL), result("a", "y", Outcome.NOT_RUN)],
+                         "r1")
+    assert [c["case"] for c in data["cells"]] == ["case::x"]  # NOT_RUN says nothing
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    loaded = load_baseline(path, tmp_path)
+    assert loaded.source == "r1" and loaded.outcomes == {("a", "case::x", "cpu"): Outcome.FAIL}
+    path.write_text('{"cells": []}')
+    with pytest.raises(UsageError, match="not a baseline file"):
+        load_baseline(path, tmp_path)
+    with pytest.raises(UsageError, match="neither a baseline file nor a run"):
+        load_baseline(tmp_path / "absent.json", tmp_path)
+
+
+def spec(expect: str) -> str:
+    return ("version: 1\nenvironments:\n  kt: {backend: host}\n  other: {backend: host}\n"
+            f"expect:\n{expect}")
+
+
+def test_expect_rules_are_read_from_the_matrix(tmp_path: Path) -> None:
+    m = parse_matrix(spec("  - {environment: kt, outcome: [ERROR, FAIL], reason: 'git(hub)?',"
+                          " why: no GitHub here}\n"), file="m.yaml", base=tmp_path)
+    (only,) = m.expect
+    assert only.outcomes == {Outcome.ERROR, Outcome.FAIL} and only.reason == "git(hub)?"
+    assert only.where == "m.yaml:6"
+
+
+@pytest.mark.parametrize(("rule_text", "message"), [
+    ("  - {environment: kt, outcome: ERROR}", "m.yaml:6: expect[0]: a rule needs 'why'"),
+    ("  - {environment: nope*, outcome: ERROR, why: x}",
+     "m.yaml:6: expect[0].environment: 'nope*' matches no environment of this matrix"),
+    ("  - {outcome: BROKEN, why: x}", "m.yaml:6: expect[0].outcome: 'BROKEN' is not an outcome"),
+    ("  - {outcome: [PASS, NOT_RUN], why: x}", "m.yaml:6: expect[0].outcome[1]: 'NOT_RUN'"),
+    ("  - {outcome: ERROR, reason: '(', why: x}",
+     "m.yaml:6: expect[0].reason: not a regular expression"),
+    ("  - {outcome: ERROR, why: '  '}", "m.yaml:6: expect[0].why: say why"),
+    ("  - {outcome: ERROR, why: x, when: never}", "m.yaml:6: expect[0].when: unknown key"),
+    ("  kt: ERROR", "m.yaml:5: expect: expected a list of rules"),
+])
+def test_bad_expect_rules_are_one_line_errors(tmp_path: Path, rule_text: str,
+                                              message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        parse_matrix(spec(rule_text + "\n"), file="m.yaml", base=tmp_path)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+CASES = '''
+import os
+
+
+def test_flip():
+    assert os.environ.get("FLIP") != "1", "flipped"
+
+
+def test_known():
+    raise RuntimeError("Could not resolve host: github.com")
+'''
+
+
+def harness(tmp_path: Path, *args: str, flip: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLIP": "1" if flip else "0",
+           "HARNESS_PASS_ENV": "FLIP"}
+    return subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
+                           *args], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "test_flip_case.py").write_text(CASES)
+    (tmp_path / "cases" / "pytest.ini").write_text("[pytest]\n")
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        "version: 1\ncases_dir: cases\nenvironments:\n  host: {backend: host, python: '@PY@'}\n"
+        "expect:\n  - {environment: host, case: flip_case::known, outcome: FAIL,\n"
+        "     reason: 'resolve host: github', why: GitHub is out of reach here}\n"))
+    first = harness(tmp_path, "run", "-m", str(m), "--run-id", "night1")
+    assert first.returncode == 0, first.stdout + first.stderr  # the known failure is expected
+    assert "known: 1 cells: GitHub is out of reach here" in first.stdout
+    assert harness(tmp_path, "report", "night1", "--fail-on", "any").returncode == 1
+    assert harness(tmp_path, "baseline", "night1", "-o", "b.json").returncode == 0
+
+    second = harness(tmp_path, "run", "-m", str(m), "--run-id", "night2", flip=True)
+    assert second.returncode == 1  # a cell newly fails
+    assert "new failure: host flip_case::flip @cpu: FAIL (expected fine)" in second.stdout
+    against = harness(tmp_path, "report", "night2", "--baseline", "b.json", "--fail-on", "new")
+    assert against.returncode == 1
+    # Judged by last night's record, the flip is still failing: no news.
+    still = harness(tmp_path, "run", "-m", str(m), "--run-id", "night3", "--baseline",
+                    "night2", flip=True)
+    assert still.returncode == 0, still.stdout + still.stderr
+    data = json.loads((tmp_path / "r" / "compat.json").read_text())
+    assert {(e["case"], e["status"]) for e in data["expectations"]} == {
+        ("flip_case::flip", "expected"), ("flip_case::known", "expected")}
+    bad = harness(tmp_path, "run", "-m", str(m), "--baseline", "nowhere.json")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

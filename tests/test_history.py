@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.history import load, prune, run_folders
+from harness.results import CellResult, Outcome
+
+P, F, R = Outcome.PASS, Outcome.FAIL, Outcome.REPRODUCED
+
+
+def write_run(folder: Path, run_id: str, created: float,
+              outcomes: dict[tuple[str, str], Outcome]) -> Path:
+    run = folder / run_id
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run_id": run_id, "created": created}))
+    lines = []
+    for (env, variant), outcome in outcomes.items():
+        lines.append(json.dumps(CellResult(
+            run_id=run_id, cell_id=f"{env}{variant}{run_id}", environment=env, values={},
+            env_key="k", backend="uv", case_id="case", variant=variant, nodeid="n",
+            hardware_target="cpu", outcome=outcome).to_dict()))
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def test_history_rows_follow_the_logical_key_and_flag_flips(tmp_path: Path) -> None:
+    nights = [{("a", "steady"): P, ("a", "flip"): P, ("a", "fixed"): F, ("a", "repro"): R},
+              {("a", "steady"): P, ("a", "flip"): F, ("a", "fixed"): F, ("a", "repro"): R},
+              {("a", "steady"): P, ("a", "flip"): P, ("a", "fixed"): P, ("a", "repro"): P,
+               ("a", "new"): P}]
+    for i, outcomes in enumerate(nights):  # names sort against creation order on purpose
+        write_run(tmp_path, f"z{9 - i}", 1000.0 + i, outcomes)
+    (tmp_path / "not-a-run").mkdir()
+    history = load(tmp_path, last=10)
+    assert history.runs == ("z9", "z8", "z7")
+    rows = {k[1]: v for k, v in history.rows(changed_only=True)}
+    assert set(rows) == {"case::flip", "case::fixed", "case::repro"}
+    assert rows["case::flip"] == (P, F, P) and history.flaky(rows["case::flip"])
+    assert not history.flaky(rows["case::fixed"]) and history.flips(rows["case::fixed"]) == 1
+    text = history.render(changed_only=False)
+    assert "case::new" in text and "- - P" in text and "P F P  2 changes, flaky" in text
+    assert text.splitlines()[-1] == "5 of 5 cells shown"
+    assert load(tmp_path, last=1).runs == ("z7",)
+    data = history.to_dict(changed_only=True)
+    assert [c["case"] for c in data["cells"]] == ["case::fixed", "case::flip", "case::repro"]
+
+
+def test_prune_keeps_the_newest_runs(tmp_path: Path) -> None:
+    for i in range(4):
+        write_run(tmp_path, f"run{i}", 1000.0 + i, {("a", "x"): Outcome.PASS})
+    removed = prune(tmp_path, keep=2)
+    assert [p.name for p in removed] == ["run0", "run1"]
+    assert [p.name for p in run_folders(tmp_path)] == ["run2", "run3"]
+    with pytest.raises(UsageError, match="no folder of runs"):
+        run_folders(tmp_path / "absent")
+
+
+def test_history_command(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    write_run(tmp_path / "r" / "runs", "n1", 1.0, {("a", "x"): Outcome.PASS})
+    write_run(tmp_path / "r" / "runs", "n2", 2.0, {("a", "x"): Outcome.CRASH})
+    proc = subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
+                           "history", "--format", "json"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    (cell,) = json.loads(proc.stdout)["cells"]
+    assert cell["outcomes"] == ["PASS", "CRASH"] and cell["changes"] == 1
