@@ -13,12 +13,18 @@ from harness.results import CellResult, Outcome
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
-    """The newest other run under ``reports_dir`` (CI restores it from its history)."""
+    """The newest run under ``reports_dir`` created before ``current`` (CI restores them from
+    its history); a run made later never counts, so a re-render says the same."""
+    from harness.history import created
+
     runs = reports_dir / "runs"
-    found = sorted((p for p in runs.iterdir() if (p / "results.jsonl").is_file()
-                    and p.resolve() != current.resolve()),
-                   key=lambda p: (p / "results.jsonl").stat().st_mtime) if runs.is_dir() else []
-    return found[-1] if found else None
+    if not runs.is_dir():
+        return None
+    mine = created(current)
+    found = sorted((created(p), p.name, p) for p in runs.iterdir()
+                   if (p / "results.jsonl").is_file() and p.resolve() != current.resolve())
+    earlier = [p for when, _, p in found if when < mine]
+    return earlier[-1] if earlier else None
 
 
 def step_summary(run_id: str, results: Sequence[CellResult],

@@ -105,7 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write reports/compat.{md,csv,json,html} for runs")
     p.add_argument("run_id", nargs="*", default=["latest"],
                    help="run ids or run folders (default: latest); several are merged")
-    p.add_argument("--diff", metavar="RUN_ID", help="also list cells that changed since RUN_ID")
+    p.add_argument("--diff", metavar="RUN_ID",
+                   help="say what changed since RUN_ID (default: the run before it)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="where the report goes (default: the run's own report/ folder; for "
+                        "several runs REPORTS/combined)")
     _expectations(p, None)
 
     p = sub.add_parser("merge", help="merge the run folders of a plan's shards into one run")
@@ -307,16 +311,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import diff_runs, write_report
+    from harness.report import diff_runs, short_summary, write_report
     from harness.store import RunStore
 
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
-    paths = write_report(stores, args.reports, baseline=_baseline(args))
-    print(paths["md"].read_text(encoding="utf-8"))
-    if args.diff:
-        old = RunStore.open(args.reports, args.diff)
-        changes = diff_runs(old.results(), [r for s in stores for r in s.results()])
-        print(f"## Changes since {old.run_id}: {len(changes)}")
+    previous = RunStore.open(args.reports, args.diff) if args.diff else None
+    if args.out is None and len(stores) == 1:
+        from harness.workflow import publish_report
+
+        paths = publish_report(stores[0], args.reports, baseline=_baseline(args)) \
+            if previous is None else write_report(stores, stores[0].run_dir / "report",
+                                                   baseline=_baseline(args), previous=previous)
+    else:
+        out = args.out or args.reports / "combined"
+        paths = write_report(stores, out, baseline=_baseline(args), previous=previous)
+    print(short_summary(paths))
+    if previous is not None:
+        changes = diff_runs(previous.results(), [r for s in stores for r in s.results()])
+        print(f"## Changes since {previous.run_id}: {len(changes)}")
         for c in changes:
             versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
             print(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
@@ -337,7 +349,6 @@ def _baseline(args: argparse.Namespace) -> Any:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from harness.merge import merge_runs
-    from harness.report import write_report
     from harness.store import RunStore
 
     sources = [RunStore.open(args.reports, run) for run in args.runs]
@@ -351,10 +362,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     if not args.no_report:
-        from harness.workflow import publish_ci
+        from harness.workflow import publish_ci, publish_report
 
-        paths = write_report([report.store], args.reports, baseline=baseline)
-        print(f"table: {paths['md']} (also .csv, .json, .html, junit.xml)")
+        paths = publish_report(report.store, args.reports, baseline=baseline)
+        print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
         publish_ci(report.store, args.reports)
     from harness.workflow import judged_exit
 

@@ -76,17 +76,20 @@ class History:
             for k, outcomes in self.rows(changed_only=changed_only)]}
 
 
+def created(run_dir: Path) -> float:
+    """When a run was created, from its record (-1: not a readable run folder)."""
+    try:
+        meta = json.loads((run_dir / META).read_text(encoding="utf-8"))
+        return float(meta.get("created") or 0.0)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return -1.0
+
+
 def run_folders(folder: Path) -> list[Path]:
     """The run folders under ``folder``, oldest first (by when each run was created)."""
     if not folder.is_dir():
         raise UsageError(f"no folder of runs at {folder}")
-    found = []
-    for path in folder.iterdir():
-        try:
-            meta = json.loads((path / META).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # not a run folder (or one whose record is unreadable)
-        found.append((float(meta.get("created") or 0.0), path.name, path))
+    found = [(when, p.name, p) for p in folder.iterdir() if (when := created(p)) >= 0]
     return [p for _, _, p in sorted(found)]
 
 

@@ -1,12 +1,11 @@
-"""The compatibility table: one row per environment, one column per case variant.
-
-Pure functions over one or more run records (several shards of one run, or a run folder
-copied from another machine). The only module that imports pandas.
+"""The report of one or more run records (several shards of one run, or a run folder copied
+from another machine): the long-format data (CSV/JSON, one row per cell), the site and its
+markdown (``harness.site``), JUnit, and what changed between two runs. The only module that
+imports pandas.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from collections.abc import Sequence
@@ -21,23 +20,6 @@ from harness.merge import choose_records
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
 
-SYMBOLS = {
-    Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
-    Outcome.ERROR: "⚠️", Outcome.TIMEOUT: "⏱️", Outcome.CRASH: "💥", Outcome.NOT_RUN: "·",
-    Outcome.MISSING: "❔", Outcome.FLAKY: "🎲",
-}
-MEANING = {
-    Outcome.PASS: "works here (a repro that passes: this environment is not affected)",
-    Outcome.REPRODUCED: "the documented failure happened (its signature matched)",
-    Outcome.FAIL: "failed with some other error",
-    Outcome.SKIP: "a requirement is unmet here (reason in the JSON/CSV)",
-    Outcome.ERROR: "environment or harness problem (build failure, drift)",
-    Outcome.TIMEOUT: "no result within the timeout",
-    Outcome.CRASH: "the process died (signal, abort, os._exit)",
-    Outcome.NOT_RUN: "its hardware is not on this machine",
-    Outcome.MISSING: "planned, but the shard that should have run it never reported",
-    Outcome.FLAKY: "failed, then passed when tried again (the reason says how it failed)",
-}
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 
 
@@ -69,24 +51,6 @@ def results_frame(results: list[CellResult],
     return pd.DataFrame(rows)
 
 
-def compat_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Pivot to environments × case variants of outcome names, with key versions in front."""
-    if frame.empty:
-        return pd.DataFrame()
-    frame = frame.assign(row=frame["environment"] + " @" + frame["hardware"])
-    table = frame.pivot_table(index="row", columns="column", values="outcome",
-                              aggfunc="first", sort=False)
-    version_cols = ["python", "cuda", *[f"v:{k}" for k in KEY_VERSIONS]]
-    versions = (frame.sort_values("python", ascending=False).groupby("row", sort=False)
-                [version_cols].first())
-    versions = versions.loc[:, (versions != "").any()]
-    versions.columns = [c.removeprefix("v:") for c in versions.columns]
-    table = table[sorted(table.columns)]  # repro before workaround, stable across runs
-    out = versions.join(table).reindex(table.index)
-    out.index.name = "environment"
-    return out.fillna("")
-
-
 def summary_line(frame: pd.DataFrame) -> str:
     counts = frame["outcome"].value_counts() if not frame.empty else pd.Series(dtype=int)
     parts = [f"{int(counts[o])} {o}" for o in (str(x) for x in Outcome) if o in counts]
@@ -94,71 +58,95 @@ def summary_line(frame: pd.DataFrame) -> str:
     return f"{len(frame)} cells in {envs} environments: " + (", ".join(parts) or "nothing run")
 
 
-def _symbolize(table: pd.DataFrame, case_columns: list[str],
-               caveats: pd.DataFrame) -> pd.DataFrame:
-    """Outcome names with their symbol; a cell whose case recorded a caveat gets a dagger."""
-    out = table.copy()
-    for col in case_columns:
-        out[col] = out[col].map(lambda v: f"{SYMBOLS[Outcome(v)]} {v}" if v else "")
-    for _, row in caveats.iterrows():
-        out.loc[row["row"], row["column"]] += " †"
-    return out
-
-
-def _caveats(frame: pd.DataFrame) -> pd.DataFrame:
-    """Cells whose result carries a caveat (a workaround that "passes" by turning FP8 off)."""
-    if frame.empty:
-        return frame
-    marked = frame[frame["caveat"] != ""]
-    return marked.assign(row=marked["environment"] + " @" + marked["hardware"])
-
-
-def _caveat_lines(caveats: pd.DataFrame) -> str:
-    lines = [f"- † {r['row']}, {r['column']}: {r['caveat']}" for _, r in caveats.iterrows()]
-    return "\n\n## Caveats\n\n" + "\n".join(lines) if lines else ""
-
-
-def _legend() -> str:
-    return "\n".join(f"- {SYMBOLS[o]} **{o}**: {MEANING[o]}" for o in Outcome)
-
-
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
-                 baseline: Baseline | None = None) -> dict[str, Path]:
+                 baseline: Baseline | None = None, previous: RunStore | None = None
+                 ) -> dict[str, Path]:
+    """Everything a reader gets, into ``out_dir``: the site (index, a page per documented
+    failure, the capability grid, every cell), its markdown twin, the long-format CSV/JSON,
+    JUnit and the heatmap. Cells come in matrix order, so the same results give the same
+    bytes. ``previous``: the run to say what changed since."""
+    from harness.site.model import build_site
+    from harness.site.render import LONG_COLUMNS, markdown, render_site
+
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
-    pairs = merged_results(stores)
-    verdicts = judge_runs(stores, baseline)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metas = [s.meta for s in stores]
+    pairs = _in_plan_order(merged_results(stores), metas)
     results = [r for _, r in pairs]
     logs = {r.cell_id: _link(store, r, out_dir) for store, r in pairs}
+    verdicts = judge_runs(stores, baseline)
     frame = results_frame(results, logs)
-    table = compat_table(frame)
-    case_columns = sorted(set(frame["column"])) if not frame.empty else []
-    caveats = _caveats(frame)
-    shown = _symbolize(table, case_columns, caveats) if not table.empty else table
     summary = summary_line(frame)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {ext: out_dir / f"compat.{ext}" for ext in ("md", "csv", "json", "html")}
-    run_ids = ", ".join(s.run_id for s in stores)
     cases = _case_metadata(stores)
-    head = f"# Compatibility table\n\nRun `{run_ids}`. {summary}.\n\n"
-    body = shown.to_markdown() if not shown.empty else "_No results._"
+    environments: dict[str, Any] = {}
+    for meta in metas:
+        environments.update(meta.get("environments") or {})
+    changes = diff_runs(previous.results(), results) if previous is not None else []
+    site = build_site(results, environments, cases, metas, logs, changes,
+                      previous.run_id if previous is not None else None)
+    long_rows = (frame.reindex(columns=list(LONG_COLUMNS)).fillna("").astype(str)
+                 .itertuples(index=False, name=None)) if not frame.empty else []
+    paths = render_site(site, out_dir, list(long_rows), _heatmap(frame))
     against = "\n".join(summary_lines(verdicts, limit=200))
-    paths["md"].write_text(head + body + _caveat_lines(caveats)
-                           + f"\n\n## Against expectations\n\n```\n{against}\n```"
-                           + _case_lines(cases)
-                           + "\n\n## Legend\n\n" + _legend() + "\n", encoding="utf-8")
+    paths["md"] = out_dir / "compat.md"
+    paths["md"].write_text(markdown(site) + f"\n## Against expectations\n\n```\n{against}\n```\n"
+                           + _case_lines(cases) + "\n", encoding="utf-8")
+    paths["csv"] = out_dir / "compat.csv"
     frame.to_csv(paths["csv"], index=False)
+    paths["json"] = out_dir / "compat.json"
     paths["json"].write_text(json.dumps({
-        "run_id": run_ids, "runs": [s.run_id for s in stores], "summary": summary,
-        "table": json.loads(table.to_json(orient="index")) if not table.empty else {},
-        "cases": cases, "results": [r.to_dict() for r in results],
+        "run_id": ", ".join(s.run_id for s in stores), "runs": [s.run_id for s in stores],
+        "summary": summary, "cases": cases, "results": [r.to_dict() for r in results],
+        "changes": changes, "since": previous.run_id if previous is not None else None,
         "expectations": [_verdict(v) for v in verdicts
                          if v.deviates or (v.status == "expected" and not v.result.outcome.ok)],
     }, indent=1, default=str), encoding="utf-8")
-    paths["html"].write_text(_html(run_ids, summary, shown, caveats, frame, cases),
-                             encoding="utf-8")
-    paths["junit"] = write_junit(results, f"ml-compat-harness {run_ids}",
-                                 out_dir / "junit.xml")
+    paths["junit"] = write_junit(results, "ml-compat-harness " + ", ".join(
+        s.run_id for s in stores), out_dir / "junit.xml")
     return paths
+
+
+def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], metas: Sequence[dict[str, Any]]
+                   ) -> list[tuple[RunStore, CellResult]]:
+    """Matrix order (the plan's), not completion order: two renders of one run are equal."""
+    order: dict[str, int] = {}
+    for meta in metas:
+        for cell in meta.get("full_plan") or meta.get("planned") or ():
+            order.setdefault(cell["cell_id"], len(order))
+    return sorted(pairs, key=lambda p: (order.get(p[1].cell_id, len(order)),
+                                        p[1].logical_key, p[1].cell_id))
+
+
+def _heatmap(frame: pd.DataFrame) -> list[list[Outcome | None]]:
+    """Rows: environment @ hardware, columns: case variants, in the frame's order."""
+    if frame.empty:
+        return []
+    rows = list(dict.fromkeys(frame["environment"] + " @" + frame["hardware"]))
+    columns = sorted(set(frame["column"]))
+    where = {(e + " @" + h, c): o for e, h, c, o in
+             frame[["environment", "hardware", "column", "outcome"]].itertuples(index=False)}
+    return [[Outcome(where[(r, c)]) if (r, c) in where else None for c in columns]
+            for r in rows]
+
+
+def short_summary(paths: dict[str, Path]) -> str:
+    """What ``harness report`` prints: the counts and each failure's verdict, not the table."""
+    text = paths["md"].read_text(encoding="utf-8").splitlines()
+    keep = [line for line in text[2:6] if line]
+    keep += [line.removeprefix("## ") + "\n  " + nxt.removeprefix("**Verdict:** ")
+             for line, nxt in _verdict_pairs(text)]
+    return "\n".join([*keep, f"site: {paths['index.html']}"])
+
+
+def _verdict_pairs(lines: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for i, line in enumerate(lines):
+        if line.startswith("## ") and not line.startswith(("## Capability", "## Legend",
+                                                           "## Environments", "## Against",
+                                                           "## Cases")):
+            nxt = next((x for x in lines[i + 1:] if x.startswith("**Verdict:**")), "")
+            out.append((line, nxt))
+    return out
 
 
 def _verdict(v: Verdict) -> dict[str, Any]:
@@ -203,60 +191,6 @@ def _case_lines(cases: dict[str, Any]) -> str:
             lines.append(f"  - `{v['variant']}`" + (f": reproduces {sigs}" if sigs else "")
                          + (f" (caveat: {notes})" if notes else ""))
     return "\n".join(lines)
-
-
-def _html_table(shown: pd.DataFrame, frame: pd.DataFrame) -> str:
-    """The table with each outcome linked to its cell's log."""
-    if shown.empty:
-        return "<p>No results.</p>"
-    keyed = frame.assign(row=frame["environment"] + " @" + frame["hardware"])
-    links = {(r["row"], r["column"]): r["log"] for _, r in keyed.iterrows() if r["log"]}
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    rows = []
-    for index, row in shown.iterrows():
-        cells = []
-        for column, value in row.items():
-            text = html.escape(str(value))
-            link = links.get((str(index), str(column)))
-            if link:
-                text = f'<a href="{html.escape(link)}">{text}</a>'
-            cells.append(f"<td>{text}</td>")
-        rows.append(f"<tr><th>{html.escape(str(index))}</th>{''.join(cells)}</tr>")
-    return (f'<table class="compat"><thead><tr><th>environment</th>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
-
-
-def _html(run_id: str, summary: str, shown: pd.DataFrame, caveats: pd.DataFrame,
-          frame: pd.DataFrame, cases: dict[str, Any]) -> str:
-    table = _html_table(shown, frame)
-    case_items = "".join(
-        f"<li><b>{html.escape(m['case'])}::{html.escape(m['variant'])}</b>: "
-        f"{html.escape(m.get('failure') or m.get('title') or '')} "
-        + " ".join(f'<a href="{html.escape(u)}">{html.escape(u)}</a>'
-                   for u in m.get("upstream", ())) + "</li>"
-        for m in cases.values())
-    cases_html = f"<h2>Cases</h2><ul id=\"cases\">{case_items}</ul>" if case_items else ""
-    notes = "".join(f"<li>† {html.escape(r['row'])}, {html.escape(r['column'])}: "
-                    f"{html.escape(r['caveat'])}</li>" for _, r in caveats.iterrows())
-    notes = f"<h2>Caveats</h2><ul id=\"caveats\">{notes}</ul>" if notes else ""
-    legend = "".join(f"<li>{SYMBOLS[o]} <b>{o}</b>: {html.escape(MEANING[o])}</li>"
-                     for o in Outcome)
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Compatibility table {html.escape(run_id)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem; }}
-table.compat {{ border-collapse: collapse; font-size: 0.85rem; }}
-table.compat th, table.compat td {{ border: 1px solid #ccc; padding: 0.25rem 0.5rem; }}
-table.compat thead th {{ background: #f3f3f3; position: sticky; top: 0; }}
-</style></head><body>
-<h1>Compatibility table</h1>
-<p id="summary">Run <code>{html.escape(run_id)}</code>. {html.escape(summary)}.</p>
-{table}
-{notes}
-{cases_html}
-<h2>Legend</h2><ul>{legend}</ul>
-</body></html>
-"""
 
 
 def diff_runs(old: list[CellResult], new: list[CellResult]) -> list[dict[str, Any]]:

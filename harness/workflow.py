@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from harness import __version__
 from harness.cases import CaseVariant, collect_cases
@@ -221,14 +222,43 @@ def report(state: RunState) -> RunState:
     assert state.store is not None
     if state.options.report:
         from harness.expect import load_baseline
-        from harness.report import write_report
 
         opts = state.options
         baseline = load_baseline(Path(opts.baseline), opts.reports_dir) if opts.baseline else None
-        paths = write_report([state.store], opts.reports_dir, baseline=baseline)
-        print(f"table: {paths['md']} (also .csv, .json, .html, junit.xml)")
-        publish_ci(state.store, state.options.reports_dir)
+        paths = publish_report(state.store, opts.reports_dir, baseline=baseline)
+        print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml, "
+              "heatmap.png)")
+        publish_ci(state.store, opts.reports_dir)
     return state
+
+
+def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None
+                   ) -> dict[str, Path]:
+    """The run's report, into its own folder (``<run>/report``), compared with the run before
+    it; ``reports/latest`` then points at it if the run covers the whole matrix (a ``-k`` or
+    ``--shard`` run never moves it)."""
+    from harness.ci import previous_run
+    from harness.report import write_report
+
+    before = previous_run(reports_dir, store.run_dir)
+    out = store.run_dir / "report"
+    paths = write_report([store], out, baseline=baseline,
+                         previous=RunStore(before) if before else None)
+    meta = store.meta
+    filters = meta.get("filters") or {}
+    if not meta.get("shard") and not any(filters.values()):
+        point_latest(reports_dir, out)
+    return paths
+
+
+def point_latest(reports_dir: Path, target: Path) -> None:
+    """``reports/latest`` -> the newest full report (a relative link, replaced atomically)."""
+    link = reports_dir / "latest"
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    tmp = reports_dir / f".latest.tmp{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(os.path.relpath(target.resolve(), reports_dir.resolve()))
+    tmp.replace(link)
 
 
 def publish_ci(store: RunStore, reports_dir: Path) -> None:

@@ -24,6 +24,13 @@ def data() -> Path:
     return DATA
 
 
+def report_dir(reports: Path) -> Path:
+    """Where the newest run under ``reports`` wrote its report (``<run>/report``)."""
+    runs = sorted((reports / "runs").glob("*/report"), key=lambda p: p.stat().st_mtime)
+    assert runs, f"no report under {reports / 'runs'}"
+    return runs[-1]
+
+
 def write_matrix(path: Path, body: str) -> Path:
     path.write_text(body.replace("@PY@", PY))
     return path

@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import DATA, ROOT, write_matrix
+from tests.conftest import DATA, ROOT, report_dir, write_matrix
 
 HOST_ENVS = "\n".join(
     f"  host{i}: {{backend: host, hardware: [@HW@]}}" for i in range(1, 5))
@@ -53,7 +53,7 @@ def test_crash_hang_and_exit_do_not_lose_other_results(tmp_path: Path) -> None:
     assert got["os_exit"]["reason"] == "process exited with code 3 in the middle of the case"
     assert str(got["hang"]["reason"]).startswith("no result after 3 s")
     assert proc.returncode == 1
-    table = (tmp_path / "r" / "compat.md").read_text()
+    table = (report_dir(tmp_path / "r") / "compat.md").read_text()
     assert "💥 CRASH" in table and "⏱️ TIMEOUT" in table and "🐞 REPRODUCED" in table
 
 
@@ -206,7 +206,7 @@ def test_variable_axes_reach_the_case_and_the_table(tmp_path: Path) -> None:
     assert got == {
         "host:init_device=cpu": {"variables": {"init_device": "cpu"}, "init_device": "cpu"},
         "host:init_device=meta": {"variables": {"init_device": "meta"}, "init_device": "meta"}}
-    csv = (tmp_path / "r" / "compat.csv").read_text()
+    csv = (report_dir(tmp_path / "r") / "compat.csv").read_text()
     assert "axis:init_device" in csv.splitlines()[0] and ",meta" in csv
 
 
@@ -226,8 +226,8 @@ def test_a_cell_that_fails_then_passes_is_flaky(tmp_path: Path) -> None:
         "PASS on attempt 2 after FAIL on attempt 1: AssertionError: first try fails")
     assert final["other_error"]["outcome"] == "FAIL" and final["other_error"]["attempt"] == 2
     assert final["os_exit"]["outcome"] == "CRASH" and final["os_exit"]["attempt"] == 2
-    assert "🎲 FLAKY" in (tmp_path / "r" / "compat.md").read_text()
-    suite = ET.parse(tmp_path / "r" / "junit.xml").getroot()
+    assert "🎲 FLAKY" in (report_dir(tmp_path / "r") / "compat.md").read_text()
+    suite = ET.parse(report_dir(tmp_path / "r") / "junit.xml").getroot()
     flaky = next(c for c in suite if c.get("name") == "behaviour::flaky_once")
     props = {p.get("name"): p.get("value") for p in flaky.iter("property")}
     assert props["outcome"] == "FLAKY" and not list(flaky.iter("failure"))

@@ -23,7 +23,7 @@ from harness.envs import LaunchRequest
 from harness.envs.docker import DockerBackend
 from harness.images import LABEL, bootstrap_base
 from harness.spec import parse_matrix
-from tests.conftest import DATA, ROOT, write_matrix
+from tests.conftest import DATA, ROOT, report_dir, write_matrix
 
 pytestmark = pytest.mark.docker
 
@@ -203,8 +203,8 @@ def test_mergekit_in_a_container_matches_the_uv_environment(tmp_path: Path, clie
     assert by_backend["docker"]["repro"] == "REPRODUCED"
     assert by_backend["docker"]["workaround[float32]"] == "PASS"
     assert by_backend["docker"]["workaround_cuda"] == "SKIP"
-    table = (tmp_path / "r" / "compat.md").read_text()
-    assert "docker-torch2.0.1 @cpu" in table and "uv-torch2.0.1 @cpu" in table
+    table = (report_dir(tmp_path / "r") / "compat.md").read_text()
+    assert "(`docker-torch2.0.1`)" in table and "(`uv-torch2.0.1`)" in table
     second = harness(tmp_path, "run", "-m", str(m), "-j", "2")
     assert "0 built, 2 reused (nothing to build)" in second.stdout, second.stdout
     assert ours(client) == []

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, write_matrix
+from tests.conftest import ROOT, report_dir, write_matrix
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_mergekit_reproduces_on_old_torch_and_passes_on_new(
         assert got[(env, "workaround_cuda")]["outcome"] == "SKIP"
     fingerprint = got[(old, "repro")]["fingerprint"]
     assert fingerprint["key"]["torch"] == "2.0.1"  # type: ignore[index]
-    table = (workdir / "reports" / "compat.md").read_text()
+    table = (report_dir(workdir / "reports") / "compat.md").read_text()
     assert "🐞 REPRODUCED" in table and old in table and new in table
     assert first_run.returncode == 1  # the drifted and unbuildable environments are ERROR
 

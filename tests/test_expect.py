@@ -12,7 +12,7 @@ from harness.errors import SpecError, UsageError
 from harness.expect import Baseline, Rule, baseline_from, exit_code, judge, load_baseline
 from harness.results import CellResult, Outcome
 from harness.spec import parse_matrix
-from tests.conftest import ROOT, write_matrix
+from tests.conftest import ROOT, report_dir, write_matrix
 
 
 def result(env: str, variant: str, outcome: Outcome, reason: str = "",
@@ -177,7 +177,7 @@ def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
     still = harness(tmp_path, "run", "-m", str(m), "--run-id", "night3", "--baseline",
                     "night2", flip=True)
     assert still.returncode == 0, still.stdout + still.stderr
-    data = json.loads((tmp_path / "r" / "compat.json").read_text())
+    data = json.loads((report_dir(tmp_path / "r") / "compat.json").read_text())
     assert {(e["case"], e["status"]) for e in data["expectations"]} == {
         ("flip_case::flip", "expected"), ("flip_case::known", "expected")}
     bad = harness(tmp_path, "run", "-m", str(m), "--baseline", "nowhere.json")

@@ -1,0 +1,1 @@
+"""The published report: a static site and its markdown, from run records."""

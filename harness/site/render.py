@@ -1,0 +1,158 @@
+"""The site and its markdown twin, rendered from ``model.Site`` with jinja2 templates.
+
+Every value is escaped (autoescape; the cell data on the long page is JSON with ``<``, ``>``
+and ``&`` written as ``\\u003c`` ...), nothing is fetched from outside (styles and the few lines
+of script are inline), and nothing depends on the clock: the same site renders to the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from harness.results import Outcome
+from harness.site.heatmap import write_png
+from harness.site.model import FailureTable, Site
+
+SYMBOLS = {
+    Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
+    Outcome.ERROR: "⚠️", Outcome.TIMEOUT: "⏱️", Outcome.CRASH: "💥", Outcome.NOT_RUN: "·",
+    Outcome.MISSING: "❔", Outcome.FLAKY: "🎲",
+}
+#: The columns of the long table (cells.html), from the long-format frame.
+LONG_COLUMNS = ("environment", "hardware", "column", "outcome", "signature", "reason",
+                "python", "cuda", "v:torch", "v:transformer-engine", "v:flash-attn", "log")
+_NEWS = ("new failure", "fixed", "changed")
+
+
+def _templates() -> Environment:
+    return Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                       autoescape=select_autoescape(["j2", "html"], default=True),
+                       undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True)
+
+
+def script_json(data: Any) -> Markup:
+    """JSON safe inside a <script> element: no '<', '>' or '&' that could end it."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
+
+
+def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
+                heatmap: Sequence[Sequence[Outcome | None]]) -> dict[str, Path]:
+    env = _templates()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    counts = Counter(c["class"] for c in site.changes)
+    news = [c for c in site.changes if c["class"] in _NEWS]
+    common = {"site": site, "h": site.header}
+    width = write_png(out_dir / "heatmap.png", heatmap)
+    pages = {
+        "index.html": env.get_template("index.html.j2").render(
+            **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
+            more_news=max(0, len(news) - 10), heatmap_width=width),
+        "probes.html": env.get_template("probes.html.j2").render(
+            **common, g=site.grid or _empty_grid()),
+        "cells.html": env.get_template("cells.html.j2").render(
+            **common, columns=LONG_COLUMNS, data_json=script_json({
+                "rows": [list(r) for r in long_rows],
+                "outcome": LONG_COLUMNS.index("outcome"), "reason": LONG_COLUMNS.index("reason"),
+                "log": LONG_COLUMNS.index("log")})),
+    }
+    for f in site.failures:
+        pages[f"failure-{f.slug}.html"] = env.get_template("failure.html.j2").render(**common,
+                                                                                     f=f)
+    for name, text in pages.items():
+        (out_dir / name).write_text(text, encoding="utf-8")
+        paths[name] = out_dir / name
+    paths["heatmap"] = out_dir / "heatmap.png"
+    return paths
+
+
+def _empty_grid() -> Any:
+    from harness.site.model import Grid
+
+    return Grid(package="torch", hardware=(), rows=())
+
+
+def markdown(site: Site) -> str:
+    """The same content for a README or GitHub Pages: header, verdicts, a table per failure."""
+    h = site.header
+    about = [h.date, f"run {', '.join(h.run_ids)}", f"harness {h.harness}" if h.harness else "",
+             f"matrix {h.matrix_sha256}" if h.matrix_sha256 else ""]
+    lines = ["# Compatibility report", "", " · ".join(filter(None, about)), "",
+             f"tested: {', '.join(h.tested) or 'nothing'}"
+             + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
+             + f" — {h.ran:,} of {h.cells:,} cells ran ("
+             + ", ".join(f"{n} {name}" for name, n in h.counts) + ")"]
+    if site.since is not None:
+        counts = Counter(c["class"] for c in site.changes)
+        lines += ["", f"Since `{site.since}`: "
+                  + (", ".join(f"{counts[k]} {k}" for k in sorted(counts)) or "no change") + "."]
+        lines += [f"- {c['class']}: {c['environment']} `{c['case']}` @{c['hardware']}: "
+                  f"{c['before']} → {c['after']}" for c in site.changes
+                  if c["class"] in _NEWS][:50]
+    for f in site.failures:
+        lines += ["", *_failure_md(f)]
+    if site.grid and site.grid.rows:
+        g = site.grid
+        lines += ["", "## Capability grid", "",
+                  f"Where each probe works ({g.package} versions).", "",
+                  "| probe | " + " | ".join(g.hardware) + " |",
+                  "|---|" + "---|" * len(g.hardware)]
+        for name, cells in g.rows:
+            shown = []
+            for hw in g.hardware:
+                c = cells[hw]
+                text = "; ".join(filter(None, [
+                    f"works: {', '.join(c.works)}" if c.works else "",
+                    f"fails: {', '.join(c.fails)}" if c.fails else ""]))
+                shown.append(_cell(text or (f"skipped ({c.skipped})" if c.skipped else "—")))
+            lines.append(f"| {_cell(name)} | " + " | ".join(shown) + " |")
+    if site.unbuildable:
+        lines += ["", "## Environments that could not be built", ""]
+        lines += [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
+    lines += ["", "## Legend", ""]
+    lines += [f"- {SYMBOLS[o]} {o}" for o in Outcome]
+    return "\n".join(lines) + "\n"
+
+
+def _failure_md(f: FailureTable) -> list[str]:
+    links = ", ".join(f"<{u}>" for u in f.upstream)
+    lines = [f"## {f.case}: {_cell(f.failure)}", ""]
+    if links:
+        lines += [f"Upstream: {links}", ""]
+    lines += [f"**Verdict:** {_cell(' · '.join(f.verdict))}", ""]
+    if not f.rows:
+        return [*lines, "_No cell of this case ran here._"]
+    lines += ["| " + (" · ".join(f.varying) or "environment") + " | "
+              + " | ".join(f.hardware) + " |", "|---|" + "---|" * len(f.hardware)]
+    for row in f.rows:
+        cells = []
+        for hw in f.hardware:
+            badges = [f"{b.variant}: {SYMBOLS[b.outcome]} {b.outcome}"
+                      + (" †" if b.caveat else "") for b in row.cells[hw]]
+            badges = [f"[{text}]({b.log})" if b.log else text
+                      for text, b in zip(badges, row.cells[hw], strict=True)]
+            cells.append("<br>".join(_cell(b) for b in badges))
+        lines.append(f"| {_cell(row.label)} (`{row.environment}`) | " + " | ".join(cells) + " |")
+    caveats = sorted({(b.variant, b.caveat) for row in f.rows for bs in row.cells.values()
+                      for b in bs if b.caveat})
+    lines += ["", *[f"† {variant}: {_cell(text)}" for variant, text in caveats]] if caveats else []
+    notes = []
+    if f.not_run_rows:
+        notes.append(f"{f.not_run_rows} more environments not run this time")
+    notes += [f"could not build `{e}`: {_cell(why)}" for e, why in f.unbuildable]
+    return [*lines, *(["", "; ".join(notes) + "."] if notes else [])]
+
+
+def _cell(text: str) -> str:
+    """Markdown table text: no pipe or newline breaks the row; HTML stays text."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+            .replace("<br>", "\0").replace("<", "&lt;").replace("\0", "<br>"))

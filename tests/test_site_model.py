@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+from harness.results import CellResult, Outcome
+from harness.site.model import build_site, spec_versions
+
+CASES = {
+    "mk::repro": {"case": "mk", "variant": "repro", "failure": "addmm on Half",
+                  "upstream": ["https://github.com/arcee-ai/mergekit/issues/175"],
+                  "signatures": [{"name": "addmm-half"}]},
+    "mk::workaround[bfloat16]": {"case": "mk", "variant": "workaround[bfloat16]",
+                                 "failure": "addmm on Half", "signatures": []},
+}
+
+
+def cell(env: str, variant: str, outcome: Outcome, hardware: str = "cpu", reason: str = "",
+         built: bool = True) -> CellResult:
+    torch = env.split("-")[-1]
+    return CellResult(run_id="r", cell_id=f"{env}/{variant}/{hardware}", environment=env,
+                      values={"torch": torch}, env_key="k", backend="uv", case_id="mk",
+                      variant=variant, nodeid="n", hardware_target=hardware, outcome=outcome,
+                      reason=reason,
+                      fingerprint={"key": {"torch": torch, "pytest": "9"}} if built else {})
+
+
+def envs(*names: str) -> dict[str, dict[str, object]]:
+    return {n: {"requirements": [f"torch=={n.split('-')[-1]}"], "backend": "uv"}
+            for n in names}
+
+
+def test_the_verdict_is_derived_from_the_results_and_rows_sort_as_versions() -> None:
+    results = []
+    for torch, repro in (("2.10.0", Outcome.PASS), ("2.0.1", Outcome.REPRODUCED),
+                         ("2.1.2", Outcome.REPRODUCED), ("2.2.2", Outcome.PASS)):
+        results += [cell(f"t-{torch}", "repro", repro),
+                    cell(f"t-{torch}", "workaround[bfloat16]", Outcome.PASS),
+                    cell(f"t-{torch}", "repro", Outcome.NOT_RUN, "sm_90", "no sm_90 here")]
+    site = build_site(results, envs("t-2.10.0", "t-2.0.1", "t-2.1.2", "t-2.2.2"), CASES,
+                      [{"run_id": "r", "created": 0}], {})
+    (table,) = site.failures
+    assert table.verdict == ("affected: torch 2.0.1, 2.1.2", "not affected: torch ≥ 2.2.2",
+                             "workaround[bfloat16] works on every tested version",
+                             "sm_90: not tested this run")
+    assert [r.label for r in table.rows] == [  # versions, not strings: 2.10 after 2.2
+        "torch 2.0.1", "torch 2.1.2", "torch 2.2.2", "torch 2.10.0"]
+    assert table.hardware == ("cpu",) and table.not_tested == ("sm_90",)
+    assert [b.label for b in table.rows[0].cells["cpu"]] == ["REPRO", "PASS"]  # repro first
+    assert table.upstream == ("https://github.com/arcee-ai/mergekit/issues/175",)
+
+
+def test_an_environment_that_never_built_is_listed_once_not_drawn() -> None:
+    results = [cell("t-2.0.1", "repro", Outcome.REPRODUCED),
+               cell("t-2.2.2", "repro", Outcome.ERROR, reason="uv: no torch==9\nmore",
+                    built=False),
+               cell("t-2.2.2", "workaround[bfloat16]", Outcome.ERROR, reason="uv: no torch==9",
+                    built=False),
+               cell("t-2.3.0", "repro", Outcome.NOT_RUN, reason="needs sm_90")]
+    site = build_site(results, envs("t-2.0.1", "t-2.2.2", "t-2.3.0"), CASES, [{}], {})
+    (table,) = site.failures
+    assert site.unbuildable == (("t-2.2.2", "uv: no torch==9"),)
+    assert [r.environment for r in table.rows] == ["t-2.0.1"]
+    assert table.not_run_rows == 1 and table.unbuildable == (("t-2.2.2", "uv: no torch==9"),)
+    assert table.verdict[-1] == "could not build: t-2.2.2"
+    assert site.header.ran == 3 and site.header.tested == ("cpu",)
+
+
+def test_a_workaround_that_helps_only_somewhere_says_where() -> None:
+    results = [cell("t-2.0.1", "repro", Outcome.REPRODUCED),
+               cell("t-2.0.1", "workaround[bfloat16]", Outcome.FAIL),
+               cell("t-2.1.2", "repro", Outcome.REPRODUCED),
+               cell("t-2.1.2", "workaround[bfloat16]", Outcome.PASS)]
+    (table,) = build_site(results, envs("t-2.0.1", "t-2.1.2"), CASES, [{}], {}).failures
+    assert "workaround[bfloat16] works on torch 2.1.2; fails on 2.0.1" in table.verdict
+
+
+def test_spec_versions_read_pins_specifiers_and_urls() -> None:
+    got = spec_versions({"requirements": ["torch==2.6.0", "numpy<2", "transformer-engine"
+                                          "[pytorch]==2.2.0", "flashinfer-python @ git+https://"
+                                          "github.com/kvcache-ai/custom_flashinfer@fd94393"],
+                         "cuda": "12.4", "python": "3.11", "backend": "uv"})
+    assert got == {"torch": "2.6.0", "numpy": "<2", "transformer-engine": "2.2.0",
+                   "flashinfer-python": "@fd94393", "cuda": "12.4", "python": "3.11",
+                   "backend": "uv"}
+
+
+def test_probes_make_a_capability_grid() -> None:
+    probe = [CellResult.from_dict({**cell(f"t-{v}", "sdpa[cpu]", o).to_dict(),
+                                   "case_id": "probes"})
+             for v, o in (("2.0.1", Outcome.FAIL), ("2.2.2", Outcome.PASS),
+                          ("2.5.1", Outcome.PASS))]
+    site = build_site(probe, envs("t-2.0.1", "t-2.2.2", "t-2.5.1"), {}, [{}], {})
+    assert site.failures == () and site.grid is not None
+    ((name, cells),) = site.grid.rows
+    assert name == "sdpa[cpu]" and cells["cpu"].works == ("2.2.2", "2.5.1")
+    assert cells["cpu"].fails == ("2.0.1",) and cells["cpu"].css == "o-mixed"
