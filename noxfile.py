@@ -47,12 +47,13 @@ def images(session: nox.Session) -> None:
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The main job: run the default matrix on this machine and write reports/compat.*"""
+    """The main job: run the default matrix on this machine and write its report site."""
     session.install("-e", ".[docker]")
     # Exit 1: a cell failed that matrix.yaml's `expect:` did not expect (a new failure); the
     # environments nobody can build here (GitHub-only sources) are expected, so this is 0.
     session.run("harness", "run", *session.posargs)
-    session.log("table written to reports/compat.md (also .csv, .json, .html)")
+    session.log("report: reports/runs/<run-id>/report/index.html; reports/latest is the newest "
+                "full run's")
 
 
 @nox.session

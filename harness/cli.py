@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU slots (default: number of cores)")
     p.add_argument("--resume", metavar="RUN_ID", help="run only what RUN_ID ('latest') lacks")
     p.add_argument("--run-id", help="name the run folder (a CI job names its shard)")
-    p.add_argument("--no-report", action="store_true", help="skip writing reports/compat.*")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip writing the report (the run's report/ folder)")
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="where cells run: this machine's slots, or a Ray cluster")
     p.add_argument("--address", metavar="auto|HOST:PORT",
@@ -102,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "newest releases (what resolved is in the run record)")
     _expectations(p, "new")
 
-    p = sub.add_parser("report", help="write reports/compat.{md,csv,json,html} for runs")
+    p = sub.add_parser("report", help="write a run's report site (index, a page per failure, "
+                       "grid, every cell; md, csv, json, junit) and print its summary")
     p.add_argument("run_id", nargs="*", default=["latest"],
                    help="run ids or run folders (default: latest); several are merged")
     p.add_argument("--diff", metavar="RUN_ID",
@@ -115,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("merge", help="merge the run folders of a plan's shards into one run")
     p.add_argument("runs", nargs="+", help="run folders (or run ids under --reports)")
     p.add_argument("--run-id", help="name of the merged run (default: from the inputs)")
-    p.add_argument("--no-report", action="store_true", help="skip writing reports/compat.*")
+    p.add_argument("--no-report", action="store_true",
+                   help="skip writing the report (the run's report/ folder)")
     _expectations(p, "new")
 
     p = sub.add_parser("baseline", help="write what each cell of a run is, as the baseline "
