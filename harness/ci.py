@@ -3,6 +3,7 @@ for the cells that newly fail, against the run before this one."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -13,18 +14,30 @@ from harness.results import CellResult, Outcome
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
-    """The newest run under ``reports_dir`` created before ``current`` (CI restores them from
-    its history); a run made later never counts, so a re-render says the same."""
+    """The newest run under ``reports_dir`` created before ``current`` that covered the same
+    slice (the same filters and shard: a full run is compared with a full run, never with a
+    ``-k`` slice). CI restores them from its history; a run made later never counts, so a
+    re-render says the same."""
     from harness.history import created
 
     runs = reports_dir / "runs"
     if not runs.is_dir():
         return None
-    mine = created(current)
+    mine, scope = created(current), _scope(current)
     found = sorted((created(p), p.name, p) for p in runs.iterdir()
                    if (p / "results.jsonl").is_file() and p.resolve() != current.resolve())
-    earlier = [p for when, _, p in found if when < mine]
+    earlier = [p for when, _, p in found if when < mine and _scope(p) == scope]
     return earlier[-1] if earlier else None
+
+
+def _scope(run_dir: Path) -> str:
+    """What part of the matrix a run covered: its filters and shard (a merge: everything)."""
+    try:
+        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "?"
+    filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}
+    return json.dumps([filters, meta.get("shard")], sort_keys=True)
 
 
 def step_summary(run_id: str, results: Sequence[CellResult],

@@ -40,3 +40,24 @@ def test_the_step_summary_and_annotations_name_what_changed_since_the_last_run(
     assert "Since `monday`: 1 new failures, 0 fixed." in text
     assert "- host `behaviour::flaky_once` @cpu: PASS → FAIL" in text
     assert "https://github.com/org/repo/actions/runs/42" in text
+
+
+def test_the_previous_run_is_the_newest_earlier_run_of_the_same_slice(tmp_path: Path) -> None:
+    import json
+
+    from harness.ci import previous_run
+
+    def run(name: str, created: float, keyword: str | None = None) -> Path:
+        folder = tmp_path / "runs" / name
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({
+            "created": created, "filters": {"only": [], "keyword": keyword, "hardware": []},
+            "shard": None}))
+        (folder / "results.jsonl").write_text("")
+        return folder
+
+    full1, sliced, full2 = run("a", 1.0), run("b", 2.0, keyword="mergekit"), run("c", 3.0)
+    later = run("d", 4.0)
+    assert previous_run(tmp_path, full2) == full1  # not the -k slice, not the later run
+    assert previous_run(tmp_path, later) == full2
+    assert previous_run(tmp_path, full1) is None and previous_run(tmp_path, sliced) is None

@@ -184,11 +184,12 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
         by_env[r.environment].append(r)
     broken = {env: why for env, rs in by_env.items() if (why := _unbuildable(rs))}
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
-    case_ids = list(dict.fromkeys(r.case_id for r in results))
-    failures = tuple(_failure_table(c, [r for r in results if r.case_id == c], versions, cases,
-                                    broken, links)
-                     for c in case_ids if c != PROBES)
-    probes = [r for r in results if r.case_id == PROBES]
+    by_case: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:
+        by_case[r.case_id].append(r)
+    failures = tuple(_failure_table(c, rs, versions, cases, broken, links)
+                     for c, rs in by_case.items() if c != PROBES)
+    probes = by_case.get(PROBES, [])
     return Site(header=_header(results, meta), failures=failures,
                 grid=_grid(probes, versions) if probes else None,
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
@@ -238,33 +239,38 @@ def _failure_table(case: str, results: Sequence[CellResult],
     # made before case metadata was kept).
     repro = _repro_variants(case, cases) | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
-    envs = list(dict.fromkeys(r.environment for r in results))
-    ran_envs = [e for e in envs if e not in broken and any(
-        r.environment == e and r.outcome is not Outcome.NOT_RUN for r in results)]
+    by_env: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:  # one pass: a fleet's matrix has thousands of environments
+        by_env[r.environment].append(r)
+    envs = list(by_env)
+    ran_envs = [e for e in envs if e not in broken
+                and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
+    ran_set = set(ran_envs)
     hardware = sorted({r.hardware_target for r in results})
-    drawn_hw = tuple(h for h in hardware if any(
-        r.hardware_target == h and r.outcome is not Outcome.NOT_RUN and r.environment in ran_envs
-        for r in results))
+    drawn = {r.hardware_target for r in results
+             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}
+    drawn_hw = tuple(h for h in hardware if h in drawn)
     varying = _varying([versions[e] for e in ran_envs])
     rows = []
     for env in ran_envs:
-        mine = [r for r in results if r.environment == env]
-        cells = {h: tuple(Badge(variant=r.variant, outcome=r.outcome, reason=r.reason,
-                                log=links.get(r.cell_id, ""),
-                                # records before format 2 kept the caveat among the details
-                                caveat=r.caveat or str(r.details.get("caveat", "")))
-                          for r in sorted(mine, key=lambda r: _variant_order(r.variant, repro))
-                          if r.hardware_target == h)
-                 for h in drawn_hw}
+        cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
+        for r in sorted(by_env[env], key=lambda r: _variant_order(r.variant, repro)):
+            if r.hardware_target in cells:
+                cells[r.hardware_target].append(Badge(
+                    variant=r.variant, outcome=r.outcome, reason=r.reason,
+                    log=links.get(r.cell_id, ""),
+                    # records before format 2 kept the caveat among the details
+                    caveat=r.caveat or str(r.details.get("caveat", ""))))
         label = " · ".join(f"{k} {versions[env].get(k, '—')}" for k in varying) or env
-        rows.append(Row(environment=env, versions=versions[env], label=label, cells=cells))
+        rows.append(Row(environment=env, versions=versions[env], label=label,
+                        cells={h: tuple(b) for h, b in cells.items()}))
     rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in varying],
                                row.environment))
     table_broken = tuple((e, broken[e]) for e in envs if e in broken)
     not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
-    not_tested = tuple(h for h in hardware if all(
-        r.outcome is Outcome.NOT_RUN for r in results if r.hardware_target == h))
-    verdict = _verdict([r for r in results if r.environment in ran_envs], versions, varying,
+    tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
+    not_tested = tuple(h for h in hardware if h not in tried)
+    verdict = _verdict([r for r in results if r.environment in ran_set], versions, varying,
                        repro, not_tested, table_broken)
     return FailureTable(
         case=case, failure=str(meta.get("failure") or meta.get("title") or case),
@@ -362,12 +368,14 @@ def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]])
     package = "torch"
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
-    variants = list(dict.fromkeys(r.variant for r in results))
+    groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
+    for r in results:
+        groups[(r.variant, r.hardware_target)].append(r)
     rows = []
-    for variant in sorted(variants):
+    for variant in sorted({r.variant for r in results}):
         cells = {}
         for h in hardware:
-            mine = [r for r in results if r.variant == variant and r.hardware_target == h]
+            mine = groups.get((variant, h), [])
             works = {versions[r.environment].get(package, "—") for r in mine if r.outcome.passed}
             fails = {versions[r.environment].get(package, "—") for r in mine
                      if not r.outcome.ok or r.outcome is Outcome.FLAKY}

@@ -94,7 +94,7 @@ def markdown(site: Site) -> str:
     if site.since is not None:
         counts = Counter(c["class"] for c in site.changes)
         lines += ["", f"Since `{site.since}`: "
-                  + (", ".join(f"{counts[k]} {k}" for k in sorted(counts)) or "no change") + "."]
+                  + (", ".join(f"{k}: {counts[k]}" for k in sorted(counts)) or "no change") + "."]
         lines += [f"- {c['class']}: {c['environment']} `{c['case']}` @{c['hardware']}: "
                   f"{c['before']} → {c['after']}" for c in site.changes
                   if c["class"] in _NEWS][:50]
