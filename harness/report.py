@@ -96,7 +96,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     paths["json"] = out_dir / "compat.json"
     paths["json"].write_text(json.dumps({
         "run_id": ", ".join(s.run_id for s in stores), "runs": [s.run_id for s in stores],
-        "summary": summary, "cases": cases, "results": [r.to_dict() for r in results],
+        "summary": summary, "cases": cases, **_long_records(results),
         "changes": changes, "since": previous.run_id if previous is not None else None,
         "expectations": [_verdict(v) for v in verdicts
                          if v.deviates or (v.status == "expected" and not v.result.outcome.ok)],
@@ -104,6 +104,26 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     paths["junit"] = write_junit(results, "ml-compat-harness " + ", ".join(
         s.run_id for s in stores), out_dir / "junit.xml")
     return paths
+
+
+def _long_records(results: Sequence[CellResult]) -> dict[str, Any]:
+    """Each result once, with what it shares stored once: the environment's fingerprint by
+    environment key, the machine by node. A cell whose fingerprint or machine differs from its
+    group's keeps its own (nothing is dropped)."""
+    fingerprints: dict[str, Any] = {}
+    machines: dict[str, Any] = {}
+    rows = []
+    for r in results:
+        row = r.to_dict()
+        for field, shared, key in (("fingerprint", fingerprints, r.env_key),
+                                   ("hardware", machines, r.node)):
+            value = row.pop(field)
+            if not value:
+                continue
+            if shared.setdefault(key, value) != value:
+                row[field] = value
+        rows.append(row)
+    return {"fingerprints": fingerprints, "machines": machines, "results": rows}
 
 
 def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], metas: Sequence[dict[str, Any]]

@@ -145,3 +145,20 @@ def test_a_pin_change_and_a_flip_are_told_apart_by_logical_key() -> None:
         ("versions changed", "mergekit_fp16::repro")]
     assert changes[1]["versions"] == {"torch": "2.0.1 -> 2.1.0"}
     assert diff_runs(tonight, last_night)[0]["class"] == "fixed"
+
+
+def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(
+        tmp_path: Path) -> None:
+    import json
+
+    store = RunStore.create(tmp_path, {"planned": []})
+    same = [result(f"c{i}", "2.0.1", f"v{i}", Outcome.PASS) for i in range(3)]
+    odd = CellResult.from_dict({**result("c9", "2.0.1", "v9", Outcome.PASS).to_dict(),
+                                "fingerprint": {"key": {"torch": "2.0.1+other"}}})
+    for r in [*same, odd]:
+        store.append(r)
+    data = json.loads(write_report(store, tmp_path / "out")["json"].read_text())
+    assert data["fingerprints"] == {"k": same[0].fingerprint}
+    rows = {r["cell_id"]: r for r in data["results"]}
+    assert "fingerprint" not in rows["c0"]
+    assert rows["c9"]["fingerprint"] == {"key": {"torch": "2.0.1+other"}}
