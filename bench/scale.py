@@ -25,7 +25,7 @@ How the figures are taken:
   ``RunStore.record`` each result with its log and environment fingerprint. No case runs:
   outcomes, reasons, signatures, durations and logs are generated (seeded, so every run of
   the benchmark writes the same records).
-- The H earlier runs are written directly as merged run folders (run.json with the plan,
+- The H earlier runs are written directly as merged run folders (run.json, plan.json,
   results.jsonl): the merged results with a few percent of outcomes changed per run, some
   cells failing and passing by turns (flaky), and some versions moved.
 - The matrix's ``expect:`` rules mark the generated failures as known, so every step exits 0
@@ -71,7 +71,7 @@ from harness.plan import Cell, Plan  # noqa: E402
 from harness.results import CellResult, Outcome  # noqa: E402
 from harness.shard import make_shards  # noqa: E402
 from harness.spec import DEFAULT_MAX_CELLS, EnvSpec  # noqa: E402
-from harness.store import CASES, FORMAT, META, RESULTS  # noqa: E402
+from harness.store import CASES, FORMAT, META, PLAN, RESULTS  # noqa: E402
 from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells  # noqa: E402
 
 HARDWARE = ("cpu", "sm_80", "sm_90")
@@ -566,8 +566,9 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
         "merged_from": [{"run_id": s.name, "shard": s.name.split("-", 2)[2].replace("-of-", "/")}
                         for s in shards],
         "matrix": shard_meta.get("matrix"), "harness": shard_meta.get("harness"),
-        "planned": [c.to_dict() for c in full.cells], "executor": {"executor": "merge"},
+        "cells": len(full.cells), "executor": {"executor": "merge"},
         "expect": shard_meta.get("expect")}, indent=1, default=str)
+    plan = json.dumps([c.to_dict() for c in full.cells], default=str)  # plan.json, as a merge
     now = time.time()
     ids = []
     for h in range(1, count + 1):
@@ -587,6 +588,7 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
         created = now - (count - h + 1) * 86400  # a night apart, the oldest first
         (folder / META).write_text(template.replace('"@RUN_ID@"', json.dumps(run_id))
                                    .replace('"@CREATED@"', repr(created)), encoding="utf-8")
+        (folder / PLAN).write_text(plan, encoding="utf-8")
         ids.append(run_id)
     return ids
 

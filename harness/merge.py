@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     if not sources:
         raise UsageError("merge: name at least one run folder")
     metas = [s.meta for s in sources]
-    planned = _full_plan(metas)
+    planned = _full_plan(sources, metas)
     run_id = run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10]
     target = reports_dir / "runs" / run_id
@@ -55,21 +56,23 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         for path in (source.run_dir / "envs").glob("*.json"):
             if not (out.run_dir / "envs" / path.name).exists():
                 shutil.copy2(path, out.run_dir / "envs" / path.name)
-    shard_of = {c["cell_id"]: m.get("shard") for m in metas for c in m.get("planned", [])}
+    shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(sources, metas, strict=True)
+                for c in s.planned()}
+    lines: list[CellResult] = []
     for cell in planned:
         found = chosen.get(cell["cell_id"])
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
             report.missing += 1
-            out.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
+            lines.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
         else:
             source, result = found
-            out.append(_relocate(source, result, out))
-        report.cells += 1
+            lines.append(_relocate(source, result, out))
     known = {c["cell_id"] for c in planned}
     for cell_id, (source, result) in chosen.items():  # ran, though no plan here names it
         if cell_id not in known:
-            out.append(_relocate(source, result, out))
-            report.cells += 1
+            lines.append(_relocate(source, result, out))
+    out.extend(lines)  # the merged record is written once, whole
+    report.cells = len(lines)
     report.conflicts = conflicts
     return report
 
@@ -83,12 +86,19 @@ def _union_rules(metas: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _full_plan(metas: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The plan the shards were cut from (each shard records it), in plan order."""
+def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
+               ) -> list[dict[str, Any]]:
+    """The plan the shards were cut from, in plan order. Every shard of one plan records the
+    same one: it is read from the first shard that has it (reading 64 copies of a fleet's plan
+    is most of a merge), plus any cell another record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
-    for meta in metas:
-        for cell in meta.get("full_plan") or meta.get("planned") or []:
-            cells.setdefault(cell["cell_id"], cell)
+    shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
+    for cell in (shards[0].full_plan() or []) if shards else []:
+        cells.setdefault(cell["cell_id"], cell)
+    for source, meta in zip(sources, metas, strict=True):
+        if not meta.get("shard"):  # unsharded records and earlier merges: their own plan
+            for cell in source.planned():
+                cells.setdefault(cell["cell_id"], cell)
     return list(cells.values())
 
 
@@ -136,7 +146,10 @@ def _relocate(source: RunStore, result: CellResult, out: RunStore) -> CellResult
     target = out.run_dir / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists():
-        shutil.copy2(log, target)
+        try:  # a hard link where it can (a fleet's merge has 100,000 logs), else a copy
+            os.link(log, target)
+        except OSError:
+            shutil.copy2(log, target)
     return replace(result, log=relative)
 
 

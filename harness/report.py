@@ -71,7 +71,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     out_dir.mkdir(parents=True, exist_ok=True)
     metas = [s.meta for s in stores]
-    pairs = _in_plan_order(merged_results(stores), metas)
+    pairs = _in_plan_order(merged_results(stores), stores)
     results = [r for _, r in pairs]
     logs = {r.cell_id: _link(store, r, out_dir) for store, r in pairs}
     verdicts = judge_runs(stores, baseline)
@@ -126,12 +126,12 @@ def _long_records(results: Sequence[CellResult]) -> dict[str, Any]:
     return {"fingerprints": fingerprints, "machines": machines, "results": rows}
 
 
-def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], metas: Sequence[dict[str, Any]]
+def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[RunStore]
                    ) -> list[tuple[RunStore, CellResult]]:
     """Matrix order (the plan's), not completion order: two renders of one run are equal."""
     order: dict[str, int] = {}
-    for meta in metas:
-        for cell in meta.get("full_plan") or meta.get("planned") or ():
+    for store in stores:
+        for cell in store.planned():
             order.setdefault(cell["cell_id"], len(order))
     return sorted(pairs, key=lambda p: (order.get(p[1].cell_id, len(order)),
                                         p[1].logical_key, p[1].cell_id))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -72,13 +72,18 @@ class CellResult:
         return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Shallow: the nested dicts are plain JSON data, shared, not deep-copied (asdict's
+        # recursion was most of the time of writing 100,000 records).
+        data = {name: getattr(self, name) for name in _FIELDS}
         data["outcome"] = str(self.outcome)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in _KNOWN}
         values["outcome"] = Outcome(values["outcome"])
         return cls(**values)
+
+
+_FIELDS = tuple(f.name for f in fields(CellResult))
+_KNOWN = frozenset(_FIELDS)

@@ -1,11 +1,13 @@
 """Run folders: a record that describes itself, appended as results arrive.
 
-A run folder holds ``run.json`` (the plan with each cell's logical and content keys, the
-filters, what executed it), ``cases.json`` (each variant's title, documented failure, upstream
-links, signatures, requirements, caveats), ``envs/<key>.json`` (what each environment really
-held), ``results.jsonl`` (one line per attempt, appended and fsynced as it ends, so a kill -9
-loses no finished cell) and ``logs/``. Every path inside is relative to the folder: copy it to
-another machine and it still renders, log links included.
+A run folder holds ``run.json`` (small: ids, time, filters, shard, what executed it, the
+environments asked for, the expectations), ``plan.json`` (its cells, each with its logical and
+content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``cases.json`` (each
+variant's title, documented failure, upstream links, signatures, requirements, caveats),
+``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
+attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell) and ``logs/``.
+Every path inside is relative to the folder: copy it to another machine and it still renders,
+log links included.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +32,12 @@ if TYPE_CHECKING:
 RESULTS = "results.jsonl"
 META = "run.json"
 CASES = "cases.json"
-FORMAT = 2  # run.json's "format": 2 adds logical keys, case metadata, attempts, relative logs
+PLAN = "plan.json"
+FULL_PLAN = "full_plan.json"
+# run.json's "format": 2 added logical keys, case metadata, attempts, relative logs; 3 moves
+# the plan out of run.json (a fleet's plan is tens of MB: reading a run's metadata, or 64
+# shards', must not parse it).
+FORMAT = 3
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -59,8 +67,13 @@ class RunStore:
         for sub in ("logs", "events", "envs"):
             (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
         store.write_json(CASES, cases or {})
+        meta = dict(meta)
+        planned, full = meta.pop("planned", []), meta.pop("full_plan", None)
+        store.write_json(PLAN, planned, indent=None)
+        if full is not None:
+            store.write_json(FULL_PLAN, full, indent=None)
         store.write_json(META, {"run_id": store.run_id, "format": FORMAT,
-                                "created": time.time(), **meta})
+                                "created": time.time(), "cells": len(planned), **meta})
         return store
 
     @classmethod
@@ -87,6 +100,25 @@ class RunStore:
             raise StoreError(f"{self.run_dir / META}: unreadable: {exc}") from None
         return data
 
+    def planned(self) -> list[dict[str, Any]]:
+        """The cells this run was to run (a shard: its own), in plan order."""
+        return self._plan(PLAN, "planned") or []
+
+    def full_plan(self) -> list[dict[str, Any]] | None:
+        """A shard's whole plan (what a merge of the shards must cover); None if not a shard."""
+        return self._plan(FULL_PLAN, "full_plan")
+
+    def _plan(self, name: str, key: str) -> list[dict[str, Any]] | None:
+        path = self.run_dir / name
+        if path.is_file():
+            try:
+                data: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise StoreError(f"{path}: unreadable: {exc}") from None
+            return data
+        found: list[dict[str, Any]] | None = self.meta.get(key)  # format 2 kept it inline
+        return found
+
     @property
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
@@ -102,12 +134,12 @@ class RunStore:
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})
 
-    def write_json(self, name: str, data: Any) -> None:
+    def write_json(self, name: str, data: Any, *, indent: int | None = 1) -> None:
         """Atomic: a reader sees the old file or the new one, never half of one."""
         path = self.run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.redactor.obj(data), indent=1, default=str))
+        tmp.write_text(json.dumps(self.redactor.obj(data), indent=indent, default=str))
         tmp.replace(path)
 
     def record(self, run: CellRun) -> CellResult:
@@ -135,12 +167,19 @@ class RunStore:
         return result
 
     def append(self, result: CellResult) -> None:
-        # One write() of one line on an O_APPEND descriptor, then fsync: a kill at any point
-        # leaves either the whole line or a torn tail that reading skips.
-        line = (json.dumps(self.redactor.obj(result.to_dict()), default=str) + "\n").encode()
+        self.extend([result])
+
+    def extend(self, results: Sequence[CellResult]) -> None:
+        """Append lines on an O_APPEND descriptor, then one fsync: a kill at any point leaves
+        whole lines and at most a torn tail, which reading skips. (A merge writes 100,000
+        lines at once; an fsync per line would be most of its time.)"""
+        data = b"".join((json.dumps(self.redactor.obj(r.to_dict()), default=str) + "\n")
+                        .encode() for r in results)
         fd = os.open(self.run_dir / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
+            view = memoryview(data)
+            while view:  # a large write may be partial
+                view = view[os.write(fd, view):]
             os.fsync(fd)
         finally:
             os.close(fd)
