@@ -214,15 +214,16 @@ def rules_of(meta: Mapping[str, Any]) -> tuple[Rule, ...]:
     return tuple(Rule.from_dict(d) for d in meta.get("expect") or ())
 
 
-def judge_runs(stores: Sequence[RunStore], baseline: Baseline | None = None
-               ) -> list[Verdict]:
-    """Every cell of the records once (as ``harness merge`` chooses it), judged by the rules
-    the records keep and the baseline."""
+def judge_runs(stores: Sequence[RunStore], baseline: Baseline | None = None,
+               results: Sequence[CellResult] | None = None) -> list[Verdict]:
+    """Every cell of the records once (as ``harness merge`` chooses it, unless the caller has
+    them: ``results``), judged by the rules the records keep and the baseline."""
     from harness.merge import choose_records
 
     rules: dict[str, Rule] = {}
     for store in stores:
         for rule in rules_of(store.meta):
             rules.setdefault(json.dumps(rule.to_dict(), sort_keys=True), rule)
-    results = [r for _, r in choose_records(stores)[0].values()]
+    if results is None:
+        results = [r for _, r in choose_records(stores)[0].values()]
     return judge(results, tuple(rules.values()), baseline)

@@ -8,8 +8,9 @@ change does not start a new row. Only the fields a row needs are read from each 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -59,7 +60,8 @@ class History:
         width = [max((len(k[i]) for k, _ in rows), default=0) for i in range(3)]
         for key, outcomes in rows:
             strip = " ".join(LETTER[o] if o is not None else ABSENT for o in outcomes)
-            notes = [f"{self.flips(outcomes)} changes"] if self.flips(outcomes) else []
+            flips = self.flips(outcomes)
+            notes = [f"{flips} change{'s' if flips > 1 else ''}"] if flips else []
             notes += ["flaky"] if self.flaky(outcomes) else []
             lines.append("  ".join(k.ljust(w) for k, w in zip(key, width, strict=True))
                          + f"  {strip}  " + ", ".join(notes))
@@ -93,27 +95,59 @@ def run_folders(folder: Path) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
-def _outcomes(run_dir: Path) -> dict[Key, Outcome]:
-    """Each cell's last attempt in one record."""
-    out: dict[Key, Outcome] = {}
+INDEX = "outcomes.tsv"  # derived: each cell's logical key and outcome letter, one per line
+_FROM_LETTER = {letter: outcome for outcome, letter in LETTER.items()}
+
+
+def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
+    """Each cell's last attempt in one record, from the run's index when it is current (a
+    fleet's record is 100,000 lines of JSON; 30 of them are the history), else from the
+    record, writing the index for next time."""
     path = run_dir / RESULTS
     if not path.is_file():
-        return out
+        return {}
+    size = path.stat().st_size
+    index = run_dir / INDEX
+    try:
+        with index.open(encoding="utf-8") as fh:
+            if fh.readline() == f"# {RESULTS} {size}\n":
+                return {(e, c, h): _FROM_LETTER[o] for e, c, h, o in
+                        (line.rstrip("\n").split("\t") for line in fh)}
+    except (OSError, ValueError, KeyError):
+        pass  # no index, an old one, or a damaged one: read the record
+    found: dict[Key, Outcome] = {}
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             try:
                 d = json.loads(line)
                 key = (d["environment"], f"{d['case_id']}::{d['variant']}",
                        d["hardware_target"])
-                out[key] = Outcome(d["outcome"])
+                found[key] = Outcome(d["outcome"])
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a crash
-    return out
+    write_index(run_dir, found, size)
+    return found
+
+
+def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = None) -> None:
+    """The index of a record whose results file has ``size`` bytes (an index of another size
+    is stale). Keys with a tab or newline in them are not indexed: the record is read."""
+    if any("\t" in part or "\n" in part for key in found for part in key):
+        return
+    size = (run_dir / RESULTS).stat().st_size if size is None else size
+    tmp = run_dir / f"{INDEX}.tmp{os.getpid()}"
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(f"# {RESULTS} {size}\n")
+            fh.writelines(f"{e}\t{c}\t{h}\t{LETTER[o]}\n" for (e, c, h), o in found.items())
+        tmp.replace(run_dir / INDEX)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a read-only copy of a run: read the record each time
 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:
     runs = run_folders(folder)[-last:]
-    per_run = [_outcomes(r) for r in runs]
+    per_run = [run_outcomes(r) for r in runs]
     keys = {k for outcomes in per_run for k in outcomes
             if keyword is None or keyword in k[0] or keyword in k[1]}
     cells = {k: tuple(outcomes.get(k) for outcomes in per_run) for k in keys}

@@ -73,3 +73,19 @@ def test_history_command(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     (cell,) = json.loads(proc.stdout)["cells"]
     assert cell["outcomes"] == ["PASS", "CRASH"] and cell["changes"] == 1
+
+
+def test_the_index_is_used_while_current_and_rebuilt_when_the_record_grows(
+        tmp_path: Path) -> None:
+    from harness.history import INDEX, run_outcomes
+
+    run = write_run(tmp_path, "n1", 1.0, {("a", "x"): P})
+    assert run_outcomes(run) == {("a", "case::x", "cpu"): P}
+    index = run / INDEX
+    assert index.read_text().splitlines()[1:] == ["a\tcase::x\tcpu\tP"]
+    index.write_text(index.read_text().replace("\tP", "\tF"))  # the index is what is read
+    assert run_outcomes(run) == {("a", "case::x", "cpu"): F}
+    write_run(tmp_path, "n2", 2.0, {("a", "x"): R})  # another record, appended to n1's file
+    (run / "results.jsonl").write_text((run / "results.jsonl").read_text()
+                                       + (tmp_path / "n2" / "results.jsonl").read_text())
+    assert run_outcomes(run) == {("a", "case::x", "cpu"): R}  # stale index: the record wins
