@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,8 +121,9 @@ class EnvSpec:
         """The build settings that build a package inside this environment, not isolated."""
         return tuple(b for b in self.builds if not b.isolation)
 
-    @property
+    @cached_property
     def key(self) -> str:
+        # Cached (frozen, so it cannot change): a plan asks it once per cell, 100,000 times.
         content: dict[str, Any] = {
             "backend": self.backend, "python": self.python, "requirements": self.requirements,
             "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
