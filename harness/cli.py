@@ -374,7 +374,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         publish_ci(report.store, args.reports)
     from harness.workflow import judged_exit
 
-    return judged_exit([report.store], args.reports, args.fail_on, args.baseline)
+    return judged_exit([report.store], args.reports, args.fail_on, args.baseline,
+                       report.results)
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

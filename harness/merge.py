@@ -28,6 +28,7 @@ class MergeReport:
     cells: int = 0
     missing: int = 0
     conflicts: list[str] = field(default_factory=list)
+    results: list[CellResult] = field(default_factory=list)  # as written, so none re-reads them
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
@@ -73,6 +74,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
             lines.append(_relocate(source, result, out))
     out.extend(lines)  # the merged record is written once, whole
     report.cells = len(lines)
+    report.results = lines
     report.conflicts = conflicts
     return report
 
@@ -137,20 +139,23 @@ def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, st
 
 
 def _relocate(source: RunStore, result: CellResult, out: RunStore) -> CellResult:
-    """The result with its log copied beside it (relative path, as before)."""
-    log = source.log_file(result)
-    if log is None or not log.is_file():
-        return replace(result, log=None)
-    relative = result.log if result.log and not Path(result.log).is_absolute() else (
-        f"logs/{log.name}")
-    target = out.run_dir / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.exists():
-        try:  # a hard link where it can (a fleet's merge has 100,000 logs), else a copy
-            os.link(log, target)
+    """The result with its log linked (or copied) beside it, at the same relative path. On
+    strings, not pathlib objects: a fleet's merge relocates 100,000 logs."""
+    log = result.log
+    if not log:
+        return result
+    src = log if os.path.isabs(log) else f"{source.run_dir}/{log}"  # noqa: PTH117
+    relative = log if not os.path.isabs(log) else f"logs/{os.path.basename(log)}"  # noqa: PTH117,PTH119
+    target = f"{out.run_dir}/{relative}"
+    if not os.path.isfile(src):  # noqa: PTH113
+        return replace(result, log=None)  # the log never came with the artifact
+    if not os.path.exists(target):  # noqa: PTH110  (a batch's shared log is there already)
+        os.makedirs(os.path.dirname(target), exist_ok=True)  # noqa: PTH103,PTH120
+        try:  # a hard link where it can (same filesystem), else a copy
+            os.link(src, target)
         except OSError:
-            shutil.copy2(log, target)
-    return replace(result, log=relative)
+            shutil.copy2(src, target)
+    return result if relative == log else replace(result, log=relative)
 
 
 def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:

@@ -18,6 +18,7 @@ from harness.envs import default_cache_dir
 from harness.errors import UsageError
 from harness.executors import Executor
 from harness.plan import Plan, filter_plan, make_plan
+from harness.results import CellResult
 from harness.spec import MatrixSpec, load_matrix
 from harness.store import RunStore
 
@@ -285,11 +286,11 @@ def exit_code(state: RunState) -> int:
 
 
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
-                baseline: str | None) -> int:
+                baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
     from harness import expect
 
     known = expect.load_baseline(Path(baseline), reports_dir) if baseline else None
-    verdicts = expect.judge_runs(stores, known)
+    verdicts = expect.judge_runs(stores, known, results)
     lines = expect.summary_lines(verdicts)
     if len(lines) > 1 or known is not None:
         print("\n".join(lines))
