@@ -165,7 +165,12 @@ def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
     first = harness(tmp_path, "run", "-m", str(m), "--run-id", "night1")
     assert first.returncode == 0, first.stdout + first.stderr  # the known failure is expected
     assert "known: 1 cells: GitHub is out of reach here" in first.stdout
+    latest = tmp_path / "r" / "latest"
+    assert latest.resolve() == (tmp_path / "r" / "runs" / "night1" / "report").resolve()
     assert harness(tmp_path, "report", "night1", "--fail-on", "any").returncode == 1
+    sliced = harness(tmp_path, "run", "-m", str(m), "-k", "known", "--run-id", "slice")
+    assert sliced.returncode == 0 and (tmp_path / "r" / "runs" / "slice" / "report").is_dir()
+    assert latest.resolve().parent.name == "night1"  # a -k run never moves reports/latest
     assert harness(tmp_path, "baseline", "night1", "-o", "b.json").returncode == 0
 
     second = harness(tmp_path, "run", "-m", str(m), "--run-id", "night2", flip=True)
