@@ -100,9 +100,20 @@ _FROM_LETTER = {letter: outcome for outcome, letter in LETTER.items()}
 
 
 def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
-    """Each cell's last attempt in one record, from the run's index when it is current (a
-    fleet's record is 100,000 lines of JSON; 30 of them are the history), else from the
-    record, writing the index for next time."""
+    """Each cell's last attempt in one record, by logical key."""
+    return {_key(k): _FROM_LETTER[o] for k, o in _letters(run_dir).items()}
+
+
+def _key(text: str) -> Key:
+    environment, case, hardware = text.split("\t")
+    return environment, case, hardware
+
+
+def _letters(run_dir: Path) -> dict[str, str]:
+    """``environment<TAB>case::variant<TAB>hardware`` -> outcome letter, from the run's index
+    when it is current (a fleet's record is 100,000 lines of JSON, and 30 of them are the
+    history), else from the record, writing the index for next time. Strings, not tuples of
+    enums: 30 × 100,000 of those were most of the time and memory of ``harness history``."""
     path = run_dir / RESULTS
     if not path.is_file():
         return {}
@@ -111,22 +122,25 @@ def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
     try:
         with index.open(encoding="utf-8") as fh:
             if fh.readline() == f"# {RESULTS} {size}\n":
-                return {(e, c, h): _FROM_LETTER[o] for e, c, h, o in
-                        (line.rstrip("\n").split("\t") for line in fh)}
-    except (OSError, ValueError, KeyError):
+                found = {}
+                for line in fh:
+                    text, _, letter = line.rstrip("\n").rpartition("\t")
+                    found[text] = letter
+                if all(letter in _FROM_LETTER for letter in set(found.values())):
+                    return found
+    except (OSError, ValueError):
         pass  # no index, an old one, or a damaged one: read the record
-    found: dict[Key, Outcome] = {}
+    outcomes: dict[Key, Outcome] = {}
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             try:
                 d = json.loads(line)
-                key = (d["environment"], f"{d['case_id']}::{d['variant']}",
-                       d["hardware_target"])
-                found[key] = Outcome(d["outcome"])
+                outcomes[(d["environment"], f"{d['case_id']}::{d['variant']}",
+                          d["hardware_target"])] = Outcome(d["outcome"])
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a crash
-    write_index(run_dir, found, size)
-    return found
+    write_index(run_dir, outcomes, size)
+    return {"\t".join(p.replace("\t", " ") for p in k): LETTER[o] for k, o in outcomes.items()}
 
 
 def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = None) -> None:
@@ -147,10 +161,18 @@ def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:
     runs = run_folders(folder)[-last:]
-    per_run = [run_outcomes(r) for r in runs]
-    keys = {k for outcomes in per_run for k in outcomes
-            if keyword is None or keyword in k[0] or keyword in k[1]}
-    cells = {k: tuple(outcomes.get(k) for outcomes in per_run) for k in keys}
+    per_run = [_letters(r) for r in runs]
+    keys: set[str] = set().union(*per_run) if per_run else set()
+    if keyword is not None:
+        keys = {k for k in keys if keyword in k.rsplit("\t", 1)[0]}
+    shared: dict[tuple[str | None, ...], tuple[Outcome | None, ...]] = {}
+    cells = {}
+    for k in keys:  # most cells share their strip ("P P P ..."): one tuple of outcomes each
+        letters = tuple(run.get(k) for run in per_run)
+        strip = shared.get(letters)
+        if strip is None:
+            strip = shared[letters] = tuple(_FROM_LETTER[x] if x else None for x in letters)
+        cells[_key(k)] = strip
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells)
 
 
