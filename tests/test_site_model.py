@@ -89,6 +89,21 @@ def test_probes_make_a_capability_grid() -> None:
                           ("2.5.1", Outcome.PASS))]
     site = build_site(probe, envs("t-2.0.1", "t-2.2.2", "t-2.5.1"), {}, [{}], {})
     assert site.failures == () and site.grid is not None
-    ((name, cells),) = site.grid.rows
-    assert name == "sdpa[cpu]" and cells["cpu"].works == ("2.2.2", "2.5.1")
+    ((name, package, cells),) = site.grid.rows
+    assert (name, package) == ("sdpa[cpu]", "torch") and cells["cpu"].works == ("2.2.2", "2.5.1")
     assert cells["cpu"].fails == ("2.0.1",) and cells["cpu"].css == "o-mixed"
+
+
+def test_a_probe_that_needs_a_package_lists_its_versions() -> None:
+    rows = []
+    for te, outcome in (("1.13.0", Outcome.PASS), ("2.2.0", Outcome.FAIL)):
+        r = cell(f"t-{te}", "fp8_te", outcome, "sm_90")
+        rows.append(CellResult.from_dict({**r.to_dict(), "case_id": "probes", "fingerprint": {
+            "key": {"torch": "2.5.1", "transformer-engine": te}}}))
+    cases = {"probes::fp8_te": {"case": "probes", "variant": "fp8_te", "requires": [
+        {"cuda": True, "packages": {"transformer-engine": ""}}]}}
+    site = build_site(rows, envs("t-1.13.0", "t-2.2.0"), cases, [{}], {})
+    assert site.grid is not None
+    ((_, package, cells),) = site.grid.rows
+    assert package == "transformer-engine"
+    assert (cells["sm_90"].works, cells["sm_90"].fails) == (("1.13.0",), ("2.2.0",))

@@ -97,9 +97,9 @@ class GridCell:
 
 @dataclass(frozen=True, kw_only=True)
 class Grid:
-    package: str  # whose versions the cells list
     hardware: tuple[str, ...]
-    rows: tuple[tuple[str, dict[str, GridCell]], ...]  # probe variant -> hardware -> cell
+    # probe variant, the package whose versions its cells list, hardware -> cell
+    rows: tuple[tuple[str, str, dict[str, GridCell]], ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,7 +191,7 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
                      for c, rs in by_case.items() if c != PROBES)
     probes = by_case.get(PROBES, [])
     return Site(header=_header(results, meta), failures=failures,
-                grid=_grid(probes, versions) if probes else None,
+                grid=_grid(probes, versions, cases) if probes else None,
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
                 since=since, links=dict(links))
 
@@ -364,8 +364,17 @@ def _workaround(variant: str, results: Sequence[CellResult],
     return f"{variant} works on {name}{', '.join(good)}; fails on {', '.join(bad)}{caveat}"
 
 
-def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]]) -> Grid:
-    package = "torch"
+def _probe_package(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a probe's versions are of: the package it requires besides torch (TE for the TE
+    probe, flash-attn for flash-attn's), else torch."""
+    meta = cases.get(f"{PROBES}::{variant}") or {}
+    named = [name for req in meta.get("requires") or () for name in req.get("packages") or {}]
+    others = [n for n in named if n != "torch"]
+    return others[0] if others else "torch"
+
+
+def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
+          cases: Mapping[str, Mapping[str, Any]]) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
     groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
@@ -373,6 +382,7 @@ def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]])
         groups[(r.variant, r.hardware_target)].append(r)
     rows = []
     for variant in sorted({r.variant for r in results}):
+        package = _probe_package(variant, cases)
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])
@@ -385,5 +395,5 @@ def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]])
             cells[h] = GridCell(works=tuple(sorted(works, key=version_sort_key)),
                                 fails=tuple(sorted(fails, key=version_sort_key)),
                                 skipped=len(skipped), reason=why)
-        rows.append((variant, cells))
-    return Grid(package=package, hardware=hardware, rows=tuple(rows))
+        rows.append((variant, package, cells))
+    return Grid(hardware=hardware, rows=tuple(rows))

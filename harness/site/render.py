@@ -78,7 +78,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
 def _empty_grid() -> Any:
     from harness.site.model import Grid
 
-    return Grid(package="torch", hardware=(), rows=())
+    return Grid(hardware=(), rows=())
 
 
 def markdown(site: Site) -> str:
@@ -103,10 +103,10 @@ def markdown(site: Site) -> str:
     if site.grid and site.grid.rows:
         g = site.grid
         lines += ["", "## Capability grid", "",
-                  f"Where each probe works ({g.package} versions).", "",
+                  "Where each probe works: the versions of the package it is about.", "",
                   "| probe | " + " | ".join(g.hardware) + " |",
                   "|---|" + "---|" * len(g.hardware)]
-        for name, cells in g.rows:
+        for name, package, cells in g.rows:
             shown = []
             for hw in g.hardware:
                 c = cells[hw]
@@ -114,7 +114,7 @@ def markdown(site: Site) -> str:
                     f"works: {', '.join(c.works)}" if c.works else "",
                     f"fails: {', '.join(c.fails)}" if c.fails else ""]))
                 shown.append(_cell(text or (f"skipped ({c.skipped})" if c.skipped else "—")))
-            lines.append(f"| {_cell(name)} | " + " | ".join(shown) + " |")
+            lines.append(f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |")
     if site.unbuildable:
         lines += ["", "## Environments that could not be built", ""]
         lines += [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
