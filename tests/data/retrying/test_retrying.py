@@ -13,6 +13,6 @@ CASE = Case(failure="fails on its first try only", retries=1)
 def test_flaky_once() -> None:
     """Fails the first time it runs (the flag file does not exist yet), passes after."""
     flag = Path(os.environ["FLAKY_FLAG"])
-    if not flag.exists():
-        flag.write_text("failed once")
-        raise AssertionError("first try fails")
+    first = not flag.exists()
+    flag.write_text("failed once")
+    assert not first, "first try fails"
