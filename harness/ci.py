@@ -18,23 +18,21 @@ def previous_run(reports_dir: Path, current: Path) -> Path | None:
     slice (the same filters and shard: a full run is compared with a full run, never with a
     ``-k`` slice). CI restores them from its history; a run made later never counts, so a
     re-render says the same."""
-    from harness.history import created
+    from harness.history import created, read_meta
 
     runs = reports_dir / "runs"
     if not runs.is_dir():
         return None
-    mine, scope = created(current), _scope(current)
+    mine, scope = created(current), _scope(read_meta(current))
     found = sorted((created(p), p.name, p) for p in runs.iterdir()
                    if (p / "results.jsonl").is_file() and p.resolve() != current.resolve())
-    earlier = [p for when, _, p in found if when < mine and _scope(p) == scope]
+    earlier = [p for when, _, p in found if when < mine and _scope(read_meta(p)) == scope]
     return earlier[-1] if earlier else None
 
 
-def _scope(run_dir: Path) -> str:
+def _scope(meta: dict[str, Any] | None) -> str:
     """What part of the matrix a run covered: its filters and shard (a merge: everything)."""
-    try:
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if meta is None:
         return "?"
     filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}
     return json.dumps([filters, meta.get("shard")], sort_keys=True)

@@ -316,7 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import diff_runs, short_summary, write_report
+    from harness.report import write_report
     from harness.store import RunStore
 
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
@@ -324,21 +324,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.out is None and len(stores) == 1:
         from harness.workflow import publish_report
 
-        paths = publish_report(stores[0], args.reports, baseline=_baseline(args)) \
-            if previous is None else write_report(stores, stores[0].run_dir / "report",
-                                                   baseline=_baseline(args), previous=previous)
+        paths = publish_report(stores[0], args.reports, baseline=_baseline(args),
+                               previous=previous)
     else:
-        out = args.out or args.reports / "combined"
-        paths = write_report(stores, out, baseline=_baseline(args), previous=previous)
-    print(short_summary(paths))
-    if previous is not None:
-        changes = diff_runs(previous.results(), [r for s in stores for r in s.results()])
-        print(f"## Changes since {previous.run_id}: {len(changes)}")
-        for c in changes:
-            versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
-            print(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
-                  f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
-                  + (f" [{versions}]" if versions else ""))
+        paths = write_report(stores, args.out or args.reports / "combined",
+                             baseline=_baseline(args), previous=previous)
+    sys.stdout.write(paths["summary"].read_text(encoding="utf-8"))
+    print(f"site: {paths['index.html']}")
     if args.fail_on:
         from harness.workflow import judged_exit
 

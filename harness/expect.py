@@ -209,9 +209,14 @@ def _baseline_file(path: Path) -> Baseline:
     return Baseline(source=str(data.get("source") or path.name), outcomes=outcomes)
 
 
-def rules_of(meta: Mapping[str, Any]) -> tuple[Rule, ...]:
-    """The rules a run record keeps (run.json ``expect``), so merge and report need no matrix."""
-    return tuple(Rule.from_dict(d) for d in meta.get("expect") or ())
+def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rules run records keep (run.json ``expect``, so merge and report need no matrix),
+    once each: the shards of one run all carry their matrix's."""
+    seen: dict[str, dict[str, Any]] = {}
+    for meta in metas:
+        for rule in meta.get("expect") or ():
+            seen.setdefault(json.dumps(rule, sort_keys=True), rule)
+    return list(seen.values())
 
 
 def judge_runs(stores: Sequence[RunStore], baseline: Baseline | None = None,
@@ -220,10 +225,7 @@ def judge_runs(stores: Sequence[RunStore], baseline: Baseline | None = None,
     them: ``results``), judged by the rules the records keep and the baseline."""
     from harness.merge import choose_records
 
-    rules: dict[str, Rule] = {}
-    for store in stores:
-        for rule in rules_of(store.meta):
-            rules.setdefault(json.dumps(rule.to_dict(), sort_keys=True), rule)
+    rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
     if results is None:
         results = [r for _, r in choose_records(stores)[0].values()]
-    return judge(results, tuple(rules.values()), baseline)
+    return judge(results, rules, baseline)

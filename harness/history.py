@@ -78,12 +78,21 @@ class History:
             for k, outcomes in self.rows(changed_only=changed_only)]}
 
 
-def created(run_dir: Path) -> float:
-    """When a run was created, from its record (-1: not a readable run folder)."""
+def read_meta(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's run.json, or None where there is no readable one."""
     try:
         meta = json.loads((run_dir / META).read_text(encoding="utf-8"))
-        return float(meta.get("created") or 0.0)
-    except (OSError, ValueError, TypeError, AttributeError):
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def created(run_dir: Path) -> float:
+    """When a run was created, from its record (-1: not a readable run folder)."""
+    meta = read_meta(run_dir)
+    try:
+        return float(meta.get("created") or 0.0) if meta is not None else -1.0
+    except (TypeError, ValueError):
         return -1.0
 
 

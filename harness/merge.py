@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.expect import recorded_rules
 from harness.results import CellResult, Outcome
 from harness.store import CASES, META, RESULTS, RunStore
 
@@ -50,7 +51,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                         for s, m in zip(sources, metas, strict=True)],
         "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
         "planned": planned, "executor": {"executor": "merge"},
-        "expect": _union_rules(metas),
+        "expect": recorded_rules(metas),
     }, run_id=run_id, cases=_union(s.cases for s in sources)))
     out = report.store
     for source in sources:  # what each environment held, from whichever shard built it
@@ -77,15 +78,6 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     report.results = lines
     report.conflicts = conflicts
     return report
-
-
-def _union_rules(metas: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The expectations of every shard, once each (they share one matrix)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for meta in metas:
-        for rule in meta.get("expect") or ():
-            seen.setdefault(json.dumps(rule, sort_keys=True), rule)
-    return list(seen.values())
 
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]

@@ -66,7 +66,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     JUnit and the heatmap. Cells come in matrix order, so the same results give the same
     bytes. ``previous``: the run to say what changed since."""
     from harness.site.model import build_site
-    from harness.site.render import LONG_COLUMNS, markdown, render_site
+    from harness.site.render import LONG_COLUMNS, markdown, render_site, summary_text
 
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -92,6 +92,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     paths["md"] = out_dir / "compat.md"
     paths["md"].write_text(markdown(site) + f"\n## Against expectations\n\n```\n{against}\n```\n"
                            + _case_lines(cases) + "\n", encoding="utf-8")
+    paths["summary"] = out_dir / "summary.txt"  # what `harness report` prints
+    paths["summary"].write_text(summary_text(site), encoding="utf-8")
     paths["csv"] = out_dir / "compat.csv"
     frame.to_csv(paths["csv"], index=False)
     paths["json"] = out_dir / "compat.json"
@@ -152,26 +154,6 @@ def _heatmap(frame: pd.DataFrame) -> list[list[Outcome | None]]:
              frame[["environment", "hardware", "column", "outcome"]].itertuples(index=False)}
     return [[Outcome(where[(r, c)]) if (r, c) in where else None for c in columns]
             for r in rows]
-
-
-def short_summary(paths: dict[str, Path]) -> str:
-    """What ``harness report`` prints: the counts and each failure's verdict, not the table."""
-    text = paths["md"].read_text(encoding="utf-8").splitlines()
-    keep = [line for line in text[2:6] if line]
-    keep += [line.removeprefix("## ") + "\n  " + nxt.removeprefix("**Verdict:** ")
-             for line, nxt in _verdict_pairs(text)]
-    return "\n".join([*keep, f"site: {paths['index.html']}"])
-
-
-def _verdict_pairs(lines: list[str]) -> list[tuple[str, str]]:
-    out = []
-    for i, line in enumerate(lines):
-        if line.startswith("## ") and not line.startswith(("## Capability", "## Legend",
-                                                           "## Environments", "## Against",
-                                                           "## Cases")):
-            nxt = next((x for x in lines[i + 1:] if x.startswith("**Verdict:**")), "")
-            out.append((line, nxt))
-    return out
 
 
 def _verdict(v: Verdict) -> dict[str, Any]:

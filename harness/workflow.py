@@ -233,18 +233,19 @@ def report(state: RunState) -> RunState:
     return state
 
 
-def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None
-                   ) -> dict[str, Path]:
-    """The run's report, into its own folder (``<run>/report``), compared with the run before
-    it; ``reports/latest`` then points at it if the run covers the whole matrix (a ``-k`` or
-    ``--shard`` run never moves it)."""
+def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
+                   previous: RunStore | None = None) -> dict[str, Path]:
+    """The run's report, into its own folder (``<run>/report``), compared with ``previous``
+    (default: the run before it of the same slice); ``reports/latest`` then points at it if
+    the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it)."""
     from harness.ci import previous_run
     from harness.report import write_report
 
-    before = previous_run(reports_dir, store.run_dir)
+    if previous is None:
+        before = previous_run(reports_dir, store.run_dir)
+        previous = RunStore(before) if before else None
     out = store.run_dir / "report"
-    paths = write_report([store], out, baseline=baseline,
-                         previous=RunStore(before) if before else None)
+    paths = write_report([store], out, baseline=baseline, previous=previous)
     meta = store.meta
     filters = meta.get("filters") or {}
     if not meta.get("shard") and not any(filters.values()):

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.results import CellResult, Outcome
@@ -130,14 +132,15 @@ class Site:
 def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
     """What the environment asked for: ``torch==2.0.1`` -> 2.0.1, ``numpy<2`` -> <2."""
     out: dict[str, str] = {}
-    for req in env.get("requirements") or ():
-        m = re.match(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$", str(req))
-        if not m:
-            continue
-        name, rest = m.group(1).lower().replace("_", "-"), m.group(3).strip()
-        if rest.startswith("@"):
-            rest = "@" + rest.rsplit("@", 1)[-1].strip()  # a URL: keep the ref it pins
-        out[name] = rest.removeprefix("==") or "*"
+    for text in env.get("requirements") or ():
+        try:
+            req = Requirement(str(text))
+        except InvalidRequirement:
+            continue  # the record of a matrix this harness would refuse today
+        pin = str(req.specifier)
+        out[canonicalize_name(req.name)] = (
+            "@" + req.url.rsplit("@", 1)[-1] if req.url  # a URL: the ref it pins
+            else pin.removeprefix("==") if pin else "*")
     if env.get("cuda"):
         out["cuda"] = str(env["cuda"])
     if env.get("python"):

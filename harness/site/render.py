@@ -123,6 +123,29 @@ def markdown(site: Site) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_text(site: Site) -> str:
+    """The short summary ``harness report`` prints: header, coverage, each failure's verdict,
+    what changed (news first, with the versions that moved; the first 50), not the table."""
+    h = site.header
+    lines = [f"{h.date} · run {', '.join(h.run_ids)} · harness {h.harness} · matrix "
+             f"{h.matrix_sha256}",
+             f"tested: {', '.join(h.tested) or 'nothing'}"
+             + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
+             + f" — {h.ran:,} of {h.cells:,} cells ran ("
+             + ", ".join(f"{n} {name}" for name, n in h.counts) + ")"]
+    lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
+    if site.since is not None:
+        lines.append(f"## Changes since {site.since}: {len(site.changes)}")
+        for c in site.changes[:50]:  # diff_runs puts new failures first
+            versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
+            lines.append(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
+                         f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
+                         + (f" [{versions}]" if versions else ""))
+        if len(site.changes) > 50:
+            lines.append(f"- ... and {len(site.changes) - 50} more (compat.json lists them all)")
+    return "\n".join(lines) + "\n"
+
+
 def _failure_md(f: FailureTable) -> list[str]:
     links = ", ".join(f"<{u}>" for u in f.upstream)
     lines = [f"## {f.case}: {_cell(f.failure)}", ""]
