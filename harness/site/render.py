@@ -19,7 +19,7 @@ from markupsafe import Markup
 
 from harness.results import Outcome
 from harness.site.heatmap import write_png
-from harness.site.model import FailureTable, Site
+from harness.site.model import FailureTable, Grid, Header, Site
 
 SYMBOLS = {
     Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
@@ -58,7 +58,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
             **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
             more_news=max(0, len(news) - 10), heatmap_width=width),
         "probes.html": env.get_template("probes.html.j2").render(
-            **common, g=site.grid or _empty_grid()),
+            **common, g=site.grid or Grid(hardware=(), rows=())),
         "cells.html": env.get_template("cells.html.j2").render(
             **common, columns=LONG_COLUMNS, data_json=script_json({
                 "rows": [list(r) for r in long_rows],
@@ -75,22 +75,9 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     return paths
 
 
-def _empty_grid() -> Any:
-    from harness.site.model import Grid
-
-    return Grid(hardware=(), rows=())
-
-
 def markdown(site: Site) -> str:
     """The same content for a README or GitHub Pages: header, verdicts, a table per failure."""
-    h = site.header
-    about = [h.date, f"run {', '.join(h.run_ids)}", f"harness {h.harness}" if h.harness else "",
-             f"matrix {h.matrix_sha256}" if h.matrix_sha256 else ""]
-    lines = ["# Compatibility report", "", " · ".join(filter(None, about)), "",
-             f"tested: {', '.join(h.tested) or 'nothing'}"
-             + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
-             + f" — {h.ran:,} of {h.cells:,} cells ran ("
-             + ", ".join(f"{n} {name}" for name, n in h.counts) + ")"]
+    lines = ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
     if site.since is not None:
         counts = Counter(c["class"] for c in site.changes)
         lines += ["", f"Since `{site.since}`: "
@@ -126,13 +113,7 @@ def markdown(site: Site) -> str:
 def summary_text(site: Site) -> str:
     """The short summary ``harness report`` prints: header, coverage, each failure's verdict,
     what changed (news first, with the versions that moved; the first 50), not the table."""
-    h = site.header
-    lines = [f"{h.date} · run {', '.join(h.run_ids)} · harness {h.harness} · matrix "
-             f"{h.matrix_sha256}",
-             f"tested: {', '.join(h.tested) or 'nothing'}"
-             + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
-             + f" — {h.ran:,} of {h.cells:,} cells ran ("
-             + ", ".join(f"{n} {name}" for name, n in h.counts) + ")"]
+    lines = [_about(site.header), _coverage(site.header)]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
     if site.since is not None:
         lines.append(f"## Changes since {site.since}: {len(site.changes)}")
@@ -144,6 +125,19 @@ def summary_text(site: Site) -> str:
         if len(site.changes) > 50:
             lines.append(f"- ... and {len(site.changes) - 50} more (compat.json lists them all)")
     return "\n".join(lines) + "\n"
+
+
+def _about(h: Header) -> str:
+    return " · ".join(filter(None, [
+        h.date, f"run {', '.join(h.run_ids)}", f"harness {h.harness}" if h.harness else "",
+        f"matrix {h.matrix_sha256}" if h.matrix_sha256 else ""]))
+
+
+def _coverage(h: Header) -> str:
+    return (f"tested: {', '.join(h.tested) or 'nothing'}"
+            + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
+            + f" — {h.ran:,} of {h.cells:,} cells ran ("
+            + ", ".join(f"{n} {name}" for name, n in h.counts) + ")")
 
 
 def _failure_md(f: FailureTable) -> list[str]:
