@@ -71,7 +71,7 @@ from harness.plan import Cell, Plan  # noqa: E402
 from harness.results import CellResult, Outcome  # noqa: E402
 from harness.shard import make_shards  # noqa: E402
 from harness.spec import DEFAULT_MAX_CELLS, EnvSpec  # noqa: E402
-from harness.store import CASES, FORMAT, META, PLAN, RESULTS  # noqa: E402
+from harness.store import CASES, FORMAT, META, PLAN, RESULTS, SHARED  # noqa: E402
 from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells  # noqa: E402
 
 HARDWARE = ("cpu", "sm_80", "sm_90")
@@ -555,7 +555,9 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
     runs.mkdir(parents=True, exist_ok=True)
     order = [c.cell_id for c in full.cells]
     lines = [last[c] for c in order if c in last]
-    ran = [i for i, line in enumerate(lines) if '"outcome": "NOT_RUN"' not in line]
+    ran = [i for i, line in enumerate(lines) if '"outcome":"NOT_RUN"' not in line]
+    # What the lines hold by reference (fingerprints, machines), from every shard's shared/
+    shared = {p.name: p for s in shards for p in (s / SHARED).glob("*.json")}
     flaky = set(random.Random(7).sample(ran, max(1, len(ran) // 200)))
     shard = shards[0]
     shard_meta = json.loads((shard / META).read_text(encoding="utf-8"))
@@ -577,13 +579,16 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
         folder = runs / run_id
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         shutil.copy2(shard / CASES, folder / CASES)
+        (folder / SHARED).mkdir()
+        for name, path in shared.items():
+            os.link(path, folder / SHARED / name)
         changed = set(rng.sample(ran, max(1, len(ran) * 3 // 100)))
         moved = set(rng.sample(ran, max(1, len(ran) // 100)))
         with open(folder / RESULTS, "w", encoding="utf-8") as fh:
             for i, line in enumerate(lines):
                 if i in changed or i in flaky or i in moved:
                     line = _changed(json.loads(line), run_id, h, rng, flip=i in changed,
-                                    flaky=i in flaky, moved=i in moved)
+                                    flaky=i in flaky, moved=i in moved, shared=shared)
                 fh.write(line + "\n")
         created = now - (count - h + 1) * 86400  # a night apart, the oldest first
         (folder / META).write_text(template.replace('"@RUN_ID@"', json.dumps(run_id))
@@ -594,7 +599,7 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
 
 
 def _changed(data: dict[str, Any], run_id: str, h: int, rng: random.Random, *, flip: bool,
-             flaky: bool, moved: bool) -> str:
+             flaky: bool, moved: bool, shared: dict[str, Path]) -> str:
     data["run_id"] = run_id
     if flaky:  # fails on odd nights, passes on even ones
         data["outcome"], data["reason"] = ("FAIL", FAILURES[0]) if h % 2 else ("PASS", "")
@@ -610,11 +615,14 @@ def _changed(data: dict[str, Any], run_id: str, h: int, rng: random.Random, *, f
                           else "")
         data["signature"] = None
     if moved and data.get("fingerprint"):
-        fingerprint = dict(data["fingerprint"])
+        fingerprint = data["fingerprint"]
+        if isinstance(fingerprint, str):  # by reference: the moved one goes inline
+            fingerprint = json.loads(shared[f"{fingerprint}.json"].read_text(encoding="utf-8"))
+        fingerprint = dict(fingerprint)
         fingerprint["freeze_sha256"] = hashlib.sha256(
             f"{run_id}{data['env_key']}".encode()).hexdigest()[:16]
         data["fingerprint"] = fingerprint
-    return json.dumps(data, default=str)
+    return json.dumps(data, default=str, separators=(",", ":"))
 
 
 # --- the steps ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__
+from harness.bulk import no_cycle_collection
 from harness.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
@@ -186,6 +187,10 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+#: Commands that read or build a fleet's records at once, then exit (``harness.bulk``).
+BATCH = frozenset({"plan", "merge", "report", "history", "baseline"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # A CI runner cancelling a job sends SIGTERM: clean up (kill cells, remove containers)
@@ -199,6 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if limit is not None:
         os.environ["HARNESS_MAX_CELLS"] = str(limit)  # read where matrices expand
     try:
+        if args.command in BATCH:
+            with no_cycle_collection():
+                return COMMANDS[args.command](args)
         return COMMANDS[args.command](args)
     except BrokenPipeError:
         # `harness plan | head`: the reader left; say nothing more, as cat does.

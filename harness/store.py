@@ -5,13 +5,22 @@ environments asked for, the expectations), ``plan.json`` (its cells, each with i
 content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``cases.json`` (each
 variant's title, documented failure, upstream links, signatures, requirements, caveats),
 ``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
-attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell) and ``logs/``.
+attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell), ``shared/``
+and ``logs/``.
+
+What thousands of lines would repeat (an environment's fingerprint summary, the machine a
+cell ran on) is written once, to ``shared/<hash>.json`` named by a hash of its content, and
+the line holds the hash in its place (``"fingerprint": "3f2a..."``). Content names make a
+merge a copy: two shards' files of one name hold the same thing. ``RunStore.attempts`` puts
+the values back; a line may still hold a value inline (records before format 4, or anything
+written by hand).
 Every path inside is relative to the folder: copy it to another machine and it still renders,
 log links included.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -36,8 +45,11 @@ PLAN = "plan.json"
 FULL_PLAN = "full_plan.json"
 # run.json's "format": 2 added logical keys, case metadata, attempts, relative logs; 3 moves
 # the plan out of run.json (a fleet's plan is tens of MB: reading a run's metadata, or 64
-# shards', must not parse it).
-FORMAT = 3
+# shards', must not parse it); 4 writes each line's fingerprint and machine once, to shared/.
+FORMAT = 4
+SHARED = "shared"
+#: The fields a line may hold by reference (a ``shared/`` file's hash).
+BY_REFERENCE = ("fingerprint", "hardware")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -51,6 +63,9 @@ class RunStore:
         self.run_id = run_dir.name
         # Every write goes through it: a token in a log or a reason never reaches the disk.
         self.redactor = redactor or Redactor.from_environment()
+        # id(value) -> (value, hash): the values written to shared/ (kept, so no id is reused)
+        self._written: dict[int, tuple[Any, str]] = {}
+        self._shared: dict[str, Any] = {}  # hash -> value, as read
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -64,7 +79,7 @@ class RunStore:
         if (store.run_dir / META).exists():
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
                              f"continue it with --resume {run_id}")
-        for sub in ("logs", "events", "envs"):
+        for sub in ("logs", "events", "envs", SHARED):
             (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
         store.write_json(CASES, cases or {})
         meta = dict(meta)
@@ -172,9 +187,18 @@ class RunStore:
     def extend(self, results: Sequence[CellResult]) -> None:
         """Append lines on an O_APPEND descriptor, then one fsync: a kill at any point leaves
         whole lines and at most a torn tail, which reading skips. (A merge writes 100,000
-        lines at once; an fsync per line would be most of its time.)"""
-        data = b"".join((json.dumps(self.redactor.obj(r.to_dict()), default=str) + "\n")
-                        .encode() for r in results)
+        lines at once; an fsync per line would be most of its time.) The shared values go
+        first, so no line points at a file that is not there."""
+        rows = []
+        for r in results:
+            row = self.redactor.obj(r.to_dict())
+            for name in BY_REFERENCE:
+                if row[name]:
+                    row[name] = self._share(row[name])
+            rows.append(row)
+        # Compact separators: a fleet's record is 100,000 lines, read back by every report.
+        data = "".join(json.dumps(row, default=str, separators=(",", ":")) + "\n"
+                       for row in rows).encode()
         fd = os.open(self.run_dir / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             view = memoryview(data)
@@ -184,18 +208,58 @@ class RunStore:
         finally:
             os.close(fd)
 
+    def _share(self, value: Any) -> str:
+        """The hash naming ``value`` in shared/, written there the first time. Values read
+        from a record are shared objects: each is hashed once, not once per line."""
+        seen = self._written.get(id(value))
+        if seen is not None and seen[0] is value:
+            return seen[1]
+        text = json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = self.run_dir / SHARED / f"{digest}.json"
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        self._written[id(value)] = (value, digest)
+        return digest
+
+    def _shared_value(self, digest: str) -> Any:
+        if digest not in self._shared:
+            try:
+                self._shared[digest] = json.loads(
+                    (self.run_dir / SHARED / f"{digest}.json").read_bytes())
+            except (OSError, ValueError):
+                self._shared[digest] = {}  # a record copied without its shared/ folder
+        return self._shared[digest]
+
     def attempts(self) -> list[CellResult]:
         """Every recorded attempt, in order (lost machines included)."""
         path = self.run_dir / RESULTS
-        out: list[CellResult] = []
-        if not path.exists():
-            return out
-        with open(path, "rb") as fh:
-            for raw in fh:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        lines = raw.splitlines()
+        try:  # one decode of the whole record: a fleet's is 100,000 lines
+            rows = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
+        except ValueError:  # a line torn by a kill mid-write: line by line, skipping it
+            rows = []
+            for line in lines:
                 try:
-                    out.append(CellResult.from_dict(json.loads(raw)))
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line torn by a kill mid-write
+                    rows.append(json.loads(line))
+                except ValueError:
+                    continue
+        out: list[CellResult] = []
+        for row in rows:
+            try:
+                for name in BY_REFERENCE:
+                    if isinstance(row.get(name), str):
+                        row[name] = self._shared_value(row[name])
+                out.append(CellResult.from_dict(row))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # not a result line (a hand edit): skipped as a torn one is
         return out
 
     def results(self) -> list[CellResult]:

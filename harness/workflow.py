@@ -238,6 +238,7 @@ def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
     """The run's report, into its own folder (``<run>/report``), compared with ``previous``
     (default: the run before it of the same slice); ``reports/latest`` then points at it if
     the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it)."""
+    from harness.bulk import no_cycle_collection
     from harness.ci import previous_run
     from harness.report import write_report
 
@@ -245,7 +246,8 @@ def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
         before = previous_run(reports_dir, store.run_dir)
         previous = RunStore(before) if before else None
     out = store.run_dir / "report"
-    paths = write_report([store], out, baseline=baseline, previous=previous)
+    with no_cycle_collection():  # the run's driver is long-lived; its report is a batch
+        paths = write_report([store], out, baseline=baseline, previous=previous)
     meta = store.meta
     filters = meta.get("filters") or {}
     if not meta.get("shard") and not any(filters.values()):

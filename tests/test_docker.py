@@ -23,6 +23,7 @@ from harness.envs import LaunchRequest
 from harness.envs.docker import DockerBackend
 from harness.images import LABEL, bootstrap_base
 from harness.spec import parse_matrix
+from harness.store import RunStore
 from tests.conftest import DATA, ROOT, report_dir, write_matrix
 
 pytestmark = pytest.mark.docker
@@ -57,7 +58,8 @@ def harness(tmp_path: Path, *args: str, timeout: float = 1800,
 
 def results(tmp_path: Path) -> list[dict[str, Any]]:
     runs = sorted((tmp_path / "r" / "runs").iterdir())
-    return [json.loads(line) for line in (runs[-1] / "results.jsonl").read_text().splitlines()]
+    # Through the store: a line holds its fingerprint by reference (shared/<hash>.json).
+    return [r.to_dict() for r in RunStore(runs[-1]).attempts()]
 
 
 BEHAVIOUR = f"""\

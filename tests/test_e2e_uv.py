@@ -5,7 +5,6 @@ Slow (two torch installs, ~4 GB each, hardlinked from uv's cache after the first
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.store import RunStore
 from tests.conftest import ROOT, report_dir, write_matrix
 
 pytestmark = pytest.mark.slow
@@ -63,8 +63,8 @@ def first_run(workdir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def outcomes(workdir: Path, run: str) -> dict[tuple[str, str], dict[str, object]]:
-    lines = (workdir / "reports" / "runs" / run / "results.jsonl").read_text().splitlines()
-    rows = [json.loads(line) for line in lines]
+    # Through the store: a line holds its fingerprint by reference (shared/<hash>.json).
+    rows = [r.to_dict() for r in RunStore(workdir / "reports" / "runs" / run).attempts()]
     return {(str(r["environment"]), str(r["variant"])): r for r in rows}
 
 

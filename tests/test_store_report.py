@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 from harness.report import diff_runs, results_frame, summary_line, write_report
@@ -23,6 +25,29 @@ def test_torn_last_line_is_skipped_and_last_record_wins(tmp_path: Path) -> None:
         fh.write(b'{"run_id": "r", "cell_id": "c", "outc')  # killed mid-write
     got = {r.cell_id: r.outcome for r in RunStore.open(tmp_path, "latest").results()}
     assert got == {"a": Outcome.REPRODUCED, "b": Outcome.PASS}
+
+
+def test_shared_values_are_written_once_and_read_back_whole(tmp_path: Path) -> None:
+    """Format 4: a fingerprint and a machine that thousands of lines share are one file in
+    shared/, named by their content; each line holds the name and reads back the value. A
+    value given inline (an older record) still reads."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    machine = {"cpu": "EPYC", "cpus": 2, "gpus": []}
+    first = replace(result("a", "2.0.1", "repro", Outcome.PASS), hardware=machine)
+    store.extend([first, replace(result("b", "2.0.1", "workaround", Outcome.PASS),
+                                 hardware=dict(machine))])
+    store.append(result("c", "2.0.1", "repro", Outcome.PASS))  # the same fingerprint, later
+    with open(store.run_dir / "results.jsonl", "a") as fh:  # a format 3 line: inline values
+        fh.write(json.dumps({**result("d", "2.1.0", "repro", Outcome.FAIL).to_dict(),
+                             "outcome": "FAIL"}) + "\n")
+    shared = sorted(p.name for p in (store.run_dir / "shared").iterdir())
+    assert len(shared) == 2  # one fingerprint (three lines share it) and one machine
+    lines = [json.loads(x) for x in (store.run_dir / "results.jsonl").read_text().splitlines()]
+    assert [isinstance(x["fingerprint"], str) for x in lines] == [True, True, True, False]
+    assert lines[0]["fingerprint"] == lines[2]["fingerprint"]
+    got = {r.cell_id: r for r in RunStore(store.run_dir).results()}
+    assert got["a"] == first and got["b"].hardware == machine and got["c"].hardware == {}
+    assert got["d"].fingerprint["key"] == {"torch": "2.1.0"}
 
 
 def test_summary_line_counts_cells_and_environments() -> None:
