@@ -458,7 +458,9 @@ class Generator:
                         "machine": "x86_64", "cpu": "AMD EPYC 7V13 64-Core Processor",
                         "cpus": 16 if gpu is not None else 4, "memory_gib": 62.8,
                         "nvcc": "12.4", "gpus": [] if gpu is None else [{
-                            "index": gpu, "uuid": f"GPU-{cell.cell_id[:8]}-{gpu}",
+                            # one physical GPU: the same uuid for every cell it ran
+                            "index": gpu, "uuid": "GPU-" + hashlib.sha256(
+                                f"{runner.node}/{gpu}".encode()).hexdigest()[:12],
                             "name": GPU_NAMES[cell.hardware],
                             "compute_capability": cell.hardware[3] + "." + cell.hardware[4],
                             "arch": cell.hardware, "memory_mib": 81559,
@@ -556,8 +558,15 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
     order = [c.cell_id for c in full.cells]
     lines = [last[c] for c in order if c in last]
     ran = [i for i, line in enumerate(lines) if '"outcome":"NOT_RUN"' not in line]
-    # What the lines hold by reference (fingerprints, machines), from every shard's shared/
-    shared = {p.name: p for s in shards for p in (s / SHARED).glob("*.json")}
+    # What the lines hold by reference (fingerprints, machines), from every shard's
+    # shared.jsonl: their union is each earlier run's.
+    shared: dict[str, Any] = {}
+    for s in shards:
+        for line in (s / SHARED).read_text(encoding="utf-8").splitlines():
+            digest, value = json.loads(line)
+            shared.setdefault(digest, value)
+    shared_text = "".join(json.dumps([d, v], separators=(",", ":")) + "\n"
+                          for d, v in shared.items())
     flaky = set(random.Random(7).sample(ran, max(1, len(ran) // 200)))
     shard = shards[0]
     shard_meta = json.loads((shard / META).read_text(encoding="utf-8"))
@@ -579,9 +588,7 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
         folder = runs / run_id
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         shutil.copy2(shard / CASES, folder / CASES)
-        (folder / SHARED).mkdir()
-        for name, path in shared.items():
-            os.link(path, folder / SHARED / name)
+        (folder / SHARED).write_text(shared_text, encoding="utf-8")
         changed = set(rng.sample(ran, max(1, len(ran) * 3 // 100)))
         moved = set(rng.sample(ran, max(1, len(ran) // 100)))
         with open(folder / RESULTS, "w", encoding="utf-8") as fh:
@@ -599,7 +606,7 @@ def write_history(reports: Path, shards: Sequence[Path], full: Plan, last: dict[
 
 
 def _changed(data: dict[str, Any], run_id: str, h: int, rng: random.Random, *, flip: bool,
-             flaky: bool, moved: bool, shared: dict[str, Path]) -> str:
+             flaky: bool, moved: bool, shared: dict[str, Any]) -> str:
     data["run_id"] = run_id
     if flaky:  # fails on odd nights, passes on even ones
         data["outcome"], data["reason"] = ("FAIL", FAILURES[0]) if h % 2 else ("PASS", "")
@@ -617,7 +624,7 @@ def _changed(data: dict[str, Any], run_id: str, h: int, rng: random.Random, *, f
     if moved and data.get("fingerprint"):
         fingerprint = data["fingerprint"]
         if isinstance(fingerprint, str):  # by reference: the moved one goes inline
-            fingerprint = json.loads(shared[f"{fingerprint}.json"].read_text(encoding="utf-8"))
+            fingerprint = shared[fingerprint]
         fingerprint = dict(fingerprint)
         fingerprint["freeze_sha256"] = hashlib.sha256(
             f"{run_id}{data['env_key']}".encode()).hexdigest()[:16]

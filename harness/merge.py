@@ -56,8 +56,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     out = report.store
     for source in sources:  # what each environment held, from whichever shard built it
         for path in (source.run_dir / "envs").glob("*.json"):
-            if not (out.run_dir / "envs" / path.name).exists():
-                shutil.copy2(path, out.run_dir / "envs" / path.name)
+            _link(str(path), f"{out.run_dir}/envs/{path.name}")
     shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(sources, metas, strict=True)
                 for c in s.planned()}
     lines: list[CellResult] = []
@@ -141,13 +140,22 @@ def _relocate(source: RunStore, result: CellResult, out: RunStore) -> CellResult
     target = f"{out.run_dir}/{relative}"
     if not os.path.isfile(src):  # noqa: PTH113
         return replace(result, log=None)  # the log never came with the artifact
-    if not os.path.exists(target):  # noqa: PTH110  (a batch's shared log is there already)
-        os.makedirs(os.path.dirname(target), exist_ok=True)  # noqa: PTH103,PTH120
-        try:  # a hard link where it can (same filesystem), else a copy
-            os.link(src, target)
-        except OSError:
-            shutil.copy2(src, target)
+    _link(src, target)
     return result if relative == log else replace(result, log=relative)
+
+
+def _link(src: str, target: str) -> None:
+    """``src`` at ``target``: a hard link where it can (same filesystem), else a copy; a file
+    already there (a batch's shared log, an environment two shards built) is kept."""
+    if os.path.exists(target):  # noqa: PTH110
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)  # noqa: PTH103,PTH120
+    try:
+        os.link(src, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        shutil.copy2(src, target)
 
 
 def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:

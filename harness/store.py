@@ -5,15 +5,15 @@ environments asked for, the expectations), ``plan.json`` (its cells, each with i
 content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``cases.json`` (each
 variant's title, documented failure, upstream links, signatures, requirements, caveats),
 ``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
-attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell), ``shared/``
-and ``logs/``.
+attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell),
+``shared.jsonl`` and ``logs/``.
 
 What thousands of lines would repeat (an environment's fingerprint summary, the machine a
-cell ran on) is written once, to ``shared/<hash>.json`` named by a hash of its content, and
-the line holds the hash in its place (``"fingerprint": "3f2a..."``). Content names make a
-merge a copy: two shards' files of one name hold the same thing. ``RunStore.attempts`` puts
-the values back; a line may still hold a value inline (records before format 4, or anything
-written by hand).
+cell ran on) is written once, as a line ``["<hash>", value]`` of ``shared.jsonl`` (the hash
+of its content), before the first result that uses it; that result's line holds the hash in
+its place (``"fingerprint": "3f2a..."``). Content names make a merge a union: two shards'
+values of one name are the same value. ``RunStore.attempts`` puts the values back; a line may
+still hold a value inline (records before format 4, or anything written by hand).
 Every path inside is relative to the folder: copy it to another machine and it still renders,
 log links included.
 """
@@ -45,10 +45,11 @@ PLAN = "plan.json"
 FULL_PLAN = "full_plan.json"
 # run.json's "format": 2 added logical keys, case metadata, attempts, relative logs; 3 moves
 # the plan out of run.json (a fleet's plan is tens of MB: reading a run's metadata, or 64
-# shards', must not parse it); 4 writes each line's fingerprint and machine once, to shared/.
+# shards', must not parse it); 4 writes each line's fingerprint and machine once, to
+# shared.jsonl.
 FORMAT = 4
-SHARED = "shared"
-#: The fields a line may hold by reference (a ``shared/`` file's hash).
+SHARED = "shared.jsonl"
+#: The fields a line may hold by reference (the hash of a value in shared.jsonl).
 BY_REFERENCE = ("fingerprint", "hardware")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -63,9 +64,9 @@ class RunStore:
         self.run_id = run_dir.name
         # Every write goes through it: a token in a log or a reason never reaches the disk.
         self.redactor = redactor or Redactor.from_environment()
-        # id(value) -> (value, hash): the values written to shared/ (kept, so no id is reused)
+        # id(value) -> (value, hash) of the values in shared.jsonl (kept, so no id is reused)
         self._written: dict[int, tuple[Any, str]] = {}
-        self._shared: dict[str, Any] = {}  # hash -> value, as read
+        self._shared: dict[str, Any] | None = None  # hash -> value, read once
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -79,7 +80,7 @@ class RunStore:
         if (store.run_dir / META).exists():
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
                              f"continue it with --resume {run_id}")
-        for sub in ("logs", "events", "envs", SHARED):
+        for sub in ("logs", "events", "envs"):
             (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
         store.write_json(CASES, cases or {})
         meta = dict(meta)
@@ -185,54 +186,56 @@ class RunStore:
         self.extend([result])
 
     def extend(self, results: Sequence[CellResult]) -> None:
-        """Append lines on an O_APPEND descriptor, then one fsync: a kill at any point leaves
-        whole lines and at most a torn tail, which reading skips. (A merge writes 100,000
-        lines at once; an fsync per line would be most of its time.) The shared values go
-        first, so no line points at a file that is not there."""
-        rows = []
+        """Append the results' lines (``_append``: a kill leaves whole lines and at most a
+        torn tail). A merge writes 100,000 lines at once: one write and one fsync, not one a
+        line."""
+        rows: list[dict[str, Any]] = []
+        fresh: dict[str, Any] = {}
         for r in results:
-            row = self.redactor.obj(r.to_dict())
+            row = r.to_dict()
             for name in BY_REFERENCE:
                 if row[name]:
-                    row[name] = self._share(row[name])
-            rows.append(row)
+                    row[name] = self._share(row[name], fresh)
+            rows.append(self.redactor.obj(row))
+        if fresh:  # first, so no line points at a value that is not there
+            _append(self.run_dir / SHARED, "".join(
+                json.dumps([digest, value], default=str, separators=(",", ":")) + "\n"
+                for digest, value in fresh.items()).encode())
         # Compact separators: a fleet's record is 100,000 lines, read back by every report.
-        data = "".join(json.dumps(row, default=str, separators=(",", ":")) + "\n"
-                       for row in rows).encode()
-        fd = os.open(self.run_dir / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            view = memoryview(data)
-            while view:  # a large write may be partial
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append(self.run_dir / RESULTS, "".join(
+            json.dumps(row, default=str, separators=(",", ":")) + "\n" for row in rows).encode())
 
-    def _share(self, value: Any) -> str:
-        """The hash naming ``value`` in shared/, written there the first time. Values read
-        from a record are shared objects: each is hashed once, not once per line."""
+    def _share(self, value: Any, fresh: dict[str, Any]) -> str:
+        """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the
+        first time. Values read from a record are shared objects: each is hashed once, not
+        once per line."""
         seen = self._written.get(id(value))
         if seen is not None and seen[0] is value:
             return seen[1]
-        text = json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
+        redacted = self.redactor.obj(value)
+        text = json.dumps(redacted, default=str, sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = self.run_dir / SHARED / f"{digest}.json"
-        if not path.exists():
-            path.parent.mkdir(exist_ok=True)
-            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
+        shared = self._shared_values()
+        if digest not in shared:
+            shared[digest] = fresh[digest] = redacted
         self._written[id(value)] = (value, digest)
         return digest
 
-    def _shared_value(self, digest: str) -> Any:
-        if digest not in self._shared:
+    def _shared_values(self) -> dict[str, Any]:
+        """shared.jsonl, read once (a torn last line skipped)."""
+        if self._shared is None:
+            self._shared = {}
             try:
-                self._shared[digest] = json.loads(
-                    (self.run_dir / SHARED / f"{digest}.json").read_bytes())
-            except (OSError, ValueError):
-                self._shared[digest] = {}  # a record copied without its shared/ folder
-        return self._shared[digest]
+                raw = (self.run_dir / SHARED).read_bytes()
+            except FileNotFoundError:
+                raw = b""
+            for line in raw.splitlines():
+                try:
+                    digest, value = json.loads(line)
+                except (ValueError, TypeError):
+                    continue
+                self._shared[str(digest)] = value
+        return self._shared
 
     def attempts(self) -> list[CellResult]:
         """Every recorded attempt, in order (lost machines included)."""
@@ -252,11 +255,12 @@ class RunStore:
                 except ValueError:
                     continue
         out: list[CellResult] = []
+        shared = self._shared_values()
         for row in rows:
             try:
                 for name in BY_REFERENCE:
-                    if isinstance(row.get(name), str):
-                        row[name] = self._shared_value(row[name])
+                    if isinstance(row.get(name), str):  # a value copied without it: {}
+                        row[name] = shared.get(row[name], {})
                 out.append(CellResult.from_dict(row))
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # not a result line (a hand edit): skipped as a torn one is
@@ -281,3 +285,16 @@ class RunStore:
             return None
         path = Path(result.log)
         return path if path.is_absolute() else self.run_dir / path
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append on an O_APPEND descriptor, then one fsync: a kill at any point leaves whole
+    lines and at most a torn tail, which reading skips."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:  # a large write may be partial
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -28,9 +28,9 @@ def test_torn_last_line_is_skipped_and_last_record_wins(tmp_path: Path) -> None:
 
 
 def test_shared_values_are_written_once_and_read_back_whole(tmp_path: Path) -> None:
-    """Format 4: a fingerprint and a machine that thousands of lines share are one file in
-    shared/, named by their content; each line holds the name and reads back the value. A
-    value given inline (an older record) still reads."""
+    """Format 4: a fingerprint and a machine that thousands of lines share are one line of
+    shared.jsonl, named by their content; each result line holds the name and reads back the
+    value. A value given inline (an older record) still reads."""
     store = RunStore.create(tmp_path, {"planned": []})
     machine = {"cpu": "EPYC", "cpus": 2, "gpus": []}
     first = replace(result("a", "2.0.1", "repro", Outcome.PASS), hardware=machine)
@@ -40,7 +40,7 @@ def test_shared_values_are_written_once_and_read_back_whole(tmp_path: Path) -> N
     with open(store.run_dir / "results.jsonl", "a") as fh:  # a format 3 line: inline values
         fh.write(json.dumps({**result("d", "2.1.0", "repro", Outcome.FAIL).to_dict(),
                              "outcome": "FAIL"}) + "\n")
-    shared = sorted(p.name for p in (store.run_dir / "shared").iterdir())
+    shared = (store.run_dir / "shared.jsonl").read_text().splitlines()
     assert len(shared) == 2  # one fingerprint (three lines share it) and one machine
     lines = [json.loads(x) for x in (store.run_dir / "results.jsonl").read_text().splitlines()]
     assert [isinstance(x["fingerprint"], str) for x in lines] == [True, True, True, False]
