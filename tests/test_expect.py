@@ -31,6 +31,22 @@ def statuses(verdicts: list) -> list[str]:  # type: ignore[type-arg]
     return [v.status for v in verdicts]
 
 
+def test_judging_finds_the_rules_each_result_holds_for_in_the_order_written() -> None:
+    """judge matches each glob once per distinct value; what it finds must be what
+    ``Rule.holds_for`` says, cell by cell, for every mix of globs and reasons."""
+    rules = [rule(Outcome.FAIL, environment="a*"), rule(Outcome.ERROR, case="case"),
+             rule(Outcome.PASS, case="case::x*", hardware="sm_*"),
+             rule(Outcome.CRASH, environment="b", reason="^killed"),
+             rule(Outcome.SKIP, case="other"), rule(Outcome.TIMEOUT)]
+    cells = [result(env, variant, Outcome.FAIL, reason, hw)
+             for env in ("a1", "a2", "b") for variant in ("x", "x2", "y")
+             for hw in ("cpu", "sm_90") for reason in ("", "killed by 9", "not killed")]
+    for cell, verdict in zip(cells, judge(cells, rules), strict=True):
+        holding = [r for r in rules if r.holds_for(cell)]
+        assert verdict.expected == frozenset().union(*(r.outcomes for r in holding))
+        assert verdict.why == holding[0].why
+
+
 def test_without_rules_or_baseline_every_failure_is_new_and_fine_outcomes_are_expected() -> None:
     got = judge([result("a", "x", Outcome.PASS), result("a", "y", Outcome.REPRODUCED),
                  result("a", "z", Outcome.FAIL), result("a", "w", Outcome.NOT_RUN)])
