@@ -1,24 +1,26 @@
 """The report of one or more run records (several shards of one run, or a run folder copied
 from another machine): the long-format data (CSV/JSON, one row per cell), the site and its
-markdown (``harness.site``), JUnit, and what changed between two runs. The only module that
-imports pandas.
+markdown (``harness.site``), JUnit, and what changed between two runs.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from harness.expect import Baseline, Verdict, judge_runs, summary_lines
 from harness.junit import write_junit
 from harness.merge import choose_records
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 
@@ -28,34 +30,69 @@ def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResul
     return list(choose_records(stores)[0].values())
 
 
-def results_frame(results: list[CellResult],
-                  logs: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per cell. ``logs``: cell id -> the log's link from where the report goes."""
-    rows = []
-    for r in results:
-        key = r.fingerprint.get("key", {}) if r.fingerprint else {}
-        torch = (r.fingerprint or {}).get("torch") or {}
-        rows.append({
-            "environment": r.environment, "hardware": r.hardware_target,
-            "column": f"{r.case_id}::{r.variant}", "outcome": str(r.outcome),
-            "signature": r.signature or "", "reason": r.reason, "duration": r.duration,
-            # Records before format 2 kept the caveat among the details.
-            "caveat": r.caveat or str(r.details.get("caveat", "")),
-            "cell_id": r.cell_id, "attempt": r.attempt, "node": r.node,
-            "log": (logs or {}).get(r.cell_id, ""),
-            "python": (r.fingerprint or {}).get("python") or "",
-            "cuda": torch.get("cuda") or ("cpu" if torch else ""),
-            **{f"v:{k}": key.get(k, "") for k in KEY_VERSIONS},
-            **{f"axis:{k}": v for k, v in r.values.items()},
-        })
-    return pd.DataFrame(rows)
+#: The long table's columns before the axes (``axis:<name>``, in order of appearance).
+LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "duration",
+        "caveat", "cell_id", "attempt", "node", "log", "python", "cuda",
+        *(f"v:{k}" for k in KEY_VERSIONS))
 
 
-def summary_line(frame: pd.DataFrame) -> str:
-    counts = frame["outcome"].value_counts() if not frame.empty else pd.Series(dtype=int)
-    parts = [f"{int(counts[o])} {o}" for o in (str(x) for x in Outcome) if o in counts]
-    envs = frame["environment"].nunique() if not frame.empty else 0
-    return f"{len(frame)} cells in {envs} environments: " + (", ".join(parts) or "nothing run")
+def long_columns(results: Sequence[CellResult],
+                 logs: Mapping[str, str] | None = None) -> dict[str, list[Any]]:
+    """One row per cell, as columns (the CSV, the long table, the heatmap read them).
+    ``logs``: cell id -> the log's link from where the report goes. What a cell's
+    fingerprint says is worked out once per fingerprint: cells of one environment share it."""
+    links = logs or {}
+    facts: dict[int, tuple[str, ...]] = {}
+
+    def of(fp: dict[str, Any]) -> tuple[str, ...]:
+        found = facts.get(id(fp))
+        if found is None:
+            key = (fp or {}).get("key") or {}
+            torch = (fp or {}).get("torch") or {}
+            found = facts[id(fp)] = (
+                (fp or {}).get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
+                *(key.get(k, "") for k in KEY_VERSIONS))
+        return found
+
+    derived = list(zip(*(of(r.fingerprint) for r in results), strict=True)) or [
+        () for _ in range(2 + len(KEY_VERSIONS))]
+    columns: dict[str, list[Any]] = {
+        "environment": [r.environment for r in results],
+        "hardware": [r.hardware_target for r in results],
+        "column": [f"{r.case_id}::{r.variant}" for r in results],
+        "outcome": [r.outcome.value for r in results],
+        "signature": [r.signature or "" for r in results],
+        "reason": [r.reason for r in results],
+        "duration": [r.duration for r in results],
+        # Records before format 2 kept the caveat among the details.
+        "caveat": [r.caveat or str(r.details.get("caveat", "")) for r in results],
+        "cell_id": [r.cell_id for r in results],
+        "attempt": [r.attempt for r in results],
+        "node": [r.node for r in results],
+        "log": [links.get(r.cell_id, "") for r in results],
+        **{name: list(values) for name, values in zip(LONG[12:], derived, strict=True)},
+    }
+    for i, r in enumerate(results):
+        for k, v in r.values.items():
+            columns.setdefault(f"axis:{k}", [""] * len(results))[i] = v
+    return columns
+
+
+def results_frame(results: Sequence[CellResult],
+                  logs: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The long table as a pandas frame, for a notebook (the report itself needs no pandas:
+    importing it is a fifth of a fleet's report)."""
+    import pandas as pd
+
+    return pd.DataFrame(long_columns(results, logs))
+
+
+def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
+    counts = Counter(columns.get("outcome", ()))
+    parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
+    envs = len(set(columns.get("environment", ())))
+    return (f"{len(columns.get('outcome', ()))} cells in {envs} environments: "
+            + (", ".join(parts) or "nothing run"))
 
 
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
@@ -74,10 +111,12 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     pairs = _in_plan_order(merged_results(stores), stores)
     results = [r for _, r in pairs]
     bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
-    logs = {r.cell_id: _link(store, r, bases[id(store)]) for store, r in pairs}
+    present = {id(s): _logs_in(s) for s in stores}
+    logs = {r.cell_id: _link(store, r, bases[id(store)], present[id(store)])
+            for store, r in pairs}
     verdicts = judge_runs(stores, baseline, results)
-    frame = results_frame(results, logs)
-    summary = summary_line(frame)
+    columns = long_columns(results, logs)
+    summary = summary_line(columns)
     cases = _case_metadata(stores)
     environments: dict[str, Any] = {}
     for meta in metas:
@@ -85,9 +124,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     changes = diff_runs(previous.results(), results) if previous is not None else []
     site = build_site(results, environments, cases, metas, logs, changes,
                       previous.run_id if previous is not None else None)
-    long_rows = (frame.reindex(columns=list(LONG_COLUMNS)).fillna("").astype(str)
-                 .itertuples(index=False, name=None)) if not frame.empty else []
-    paths = render_site(site, out_dir, list(long_rows), _heatmap(frame))
+    long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
+    paths = render_site(site, out_dir, long_rows, _heatmap(columns))
     against = "\n".join(summary_lines(verdicts, limit=200))
     paths["md"] = out_dir / "compat.md"
     paths["md"].write_text(markdown(site) + f"\n## Against expectations\n\n```\n{against}\n```\n"
@@ -95,7 +133,10 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     paths["summary"] = out_dir / "summary.txt"  # what `harness report` prints
     paths["summary"].write_text(summary_text(site), encoding="utf-8")
     paths["csv"] = out_dir / "compat.csv"
-    frame.to_csv(paths["csv"], index=False)
+    with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(zip(*columns.values(), strict=True))
     paths["json"] = out_dir / "compat.json"
     paths["json"].write_text(json.dumps({
         "run_id": ", ".join(s.run_id for s in stores), "runs": [s.run_id for s in stores],
@@ -144,16 +185,14 @@ def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[Ru
                                         p[1].logical_key, p[1].cell_id))
 
 
-def _heatmap(frame: pd.DataFrame) -> list[list[Outcome | None]]:
-    """Rows: environment @ hardware, columns: case variants, in the frame's order."""
-    if frame.empty:
-        return []
-    rows = list(dict.fromkeys(frame["environment"] + " @" + frame["hardware"]))
-    columns = sorted(set(frame["column"]))
-    where = {(e + " @" + h, c): o for e, h, c, o in
-             frame[["environment", "hardware", "column", "outcome"]].itertuples(index=False)}
-    return [[Outcome(where[(r, c)]) if (r, c) in where else None for c in columns]
-            for r in rows]
+def _heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
+    """Rows: environment @ hardware, columns: case variants, in the table's order."""
+    keys = [f"{e} @{h}" for e, h in zip(columns["environment"], columns["hardware"],
+                                         strict=True)]
+    names = sorted(set(columns["column"]))
+    where = dict(zip(zip(keys, columns["column"], strict=True),
+                     (Outcome(o) for o in columns["outcome"]), strict=True))
+    return [[where.get((r, c)) for c in names] for r in dict.fromkeys(keys)]
 
 
 def _verdict(v: Verdict) -> dict[str, Any]:
@@ -164,17 +203,26 @@ def _verdict(v: Verdict) -> dict[str, Any]:
             "expected": sorted(str(o) for o in v.expected), "status": v.status, "why": v.why}
 
 
-def _link(store: RunStore, result: CellResult, base: str) -> str:
+def _link(store: RunStore, result: CellResult, base: str, present: frozenset[str]) -> str:
     """The log's path relative to the report (``base``: the run folder from there), so the
-    pair can move together."""
+    pair can move together. ``present``: the names in the run's logs/ (listed once)."""
     log = result.log
     if not log:
         return ""
-    if Path(log).is_absolute():  # records before format 2
+    if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
         return os.path.relpath(log, store.run_dir / base) if Path(log).is_file() else ""
-    # os.path on strings: a pathlib object per link costs more than the rest of a fleet's
+    # On strings: a pathlib object and a stat per link cost more than the rest of a fleet's
     # report's links.
-    return f"{base}/{log}" if os.path.isfile(f"{store.run_dir}/{log}") else ""  # noqa: PTH113
+    folder, _, name = log.rpartition("/")
+    there = name in present if folder == "logs" else os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113
+    return f"{base}/{log}" if there else ""
+
+
+def _logs_in(store: RunStore) -> frozenset[str]:
+    try:
+        return frozenset(os.listdir(store.run_dir / "logs"))  # noqa: PTH208  (names only)
+    except OSError:
+        return frozenset()
 
 
 def _case_metadata(stores: Sequence[RunStore]) -> dict[str, Any]:

@@ -39,3 +39,24 @@ def test_each_outcome_maps_to_what_ci_systems_understand(tmp_path: Path) -> None
     assert by_name["mergekit_fp16::missing"].result[0].type == "MISSING"
     assert isinstance(by_name["mergekit_fp16::notrun"].result[0], Skipped)
     assert by_name["mergekit_fp16::fail"].classname == "cpu:torch=2.0.1 @cpu"
+
+
+def test_any_text_in_a_record_stays_well_formed_xml_and_reads_back(tmp_path: Path) -> None:
+    """Reasons and names are whatever a case printed: markup, quotes, newlines, control
+    bytes from a crashed process. The file still parses, and reads back as written (the
+    control bytes XML cannot hold as U+FFFD)."""
+    import xml.etree.ElementTree as ET
+
+    reason = 'a < b & "c" > \'d\'\n\tline two \x1b[31mred\x00 🐞 ]]>'
+    hostile = CellResult.from_dict({**cell("x", Outcome.FAIL).to_dict(), "reason": reason,
+                                    "environment": 'env "<&>"', "caveat": "x\ny"})
+    path = write_junit([hostile, cell("ok", Outcome.PASS)], 'suite "<&>"', tmp_path / "j.xml")
+    root = ET.parse(path).getroot()
+    assert root.get("name") == 'suite "<&>"' and root.get("tests") == "2"
+    case = next(c for c in root if c.get("name") == "mergekit_fp16::x")
+    shown = reason.replace("\x1b", "\ufffd").replace("\x00", "\ufffd")
+    assert case.get("classname") == 'env "<&>" @cpu'
+    failure = case.find("failure")
+    assert failure is not None and failure.text == shown and failure.get("message") == shown
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["caveat"] == "x\ny" and props["outcome"] == "FAIL"

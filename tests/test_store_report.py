@@ -4,7 +4,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from harness.report import diff_runs, results_frame, summary_line, write_report
+from harness.report import diff_runs, long_columns, results_frame, summary_line, write_report
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
 
@@ -51,10 +51,14 @@ def test_shared_values_are_written_once_and_read_back_whole(tmp_path: Path) -> N
 
 
 def test_summary_line_counts_cells_and_environments() -> None:
-    frame = results_frame([result("a", "2.0.1", "repro", Outcome.REPRODUCED),
-                           result("b", "2.15.0", "repro", Outcome.PASS),
-                           result("c", "2.15.0", "workaround", Outcome.NOT_RUN)])
-    assert summary_line(frame) == "3 cells in 2 environments: 1 PASS, 1 REPRODUCED, 1 NOT_RUN"
+    results = [result("a", "2.0.1", "repro", Outcome.REPRODUCED),
+               result("b", "2.15.0", "repro", Outcome.PASS),
+               result("c", "2.15.0", "workaround", Outcome.NOT_RUN)]
+    assert summary_line(long_columns(results)) == (
+        "3 cells in 2 environments: 1 PASS, 1 REPRODUCED, 1 NOT_RUN")
+    frame = results_frame(results)  # the same table, for a notebook
+    assert list(frame["outcome"]) == ["REPRODUCED", "PASS", "NOT_RUN"]
+    assert list(frame["axis:torch"]) == ["2.0.1", "2.15.0", "2.15.0"]
 
 
 def test_write_report_writes_four_formats(tmp_path: Path) -> None:
