@@ -74,7 +74,10 @@ def long_columns(results: Sequence[CellResult],
     }
     for i, r in enumerate(results):
         for k, v in r.values.items():
-            columns.setdefault(f"axis:{k}", [""] * len(results))[i] = v
+            name = f"axis:{k}"
+            if name not in columns:
+                columns[name] = [""] * len(results)
+            columns[name][i] = v
     return columns
 
 

@@ -30,6 +30,13 @@ SYMBOLS = {
 LONG_COLUMNS = ("environment", "hardware", "column", "outcome", "signature", "reason",
                 "python", "cuda", "v:torch", "v:transformer-engine", "v:flash-attn", "log")
 _NEWS = ("new failure", "fixed", "changed")
+#: Rows of a failure table per page (the markdown and the downloads hold every row).
+ROWS_PER_PAGE = 200
+
+
+def failure_page(slug: str, index: int) -> str:
+    """A failure table's page file: the first is ``failure-<slug>.html``."""
+    return f"failure-{slug}.html" if index == 0 else f"failure-{slug}-{index + 1}.html"
 
 
 def _templates() -> Environment:
@@ -65,9 +72,15 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
                 "outcome": LONG_COLUMNS.index("outcome"), "reason": LONG_COLUMNS.index("reason"),
                 "log": LONG_COLUMNS.index("log")})),
     }
+    failure = env.get_template("failure.html.j2")
     for f in site.failures:
-        pages[f"failure-{f.slug}.html"] = env.get_template("failure.html.j2").render(**common,
-                                                                                     f=f)
+        # A fleet's table has thousands of rows: static pages of ROWS_PER_PAGE (a 30,000-badge
+        # page took a browser 12 s to open), the first under the name the index links to.
+        names = [failure_page(f.slug, i) for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
+        for i, name in enumerate(names):
+            pages[name] = failure.render(
+                **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
+                first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names)
     for name, text in pages.items():
         (out_dir / name).write_text(text, encoding="utf-8")
         paths[name] = out_dir / name
