@@ -408,7 +408,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     table = history.load(folder, last=args.last, keyword=args.keyword)
     if args.format == "json":
-        print(json.dumps(table.to_dict(changed_only=not args.all), indent=1))
+        data = table.to_dict(changed_only=not args.all)
+        # One cell a line through json's C encoder (indent= runs the pure-Python one).
+        head = json.dumps({k: v for k, v in data.items() if k != "cells"})[:-1]
+        sys.stdout.write(head + ', "cells": [\n' + ",\n".join(
+            json.dumps(c) for c in data["cells"]) + "\n]}\n")
     else:
         print(table.render(changed_only=not args.all))
     return 0

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ class History:
     folder: Path
     runs: tuple[str, ...]  # oldest first
     cells: dict[Key, tuple[Outcome | None, ...]]  # one entry per run; None: not in that run
+    _seen: dict[int, tuple[tuple[Outcome | None, ...], int, bool]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     @staticmethod
     def flips(outcomes: tuple[Outcome | None, ...]) -> int:
@@ -49,8 +51,17 @@ class History:
     def rows(self, *, changed_only: bool) -> Iterator[tuple[Key, tuple[Outcome | None, ...]]]:
         for key in sorted(self.cells):
             outcomes = self.cells[key]
-            if not changed_only or self.flips(outcomes) or Outcome.FLAKY in outcomes:
+            if not changed_only or self.changes(outcomes)[0] or Outcome.FLAKY in outcomes:
                 yield key, outcomes
+
+    def changes(self, outcomes: tuple[Outcome | None, ...]) -> tuple[int, bool]:
+        """``flips`` and ``flaky`` of a strip, worked out once per distinct strip: ``load``
+        shares one tuple among the cells with the same outcomes (most of a fleet's)."""
+        found = self._seen.get(id(outcomes))
+        if found is None or found[0] is not outcomes:
+            found = self._seen[id(outcomes)] = (outcomes, self.flips(outcomes),
+                                                self.flaky(outcomes))
+        return found[1], found[2]
 
     def render(self, *, changed_only: bool) -> str:
         legend = " ".join(f"{LETTER[o]}={o}" for o in Outcome) + f" {ABSENT}=absent"
@@ -60,9 +71,9 @@ class History:
         width = [max((len(k[i]) for k, _ in rows), default=0) for i in range(3)]
         for key, outcomes in rows:
             strip = " ".join(LETTER[o] if o is not None else ABSENT for o in outcomes)
-            flips = self.flips(outcomes)
+            flips, flaky = self.changes(outcomes)
             notes = [f"{flips} change{'s' if flips > 1 else ''}"] if flips else []
-            notes += ["flaky"] if self.flaky(outcomes) else []
+            notes += ["flaky"] if flaky else []
             lines.append("  ".join(k.ljust(w) for k, w in zip(key, width, strict=True))
                          + f"  {strip}  " + ", ".join(notes))
         what = "changed or flaky" if changed_only else "shown"
@@ -74,7 +85,7 @@ class History:
         return {"folder": str(self.folder), "runs": list(self.runs), "cells": [
             {"environment": k[0], "case": k[1], "hardware": k[2],
              "outcomes": [str(o) if o is not None else None for o in outcomes],
-             "changes": self.flips(outcomes), "flaky": self.flaky(outcomes)}
+             "changes": self.changes(outcomes)[0], "flaky": self.changes(outcomes)[1]}
             for k, outcomes in self.rows(changed_only=changed_only)]}
 
 
@@ -104,13 +115,28 @@ def run_folders(folder: Path) -> list[Path]:
     return [p for _, _, p in sorted(found)]
 
 
-INDEX = "outcomes.tsv"  # derived: each cell's logical key and outcome letter, one per line
+INDEX = "outcomes.tsv"  # derived: "# results.jsonl <size>", the letters, then the keys
 _FROM_LETTER = {letter: outcome for outcome, letter in LETTER.items()}
+
+
+@dataclass(frozen=True)
+class _Index:
+    """One run's outcomes as columns: ``keys`` (``environment<TAB>case::variant<TAB>hardware``
+    lines, as bytes) and ``letters`` (one outcome letter per key, in the same order). Runs of
+    one matrix have the same keys: their bytes compare equal, and their letters line up."""
+
+    keys: bytes
+    letters: str
+
+    def names(self) -> list[str]:
+        return self.keys.decode("utf-8").split("\n") if self.keys else []
 
 
 def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
     """Each cell's last attempt in one record, by logical key."""
-    return {_key(k): _FROM_LETTER[o] for k, o in _letters(run_dir).items()}
+    index = _read(run_dir)
+    return {_key(k): _FROM_LETTER[o]
+            for k, o in zip(index.names(), index.letters, strict=True)}
 
 
 def _key(text: str) -> Key:
@@ -118,38 +144,41 @@ def _key(text: str) -> Key:
     return environment, case, hardware
 
 
-def _letters(run_dir: Path) -> dict[str, str]:
-    """``environment<TAB>case::variant<TAB>hardware`` -> outcome letter, from the run's index
-    when it is current (a fleet's record is 100,000 lines of JSON, and 30 of them are the
-    history), else from the record, writing the index for next time. Strings, not tuples of
-    enums: 30 × 100,000 of those were most of the time and memory of ``harness history``."""
+def _read(run_dir: Path) -> _Index:
+    """The run's index when it is current (a fleet's record is 100,000 lines of JSON, and 30
+    of them are the history), else from the record, writing the index for next time."""
     path = run_dir / RESULTS
     if not path.is_file():
-        return {}
+        return _Index(b"", "")
     size = path.stat().st_size
-    index = run_dir / INDEX
     try:
-        with index.open(encoding="utf-8") as fh:
-            if fh.readline() == f"# {RESULTS} {size}\n":
-                found = {}
-                for line in fh:
-                    text, _, letter = line.rstrip("\n").rpartition("\t")
-                    found[text] = letter
-                if all(letter in _FROM_LETTER for letter in set(found.values())):
-                    return found
+        head, letters, keys = (run_dir / INDEX).read_bytes().split(b"\n", 2)
+        text = letters.decode("ascii")
+        if (head == f"# {RESULTS} {size}".encode() and keys.endswith(b"\n")
+                and keys.count(b"\n") == len(text) and set(text) <= _FROM_LETTER.keys()):
+            return _Index(keys[:-1], text)
     except (OSError, ValueError):
         pass  # no index, an old one, or a damaged one: read the record
     outcomes: dict[Key, Outcome] = {}
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
+    raw = path.read_bytes()
+    try:  # one decode of the whole record; line by line only past a torn line
+        rows = json.loads(b"[" + b",".join(x for x in raw.splitlines() if x.strip()) + b"]")
+    except ValueError:
+        rows = []
+        for line in raw.splitlines():
             try:
-                d = json.loads(line)
-                outcomes[(d["environment"], f"{d['case_id']}::{d['variant']}",
-                          d["hardware_target"])] = Outcome(d["outcome"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut by a crash
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+    for d in rows:
+        try:
+            outcomes[(d["environment"], f"{d['case_id']}::{d['variant']}",
+                      d["hardware_target"])] = Outcome(d["outcome"])
+        except (ValueError, KeyError, TypeError):
+            continue  # not a result line
     write_index(run_dir, outcomes, size)
-    return {"\t".join(p.replace("\t", " ") for p in k): LETTER[o] for k, o in outcomes.items()}
+    names = ["\t".join(p.replace("\t", " ").replace("\n", " ") for p in k) for k in outcomes]
+    return _Index("\n".join(names).encode(), "".join(LETTER[o] for o in outcomes.values()))
 
 
 def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = None) -> None:
@@ -162,7 +191,8 @@ def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = 
     try:
         with tmp.open("w", encoding="utf-8") as fh:
             fh.write(f"# {RESULTS} {size}\n")
-            fh.writelines(f"{e}\t{c}\t{h}\t{LETTER[o]}\n" for (e, c, h), o in found.items())
+            fh.write("".join(LETTER[o] for o in found.values()) + "\n")
+            fh.writelines(f"{e}\t{c}\t{h}\n" for e, c, h in found)
         tmp.replace(run_dir / INDEX)
     except OSError:
         tmp.unlink(missing_ok=True)  # a read-only copy of a run: read the record each time
@@ -170,18 +200,39 @@ def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:
     runs = run_folders(folder)[-last:]
-    per_run = [_letters(r) for r in runs]
-    keys: set[str] = set().union(*per_run) if per_run else set()
-    if keyword is not None:
-        keys = {k for k in keys if keyword in k.rsplit("\t", 1)[0]}
-    shared: dict[tuple[str | None, ...], tuple[Outcome | None, ...]] = {}
+    keys: list[str] = []  # every cell of any of the runs, in order of first appearance
+    where: dict[str, int] = {}
+    placed: dict[bytes, list[int]] = {}  # a run's keys -> their places in ``keys``
+    columns = []
+    for run in runs:
+        index = _read(run)
+        places = placed.get(index.keys)
+        if places is None:  # the first run of these keys (most nights: the first run only)
+            places = placed[index.keys] = []
+            for name in index.names():
+                if name not in where:
+                    where[name] = len(keys)
+                    keys.append(name)
+                places.append(where[name])
+        columns.append((places, index.letters))
+    letters = []  # per run, a letter for every key
+    for places, text in columns:
+        if places == list(range(len(places))):  # the keys in the same order: as they are
+            letters.append(text + ABSENT * (len(keys) - len(places)))
+        else:
+            column = [ABSENT] * len(keys)
+            for i, letter in zip(places, text, strict=True):
+                column[i] = letter
+            letters.append("".join(column))
+    shared: dict[tuple[str, ...], tuple[Outcome | None, ...]] = {}
     cells = {}
-    for k in keys:  # most cells share their strip ("P P P ..."): one tuple of outcomes each
-        letters = tuple(run.get(k) for run in per_run)
-        strip = shared.get(letters)
+    for name, strip_letters in zip(keys, zip(*letters, strict=True), strict=True):
+        if keyword is not None and keyword not in name.rsplit("\t", 1)[0]:
+            continue
+        strip = shared.get(strip_letters)  # most cells share theirs ("P P P ..."): one each
         if strip is None:
-            strip = shared[letters] = tuple(_FROM_LETTER[x] if x else None for x in letters)
-        cells[_key(k)] = strip
+            strip = shared[strip_letters] = tuple(_FROM_LETTER.get(x) for x in strip_letters)
+        cells[_key(name)] = strip
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells)
 
 
