@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -65,13 +65,41 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
                         f"{cell_limit():,} (raise it with --max-cells)", file=spec.file,
                         line=spec.body_line or 1)
     cells = []
+    dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
     for env in spec.environments:
         targets = _targets(env.hardware, present)
+        # cell_id's bytes, with what the environment's cells share encoded once (a fleet's
+        # plan is 100,000 cells): '["<name>", "<key>", "<nodeid>", "<hardware>"]'
+        head = json.dumps([env.name, env.key])[:-1] + ", "
         for case in select_cases(cases, env.cases):
+            nodeid = dumped.get(case.nodeid) or dumped.setdefault(case.nodeid,
+                                                                   json.dumps(case.nodeid))
             for hw in targets:
-                cells.append(Cell(cell_id=cell_id(env, case, hw), env=env, case=case,
-                                  hardware=hw))
+                target = dumped.get(hw) or dumped.setdefault(hw, json.dumps(hw))
+                digest = hashlib.sha256(f"{head}{nodeid}, {target}]".encode()).hexdigest()
+                cells.append(Cell(cell_id=digest[:12], env=env, case=case, hardware=hw))
     return Plan(cells=tuple(cells))
+
+
+def json_lines(cells: Iterable[Cell]) -> Iterator[str]:
+    """Each cell's ``json.dumps(cell.to_dict())``, byte for byte, with the parts cells share
+    (their environment's, their case's) encoded once: ``plan --format json`` of a fleet."""
+    envs: dict[int, tuple[EnvSpec, str]] = {}
+    variants: dict[int, tuple[CaseVariant, str]] = {}
+    targets: dict[str, str] = {}
+    for cell in cells:
+        env, case = envs.get(id(cell.env)), variants.get(id(cell.case))
+        if env is None or env[0] is not cell.env:
+            env = envs[id(cell.env)] = (cell.env, json.dumps({
+                "environment": cell.env.name, "values": dict(cell.env.values),
+                "backend": cell.env.backend})[1:-1])
+        if case is None or case[0] is not cell.case:
+            case = variants[id(cell.case)] = (cell.case, json.dumps({
+                "case": cell.case.case_id, "variant": cell.case.variant,
+                "nodeid": cell.case.nodeid})[1:-1])
+        hw = targets.get(cell.hardware) or targets.setdefault(
+            cell.hardware, json.dumps(cell.hardware))
+        yield f'{{"cell_id": {json.dumps(cell.cell_id)}, {env[1]}, {case[1]}, "hardware": {hw}}}'
 
 
 def _targets(hardware: Iterable[str], present: Sequence[str]) -> list[str]:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -236,8 +236,10 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
                                          else ("environments",)))
 
 
+@lru_cache(maxsize=4096)
 def requirement_name(requirement: str) -> str:
-    """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized)."""
+    """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized). Cached:
+    a fleet's matrix names the same few hundred requirements in thousands of environments."""
     return canonicalize_name(Requirement(requirement).name)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from harness.cases import collect_cases
 from harness.errors import UsageError
-from harness.plan import filter_plan, make_plan
+from harness.plan import cell_id, filter_plan, json_lines, make_plan
 from harness.spec import load_matrix
 from tests.conftest import ROOT
 
@@ -25,6 +25,16 @@ def test_default_matrix_cell_ids_are_stable_and_unique() -> None:
     assert [c["cell_id"] for c in first] == [c["cell_id"] for c in second]
     assert len({c["cell_id"] for c in first}) == len(first) > 100
     assert {c["hardware"] for c in first} >= {"cpu", "sm_80", "sm_89", "sm_90"}
+
+
+def test_fast_paths_give_the_defining_ids_and_json_byte_for_byte() -> None:
+    """make_plan and json_lines encode what cells share once; the ids must be cell_id's (a
+    changed id would start a new history row for every cell) and the JSON json.dumps's."""
+    spec = load_matrix(ROOT / "matrix.yaml")
+    plan = make_plan(spec, collect_cases(spec.cases_dir), ("cpu", "sm_90"))
+    assert [c.cell_id for c in plan.cells] == [
+        cell_id(c.env, c.case, c.hardware) for c in plan.cells]
+    assert list(json_lines(plan.cells)) == [json.dumps(c.to_dict()) for c in plan.cells]
 
 
 def test_filters() -> None:
