@@ -26,7 +26,13 @@ SKIPPED = {Outcome.SKIP, Outcome.NOT_RUN}
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+# Anything _attr would change: most names and ids have none of it, and go out as they are.
+_SPECIAL = re.compile('[&<>"\x00-\x1f\ufffe\uffff]')
+
+
 def _text(value: str) -> str:
+    if _SPECIAL.search(value) is None:
+        return value
     return _NOT_XML.sub("\ufffd", value.replace("&", "&amp;").replace("<", "&lt;")
                         .replace(">", "&gt;"))
 
@@ -34,6 +40,8 @@ def _text(value: str) -> str:
 def _attr(value: str) -> str:
     """An attribute value in double quotes; newlines and tabs kept as character references
     (a parser would turn them into spaces)."""
+    if _SPECIAL.search(value) is None:
+        return value
     return (_text(value).replace('"', "&quot;").replace("\n", "&#10;").replace("\r", "&#13;")
             .replace("\t", "&#09;"))
 

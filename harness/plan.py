@@ -115,6 +115,8 @@ def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = N
                 hardware: Sequence[str] = ()) -> Plan:
     """``--only AXIS=VALUE`` (OR within an axis, AND across axes; ``env=NAME`` globs the
     environment name), ``-k`` glob or substring on ``case::variant``, ``--hardware``."""
+    if not only and not keyword and not hardware:
+        return plan
     wanted: dict[str, list[str]] = {}
     for item in only:
         axis, sep, value = item.partition("=")
