@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.results import Outcome
-from harness.store import META, RESULTS
+from harness.store import META, RESULTS, decode_lines
 
 Key = tuple[str, str, str]
 LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
@@ -160,17 +160,7 @@ def _read(run_dir: Path) -> _Index:
     except (OSError, ValueError):
         pass  # no index, an old one, or a damaged one: read the record
     outcomes: dict[Key, Outcome] = {}
-    raw = path.read_bytes()
-    try:  # one decode of the whole record; line by line only past a torn line
-        rows = json.loads(b"[" + b",".join(x for x in raw.splitlines() if x.strip()) + b"]")
-    except ValueError:
-        rows = []
-        for line in raw.splitlines():
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
-    for d in rows:
+    for d in decode_lines(path.read_bytes()):
         try:
             outcomes[(d["environment"], f"{d['case_id']}::{d['variant']}",
                       d["hardware_target"])] = Outcome(d["outcome"])

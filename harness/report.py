@@ -141,13 +141,12 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         writer.writerow(columns)
         writer.writerows(zip(*columns.values(), strict=True))
     paths["json"] = out_dir / "compat.json"
-    paths["json"].write_text(json.dumps({
+    _write_long_json(paths["json"], {
         "run_id": ", ".join(s.run_id for s in stores), "runs": [s.run_id for s in stores],
-        "summary": summary, "cases": cases, **_long_records(results),
+        "summary": summary, "cases": cases}, results, {
         "changes": changes, "since": previous.run_id if previous is not None else None,
         "expectations": [_verdict(v) for v in verdicts
-                         if v.deviates or (v.status == "expected" and not v.result.outcome.ok)],
-    }, default=str), encoding="utf-8")  # compact: json's C encoder (indent= is pure Python)
+                         if v.deviates or (v.status == "expected" and not v.result.outcome.ok)]})
     if len(stores) == 1:  # the index `harness history` reads instead of the whole record
         from harness.history import write_index
 
@@ -157,24 +156,44 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     return paths
 
 
-def _long_records(results: Sequence[CellResult]) -> dict[str, Any]:
-    """Each result once, with what it shares stored once: the environment's fingerprint by
-    environment key, the machine by node. A cell whose fingerprint or machine differs from its
-    group's keeps its own (nothing is dropped)."""
+def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
+                     tail: dict[str, Any]) -> None:
+    """compat.json: ``head``, then ``fingerprints`` (by environment key), ``machines`` (by
+    node, ``node#gpu`` for a cell given one GPU), ``results`` (each cell once, without what
+    it shares: a cell whose fingerprint or machine differs from its key's keeps its own,
+    so nothing is dropped), then ``tail``. Compact, through json's C encoder (indent= is pure
+    Python), the results a few thousand at a time: a fleet's file is 100 MB, never one
+    string."""
     fingerprints: dict[str, Any] = {}
     machines: dict[str, Any] = {}
-    rows = []
-    for r in results:
-        row = r.to_dict()
+    for r in results:  # each key's value: its first cell's
+        if r.fingerprint:
+            fingerprints.setdefault(r.env_key, r.fingerprint)
+        if r.hardware:
+            machines.setdefault(_machine(r), r.hardware)
+
+    def row(r: CellResult) -> dict[str, Any]:
+        data = r.to_dict()
         for field, shared, key in (("fingerprint", fingerprints, r.env_key),
-                                   ("hardware", machines, r.node)):
-            value = row.pop(field)
-            if not value:
-                continue
-            if shared.setdefault(key, value) != value:
-                row[field] = value
-        rows.append(row)
-    return {"fingerprints": fingerprints, "machines": machines, "results": rows}
+                                   ("hardware", machines, _machine(r))):
+            value = data.pop(field)
+            known = shared.get(key)
+            if value and known is not value and known != value:
+                data[field] = value
+        return data
+
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({**head, "fingerprints": fingerprints, "machines": machines},
+                            default=str)[:-1] + ', "results": [')
+        step = 5000
+        for start in range(0, len(results), step):
+            fh.write((", " if start else "") + json.dumps(
+                [row(r) for r in results[start:start + step]], default=str)[1:-1])
+        fh.write("], " + json.dumps(tail, default=str)[1:])
+
+
+def _machine(result: CellResult) -> str:
+    return result.node if result.gpu is None else f"{result.node}#{result.gpu}"
 
 
 def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[RunStore]

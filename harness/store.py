@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import StoreError, UsageError
 from harness.redact import Redactor
-from harness.results import CellResult, Outcome
+from harness.results import CellResult, Outcome, adopt
 
 if TYPE_CHECKING:
     from harness.cellrun import CellRun
@@ -244,16 +244,8 @@ class RunStore:
             raw = path.read_bytes()
         except FileNotFoundError:
             return []
-        lines = raw.splitlines()
-        try:  # one decode of the whole record: a fleet's is 100,000 lines
-            rows = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
-        except ValueError:  # a line torn by a kill mid-write: line by line, skipping it
-            rows = []
-            for line in lines:
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    continue
+        rows = decode_lines(raw)
+        del raw
         out: list[CellResult] = []
         shared = self._shared_values()
         for row in rows:
@@ -261,7 +253,7 @@ class RunStore:
                 for name in BY_REFERENCE:
                     if isinstance(row.get(name), str):  # a value copied without it: {}
                         row[name] = shared.get(row[name], {})
-                out.append(CellResult.from_dict(row))
+                out.append(adopt(row))
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # not a result line (a hand edit): skipped as a torn one is
         return out
@@ -298,3 +290,20 @@ def _append(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def decode_lines(raw: bytes) -> list[Any]:
+    """The values of a JSON-lines file. One decode of the whole (a fleet's record is 100,000
+    lines; the newlines become commas in one copy), line by line only where that fails: a
+    line torn by a kill mid-write, or a blank one, is skipped."""
+    body = raw.strip().replace(b"\n", b",")
+    try:
+        data = json.loads(b"[" + body + b"]") if body else []
+    except ValueError:
+        data = []
+        for line in raw.splitlines():
+            try:
+                data.append(json.loads(line))
+            except ValueError:
+                continue
+    return data if isinstance(data, list) else []

@@ -184,10 +184,14 @@ def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(
     same = [result(f"c{i}", "2.0.1", f"v{i}", Outcome.PASS) for i in range(3)]
     odd = CellResult.from_dict({**result("c9", "2.0.1", "v9", Outcome.PASS).to_dict(),
                                 "fingerprint": {"key": {"torch": "2.0.1+other"}}})
-    for r in [*same, odd]:
+    gpus = [replace(result(f"g{i}", "2.0.1", "gpu", Outcome.PASS), node="n", gpu=i,
+                    hardware={"cpu": "x", "gpus": [{"index": i}]}) for i in range(2)]
+    for r in [*same, odd, *gpus]:
         store.append(r)
     data = json.loads(write_report(store, tmp_path / "out")["json"].read_text())
     assert data["fingerprints"] == {"k": same[0].fingerprint}
     rows = {r["cell_id"]: r for r in data["results"]}
     assert "fingerprint" not in rows["c0"]
     assert rows["c9"]["fingerprint"] == {"key": {"torch": "2.0.1+other"}}
+    assert data["machines"] == {f"n#{i}": gpus[i].hardware for i in range(2)}  # node#gpu
+    assert "hardware" not in rows["g1"] and rows["g1"]["gpu"] == 1
