@@ -80,28 +80,15 @@ class CellResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
-        """A record from its line. Built straight into the instance's ``__dict__`` (what the
-        frozen ``__init__`` would do, field by field through ``object.__setattr__``, at five
-        times the cost): a fleet's report reads 100,000 of them."""
-        missing = _REQUIRED - data.keys()
-        if missing:
-            raise KeyError(f"result record without {', '.join(sorted(missing))}")
-        obj = object.__new__(cls)
-        state = obj.__dict__
-        state.update(_DEFAULTS)
-        state.update(data if data.keys() <= _KNOWN else
-                     {k: v for k, v in data.items() if k in _KNOWN})
-        for name in _FACTORIES:  # a fresh dict each, as default_factory gives
-            if name not in data:
-                state[name] = {}
-        state["outcome"] = _OUTCOMES[data["outcome"]]  # KeyError for an unknown outcome
-        return obj
+        """A record from its line (``data`` is copied, not kept: see ``adopt``)."""
+        return adopt(dict(data))
 
 
 def adopt(row: dict[str, Any]) -> CellResult:
-    """``CellResult.from_dict(row)`` that takes ``row`` itself as the instance's ``__dict__``
-    (filled with the defaults, stripped of unknown keys): for dicts decoded from a record and
-    used for nothing else, one dict per result instead of two."""
+    """A record that takes ``row`` itself as the instance's ``__dict__`` (filled with the
+    defaults, stripped of unknown keys): what the frozen ``__init__`` would do field by field
+    through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
+    and used for nothing else one dict per result instead of two."""
     missing = _REQUIRED - row.keys()
     if missing:
         raise KeyError(f"result record without {', '.join(sorted(missing))}")
