@@ -149,24 +149,19 @@ class _Relocate:
         else:
             src, relative = f"{source.run_dir}/{log}", log
             folder, _, name = log.rpartition("/")
-            there = (name in self._listed(source, folder) if folder == "logs"
-                     else os.path.isfile(src))  # noqa: PTH113
+            if folder == "logs":
+                key = str(source.run_dir)
+                if key not in self.logs:
+                    self.logs[key] = source.log_names()
+                there = name in self.logs[key]
+            else:
+                there = os.path.isfile(src)  # noqa: PTH113
         if not there:
             return replace(result, log=None)  # the log never came with the artifact
         if relative not in self.linked:  # a batch's shared log: once
             self.linked.add(relative)
             _link(src, f"{self.out}/{relative}")
         return result if relative == log else replace(result, log=relative)
-
-    def _listed(self, source: RunStore, folder: str) -> frozenset[str]:
-        key = str(source.run_dir)
-        if key not in self.logs:
-            try:
-                # names, not Path objects: 100,000 of them
-                self.logs[key] = frozenset(os.listdir(f"{key}/{folder}"))  # noqa: PTH208
-            except OSError:
-                self.logs[key] = frozenset()
-        return self.logs[key]
 
 
 def _link(src: str, target: str) -> None:

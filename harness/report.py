@@ -114,7 +114,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     pairs = _in_plan_order(merged_results(stores), stores)
     results = [r for _, r in pairs]
     bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
-    present = {id(s): _logs_in(s) for s in stores}
+    present = {id(s): s.log_names() for s in stores}
     logs = {r.cell_id: _link(store, r, bases[id(store)], present[id(store)])
             for store, r in pairs}
     verdicts = judge_runs(stores, baseline, results)
@@ -238,13 +238,6 @@ def _link(store: RunStore, result: CellResult, base: str, present: frozenset[str
     folder, _, name = log.rpartition("/")
     there = name in present if folder == "logs" else os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113
     return f"{base}/{log}" if there else ""
-
-
-def _logs_in(store: RunStore) -> frozenset[str]:
-    try:
-        return frozenset(os.listdir(store.run_dir / "logs"))  # noqa: PTH208  (names only)
-    except OSError:
-        return frozenset()
 
 
 def _case_metadata(stores: Sequence[RunStore]) -> dict[str, Any]:

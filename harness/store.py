@@ -271,6 +271,14 @@ class RunStore:
         return {r.cell_id for r in self.results()
                 if r.outcome is not Outcome.NOT_RUN and not r.infra}
 
+    def log_names(self) -> frozenset[str]:
+        """The file names in logs/, listed once: a fleet's merge and report check 100,000
+        log links, and a stat each was a third of a merge."""
+        try:
+            return frozenset(os.listdir(self.run_dir / "logs"))  # noqa: PTH208  (names only)
+        except OSError:
+            return frozenset()
+
     def log_file(self, result: CellResult) -> Path | None:
         """A result's log on this machine: relative to the run folder, wherever it now is."""
         if not result.log:
