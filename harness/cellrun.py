@@ -28,6 +28,7 @@ from harness.cases import INENV_DIR, pytest_args
 from harness.envs import Backend, Environment, LaunchRequest, Process
 from harness.errors import HarnessError, InfraError
 from harness.plan import Cell
+from harness.reaper import scratch_prefix
 from harness.results import CellResult, Outcome
 from harness.spec import memory_bytes
 
@@ -164,7 +165,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     remaining = list(cells)
     built = realized.built
     while remaining:
-        scratch = Path(tempfile.mkdtemp(prefix=f"harness-cell-{remaining[0].cell_id}-",
+        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
                                         dir=scratch_root))
         settled: set[str] = set()
         try:

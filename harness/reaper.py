@@ -8,6 +8,11 @@ cell or build ends, every process of the group that carries the token is killed 
 goes; a harness starting on this machine (a run, a resume, a Ray worker) does the same for the
 groups whose owner is gone. Killing by group id and token, never by a bare number, means a
 recycled pid or group id is never hit. Linux only (``/proc``); elsewhere nothing is recorded.
+
+A cell's scratch folder (its events and log while it runs) is named after the harness process
+that made it, pid and start time alike (``scratch_prefix``), and the reaping removes the
+scratch folders whose maker is gone: a harness killed mid-cell leaves nothing in the
+temporary folder either.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -79,7 +87,45 @@ class Registry:
             record["killed"] = kill_members(int(record["pgid"]), str(record["token"]))
             path.unlink(missing_ok=True)
             reaped.append(record)
+        sweep_scratch()
         return reaped
+
+
+SCRATCH = re.compile(r"harness-cell-[0-9a-f]+-(\d+)\.(\d+)-")
+
+
+def scratch_prefix(cell_id: str) -> str:
+    """The name a cell's scratch folder starts with: the cell, then this process (pid and
+    start time, so that a recycled pid never passes for it)."""
+    me = os.getpid()
+    return f"harness-cell-{cell_id}-{me}.{_started(me)}-"
+
+
+def sweep_scratch(root: Path | None = None) -> list[Path]:
+    """Remove the cells' scratch folders in ``root`` (the temporary folder) whose harness is
+    gone; the ones removed."""
+    root = Path(root or tempfile.gettempdir())
+    swept: list[Path] = []
+    if start_time(os.getpid()) is None:  # no /proc: whose folder it is cannot be told
+        return swept
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            match = SCRATCH.match(entry.name)
+            if match and entry.is_dir(follow_symlinks=False) and not alive(
+                    int(match[1]), match[2]):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                swept.append(Path(entry.path))
+    return swept
+
+
+_STARTED: dict[int, str] = {}
+
+
+def _started(pid: int) -> str:
+    """This process's start time, once (a forked child asks again: its pid differs)."""
+    if pid not in _STARTED:
+        _STARTED[pid] = start_time(pid) or "0"
+    return _STARTED[pid]
 
 
 def new_token() -> str:

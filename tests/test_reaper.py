@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.reaper import scratch_prefix, start_time, sweep_scratch
 from tests.conftest import DATA, PY, ROOT, write_matrix
 from tests.packages import make_sdist
 
@@ -37,7 +38,9 @@ def wait_for(path: Path, seconds: float = 120) -> int:
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # the cells' scratch folders, where a test sees them
     return {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(tmp_path / "cache"),
+            "TMPDIR": str(tmp_path / "tmp"),
             "CHILD_PID_FILE": str(tmp_path / "child.pid"), "HARNESS_PASS_ENV": "CHILD_PID_FILE",
             **extra}
 
@@ -70,10 +73,29 @@ def test_a_run_killed_mid_cell_is_reaped_by_the_next(tmp_path: Path) -> None:
     victim.wait()
     time.sleep(0.5)
     assert running(child), "the background process should have outlived the killed harness"
+    left = list((tmp_path / "tmp").glob("harness-cell-*"))
+    assert len(left) == 1 and (left[0] / "events.jsonl").is_file(), left
     after = harness(tmp_path, m, "-k", "test_pass")
     assert "reaped" in after.stdout, after.stdout + after.stderr
     time.sleep(0.2)
     assert not running(child)
+    assert not list((tmp_path / "tmp").glob("harness-cell-*"))  # its scratch went too
+
+
+def test_scratch_folders_are_swept_only_when_their_harness_is_gone(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead_pid = int(gone.stdout)
+    mine = tmp_path / f"{scratch_prefix('0123456789ab')}x1"
+    dead = tmp_path / f"harness-cell-0123456789ab-{dead_pid}.{start_time(os.getpid())}-x2"
+    recycled = tmp_path / f"harness-cell-0123456789ab-{os.getpid()}.1-x3"  # my pid, not me
+    other = tmp_path / "harness-cell-0123456789ab-x4"  # no owner in its name: not ours to judge
+    for folder in (mine, dead, recycled, other):
+        folder.mkdir()
+        (folder / "cell.log").write_text("...")
+    swept = sweep_scratch(tmp_path)
+    assert sorted(swept) == sorted([dead, recycled])
+    assert mine.is_dir() and other.is_dir() and not dead.exists() and not recycled.exists()
 
 
 def test_a_run_killed_mid_build_is_reaped_by_the_next(tmp_path: Path) -> None:
