@@ -22,13 +22,13 @@ case "${1:-}" in
     # The harness's own dependencies that a GPU host's python3 may not have (uv is a binary).
     python3 -m pip download --quiet --only-binary=:all: --python-version "$python" \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --dest "$WHEELS" \
-      uv packaging tabulate
+      uv packaging tabulate orjson
     du -sh "$WHEELS"
     ;;
   run)
     shift
     python3 -m pip install --quiet --no-index --find-links "$WHEELS" --target .hostpkgs \
-      uv packaging tabulate
+      uv packaging tabulate orjson
     export PYTHONPATH="$PWD/.hostpkgs:$PWD" PATH="$PWD/.hostpkgs/bin:$PATH"
     reports="${OUT:-.}/reports"
     python3 -m harness doctor

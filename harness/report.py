@@ -6,13 +6,14 @@ markdown (``harness.site``), JUnit, and what changed between two runs.
 from __future__ import annotations
 
 import csv
-import json
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import jsonio
+from harness.bulk import side_by_side
 from harness.expect import Baseline, Verdict, judge_runs, summary_lines
 from harness.junit import write_junit
 from harness.merge import choose_records
@@ -125,34 +126,40 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     for meta in metas:
         environments.update(meta.get("environments") or {})
     changes = diff_runs(previous.results(), results) if previous is not None else []
-    site = build_site(results, environments, cases, metas, logs, changes,
-                      previous.run_id if previous is not None else None)
-    long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
-    paths = render_site(site, out_dir, long_rows, _heatmap(columns))
-    against = "\n".join(summary_lines(verdicts, limit=200))
-    paths["md"] = out_dir / "compat.md"
-    paths["md"].write_text(markdown(site) + f"\n## Against expectations\n\n```\n{against}\n```\n"
-                           + _case_lines(cases) + "\n", encoding="utf-8")
-    paths["summary"] = out_dir / "summary.txt"  # what `harness report` prints
-    paths["summary"].write_text(summary_text(site), encoding="utf-8")
-    paths["csv"] = out_dir / "compat.csv"
-    with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(zip(*columns.values(), strict=True))
-    paths["json"] = out_dir / "compat.json"
-    _write_long_json(paths["json"], {
-        "run_id": ", ".join(s.run_id for s in stores), "runs": [s.run_id for s in stores],
-        "summary": summary, "cases": cases}, results, {
-        "changes": changes, "since": previous.run_id if previous is not None else None,
-        "expectations": [_verdict(v) for v in verdicts
-                         if v.deviates or (v.status == "expected" and not v.result.outcome.ok)]})
-    if len(stores) == 1:  # the index `harness history` reads instead of the whole record
-        from harness.history import write_index
+    since = previous.run_id if previous is not None else None
+    name = ", ".join(s.run_id for s in stores)
+    paths: dict[str, Path] = {"md": out_dir / "compat.md", "summary": out_dir / "summary.txt",
+                              "csv": out_dir / "compat.csv", "json": out_dir / "compat.json",
+                              "junit": out_dir / "junit.xml"}
 
-        write_index(stores[0].run_dir, {r.logical_key: r.outcome for r in results})
-    paths["junit"] = write_junit(results, "ml-compat-harness " + ", ".join(
-        s.run_id for s in stores), out_dir / "junit.xml")
+    def data_files() -> None:  # the downloads, JUnit and history's index
+        with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(columns)
+            writer.writerows(zip(*columns.values(), strict=True))
+        _write_long_json(paths["json"], {
+            "run_id": name, "runs": [s.run_id for s in stores], "summary": summary,
+            "cases": cases}, results, {
+            "changes": changes, "since": since,
+            "expectations": [_verdict(v) for v in verdicts if v.deviates or (
+                v.status == "expected" and not v.result.outcome.ok)]})
+        if len(stores) == 1:  # the index `harness history` reads instead of the whole record
+            from harness.history import write_index
+
+            write_index(stores[0].run_dir, {r.logical_key: r.outcome for r in results})
+        write_junit(results, f"ml-compat-harness {name}", paths["junit"])
+
+    def site_files() -> None:  # the pages and their markdown twin
+        site = build_site(results, environments, cases, metas, logs, changes, since)
+        long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
+        paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
+        against = "\n".join(summary_lines(verdicts, limit=200))
+        paths["md"].write_text(markdown(site) + f"\n## Against expectations\n\n```\n{against}"
+                               f"\n```\n" + _case_lines(cases) + "\n", encoding="utf-8")
+        paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
+
+    # A fleet's report: the site here, the rest on the second core, at once.
+    side_by_side(data_files, site_files, "writing compat.csv, compat.json and junit.xml")
     return paths
 
 
@@ -161,9 +168,8 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
     """compat.json: ``head``, then ``fingerprints`` (by environment key), ``machines`` (by
     node, ``node#gpu`` for a cell given one GPU), ``results`` (each cell once, without what
     it shares: a cell whose fingerprint or machine differs from its key's keeps its own,
-    so nothing is dropped), then ``tail``. Compact, through json's C encoder (indent= is pure
-    Python), the results a few thousand at a time: a fleet's file is 100 MB, never one
-    string."""
+    so nothing is dropped), then ``tail``. Compact, the results a few thousand at a time: a
+    fleet's file is 100 MB, never one string."""
     fingerprints: dict[str, Any] = {}
     machines: dict[str, Any] = {}
     for r in results:  # each key's value: its first cell's
@@ -182,14 +188,14 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
                 data[field] = value
         return data
 
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps({**head, "fingerprints": fingerprints, "machines": machines},
-                            default=str)[:-1] + ', "results": [')
+    with open(path, "wb") as fh:
+        fh.write(jsonio.dumps({**head, "fingerprints": fingerprints, "machines": machines})[:-1]
+                 + b',"results":[')
         step = 5000
         for start in range(0, len(results), step):
-            fh.write((", " if start else "") + json.dumps(
-                [row(r) for r in results[start:start + step]], default=str)[1:-1])
-        fh.write("], " + json.dumps(tail, default=str)[1:])
+            fh.write((b"," if start else b"") + jsonio.dumps(
+                [row(r) for r in results[start:start + step]])[1:-1])
+        fh.write(b"]," + jsonio.dumps(tail)[1:])
 
 
 def _machine(result: CellResult) -> str:

@@ -31,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import jsonio
 from harness.errors import StoreError, UsageError
 from harness.redact import Redactor
 from harness.results import CellResult, Outcome, adopt
@@ -128,7 +129,7 @@ class RunStore:
         path = self.run_dir / name
         if path.is_file():
             try:
-                data: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))
+                data: list[dict[str, Any]] = json.loads(path.read_bytes())
             except (OSError, ValueError) as exc:
                 raise StoreError(f"{path}: unreadable: {exc}") from None
             return data
@@ -155,7 +156,11 @@ class RunStore:
         path = self.run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.redactor.obj(data), indent=indent, default=str))
+        data = self.redactor.obj(data)
+        if indent is None:  # a plan: a fleet's is 30 MB
+            tmp.write_bytes(jsonio.dumps(data))
+        else:
+            tmp.write_text(json.dumps(data, indent=indent, default=str))
         tmp.replace(path)
 
     def record(self, run: CellRun) -> CellResult:
@@ -198,12 +203,10 @@ class RunStore:
                     row[name] = self._share(row[name], fresh)
             rows.append(self.redactor.obj(row))
         if fresh:  # first, so no line points at a value that is not there
-            _append(self.run_dir / SHARED, "".join(
-                json.dumps([digest, value], default=str, separators=(",", ":")) + "\n"
-                for digest, value in fresh.items()).encode())
-        # Compact separators: a fleet's record is 100,000 lines, read back by every report.
-        _append(self.run_dir / RESULTS, "".join(
-            json.dumps(row, default=str, separators=(",", ":")) + "\n" for row in rows).encode())
+            _append(self.run_dir / SHARED, b"".join(
+                jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
+        # Compact: a fleet's record is 100,000 lines, read back by every report.
+        _append(self.run_dir / RESULTS, b"".join(jsonio.dumps(row) + b"\n" for row in rows))
 
     def _share(self, value: Any, fresh: dict[str, Any]) -> str:
         """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the

@@ -8,7 +8,6 @@ bytes.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from harness import jsonio
 from harness.results import Outcome
 from harness.site.heatmap import write_png
 from harness.site.model import FailureTable, Grid, Header, Site
@@ -47,7 +47,7 @@ def _templates() -> Environment:
 
 def script_json(data: Any) -> Markup:
     """JSON safe inside a <script> element: no '<', '>' or '&' that could end it."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    text = jsonio.dumps(data).decode()
     return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
 
 

@@ -1,0 +1,75 @@
+"""side_by_side: both halves done on return, the child's failure raised in the parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.bulk import side_by_side
+from harness.errors import HarnessError, UsageError
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2,
+                                reason="needs fork and a second core (else it runs in order)")
+
+
+def _writer(path: Path) -> Callable[[], None]:
+    def write() -> None:
+        path.write_text(str(os.getpid()))
+    return write
+
+
+def test_both_halves_have_run_on_return_the_first_in_another_process(tmp_path: Path) -> None:
+    side_by_side(_writer(tmp_path / "there"), _writer(tmp_path / "here"), "writing")
+    assert int((tmp_path / "here").read_text()) == os.getpid()
+    assert int((tmp_path / "there").read_text()) != os.getpid()
+
+
+def test_a_harness_error_in_the_child_is_raised_here_as_it_was() -> None:
+    def there() -> None:
+        raise UsageError("compat.json: no space left on device")
+
+    with pytest.raises(UsageError, match="no space left on device"):
+        side_by_side(there, lambda: None, "writing compat.json")
+
+
+def test_a_bug_in_the_child_comes_back_with_its_traceback() -> None:
+    def there() -> None:
+        {}["missing"]
+
+    with pytest.raises(RuntimeError, match=r"(?s)writing junit.xml \(in a second process\) "
+                                           r"failed:.*KeyError: 'missing'"):
+        side_by_side(there, lambda: None, "writing junit.xml")
+
+
+def test_a_child_killed_without_a_word_is_an_error_naming_the_signal() -> None:
+    with pytest.raises(HarnessError, match=r"writing the CSV: .*killed by signal 9"):
+        side_by_side(lambda: os.kill(os.getpid(), signal.SIGKILL), lambda: None,
+                     "writing the CSV")
+
+
+def test_an_error_here_waits_for_the_child_and_is_raised(tmp_path: Path) -> None:
+    def here() -> None:
+        raise UsageError("bad page")
+
+    with pytest.raises(UsageError, match="bad page"):
+        side_by_side(_writer(tmp_path / "there"), here, "writing")
+    assert (tmp_path / "there").is_file()  # the child finished before the error came out
+
+
+def test_with_another_thread_running_both_run_here_in_order(tmp_path: Path) -> None:
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        order: list[str] = []
+        side_by_side(lambda: order.append(f"there {os.getpid()}"),
+                     lambda: order.append(f"here {os.getpid()}"), "writing")
+    finally:
+        stop.set()
+        other.join()
+    assert order == [f"there {os.getpid()}", f"here {os.getpid()}"]

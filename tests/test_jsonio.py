@@ -1,0 +1,28 @@
+"""The fast JSON writer takes every value the standard library took, and json reads it back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import jsonio
+
+
+@pytest.mark.parametrize("value", [
+    {"reason": "caf\u00e9 \u2014 \U0001f525", "duration": 1795447232.3585503, "gpu": None},
+    {"reason": "a lone surrogate from a crashed log: \udc80"},  # orjson refuses these
+    {"attempts": 2 ** 70},  # past 64 bits
+    {1: "a key that is not a string"},
+    [0.1, 1e-300, -0.0, True, False, ""],
+])
+def test_what_json_wrote_is_written_and_read_back_alike(value: object) -> None:
+    written = jsonio.dumps(value)
+    assert b"\n" not in written  # one line of a JSON-lines record
+    assert json.loads(written) == json.loads(json.dumps(value))
+
+
+def test_values_json_cannot_represent_go_through_default() -> None:
+    from pathlib import Path
+
+    assert json.loads(jsonio.dumps({"path": Path("/x/y")})) == {"path": "/x/y"}
