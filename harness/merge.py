@@ -57,13 +57,15 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     for source in sources:  # what each environment held, from whichever shard built it
         for path in (source.run_dir / "envs").glob("*.json"):
             _link(str(path), f"{out.run_dir}/envs/{path.name}")
-    shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(sources, metas, strict=True)
-                for c in s.planned()}
+    shard_of: dict[str, Any] | None = None  # which shard was to run a cell: read for a gap
     lines: list[CellResult] = []
     relocate = _Relocate(out)
     for cell in planned:
         found = chosen.get(cell["cell_id"])
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
+            if shard_of is None:  # every shard's plan: most of a fleet's merge, when whole
+                shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(
+                    sources, metas, strict=True) for c in s.planned()}
             report.missing += 1
             lines.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
         else:

@@ -73,8 +73,10 @@ class CellResult:
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow: the nested dicts are plain JSON data, shared, not deep-copied (asdict's
-        # recursion was most of the time of writing 100,000 records).
-        data = {name: getattr(self, name) for name in _FIELDS}
+        # recursion was most of the time of writing 100,000 records). The instance's dict
+        # holds the fields and nothing else (``adopt`` keeps it so), copied in one go: a
+        # getattr per field was a fifth of a fleet's merge.
+        data = dict(self.__dict__)
         data["outcome"] = str(self.outcome)
         return data
 
