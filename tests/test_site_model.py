@@ -72,6 +72,32 @@ def test_a_workaround_that_helps_only_somewhere_says_where() -> None:
     assert "workaround[bfloat16] works on torch 2.1.2; fails on 2.0.1" in table.verdict
 
 
+def test_hundreds_of_versions_read_as_ranges_of_the_tested_ones_then_a_count() -> None:
+    versions = [f"2.{minor}.{patch}" for minor in range(30) for patch in range(10)]  # 300
+    gap = {"2.3.4", "2.3.5"}  # in the middle of the affected run: these did not reproduce
+    results = []
+    for v in versions:
+        affected = version_key(v) < (2, 5) and v not in gap
+        results.append(cell(f"t-{v}", "repro", Outcome.REPRODUCED if affected else Outcome.PASS))
+        helps = version_key(v) >= (2, 20) or v.endswith(".0")  # fails on 2.x.1–2.x.9
+        results.append(cell(f"t-{v}", "workaround[bfloat16]",
+                            Outcome.PASS if helps else Outcome.FAIL))
+    (table,) = build_site(results, envs(*(f"t-{v}" for v in versions)), CASES, [{}],
+                          {}).failures
+    assert table.verdict[0] == "affected: torch 2.0.0–2.3.3, 2.3.6–2.4.9"
+    assert table.verdict[1] == "not affected: torch 2.3.4, 2.3.5, 2.5.0–2.29.9"
+    helps, fails = table.verdict[2].split("; fails on ")
+    assert helps == ("workaround[bfloat16] works on torch 2.0.0, 2.1.0, 2.2.0, 2.3.0, 2.4.0, "
+                     "2.5.0, 2.6.0, 2.7.0, 2.8.0, 2.9.0, 2.10.0, 2.11.0 and 108 more (the table "
+                     "lists them)")  # 2.12.0 … 2.19.0, and 2.20.0–2.29.9: 8 + 100
+    assert fails == ", ".join(f"2.{m}.1–2.{m}.9" for m in range(12)) + (
+        " and 72 more (the table lists them)")  # 2.12.x … 2.19.x: 8 × 9
+
+
+def version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
 def test_spec_versions_read_pins_specifiers_and_urls() -> None:
     got = spec_versions({"requirements": ["torch==2.6.0", "numpy<2", "transformer-engine"
                                           "[pytorch]==2.2.0", "flashinfer-python @ git+https://"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -319,10 +319,11 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
         elif reps and all(r.outcome is Outcome.PASS for r in reps):
             clean[value(env)].add(env)
     name = f"{key} " if key else ""
+    tested = [value(env) for env in by_env] if key else None
     if affected:
-        parts.append(f"affected: {name}{_values(affected)}")
+        parts.append(f"affected: {name}{_values(affected, tested)}")
     if clean:
-        shown = _values(clean)
+        shown = _values(clean, tested)
         values = sorted(clean, key=version_sort_key)
         if affected and all(version_sort_key(v) > version_sort_key(a)
                             for v in values for a in affected) and key:
@@ -342,8 +343,27 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
     return tuple(parts)
 
 
-def _values(found: Mapping[str, set[str]]) -> str:
-    return ", ".join(sorted(found, key=version_sort_key))
+def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
+    """``found`` in version order. Given the ``tested`` versions, three or more that follow one
+    another there read as one range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest is
+    a count: a fleet tests hundreds of versions, and the verdict is a line (the table below
+    it lists every cell)."""
+    picked = sorted(set(found), key=version_sort_key)
+    if tested is None:
+        return ", ".join(picked)
+    order = {v: i for i, v in enumerate(sorted(set(tested) | set(picked),
+                                               key=version_sort_key))}
+    runs: list[list[str]] = []
+    for version in picked:
+        if runs and order[version] == order[runs[-1][-1]] + 1:
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    pieces = [f"{r[0]}–{r[-1]}" if len(r) >= 3 else ", ".join(r) for r in runs]
+    if len(pieces) <= limit:
+        return ", ".join(pieces)
+    rest = sum(len(r) for r in runs[limit:])
+    return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
 def _workaround(variant: str, results: Sequence[CellResult],
@@ -356,15 +376,17 @@ def _workaround(variant: str, results: Sequence[CellResult],
     def value(r: CellResult) -> str:
         return versions[r.environment].get(key, "—") if key else r.environment
 
-    good = sorted({value(r) for r in ran if r.outcome.passed}, key=version_sort_key)
-    bad = sorted({value(r) for r in ran if not r.outcome.passed}, key=version_sort_key)
+    good = {value(r) for r in ran if r.outcome.passed}
+    bad = {value(r) for r in ran if not r.outcome.passed}
+    tested = [value(r) for r in results] if key else None
     caveat = "; caveat: " + ran[0].caveat if any(r.caveat for r in ran) else ""
     if not bad:
         return f"{variant} works on every tested version{caveat}"
     if not good:
         return f"{variant} fails on every tested version"
     name = f"{key} " if key else ""
-    return f"{variant} works on {name}{', '.join(good)}; fails on {', '.join(bad)}{caveat}"
+    return (f"{variant} works on {name}{_values(good, tested)}; "
+            f"fails on {_values(bad, tested)}{caveat}")
 
 
 def _probe_package(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> str:
