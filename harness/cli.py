@@ -371,7 +371,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if not args.no_report:
         from harness.workflow import publish_ci, publish_report
 
-        paths = publish_report(report.store, args.reports, baseline=baseline)
+        paths = publish_report(report.store, args.reports, baseline=baseline,
+                               results=report.results)
         print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
         publish_ci(report.store, args.reports)
     from harness.workflow import judged_exit

@@ -71,12 +71,16 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         else:
             lines.append(relocate(*found))
     known = {c["cell_id"] for c in planned}
-    for cell_id, found in chosen.items():  # ran, though no plan here names it
-        if cell_id not in known:
-            lines.append(relocate(*found))
+    # Ran, though no plan here names it: after the planned ones, in the order a report sorts
+    # them, so the record is in report order (run.json ``ordered_cells``).
+    lines += sorted((relocate(*found) for cell_id, found in chosen.items()
+                     if cell_id not in known), key=lambda r: (r.logical_key, r.cell_id))
     out.extend(lines)  # the merged record is written once, whole
+    out.update_meta(ordered_cells=len(lines))
     report.cells = len(lines)
-    report.results = lines
+    # What was written, for the report and the verdicts: these objects, unless the writer
+    # redacted some of them on the way (a secret of this machine's): then the record itself.
+    report.results = lines if not out.redactor.secrets else out.results()
     report.conflicts = conflicts
     return report
 

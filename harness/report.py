@@ -100,19 +100,26 @@ def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
 
 
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
-                 baseline: Baseline | None = None, previous: RunStore | None = None
-                 ) -> dict[str, Path]:
+                 baseline: Baseline | None = None, previous: RunStore | None = None,
+                 results: Sequence[CellResult] | None = None) -> dict[str, Path]:
     """Everything a reader gets, into ``out_dir``: the site (index, a page per documented
     failure, the capability grid, every cell), its markdown twin, the long-format CSV/JSON,
     JUnit and the heatmap. Cells come in matrix order, so the same results give the same
-    bytes. ``previous``: the run to say what changed since."""
+    bytes. ``previous``: the run to say what changed since. ``results``: one record's
+    results as it holds them, when the caller has them in memory (a merge that just wrote
+    them), so they are not read back."""
     from harness.site.model import build_site
     from harness.site.render import LONG_COLUMNS, markdown, render_site, summary_text
 
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     out_dir.mkdir(parents=True, exist_ok=True)
     metas = [s.meta for s in stores]
-    pairs = _in_plan_order(merged_results(stores), stores)
+    if results is not None and len(stores) == 1:
+        pairs = [(stores[0], r) for r in results]
+    else:
+        pairs = merged_results(stores)
+    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
+        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
     results = [r for _, r in pairs]
     bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
     present = {id(s): s.log_names() for s in stores}

@@ -234,10 +234,12 @@ def report(state: RunState) -> RunState:
 
 
 def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
-                   previous: RunStore | None = None) -> dict[str, Path]:
+                   previous: RunStore | None = None,
+                   results: Sequence[CellResult] | None = None) -> dict[str, Path]:
     """The run's report, into its own folder (``<run>/report``), compared with ``previous``
     (default: the run before it of the same slice); ``reports/latest`` then points at it if
-    the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it)."""
+    the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it).
+    ``results``: the record's, if the caller holds them (``write_report``)."""
     from harness.bulk import no_cycle_collection
     from harness.ci import previous_run
     from harness.report import write_report
@@ -247,7 +249,8 @@ def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
         previous = RunStore(before) if before else None
     out = store.run_dir / "report"
     with no_cycle_collection():  # the run's driver is long-lived; its report is a batch
-        paths = write_report([store], out, baseline=baseline, previous=previous)
+        paths = write_report([store], out, baseline=baseline, previous=previous,
+                             results=results)
     meta = store.meta
     filters = meta.get("filters") or {}
     if not meta.get("shard") and not any(filters.values()):

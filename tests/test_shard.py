@@ -92,6 +92,22 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) ->
     first = (tmp_path / "merged" / "runs" / "nightly" / "results.jsonl").read_bytes()
     harness(tmp_path, tmp_path / "merged", "merge", *map(str, folders), "--run-id", "nightly")
     assert (tmp_path / "merged" / "runs" / "nightly" / "results.jsonl").read_bytes() == first
+    # The merge's report, made from the results it held and in the record's order (a merge
+    # writes it in plan order, run.json ``ordered_cells``), is byte for byte the report of
+    # the record read back, and that of the record sorted into plan order.
+    nightly = tmp_path / "merged" / "runs" / "nightly"
+    again = harness(tmp_path, tmp_path / "merged", "report", "nightly", "--out",
+                    str(nightly / "report-again"))
+    meta = json.loads((nightly / "run.json").read_text())
+    assert meta.pop("ordered_cells") == len(got)
+    (nightly / "run.json").write_text(json.dumps(meta))
+    resorted = harness(tmp_path, tmp_path / "merged", "report", "nightly", "--out",
+                       str(nightly / "report-sorted"))
+    assert again.returncode == resorted.returncode == 0, again.stderr + resorted.stderr
+    for name in ("compat.csv", "compat.json", "compat.md", "junit.xml", "cells.html"):
+        made = (nightly / "report" / name).read_bytes()
+        assert made == (nightly / "report-again" / name).read_bytes(), name
+        assert made == (nightly / "report-sorted" / name).read_bytes(), name
 
     # A shard whose artifact never arrived: its cells are MISSING, counted, not absent.
     lost = jobs[1]
