@@ -841,6 +841,9 @@ def bench_size(n: int, root: Path, args: argparse.Namespace
     print(f"N={n:,}: {data.cells:,} cells, {len(data.shards)} shards, {len(data.history)} "
           f"earlier runs, {du(root) / 2 ** 20:,.0f} MiB, set up in {data.seconds:.0f} s",
           file=sys.stderr, flush=True)
+    # Gigabytes were just written: the kernel is still flushing them, and a step timed now
+    # would share the disk with that (the first step read 50 % slow). Flushed first.
+    os.sync()
     env = child_env(cache, n)
     out = root / "steps"
     out.mkdir(exist_ok=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.results import Outcome
-from harness.store import META, RESULTS, decode_lines
+from harness.store import META, RESULTS, read_lines
 
 Key = tuple[str, str, str]
 LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
@@ -160,7 +160,7 @@ def _read(run_dir: Path) -> _Index:
     except (OSError, ValueError):
         pass  # no index, an old one, or a damaged one: read the record
     outcomes: dict[Key, Outcome] = {}
-    for d in decode_lines(path.read_bytes()):
+    for d in read_lines(path):
         try:
             outcomes[(d["environment"], f"{d['case_id']}::{d['variant']}",
                       d["hardware_target"])] = Outcome(d["outcome"])

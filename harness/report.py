@@ -161,8 +161,10 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
         paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
         against = "\n".join(summary_lines(verdicts, limit=200))
-        paths["md"].write_text(markdown(site) + f"\n## Against expectations\n\n```\n{against}"
-                               f"\n```\n" + _case_lines(cases) + "\n", encoding="utf-8")
+        with open(paths["md"], "w", encoding="utf-8") as fh:
+            fh.writelines(line + "\n" for line in markdown(site))
+            fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
+                     + _case_lines(cases) + "\n")
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
 
     # A fleet's report: the site here, the rest on the second core, at once.
@@ -221,13 +223,17 @@ def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[Ru
 
 
 def _heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
-    """Rows: environment @ hardware, columns: case variants, in the table's order."""
-    keys = [f"{e} @{h}" for e, h in zip(columns["environment"], columns["hardware"],
-                                         strict=True)]
+    """Rows: environment @ hardware, in the table's order; columns: case variants, sorted."""
     names = sorted(set(columns["column"]))
-    where = dict(zip(zip(keys, columns["column"], strict=True),
-                     (Outcome(o) for o in columns["outcome"]), strict=True))
-    return [[where.get((r, c)) for c in names] for r in dict.fromkeys(keys)]
+    at = {name: i for i, name in enumerate(names)}
+    rows: dict[tuple[str, str], list[Outcome | None]] = {}
+    for env, hw, name, outcome in zip(columns["environment"], columns["hardware"],
+                                      columns["column"], columns["outcome"], strict=True):
+        row = rows.get((env, hw))
+        if row is None:
+            row = rows[(env, hw)] = [None] * len(names)
+        row[at[name]] = Outcome(outcome)
+    return list(rows.values())
 
 
 def _verdict(v: Verdict) -> dict[str, Any]:

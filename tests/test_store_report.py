@@ -4,6 +4,9 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from harness import store as store_module
 from harness.report import diff_runs, long_columns, results_frame, summary_line, write_report
 from harness.results import CellResult, Outcome
 from harness.store import RunStore
@@ -25,6 +28,23 @@ def test_torn_last_line_is_skipped_and_last_record_wins(tmp_path: Path) -> None:
         fh.write(b'{"run_id": "r", "cell_id": "c", "outc')  # killed mid-write
     got = {r.cell_id: r.outcome for r in RunStore.open(tmp_path, "latest").results()}
     assert got == {"a": Outcome.REPRODUCED, "b": Outcome.PASS}
+
+
+def test_a_record_read_in_chunks_keeps_every_line_and_skips_only_the_bad_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [json.dumps({"n": i, "pad": "x" * (i % 7)}).encode() for i in range(200)]
+    lines[57] = b'{"n": 57, "torn'  # a line a kill tore, mid-record (a resumed run's)
+    lines[120] = b""  # a blank one
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n" + b'{"n": 200}')  # the last without its \n
+    want = [i for i in range(201) if i not in (57, 120)]
+    for chunk in (1, 7, 100, 1 << 22):  # a block inside a line, a few lines, the whole file
+        monkeypatch.setattr(store_module, "CHUNK", chunk)
+        assert [v["n"] for v in store_module.read_lines(path)] == want, chunk
+    path.write_bytes(b"")
+    assert store_module.read_lines(path) == []
+    path.write_bytes(b"\n\n")
+    assert store_module.read_lines(path) == []
 
 
 def test_shared_values_are_written_once_and_read_back_whole(tmp_path: Path) -> None:
@@ -195,3 +215,14 @@ def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(
     assert rows["c9"]["fingerprint"] == {"key": {"torch": "2.0.1+other"}}
     assert data["machines"] == {f"n#{i}": gpus[i].hardware for i in range(2)}  # node#gpu
     assert "hardware" not in rows["g1"] and rows["g1"]["gpu"] == 1
+
+
+def test_the_heatmap_has_a_row_per_environment_and_target_a_column_per_variant() -> None:
+    from harness.report import _heatmap
+
+    columns = {"environment": ["b", "b", "a", "b", "a"],
+               "hardware": ["cpu", "cpu", "cpu", "sm_90", "cpu"],
+               "column": ["c::w", "c::r", "c::r", "c::r", "c::r"],
+               "outcome": ["PASS", "REPRODUCED", "FAIL", "SKIP", "CRASH"]}
+    assert _heatmap(columns) == [  # rows as they first come; the later of two records wins
+        [Outcome.REPRODUCED, Outcome.PASS], [Outcome.CRASH, None], [Outcome.SKIP, None]]

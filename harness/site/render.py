@@ -8,8 +8,9 @@ bytes.
 
 from __future__ import annotations
 
+import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,11 @@ def _templates() -> Environment:
                        undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True)
 
 
-def script_json(data: Any) -> Markup:
-    """JSON safe inside a <script> element: no '<', '>' or '&' that could end it."""
-    text = jsonio.dumps(data).decode()
-    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
+def script_json(data: Any) -> bytes:
+    """JSON safe inside a <script> element (no '<', '>' or '&' that could end it), as the
+    UTF-8 bytes of a page written in parts."""
+    return jsonio.dumps(data).replace(b"&", b"\\u0026").replace(b"<", b"\\u003c").replace(
+        b">", b"\\u003e")
 
 
 def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
@@ -60,52 +62,66 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     news = [c for c in site.changes if c["class"] in _NEWS]
     common = {"site": site, "h": site.header}
     width = write_png(out_dir / "heatmap.png", heatmap)
-    pages = {
-        "index.html": env.get_template("index.html.j2").render(
-            **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
-            more_news=max(0, len(news) - 10), heatmap_width=width),
-        "probes.html": env.get_template("probes.html.j2").render(
-            **common, g=site.grid or Grid(hardware=(), rows=())),
-        "cells.html": env.get_template("cells.html.j2").render(
-            **common, columns=LONG_COLUMNS, data_json=script_json({
-                "rows": [list(r) for r in long_rows],
-                "outcome": LONG_COLUMNS.index("outcome"), "reason": LONG_COLUMNS.index("reason"),
-                "log": LONG_COLUMNS.index("log")})),
-    }
+
+    def put(name: str, text: str) -> None:  # each page out as it is made, none kept
+        (out_dir / name).write_text(text, encoding="utf-8")
+        paths[name] = out_dir / name
+
+    put("index.html", env.get_template("index.html.j2").render(
+        **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
+        more_news=max(0, len(news) - 10), heatmap_width=width))
+    put("probes.html", env.get_template("probes.html.j2").render(
+        **common, g=site.grid or Grid(hardware=(), rows=())))
+    # The long table's data (20 MB at 100,000 cells) goes to the file as bytes, between the
+    # halves of the page rendered around a marker: not through the template and two string
+    # copies of it, which were a fifth of a fleet's report's memory.
+    mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
+    head, tail = env.get_template("cells.html.j2").render(
+        **common, columns=LONG_COLUMNS, data_json=Markup(mark)).split(mark)
+    with open(out_dir / "cells.html", "wb") as fh:
+        fh.write(head.encode() + script_json({
+            name: LONG_COLUMNS.index(name) for name in ("outcome", "reason", "log")})[:-1]
+            + b',"rows":[')
+        step = 5000  # rows at a time: the whole as one text was 20 MB, and copies of it
+        for start in range(0, len(long_rows), step):
+            fh.write((b"," if start else b"") + script_json(
+                list(long_rows[start:start + step]))[1:-1])
+        fh.write(b"]}" + tail.encode())
+    paths["cells.html"] = out_dir / "cells.html"
     failure = env.get_template("failure.html.j2")
     for f in site.failures:
         # A fleet's table has thousands of rows: static pages of ROWS_PER_PAGE (a 30,000-badge
         # page took a browser 12 s to open), the first under the name the index links to.
         names = [failure_page(f.slug, i) for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
         for i, name in enumerate(names):
-            pages[name] = failure.render(
+            put(name, failure.render(
                 **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
-                first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names)
-    for name, text in pages.items():
-        (out_dir / name).write_text(text, encoding="utf-8")
-        paths[name] = out_dir / name
+                first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names))
     paths["heatmap"] = out_dir / "heatmap.png"
     return paths
 
 
-def markdown(site: Site) -> str:
-    """The same content for a README or GitHub Pages: header, verdicts, a table per failure."""
-    lines = ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
+def markdown(site: Site) -> Iterator[str]:
+    """The same content for a README or GitHub Pages: header, verdicts, a table per failure;
+    line by line (a fleet's is 100,000 lines, written as they come)."""
+    yield from ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
     if site.since is not None:
         counts = Counter(c["class"] for c in site.changes)
-        lines += ["", f"Since `{site.since}`: "
-                  + (", ".join(f"{k}: {counts[k]}" for k in sorted(counts)) or "no change") + "."]
-        lines += [f"- {c['class']}: {c['environment']} `{c['case']}` @{c['hardware']}: "
-                  f"{c['before']} → {c['after']}" for c in site.changes
-                  if c["class"] in _NEWS][:50]
+        yield from ["", f"Since `{site.since}`: "
+                    + (", ".join(f"{k}: {counts[k]}" for k in sorted(counts)) or "no change")
+                    + "."]
+        yield from [f"- {c['class']}: {c['environment']} `{c['case']}` @{c['hardware']}: "
+                    f"{c['before']} → {c['after']}" for c in site.changes
+                    if c["class"] in _NEWS][:50]
     for f in site.failures:
-        lines += ["", *_failure_md(f)]
+        yield ""
+        yield from _failure_md(f)
     if site.grid and site.grid.rows:
         g = site.grid
-        lines += ["", "## Capability grid", "",
-                  "Where each probe works: the versions of the package it is about.", "",
-                  "| probe | " + " | ".join(g.hardware) + " |",
-                  "|---|" + "---|" * len(g.hardware)]
+        yield from ["", "## Capability grid", "",
+                    "Where each probe works: the versions of the package it is about.", "",
+                    "| probe | " + " | ".join(g.hardware) + " |",
+                    "|---|" + "---|" * len(g.hardware)]
         for name, package, cells in g.rows:
             shown = []
             for hw in g.hardware:
@@ -114,13 +130,12 @@ def markdown(site: Site) -> str:
                     f"works: {', '.join(c.works)}" if c.works else "",
                     f"fails: {', '.join(c.fails)}" if c.fails else ""]))
                 shown.append(_cell(text or (f"skipped ({c.skipped})" if c.skipped else "—")))
-            lines.append(f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |")
+            yield f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |"
     if site.unbuildable:
-        lines += ["", "## Environments that could not be built", ""]
-        lines += [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
-    lines += ["", "## Legend", ""]
-    lines += [f"- {SYMBOLS[o]} {o}" for o in Outcome]
-    return "\n".join(lines) + "\n"
+        yield from ["", "## Environments that could not be built", ""]
+        yield from [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
+    yield from ["", "## Legend", ""]
+    yield from [f"- {SYMBOLS[o]} {o}" for o in Outcome]
 
 
 def summary_text(site: Site) -> str:
