@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -59,22 +61,26 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
             _link(str(path), f"{out.run_dir}/envs/{path.name}")
     shard_of: dict[str, Any] | None = None  # which shard was to run a cell: read for a gap
     lines: list[CellResult] = []
-    relocate = _Relocate(out)
-    for cell in planned:
-        found = chosen.get(cell["cell_id"])
-        if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
-            if shard_of is None:  # every shard's plan: most of a fleet's merge, when whole
-                shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(
-                    sources, metas, strict=True) for c in s.planned()}
-            report.missing += 1
-            lines.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
-        else:
-            lines.append(relocate(*found))
-    known = {c["cell_id"] for c in planned}
-    # Ran, though no plan here names it: after the planned ones, in the order a report sorts
-    # them, so the record is in report order (run.json ``ordered_cells``).
-    lines += sorted((relocate(*found) for cell_id, found in chosen.items()
-                     if cell_id not in known), key=lambda r: (r.logical_key, r.cell_id))
+    linker = _Linker()
+    try:
+        relocate = _Relocate(out, linker)
+        for cell in planned:
+            found = chosen.get(cell["cell_id"])
+            if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
+                if shard_of is None:  # every shard's plan: most of a fleet's merge, when whole
+                    shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(
+                        sources, metas, strict=True) for c in s.planned()}
+                report.missing += 1
+                lines.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
+            else:
+                lines.append(relocate(*found))
+        known = {c["cell_id"] for c in planned}
+        # Ran, though no plan here names it: after the planned ones, in the order a report sorts
+        # them, so the record is in report order (run.json ``ordered_cells``).
+        lines += sorted((relocate(*found) for cell_id, found in chosen.items()
+                         if cell_id not in known), key=lambda r: (r.logical_key, r.cell_id))
+    finally:
+        linker.close()  # the logs in place before the lines that point at them
     out.extend(lines)  # the merged record is written once, whole
     out.update_meta(ordered_cells=len(lines))
     report.cells = len(lines)
@@ -140,8 +146,9 @@ class _Relocate:
     strings, with each shard's logs listed once and what was linked remembered (a stat per
     log was a third of a fleet's merge: 100,000 logs)."""
 
-    def __init__(self, out: RunStore) -> None:
+    def __init__(self, out: RunStore, linker: _Linker) -> None:
         self.out = f"{out.run_dir}"
+        self.linker = linker
         self.logs: dict[str, frozenset[str]] = {}  # run folder -> the names in its logs/
         self.linked: set[str] = set()
 
@@ -166,8 +173,37 @@ class _Relocate:
             return replace(result, log=None)  # the log never came with the artifact
         if relative not in self.linked:  # a batch's shared log: once
             self.linked.add(relative)
-            _link(src, f"{self.out}/{relative}")
+            self.linker.link(src, f"{self.out}/{relative}")
         return result if relative == log else replace(result, log=relative)
+
+
+class _Linker:
+    """``_link`` on a thread of its own, while the merge goes on choosing records: a link is
+    a system call, which lets the interpreter run, and a fleet's 50,000 were a sixth of its
+    merge. ``close`` waits for the last one and raises the first error."""
+
+    def __init__(self) -> None:
+        self.queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._work, name="merge-links", daemon=True)
+        self.thread.start()
+
+    def link(self, src: str, target: str) -> None:
+        self.queue.put((src, target))
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _work(self) -> None:
+        while (job := self.queue.get()) is not None:
+            if self.error is None:
+                try:
+                    _link(*job)
+                except BaseException as exc:  # raised by close(), in the merge's thread
+                    self.error = exc
 
 
 def _link(src: str, target: str) -> None:
