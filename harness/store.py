@@ -302,12 +302,15 @@ def _append(path: Path, data: bytes) -> None:
 
 #: How much of a record is read and decoded at once: a fleet's record whole, as one JSON
 #: text, was four copies of it in memory at once (the file, its lines joined, the brackets
-#: added, the values), which set a report's peak.
-CHUNK = 1 << 22
+#: added, the values), which set a report's peak. Small, too: glibc raises its mmap threshold
+#: to the size of each large block freed, up to 32 MiB, and blocks of 4 MiB then came from the
+#: heap, pinned there by the small objects after them (history reading 30 records took twice
+#: the memory; with 1 MiB, less than when each record was decoded whole).
+CHUNK = 1 << 20
 
 
 def read_lines(path: Path) -> list[Any]:
-    """The values of a JSON-lines file, read and decoded a few MiB of whole lines at a time
+    """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
     (one ``json.loads`` per chunk: a fleet's record is 100,000 lines), line by line only in a
     chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped."""
     data: list[Any] = []
