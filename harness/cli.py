@@ -374,7 +374,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         paths = publish_report(report.store, args.reports, baseline=baseline,
                                results=report.results)
         print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
-        publish_ci(report.store, args.reports)
+        publish_ci(report.store, args.reports, report.results)
     from harness.workflow import judged_exit
 
     return judged_exit([report.store], args.reports, args.fail_on, args.baseline,

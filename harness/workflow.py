@@ -268,8 +268,10 @@ def point_latest(reports_dir: Path, target: Path) -> None:
     tmp.replace(link)
 
 
-def publish_ci(store: RunStore, reports_dir: Path) -> None:
-    """Under CI: the step summary and the new-failure annotations, against the run before."""
+def publish_ci(store: RunStore, reports_dir: Path,
+               results: Sequence[CellResult] | None = None) -> None:
+    """Under CI: the step summary and the new-failure annotations, against the run before.
+    ``results``: the record's, if the caller holds them (a merge: not read a second time)."""
     import os
 
     if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
@@ -278,7 +280,7 @@ def publish_ci(store: RunStore, reports_dir: Path) -> None:
     from harness.report import diff_runs
 
     before = previous_run(reports_dir, store.run_dir)
-    results = store.results()
+    results = list(results) if results is not None else store.results()
     changes = diff_runs(RunStore(before).results(), results) if before else []
     publish(store.run_id, results, changes, before.name if before else None)
 

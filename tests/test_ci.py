@@ -40,6 +40,12 @@ def test_the_step_summary_and_annotations_name_what_changed_since_the_last_run(
     assert "Since `monday`: 1 new failures, 0 fixed." in text
     assert "- host `behaviour::flaky_once` @cpu: PASS → FAIL" in text
     assert "https://github.com/org/repo/actions/runs/42" in text
+    # A merge under CI publishes too, from the results it holds (not read back).
+    merged = subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
+                             "merge", "tuesday", "--run-id", "nightly"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, check=False, timeout=300)
+    assert merged.returncode == 1, merged.stdout + merged.stderr  # flaky_once: a new failure
+    assert "### Compatibility matrix `nightly`" in summary.read_text(), summary.read_text()
 
 
 def test_the_previous_run_is_the_newest_earlier_run_of_the_same_slice(tmp_path: Path) -> None:
