@@ -12,8 +12,8 @@ stay indented through ``json``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import IO, Any
 
 import orjson
 
@@ -24,3 +24,14 @@ def dumps(value: Any, default: Callable[[Any], Any] = str) -> bytes:
         return orjson.dumps(value, default=default)
     except TypeError:  # orjson.JSONEncodeError
         return json.dumps(value, default=default, separators=(",", ":")).encode()
+
+
+def write_array(fh: IO[bytes], items: Sequence[Any],
+                encode: Callable[[list[Any]], bytes] = dumps, step: int = 5000) -> None:
+    """``items`` as one JSON array into ``fh``, a few thousand at a time through ``encode``
+    (a list to its array's bytes): a fleet's array is tens of MB, never one text and its
+    copies."""
+    fh.write(b"[")
+    for start in range(0, len(items), step):
+        fh.write((b"," if start else b"") + encode(list(items[start:start + step]))[1:-1])
+    fh.write(b"]")

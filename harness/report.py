@@ -199,12 +199,9 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
 
     with open(path, "wb") as fh:
         fh.write(jsonio.dumps({**head, "fingerprints": fingerprints, "machines": machines})[:-1]
-                 + b',"results":[')
-        step = 5000
-        for start in range(0, len(results), step):
-            fh.write((b"," if start else b"") + jsonio.dumps(
-                [row(r) for r in results[start:start + step]])[1:-1])
-        fh.write(b"]," + jsonio.dumps(tail)[1:])
+                 + b',"results":')
+        jsonio.write_array(fh, results, lambda chunk: jsonio.dumps([row(r) for r in chunk]))
+        fh.write(b"," + jsonio.dumps(tail)[1:])
 
 
 def _machine(result: CellResult) -> str:

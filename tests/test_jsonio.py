@@ -26,3 +26,14 @@ def test_values_json_cannot_represent_go_through_default() -> None:
     from pathlib import Path
 
     assert json.loads(jsonio.dumps({"path": Path("/x/y")})) == {"path": "/x/y"}
+
+
+@pytest.mark.parametrize("count", [0, 1, 4, 5, 6, 23])
+def test_an_array_written_a_few_items_at_a_time_is_the_whole_array(count: int) -> None:
+    import io
+
+    items = [{"n": i, "reason": "<b>ü</b>"} for i in range(count)]
+    out = io.BytesIO()
+    jsonio.write_array(out, items, step=5)
+    assert json.loads(out.getvalue()) == items
+    assert out.getvalue() == jsonio.dumps(items)  # the same bytes as in one go

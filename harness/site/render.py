@@ -81,12 +81,9 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     with open(out_dir / "cells.html", "wb") as fh:
         fh.write(head.encode() + script_json({
             name: LONG_COLUMNS.index(name) for name in ("outcome", "reason", "log")})[:-1]
-            + b',"rows":[')
-        step = 5000  # rows at a time: the whole as one text was 20 MB, and copies of it
-        for start in range(0, len(long_rows), step):
-            fh.write((b"," if start else b"") + script_json(
-                list(long_rows[start:start + step]))[1:-1])
-        fh.write(b"]}" + tail.encode())
+            + b',"rows":')
+        jsonio.write_array(fh, long_rows, script_json)
+        fh.write(b"}" + tail.encode())
     paths["cells.html"] = out_dir / "cells.html"
     failure = env.get_template("failure.html.j2")
     for f in site.failures:
