@@ -21,11 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.cases import INENV_DIR, collect_cases, pytest_args
-from harness.cellrun import CELL_ENV
-from harness.envs import default_cache_dir, get_backend
-from harness.plan import make_plan
-from harness.spec import load_matrix
+from harness.core.paths import INENV_DIR, default_cache_dir
+from harness.envs import get_backend
+from harness.matrix.load import load_matrix
+from harness.plan.cases import collect_cases, pytest_args
+from harness.plan.cells import make_plan
+from harness.run.cell import CELL_ENV
 
 
 def bare(python: str, cases_dir: Path, nodeids: list[str]) -> None:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from harness.envs.docker import DockerBackend
-from harness.spec import parse_matrix
+from harness.matrix.load import parse_matrix
 
 MATRIX = """\
 version: 1

@@ -65,13 +65,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # this checkout's harness, not whichever one is installed
     sys.path.insert(0, str(ROOT))
 
-from harness.cases import collect_cases  # noqa: E402
-from harness.cellrun import CellRun  # noqa: E402
-from harness.plan import Cell, Plan  # noqa: E402
-from harness.results import CellResult, Outcome  # noqa: E402
-from harness.shard import make_shards  # noqa: E402
-from harness.spec import DEFAULT_MAX_CELLS, EnvSpec  # noqa: E402
-from harness.store import CASES, FORMAT, META, PLAN, RESULTS, SHARED  # noqa: E402
+from harness.core.matrix import EnvSpec  # noqa: E402
+from harness.core.results import CellResult, CellRun, Outcome  # noqa: E402
+from harness.matrix.load import DEFAULT_MAX_CELLS  # noqa: E402
+from harness.plan.cases import collect_cases  # noqa: E402
+from harness.plan.cells import Cell, Plan  # noqa: E402
+from harness.plan.shard import make_shards  # noqa: E402
+from harness.records.layout import CASES, FORMAT, META, PLAN, RESULTS, SHARED  # noqa: E402
 from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells  # noqa: E402
 
 HARDWARE = ("cpu", "sm_80", "sm_90")

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__
-from harness.bulk import no_cycle_collection
-from harness.errors import HarnessError, UsageError
+from harness.core.bulk import no_cycle_collection
+from harness.core.errors import HarnessError, UsageError
 
 if TYPE_CHECKING:
     from harness.workflow import RunOptions
@@ -47,7 +47,7 @@ def _find_links(p: argparse.ArgumentParser) -> None:
 
 
 def _expectations(p: argparse.ArgumentParser, fail_on: str | None) -> None:
-    from harness.expect import FAIL_ON
+    from harness.records.expect import FAIL_ON
 
     p.add_argument("--fail-on", choices=FAIL_ON, default=fail_on,
                    help="exit 1 when: new = a cell fails that was not expected to (matrix "
@@ -236,7 +236,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.format in ("gha", "shards"):
         return _print_shards(args, state)
     if args.format == "json":
-        from harness.plan import json_lines
+        from harness.plan.cells import json_lines
 
         # A JSON list, one cell a line (indent= would run the pure Python encoder over
         # 100,000 cells), still one line per cell to read and diff.
@@ -257,7 +257,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _print_shards(args: argparse.Namespace, state: Any) -> int:
-    from harness.shard import fit_shards, make_shards
+    from harness.plan.shard import fit_shards, make_shards
     from harness.workflow import shard_durations
 
     count, note = fit_shards(state.plan, args.shards)
@@ -306,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.baseline:  # a bad baseline is said now, not after the whole run
-        from harness.expect import load_baseline, resolve_baseline
+        from harness.records.baseline import load_baseline, resolve_baseline
 
         args.baseline = str(resolve_baseline(args.baseline, args.reports))
         load_baseline(Path(args.baseline), args.reports)
@@ -315,10 +315,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume and args.run_id:
         raise UsageError("--resume continues a run; --run-id names a new one: give one")
     if args.shard:
-        from harness.shard import parse_shard
+        from harness.plan.shard import parse_shard
 
         parse_shard(args.shard)
-    from harness.store import RUN_ID
+    from harness.records.layout import RUN_ID
 
     if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
         raise UsageError(f"--run-id {args.run_id!r}: use letters, digits, '.', '_' and '-'")
@@ -326,8 +326,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report import write_report
-    from harness.store import RunStore
+    from harness.records.store import RunStore
+    from harness.report.build import write_report
 
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
@@ -349,18 +349,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> Any:
-    from harness.expect import load_baseline
+    from harness.records.baseline import load_baseline
 
     return load_baseline(Path(args.baseline), args.reports) if args.baseline else None
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from harness.merge import merge_runs
-    from harness.store import RunStore
+    from harness.records.merge import merge_runs
+    from harness.records.store import RunStore
 
     sources = [RunStore.open(args.reports, run) for run in args.runs]
     if args.baseline:  # `latest` is the newest run before the merged one
-        from harness.expect import resolve_baseline
+        from harness.records.baseline import resolve_baseline
 
         args.baseline = str(resolve_baseline(args.baseline, args.reports))
     baseline = _baseline(args)
@@ -382,9 +382,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    from harness.expect import baseline_from
-    from harness.merge import choose_records
-    from harness.store import RunStore
+    from harness.records.baseline import baseline_from
+    from harness.records.select import choose_records
+    from harness.records.store import RunStore
 
     stores = [RunStore.open(args.reports, run) for run in args.runs]
     results = [r for _, r in choose_records(stores)[0].values()]
@@ -400,7 +400,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from harness import history
+    from harness.records import history
 
     folder = args.dir or args.reports / "runs"
     if args.last < 1:
@@ -422,8 +422,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from harness.envs import BACKENDS, default_cache_dir
-    from harness.spec import load_matrix
+    from harness.core.paths import default_cache_dir
+    from harness.envs import BACKENDS
+    from harness.matrix.load import load_matrix
 
     cache = default_cache_dir()
     if args.action == "check":
@@ -456,7 +457,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 def _envs_check(args: argparse.Namespace, cache: Path) -> int:
     from harness.envs import get_backend
-    from harness.preflight import DEFAULT_PLATFORM, check_environments, render_table, summary
+    from harness.envs.preflight import DEFAULT_PLATFORM, check_environments, render_table, summary
 
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
@@ -483,8 +484,12 @@ def _selected_envs(args: argparse.Namespace) -> list[Any]:
     """The matrix's environments (sources applied), filtered by ``--env`` globs."""
     from fnmatch import fnmatchcase
 
-    from harness.sources import find_links_folders, offline_from_environment, with_find_links
-    from harness.spec import load_matrix
+    from harness.matrix.load import load_matrix
+    from harness.matrix.sources import (
+        find_links_folders,
+        offline_from_environment,
+        with_find_links,
+    )
 
     spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)),
                            offline=offline_from_environment(args.offline))
@@ -498,10 +503,10 @@ def _selected_envs(args: argparse.Namespace) -> list[Any]:
 def cmd_wheelhouse(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from harness.envs import default_cache_dir
+    from harness.core.paths import default_cache_dir
     from harness.envs.overlay import read_packages
-    from harness.preflight import DEFAULT_PLATFORM
-    from harness.wheelhouse import build_wheelhouse, summary
+    from harness.envs.preflight import DEFAULT_PLATFORM
+    from harness.envs.wheelhouse import build_wheelhouse, summary
 
     envs = [e for e in _selected_envs(args) if e.backend == "uv"]
     base = read_packages(args.base_packages) if args.base_packages else None
@@ -524,7 +529,7 @@ def cmd_wheelhouse(args: argparse.Namespace) -> int:
 
 def cmd_images(args: argparse.Namespace) -> int:
     from harness.envs.docker import connect
-    from harness.images import LOCAL_BASE, bootstrap_base
+    from harness.envs.images import LOCAL_BASE, bootstrap_base
 
     print(bootstrap_base(connect(), tag=args.tag or LOCAL_BASE, suite=args.suite,
                          mirror=args.mirror, force=args.force))
@@ -532,7 +537,7 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from harness.hardware import describe, probe_machine
+    from harness.plan.hardware import describe, probe_machine
 
     print(describe(probe_machine()))
     return 0

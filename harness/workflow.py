@@ -12,15 +12,31 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.cases import CaseVariant, collect_cases
-from harness.dispatch import DispatchStats
-from harness.envs import default_cache_dir
-from harness.errors import UsageError
-from harness.executors import Executor
-from harness.plan import Plan, filter_plan, make_plan
-from harness.results import CellResult
-from harness.spec import MatrixSpec, load_matrix
-from harness.store import RunStore
+from harness.core.bulk import no_cycle_collection
+from harness.core.errors import UsageError
+from harness.core.matrix import MatrixSpec
+from harness.core.paths import default_cache_dir
+from harness.core.reaper import Registry
+from harness.core.redact import Redactor
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.matrix.load import load_matrix
+from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
+from harness.plan.cases import CaseVariant, collect_cases
+from harness.plan.cells import Plan, filter_plan, make_plan
+from harness.plan.hardware import probe_machine
+from harness.plan.shard import select_shard
+from harness.records import expect
+from harness.records.baseline import load_baseline
+from harness.records.runs import previous_run
+from harness.records.store import RunStore
+from harness.report.build import diff_runs, write_report
+from harness.report.ci import publish
+from harness.run.cell import static_result
+from harness.run.dispatch import DispatchStats, dispatch
+from harness.run.executors import Executor
+from harness.run.executors.local import LocalExecutor
+from harness.run.executors.ray import RayExecutor
+from harness.run.progress import RunProgress
 
 __all__ = ["RunOptions", "RunState", "default_cache_dir", "execute"]
 
@@ -69,8 +85,6 @@ Step = Callable[[RunState], "RunState | int"]
 
 
 def load_spec(state: RunState) -> RunState:
-    from harness.sources import find_links_folders, offline_from_environment, with_find_links
-
     folders = find_links_folders(state.options.find_links)
     spec = with_find_links(load_matrix(state.options.matrix), folders,
                            offline=offline_from_environment(state.options.offline))
@@ -90,22 +104,15 @@ def load_spec(state: RunState) -> RunState:
 
 def open_executor(state: RunState) -> RunState:
     """Where cells will run; planning asks it which hardware there is."""
-    from harness.hardware import probe_machine
-
     assert state.spec is not None
     opts = state.options
     machine = probe_machine(opts.gpus)
     cases_dir = state.spec.cases_dir.resolve()
     executor: Executor
     if opts.executor == "ray":
-        from harness.executors.ray import RayExecutor
-
         executor = RayExecutor(address=opts.address, cases_dir=cases_dir, machine=machine,
                                jobs=opts.jobs)
     else:
-        from harness.executors.local import LocalExecutor
-        from harness.reaper import Registry
-
         # What a killed run on this machine left running (cells, builds) goes first.
         reaped = Registry(opts.cache_dir).reap()
         if reaped:
@@ -118,8 +125,6 @@ def open_executor(state: RunState) -> RunState:
 
 def probe_targets(state: RunState) -> RunState:
     """For ``harness plan``: this machine's hardware, without starting an executor."""
-    from harness.hardware import probe_machine
-
     return replace(state, targets=probe_machine(state.options.gpus).targets)
 
 
@@ -130,8 +135,6 @@ def plan_cells(state: RunState) -> RunState:
                        hardware=state.options.hardware)
     full = plan
     if state.options.shard:
-        from harness.shard import select_shard
-
         plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))
     return replace(state, plan=plan, full_plan=full)
 
@@ -147,8 +150,6 @@ def shard_durations(options: RunOptions) -> dict[str, float]:
 def open_store(state: RunState) -> RunState | int:
     assert state.plan is not None and state.executor is not None and state.spec is not None
     opts = state.options
-    from harness.redact import Redactor
-
     # The matrix's own `env:` values count too (an API key given to a case).
     redactor = Redactor.from_environment(*(e.env_vars for e in state.spec.environments))
     if opts.resume:
@@ -178,11 +179,6 @@ def open_store(state: RunState) -> RunState | int:
 
 
 def run_cells(state: RunState) -> RunState:
-    from harness.cellrun import CellRun, static_result
-    from harness.dispatch import dispatch
-    from harness.progress import RunProgress
-    from harness.results import Outcome
-
     assert state.plan is not None and state.store is not None and state.executor is not None
     present = state.executor.serves
     runnable = [c for c in state.plan.cells if c.hardware in present]
@@ -222,8 +218,6 @@ def expected_durations(state: RunState) -> dict[str, float]:
 def report(state: RunState) -> RunState:
     assert state.store is not None
     if state.options.report:
-        from harness.expect import load_baseline
-
         opts = state.options
         baseline = load_baseline(Path(opts.baseline), opts.reports_dir) if opts.baseline else None
         paths = publish_report(state.store, opts.reports_dir, baseline=baseline)
@@ -240,10 +234,6 @@ def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
     (default: the run before it of the same slice); ``reports/latest`` then points at it if
     the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it).
     ``results``: the record's, if the caller holds them (``write_report``)."""
-    from harness.bulk import no_cycle_collection
-    from harness.ci import previous_run
-    from harness.report import write_report
-
     if previous is None:
         before = previous_run(reports_dir, store.run_dir)
         previous = RunStore(before) if before else None
@@ -276,9 +266,6 @@ def publish_ci(store: RunStore, reports_dir: Path,
 
     if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
         return
-    from harness.ci import previous_run, publish
-    from harness.report import diff_runs
-
     before = previous_run(reports_dir, store.run_dir)
     results = list(results) if results is not None else store.results()
     changes = diff_runs(RunStore(before).results(), results) if before else []
@@ -295,9 +282,7 @@ def exit_code(state: RunState) -> int:
 
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
                 baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
-    from harness import expect
-
-    known = expect.load_baseline(Path(baseline), reports_dir) if baseline else None
+    known = load_baseline(Path(baseline), reports_dir) if baseline else None
     verdicts = expect.judge_runs(stores, known, results)
     lines = expect.summary_lines(verdicts)
     if len(lines) > 1 or known is not None:

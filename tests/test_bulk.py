@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.bulk import side_by_side
-from harness.errors import HarnessError, UsageError
+from harness.core.bulk import side_by_side
+from harness.core.errors import HarnessError, UsageError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or (os.cpu_count() or 1) < 2,
                                 reason="needs fork and a second core (else it runs in order)")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cases import collect_cases
-from harness.cellrun import iter_batch, run_cell
 from harness.envs.host import HostBackend
-from harness.plan import make_plan
-from harness.spec import parse_matrix
+from harness.matrix.load import parse_matrix
+from harness.plan.cases import collect_cases
+from harness.plan.cells import make_plan
+from harness.run.cell import iter_batch, run_cell
 from tests.conftest import DATA, PY
 
 CASES = DATA / "behaviour"

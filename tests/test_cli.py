@@ -69,7 +69,7 @@ def test_run_flags_that_do_not_fit_are_one_line(tmp_path: Path, args: tuple[str,
 
 def test_collection_is_cached_until_a_case_file_changes(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.cases import collect_cases
+    from harness.plan.cases import collect_cases
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     cases = tmp_path / "cases"

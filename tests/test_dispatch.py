@@ -162,8 +162,8 @@ def test_a_failed_build_is_counted_as_failed_not_as_nothing_to_build(tmp_path: P
 
 
 def test_longest_expected_batches_go_first() -> None:
-    from harness.dispatch import order_batches
-    from harness.plan import Cell
+    from harness.plan.cells import Cell
+    from harness.run.dispatch import order_batches
 
     cells = [Cell(cell_id=i, env=None, case=None, hardware="cpu")  # type: ignore[arg-type]
              for i in "abcd"]
@@ -173,10 +173,10 @@ def test_longest_expected_batches_go_first() -> None:
 
 def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
 
-    from harness.cases import CaseVariant
-    from harness.dispatch import make_batches
-    from harness.plan import Cell
-    from harness.spec import EnvSpec
+    from harness.core.matrix import EnvSpec
+    from harness.plan.cases import CaseVariant
+    from harness.plan.cells import Cell
+    from harness.run.dispatch import make_batches
 
     def cell(env: str, variant: str, module: str = "test_a.py", isolate: bool = False) -> Cell:
         spec = EnvSpec(name=env, origin="t", values=(), backend="host", python="3.11",

@@ -21,9 +21,9 @@ import pytest
 
 from harness.envs import LaunchRequest
 from harness.envs.docker import DockerBackend
-from harness.images import LABEL, bootstrap_base
-from harness.spec import parse_matrix
-from harness.store import RunStore
+from harness.envs.images import LABEL, bootstrap_base
+from harness.matrix.load import parse_matrix
+from harness.records.store import RunStore
 from tests.conftest import DATA, ROOT, report_dir, write_matrix
 
 pytestmark = pytest.mark.docker

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import Outcome
-from harness.store import RunStore
+from harness.core.results import Outcome
+from harness.records.store import RunStore
 from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse, report_line
 
 pytestmark = [pytest.mark.slow, needs_wheelhouse]

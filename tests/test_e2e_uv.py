@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.store import RunStore
+from harness.records.store import RunStore
 from tests.conftest import ROOT, report_dir, write_matrix
 
 pytestmark = pytest.mark.slow

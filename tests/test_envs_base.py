@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from harness.core.matrix import EnvSpec
 from harness.envs.base import drift
-from harness.spec import EnvSpec, requirement_for
+from harness.matrix.load import requirement_for
 
 
 def env(pins: dict[str, str], packages: tuple[str, ...] = ()) -> EnvSpec:

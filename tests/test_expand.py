@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.expand import expand
+from harness.matrix.expand import expand
 
 #: The expansion GitHub documents for its include example.
 GITHUB_INCLUDE_EXPANSION = [

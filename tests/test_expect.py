@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SpecError, UsageError
-from harness.expect import Baseline, Rule, baseline_from, exit_code, judge, load_baseline
-from harness.results import CellResult, Outcome
-from harness.spec import parse_matrix
+from harness.core.errors import SpecError, UsageError
+from harness.core.results import CellResult, Outcome
+from harness.core.rules import Rule
+from harness.matrix.load import parse_matrix
+from harness.records.baseline import Baseline, baseline_from, load_baseline
+from harness.records.expect import exit_code, judge
 from tests.conftest import ROOT, report_dir, write_matrix
 
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from harness.cases import CaseVariant
-from harness.hardware import Gpu, Machine, arch_serves, probe_machine
+from harness.core.matrix import EnvSpec
 from harness.inenv import harness_probe
 from harness.inenv.harness_probe import visible_gpus
-from harness.plan import Cell
-from harness.scheduler import make_slots
-from harness.spec import EnvSpec
+from harness.plan.cases import CaseVariant
+from harness.plan.cells import Cell
+from harness.plan.hardware import Gpu, Machine, arch_serves, probe_machine
+from harness.run.scheduler import make_slots
 
 # Two GPUs as nvidia-smi / NVML report them: PCI bus order.
 GPUS: list[dict[str, Any]] = [
@@ -64,7 +64,7 @@ def test_sm_90a_cells_run_on_an_sm_90_gpu_and_nowhere_else() -> None:
 
 
 def test_a_gpu_declared_as_sm_90a_is_a_cc_9_0_gpu_that_serves_sm_90a() -> None:
-    from harness.hardware import _override
+    from harness.plan.hardware import _override
 
     (gpu,) = _override("3:sm_90a", {})
     assert (gpu.index, gpu.arch, gpu.compute_capability, gpu.fp8) == (3, "sm_90", "9.0", True)
@@ -72,7 +72,7 @@ def test_a_gpu_declared_as_sm_90a_is_a_cc_9_0_gpu_that_serves_sm_90a() -> None:
 
 
 def test_doctor_prints_how_a_node_joins_a_ray_cluster() -> None:
-    from harness.hardware import ray_start_line
+    from harness.plan.hardware import ray_start_line
 
     machine = Machine(gpus=(Gpu(index=0, arch="sm_90"), Gpu(index=1, arch="sm_90"),
                             Gpu(index=2, arch="sm_80")))

@@ -155,7 +155,7 @@ def test_workaround():
     assert item["caveats"] == ["not a fix"] and item["doc"] == "Drops the state."
     assert item["description"].endswith("Mechanism, at length.")
 
-    from harness.cases import _variant
+    from harness.plan.cases import _variant
 
     variant = _variant(item)
     assert variant.upstream == ("https://github.com/owner/repo/issues/12",)

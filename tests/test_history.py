@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UsageError
-from harness.history import load, prune, run_folders
-from harness.results import CellResult, Outcome
+from harness.core.errors import UsageError
+from harness.core.results import CellResult, Outcome
+from harness.records.history import load, prune
+from harness.records.runs import run_folders
 
 P, F, R = Outcome.PASS, Outcome.FAIL, Outcome.REPRODUCED
 
@@ -77,7 +78,7 @@ def test_history_command(tmp_path: Path) -> None:
 
 def test_the_index_is_used_while_current_and_rebuilt_when_the_record_grows(
         tmp_path: Path) -> None:
-    from harness.history import INDEX, run_outcomes
+    from harness.records.history import INDEX, run_outcomes
 
     run = write_run(tmp_path, "n1", 1.0, {("a", "x"): P})
     assert run_outcomes(run) == {("a", "case::x", "cpu"): P}

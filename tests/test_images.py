@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.images import LOCAL_BASE, base_image, plan_image
-from harness.spec import parse_matrix
+from harness.envs.images import LOCAL_BASE, base_image, plan_image
+from harness.matrix.load import parse_matrix
 
 MATRIX = """\
 version: 1
@@ -65,7 +65,7 @@ def test_the_ca_bundle_lands_where_ca_certificates_does_not_write(tmp_path: Path
 
 
 def test_a_source_build_gets_its_requirements_first_and_no_isolation() -> None:
-    from harness.spec import BuildSetting, EnvSpec
+    from harness.core.matrix import BuildSetting, EnvSpec
 
     setting = BuildSetting(dist="transformer-engine-torch", via=("transformer-engine",),
                            isolation=False, requires=("torch", "pybind11"),
@@ -91,7 +91,7 @@ def test_a_uv_shim_on_path_is_not_copied_into_images(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """pyenv and asdf put a shell script named uv first on PATH; copied into an image, it
     finds no uv there and every build fails."""
-    from harness.images import find_uv_binary
+    from harness.envs.images import find_uv_binary
 
     shim = tmp_path / "uv"
     shim.write_text("#!/usr/bin/env bash\nexec pyenv exec uv \"$@\"\n")

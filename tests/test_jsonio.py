@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness import jsonio
+from harness.core import jsonio
 
 
 @pytest.mark.parametrize("value", [

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from harness.junit import write_junit
-from harness.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome
+from harness.report.junit import write_junit
 
 
 def cell(variant: str, outcome: Outcome, **extra: object) -> CellResult:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import collect_cases
-from harness.plan import make_plan
-from harness.spec import load_matrix
+from harness.matrix.load import load_matrix
+from harness.plan.cases import collect_cases
+from harness.plan.cells import make_plan
 from tests.conftest import ROOT
 
 MATRICES = [ROOT / "matrix.yaml", *sorted((ROOT / "matrices").glob("*.yaml"))]

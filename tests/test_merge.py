@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.merge import _Linker
+from harness.records.merge import _Linker
 
 
 def test_every_link_is_in_place_when_close_returns(tmp_path: Path) -> None:

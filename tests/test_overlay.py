@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import EnvBuildError
+from harness.core.matrix import EnvSpec
 from harness.envs.uv import UvBackend, uv_environ
-from harness.errors import EnvBuildError
-from harness.spec import EnvSpec
-from harness.store import RunStore
+from harness.records.store import RunStore
 from tests.conftest import PY, ROOT
 from tests.packages import make_wheel
 

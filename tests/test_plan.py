@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import collect_cases
-from harness.errors import UsageError
-from harness.plan import cell_id, filter_plan, json_lines, make_plan
-from harness.spec import load_matrix
+from harness.core.errors import UsageError
+from harness.matrix.load import load_matrix
+from harness.plan.cases import collect_cases
+from harness.plan.cells import cell_id, filter_plan, json_lines, make_plan
 from tests.conftest import ROOT
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.preflight import DEFAULT_PLATFORM, resolve_env, summary, unreachable_host
-from harness.spec import EnvSpec
+from harness.core.matrix import EnvSpec
+from harness.envs.preflight import DEFAULT_PLATFORM, resolve_env, summary, unreachable_host
 from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse, report_line
 
 # uv 0.13's words, as printed on this machine for an index and a git source it cannot reach.

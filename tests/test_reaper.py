@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.reaper import scratch_prefix, start_time, sweep_scratch
+from harness.core.reaper import scratch_prefix, start_time, sweep_scratch
 from tests.conftest import DATA, PY, ROOT, write_matrix
 from tests.packages import make_sdist
 

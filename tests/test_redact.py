@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.redact import Redactor, passed, secret_values
+from harness.core.redact import Redactor, passed, secret_values
 from tests.conftest import DATA, ROOT, write_matrix
 
 PLANTED = {"HF_TOKEN": "hf_plantedTOKENvalue123", "GITHUB_TOKEN": "ghp_plantedGITHUB456",

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from harness.cases import collect_cases
-from harness.errors import UsageError
-from harness.plan import make_plan
-from harness.shard import make_shards
-from harness.spec import parse_matrix
+from harness.core.errors import UsageError
+from harness.matrix.load import parse_matrix
+from harness.plan.cases import collect_cases
+from harness.plan.cells import make_plan
+from harness.plan.shard import make_shards
 from tests.conftest import DATA, PY, ROOT, report_dir
 
 K = "test_behaviour.py::test_[pro]*"  # pass, reproduces, other_error, os_exit

@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from harness.cellrun import CellRun
-from harness.report import write_report
-from harness.results import CellResult, Outcome
-from harness.store import RunStore
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.records.store import RunStore
+from harness.report.build import write_report
 
 XSS = '<img src=x onerror="window.__xss=1"></script><script>window.__xss=1</script>'
 CASES = {

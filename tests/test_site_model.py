@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from harness.results import CellResult, Outcome
-from harness.site.model import build_site, spec_versions
+from harness.core.results import CellResult, Outcome
+from harness.report.site.model import build_site, spec_versions
 
 CASES = {
     "mk::repro": {"case": "mk", "variant": "repro", "failure": "addmm on Half",

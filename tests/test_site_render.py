@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.results import Outcome
-from harness.site.model import build_site
-from harness.site.render import ROWS_PER_PAGE, render_site
+from harness.core.results import Outcome
+from harness.report.site.model import build_site
+from harness.report.site.render import ROWS_PER_PAGE, render_site
 from tests.test_site_model import CASES, cell, envs
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import UsageError
-from harness.sources import find_links_folders, wheels_by_name, with_find_links
-from harness.spec import parse_matrix
+from harness.core.errors import UsageError
+from harness.matrix.load import parse_matrix
+from harness.matrix.sources import find_links_folders, wheels_by_name, with_find_links
 from tests.packages import make_wheel
 
 MATRIX = """\

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import SpecError
-from harness.spec import parse_matrix, requirement_for, short_value
+from harness.core.errors import SpecError
+from harness.core.matrix import short_value
+from harness.matrix.load import parse_matrix, requirement_for
 from tests.test_expand import GITHUB_INCLUDE_EXPANSION
 
 GOOD = """\
@@ -101,8 +102,8 @@ def test_bad_backend_lists_valid_ones() -> None:
 
 
 def test_spec_accepts_exactly_the_implemented_backends() -> None:
+    from harness.core.matrix import BACKEND_NAMES
     from harness.envs import BACKENDS
-    from harness.spec import BACKEND_NAMES
 
     assert sorted(BACKENDS) == sorted(BACKEND_NAMES)
 

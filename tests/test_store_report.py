@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import store as store_module
-from harness.report import diff_runs, long_columns, results_frame, summary_line, write_report
-from harness.results import CellResult, Outcome
-from harness.store import RunStore
+from harness.core.results import CellResult, Outcome
+from harness.records import codec as store_module
+from harness.records.store import RunStore
+from harness.report.build import diff_runs, long_columns, results_frame, summary_line, write_report
 
 
 def result(cell: str, env: str, variant: str, outcome: Outcome) -> CellResult:
@@ -117,7 +117,7 @@ def test_a_run_folder_moved_elsewhere_still_renders_with_working_log_links(
     import subprocess
     import sys
 
-    from harness.cellrun import CellRun
+    from harness.core.results import CellRun
     from tests.conftest import ROOT
 
     store = RunStore.create(tmp_path / "here", {"planned": []}, run_id="nightly-shard-3",
@@ -165,7 +165,7 @@ def test_several_records_merge_into_one_table(tmp_path: Path) -> None:
 def test_an_existing_run_id_is_not_overwritten(tmp_path: Path) -> None:
     import pytest
 
-    from harness.errors import UsageError
+    from harness.core.errors import UsageError
 
     RunStore.create(tmp_path, {"planned": []}, run_id="nightly")
     with pytest.raises(UsageError, match="already exists"):
@@ -218,7 +218,7 @@ def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(
 
 
 def test_the_heatmap_has_a_row_per_environment_and_target_a_column_per_variant() -> None:
-    from harness.report import _heatmap
+    from harness.report.build import _heatmap
 
     columns = {"environment": ["b", "b", "a", "b", "a"],
                "hardware": ["cpu", "cpu", "cpu", "sm_90", "cpu"],

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import EnvBuildError, EnvImportError
+from harness.core.matrix import BuildSetting, EnvSpec
 from harness.envs.base import LaunchRequest
 from harness.envs.uv import UvBackend, check_nvcc
-from harness.errors import EnvBuildError, EnvImportError
-from harness.spec import BuildSetting, EnvSpec
 from tests.conftest import PY
 from tests.packages import make_sdist, make_wheel
 

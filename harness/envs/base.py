@@ -21,11 +21,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.errors import DriftError
+from harness.core.errors import DriftError
+from harness.core.matrix import EnvSpec, requirement_name
+from harness.core.reaper import Registry, new_token
+from harness.core.redact import passed
 from harness.inenv import harness_fingerprint, harness_imports, harness_probe
-from harness.reaper import Registry, new_token
-from harness.redact import passed
-from harness.spec import EnvSpec, requirement_name
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
 IMPORTS_SCRIPT = Path(harness_imports.__file__)

@@ -15,7 +15,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from harness.cases import INENV_DIR
+from harness.core.errors import BackendError, DriftError, InfraError
+from harness.core.matrix import EnvSpec
+from harness.core.paths import INENV_DIR
 from harness.envs.base import (
     FINGERPRINT_SCRIPT,
     Backend,
@@ -25,8 +27,7 @@ from harness.envs.base import (
     check_drift,
     locked,
 )
-from harness.errors import BackendError, DriftError, InfraError
-from harness.images import (
+from harness.envs.images import (
     LABEL,
     BuildReport,
     ensure_image,
@@ -35,7 +36,6 @@ from harness.images import (
     plan_image,
     write_json,
 )
-from harness.spec import EnvSpec
 
 CASES, INENV, RUN = "/harness/cases", "/harness/inenv", "/harness/run"
 PYTHON = "/opt/env/bin/python"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from harness.core.matrix import EnvSpec
 from harness.envs.base import (
     Backend,
     Environment,
@@ -13,7 +14,6 @@ from harness.envs.base import (
     launch_local,
     read_fingerprint,
 )
-from harness.spec import EnvSpec
 
 
 class HostBackend(Backend):

@@ -31,8 +31,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.core.errors import EnvBuildError, UsageError
 from harness.envs.base import read_fingerprint
-from harness.errors import EnvBuildError, UsageError
 
 PTH_NAME = "_harness_base.pth"
 # The user site too: clusters put torch there with `pip install --user`, and the base's

@@ -6,9 +6,9 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.errors import EnvBuildError
+from harness.core.errors import EnvBuildError
+from harness.core.matrix import EnvSpec, requirement_name
 from harness.inenv import harness_probe
-from harness.spec import EnvSpec, requirement_name
 
 
 def build_requirements(spec: EnvSpec) -> list[str]:

@@ -16,6 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import EnvBuildError, EnvImportError
+from harness.core.matrix import EnvSpec
+from harness.core.reaper import Registry, new_token
 from harness.envs.base import (
     Backend,
     Environment,
@@ -43,10 +46,7 @@ from harness.envs.sourcebuild import (
     check_nvcc,
     no_isolation_args,
 )
-from harness.errors import EnvBuildError, EnvImportError
 from harness.inenv.harness_probe import nvcc_version
-from harness.reaper import Registry, new_token
-from harness.spec import EnvSpec
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"

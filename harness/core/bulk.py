@@ -1,0 +1,86 @@
+"""Work over a fleet's records: without the cyclic garbage collector, on both cores.
+
+Reading 100,000 result lines makes millions of small objects, none in a cycle; the collector
+walks all of them again and again as they pile up (on a 2-core runner that was 60% of reading
+a record). The batch commands (plan, merge, report, history, baseline) and the report a run
+writes at its end pause it; reference counting still frees everything as usual.
+
+A report's outputs are independent once its data is in memory: ``side_by_side`` writes one
+share of them in a forked copy of the process while this one writes the rest (threads would
+take turns on the GIL; a forked copy needs no data sent to it).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from harness.core.errors import HarnessError
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def side_by_side(there: Callable[[], None], here: Callable[[], None], what: str) -> None:
+    """``there`` in a forked child while ``here`` runs in this process; both have finished on
+    return, and an error in either is raised here: the child's as it was (a HarnessError), or
+    a RuntimeError holding its traceback (a bug). ``what``: what ``there`` does, for the
+    message when the child dies without a word (killed). One after the other where forking is
+    not safe or gains nothing: one core, no ``fork``, other threads running (a fork copies
+    their locks, held or not)."""
+    if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
+        there()
+        here()
+        return
+    sys.stdout.flush()  # or the child's exit would write what is buffered a second time
+    sys.stderr.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover  (the child; its work is checked by what it wrote)
+        os.close(read)
+        code = 0
+        try:
+            there()
+        except BaseException as exc:  # everything goes back to the parent
+            code = 1
+            failure = exc if isinstance(exc, HarnessError) else RuntimeError(
+                f"{what} (in a second process) failed:\n{traceback.format_exc()}")
+            try:
+                payload = pickle.dumps(failure)
+            except Exception:
+                payload = pickle.dumps(RuntimeError(f"{what} failed: {exc!r}"))
+            with os.fdopen(write, "wb") as fh:
+                fh.write(payload)
+        finally:
+            os._exit(code)
+    os.close(write)
+    try:
+        here()
+    finally:
+        with os.fdopen(read, "rb") as fh:
+            payload = fh.read()
+        _, status = os.waitpid(pid, 0)
+    if payload:
+        raise pickle.loads(payload)
+    if status != 0:
+        raise HarnessError(f"{what}: its process ended abnormally ({_status(status)})")
+
+
+def _status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"

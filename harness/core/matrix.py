@@ -1,0 +1,185 @@
+"""The matrix as data: what matrix.yaml defines, in frozen dataclasses every stage reads.
+
+``harness.matrix.load`` builds these from the YAML; nothing else sees raw dicts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from harness.core.errors import SpecError, UsageError
+from harness.core.rules import Rule
+
+#: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
+BACKEND_NAMES = ("docker", "host", "uv")
+DEFAULT_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CaseSelector:
+    """One entry of a ``cases:`` list: a case id glob, a path, or ``marker:NAME``."""
+
+    pattern: str
+    where: str  # "matrix.yaml:12: matrices.cpu.cases[0]", for errors raised once cases are known
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSetting:
+    """How one distribution is built from source, wherever an environment installs it.
+
+    ``isolation: false`` builds it inside the environment, against the environment's own torch
+    (TE's and flash-attn's ``setup.py`` import torch); ``requires`` are installed first (a name
+    the environment pins, torch, takes the environment's pin); ``env`` goes to the build
+    (``MAX_JOBS``); ``nvcc`` is the CUDA compiler the build needs, checked before building.
+    """
+
+    dist: str
+    via: tuple[str, ...] = ()  # requirements that pull ``dist`` in (transformer-engine)
+    isolation: bool = True
+    requires: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    nvcc: str | None = None
+
+    def applies_to(self, requirement_names: set[str]) -> bool:
+        return bool({self.dist, *self.via} & requirement_names)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dist": self.dist, "via": self.via, "isolation": self.isolation,
+                "requires": self.requires, "env": self.env, "nvcc": self.nvcc}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvSpec:
+    """Everything that defines one environment. ``key`` hashes what changes its content."""
+
+    name: str
+    origin: str
+    values: tuple[tuple[str, str], ...]
+    backend: str
+    python: str
+    requirements: tuple[str, ...]
+    pins: tuple[tuple[str, str], ...]
+    index_urls: tuple[str, ...] = ()
+    cuda: str | None = None
+    image: str | None = None
+    env_vars: tuple[tuple[str, str], ...] = ()
+    hardware: tuple[str, ...] = ("cpu",)
+    cases: tuple[CaseSelector, ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
+    network: bool = False
+    # The memory limit ("16g"): a container's, or an rlimit on a local cell's data segment.
+    memory: str | None = None
+    builds: tuple[BuildSetting, ...] = ()  # the matrix's build settings that apply here
+    # An overlay: the interpreter whose packages this environment inherits ("host", a command
+    # or a path). Its fingerprint joins the key when the environment is realized.
+    base: str | None = None
+    # Set per run, not in matrix.yaml, and not in the key: they say where packages come
+    # from, not what is installed (a swapped URL requirement changes the requirements).
+    find_links: tuple[str, ...] = ()  # local wheel folders
+    offline: bool = False  # install from find_links only; never touch an index
+    retries: int = 0  # a failed cell is run again this many times; failed-then-passed: FLAKY
+    # Rebuild (re-resolve) if built before this time: what `*` and range pins resolve to
+    # changes with every release. A time, not a flag, so that each machine of a cluster
+    # rebuilds once per run, not once per worker process.
+    refresh_before: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """For the run record: what the environment was asked to hold."""
+        return {"name": self.name, "key": self.key, "origin": self.origin,
+                "values": dict(self.values), "backend": self.backend, "python": self.python,
+                "requirements": list(self.requirements), "index_urls": list(self.index_urls),
+                "cuda": self.cuda, "image": self.image, "env": dict(self.env_vars),
+                "hardware": list(self.hardware), "timeout": self.timeout, "base": self.base,
+                "builds": [b.to_dict() for b in self.builds]}
+
+    @property
+    def source_builds(self) -> tuple[BuildSetting, ...]:
+        """The build settings that build a package inside this environment, not isolated."""
+        return tuple(b for b in self.builds if not b.isolation)
+
+    @cached_property
+    def key(self) -> str:
+        # Cached (frozen, so it cannot change): a plan asks it once per cell, 100,000 times.
+        content: dict[str, Any] = {
+            "backend": self.backend, "python": self.python, "requirements": self.requirements,
+            "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
+        }
+        if self.base:
+            content["base"] = self.base
+        if self.cuda:  # picks the Docker base image and the torch build drift checks
+            content["cuda"] = self.cuda
+        # Only present when set, so that environments without them keep their keys.
+        if self.builds:
+            content["builds"] = [b.to_dict() for b in self.builds]
+        blob = json.dumps(content, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixSpec:
+    file: str
+    cases_dir: Path
+    environments: tuple[EnvSpec, ...] = field(default_factory=tuple)
+    cases_dir_line: int | None = None  # where an error about the cases folder points
+    # CI runner labels per hardware target (``sm_90: [self-hosted, h100]``), for shard jobs.
+    runners: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    body_line: int | None = None  # where the environments start (matrices: or environments:)
+    expect: tuple[Rule, ...] = ()  # what some cells are known to show (harness.expect)
+
+    def runner_for(self, hardware: str) -> list[str]:
+        """Where a shard of ``hardware`` runs: the matrix's ``runners:``, else GitHub's
+        ubuntu-latest for the CPU and a self-hosted runner labelled with the architecture."""
+        if hardware in self.runners:
+            return list(self.runners[hardware])
+        return ["ubuntu-latest"] if hardware == "cpu" else ["self-hosted", hardware]
+
+    def cases_error(self, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=self.cases_dir_line or 1,
+                         path="cases_dir")
+
+    def environment(self, name: str) -> EnvSpec:
+        for env in self.environments:
+            if env.name == name:
+                return env
+        raise UsageError(f"no environment named {name!r} in {self.file}")
+
+
+@lru_cache(maxsize=4096)
+def requirement_name(requirement: str) -> str:
+    """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized). Cached:
+    a fleet's matrix names the same few hundred requirements in thousands of environments."""
+    return canonicalize_name(Requirement(requirement).name)
+
+
+def memory_bytes(text: str) -> int:
+    """``16g`` -> bytes (docker's units: k, m, g; none is bytes)."""
+    units = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def short_value(value: str) -> str:
+    """How a pin reads in names and tables: a URL shrinks to its ref, ``git@v0.10``.
+
+    The full URL stays in the requirements (and so in the environment's key).
+    """
+    if "://" not in value:
+        return value
+    scheme = value.split("://", 1)[0]
+    path = value.split("://", 1)[1]
+    if "@" in path.rsplit("/", 1)[-1]:
+        ref = path.rsplit("@", 1)[1]
+        if re.fullmatch(r"[0-9a-f]{40}", ref):  # a full commit reads as git does: 12 digits
+            ref = ref[:12]
+        return f"{scheme.split('+')[0]}@{ref}"
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+

@@ -1,0 +1,131 @@
+"""Outcomes and result records: plain data with to_dict / from_dict."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    PASS = "PASS"
+    REPRODUCED = "REPRODUCED"
+    FAIL = "FAIL"
+    SKIP = "SKIP"
+    ERROR = "ERROR"
+    TIMEOUT = "TIMEOUT"
+    CRASH = "CRASH"
+    NOT_RUN = "NOT_RUN"
+    MISSING = "MISSING"  # planned, but the shard that should have run it never reported
+    FLAKY = "FLAKY"  # failed, then passed when tried again (the environment's `retries:`)
+
+    @property
+    def ok(self) -> bool:
+        """Outcomes that leave the exit code at 0."""
+        return self in (Outcome.PASS, Outcome.REPRODUCED, Outcome.SKIP, Outcome.NOT_RUN,
+                        Outcome.FLAKY)
+
+    @property
+    def passed(self) -> bool:
+        """The case ran to its end as it should: it works, or the documented failure came."""
+        return self in (Outcome.PASS, Outcome.REPRODUCED)
+
+    @property
+    def failed(self) -> bool:
+        """What a retry may change: the case failed or its process died."""
+        return self in (Outcome.FAIL, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    run_id: str
+    cell_id: str
+    environment: str
+    values: dict[str, str]
+    env_key: str
+    backend: str
+    case_id: str
+    variant: str
+    nodeid: str
+    hardware_target: str
+    outcome: Outcome
+    reason: str = ""
+    signature: str | None = None
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    duration: float = 0.0
+    log: str | None = None  # relative to the run folder ("logs/<cell>.log")
+    finished_at: float = 0.0
+    caveat: str = ""  # why a PASS is not a fix (a workaround that turns FP8 off)
+    attempt: int = 1
+    node: str = ""  # where it ran: a host name, or a Ray node id
+    gpu: int | None = None
+    # The machine, not the case, failed (a Ray node died, a container never started, the
+    # Docker API timed out): the driver retries the cell, and --resume runs it again.
+    infra: bool = False
+
+    @property
+    def logical_key(self) -> tuple[str, str, str]:
+        """What the cell is to a reader, stable across pin changes: environment name,
+        ``case::variant``, hardware target. The content key (``cell_id``) changes with pins."""
+        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
+
+    def to_dict(self) -> dict[str, Any]:
+        # Shallow: the nested dicts are plain JSON data, shared, not deep-copied (asdict's
+        # recursion was most of the time of writing 100,000 records). The instance's dict
+        # holds the fields and nothing else (``adopt`` keeps it so), copied in one go: a
+        # getattr per field was a fifth of a fleet's merge.
+        data = dict(self.__dict__)
+        data["outcome"] = str(self.outcome)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        """A record from its line (``data`` is copied, not kept: see ``adopt``)."""
+        return adopt(dict(data))
+
+
+def adopt(row: dict[str, Any]) -> CellResult:
+    """A record that takes ``row`` itself as the instance's ``__dict__`` (filled with the
+    defaults, stripped of unknown keys): what the frozen ``__init__`` would do field by field
+    through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
+    and used for nothing else one dict per result instead of two."""
+    missing = _REQUIRED - row.keys()
+    if missing:
+        raise KeyError(f"result record without {', '.join(sorted(missing))}")
+    if not row.keys() <= _KNOWN:
+        for name in row.keys() - _KNOWN:
+            del row[name]
+    for name, value in _DEFAULTS.items():
+        if name not in row:
+            row[name] = value
+    for name in _FACTORIES:
+        if name not in row:
+            row[name] = {}
+    row["outcome"] = _OUTCOMES[row["outcome"]]
+    obj = object.__new__(CellResult)
+    object.__setattr__(obj, "__dict__", row)
+    return obj
+
+
+_FIELDS = tuple(f.name for f in fields(CellResult))
+_KNOWN = frozenset(_FIELDS)
+_REQUIRED = frozenset(f.name for f in fields(CellResult)
+                      if f.default is MISSING and f.default_factory is MISSING)
+_DEFAULTS = {f.name: f.default for f in fields(CellResult) if f.default is not MISSING}
+_FACTORIES = tuple(f.name for f in fields(CellResult) if f.default_factory is not MISSING)
+_OUTCOMES = {str(o): o for o in Outcome}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellRun:
+    """What running a cell produced, to be recorded by whoever asked for it."""
+
+    result: CellResult
+    log: bytes = b""
+    log_name: str | None = None  # the log file's stem in the run folder (cells of one process
+    # share one); None: the cell id
+    events: tuple[dict[str, Any], ...] = ()
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    env_built: bool | None = None  # None: the environment could not be realized

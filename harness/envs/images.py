@@ -1,0 +1,267 @@
+"""Docker images for environments: render a Dockerfile from a template, hash it, build it once.
+
+The tag is a hash of the rendered Dockerfile and of every file the build copies, so an image
+that exists is by construction the right one and is never rebuilt. Also: the local base image
+for hosts with no registry (debootstrap into a folder, then import).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from harness.core.errors import EnvBuildError, UsageError
+from harness.core.matrix import EnvSpec, requirement_name
+from harness.envs.sourcebuild import build_requirements, no_isolation_args
+from harness.envs.uv import index_args
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "images"
+REPOSITORY = "ml-compat-harness/env"
+LOCAL_BASE = "ml-compat-harness/base:bookworm"
+LABEL = "ml-compat-harness"
+#: CUDA release -> the full nvidia/cuda tag that carries it (cudnn, devel, Ubuntu 22.04).
+CUDA_BASES = {"11.8": "11.8.0", "12.1": "12.1.1", "12.2": "12.2.2", "12.4": "12.4.1",
+              "12.6": "12.6.3", "12.8": "12.8.1"}
+#: Where a TLS-intercepting proxy's CA usually is; HARNESS_CA_BUNDLE overrides.
+CA_CANDIDATES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+PYTEST_REQUIREMENT = "pytest>=7"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePlan:
+    """A rendered build: the Dockerfile text, the files it copies, and the tag they hash to."""
+
+    tag: str
+    base: str
+    dockerfile: str
+    files: tuple[tuple[str, Path], ...]  # name in the build context -> file on this machine
+
+
+def base_image(spec: EnvSpec) -> str:
+    """``image:`` when the spec names one (an NGC PyTorch tag, say), else by CUDA version."""
+    if spec.image:
+        return spec.image
+    if spec.cuda and spec.cuda != "cpu":
+        release = CUDA_BASES.get(spec.cuda, f"{spec.cuda}.0")
+        return f"nvidia/cuda:{release}-cudnn-devel-ubuntu22.04"
+    return LOCAL_BASE
+
+
+def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
+    # One definition of how indexes and source builds are passed, shared with the uv backend.
+    command = ["uv", "pip", "install", "--python", "/opt/env/bin/python",
+               *index_args(spec.index_urls)]
+    # What a source build compiles against goes lowest, right after torch; the layers above it
+    # build without isolation, with the build's variables (MAX_JOBS) on their RUN line only.
+    # UV_NO_CACHE keeps a wheel built against this image's torch out of every other image.
+    below = _torch_first(tuple(build_requirements(spec)))
+    building = [*no_isolation_args(spec)]
+    prefix = "".join(f"{k}={shlex.quote(v)} " for b in spec.source_builds for k, v in b.env)
+    layers, installed = [], []
+    ordered = dict.fromkeys([*below, *_torch_first(spec.requirements), PYTEST_REQUIREMENT])
+    for requirement in ordered:
+        installed.append(requirement)
+        # Cumulative: each layer restates what is below it, so a later package cannot
+        # silently move an earlier pin, and identical prefixes share their layers.
+        if len(installed) <= len(below):
+            layers.append("RUN " + shlex.join([*command, *installed]))
+        else:
+            layers.append(f"RUN {prefix}" + shlex.join([*command, *building, *installed]))
+    text = Template((TEMPLATES / "env.Dockerfile").read_text()).substitute(
+        base=base_image(spec), python=spec.python, python_setup=_python_setup(spec.python),
+        install_layers="\n".join(layers))
+    files = (("uv", uv_binary), ("ca.pem", ca_bundle))
+    digest = hashlib.sha256(text.encode())
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + _file_sha256(path).encode())
+    return ImagePlan(tag=f"{REPOSITORY}:{digest.hexdigest()[:16]}", base=base_image(spec),
+                     dockerfile=text, files=files)
+
+
+def _torch_first(requirements: tuple[str, ...]) -> list[str]:
+    """torch is the heaviest layer and the one most environments share: put it lowest."""
+    torch = [r for r in requirements if requirement_name(r) == "torch"]
+    return torch + [r for r in requirements if r not in torch]
+
+
+def _python_setup(python: str) -> str:
+    # The bootstrap image has Debian's python3.11; CUDA images (Ubuntu) may need it installed.
+    return (f"command -v python{python} >/dev/null || (apt-get update && "
+            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+            f"python{python} && rm -rf /var/lib/apt/lists/*)")
+
+
+_HASHES: dict[tuple[str, float, int], str] = {}
+
+
+def _file_sha256(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path), stat.st_mtime, stat.st_size)
+    if key not in _HASHES:
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        _HASHES[key] = digest.hexdigest()
+    return _HASHES[key]
+
+
+def find_ca_bundle() -> Path:
+    for candidate in (os.environ.get("HARNESS_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE"),
+                      *CA_CANDIDATES):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    raise EnvBuildError("no CA bundle found; set HARNESS_CA_BUNDLE to a PEM file")
+
+
+def find_uv_binary() -> Path:
+    """The uv executable itself, to copy into an image. A shim on PATH (pyenv, asdf: a shell
+    script that finds uv at run time) would be copied as a script that finds nothing."""
+    candidates: list[str] = []
+    with contextlib.suppress(ImportError, FileNotFoundError):
+        from uv import find_uv_bin
+
+        candidates.append(find_uv_bin())
+    found = shutil.which("uv")
+    if found:
+        candidates.append(found)
+    for candidate in candidates:
+        path = Path(candidate).resolve()
+        if _is_executable_binary(path):
+            return path
+    if candidates:
+        raise EnvBuildError("no uv binary to copy into images: " + ", ".join(candidates)
+                            + " are scripts (shims); pip install uv")
+    raise EnvBuildError("uv is not installed (pip install uv)")
+
+
+def _is_executable_binary(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError:
+        return False
+    return magic == b"\x7fELF"  # images are Linux: only an ELF runs there
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildReport:
+    tag: str
+    built: bool
+    steps: int = 0
+    cached_steps: int = 0
+    rebuilt: tuple[str, ...] = ()  # the Dockerfile instructions that ran (not from cache)
+    seconds: float = 0.0
+
+
+def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str],
+                 *, refresh_before: float | None = None) -> BuildReport:
+    """Build ``plan`` unless its tag exists (and, with ``refresh_before``, was built after that
+    time). Every line of the build goes to ``log_path``."""
+    import docker.errors
+
+    try:
+        image = client.images.get(plan.tag)
+        built_at = float(image.labels.get(f"{LABEL}.built_at", 0) or 0)
+        if refresh_before is None or built_at >= refresh_before:
+            return BuildReport(tag=plan.tag, built=False)
+    except docker.errors.ImageNotFound:
+        pass
+    labels = {**labels, f"{LABEL}.built_at": f"{time.time():.3f}"}
+    try:
+        client.images.get(plan.base)
+    except docker.errors.ImageNotFound:
+        hint = " (run: harness images bootstrap)" if plan.base == LOCAL_BASE else ""
+        raise EnvBuildError(f"base image {plan.base} is not on this host{hint}") from None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="harness-build-") as tmp:
+        context = Path(tmp)
+        (context / "Dockerfile").write_text(plan.dockerfile)
+        for name, source in plan.files:
+            shutil.copy2(source, context / name)
+        report = _stream_build(client, context, plan, log_path, labels,
+                               nocache=refresh_before is not None)
+    return BuildReport(tag=plan.tag, built=True, steps=report[0], cached_steps=report[1],
+                       rebuilt=tuple(report[2]), seconds=round(time.monotonic() - started, 1))
+
+
+def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
+                  labels: dict[str, str], *, nocache: bool = False
+                  ) -> tuple[int, int, list[str]]:
+    steps, cached, rebuilt, current = 0, 0, [], ""
+    with open(log_path, "w", encoding="utf-8") as log:
+        # Host networking: the build reaches the package index the way this host does
+        # (through its proxy); the case run itself gets no network at all.
+        stream = client.api.build(path=str(context), tag=plan.tag, rm=True, forcerm=True,
+                                  decode=True, pull=False, network_mode="host", labels=labels,
+                                  nocache=nocache)
+        for chunk in stream:
+            text = chunk.get("stream", "")
+            if text:
+                log.write(text)
+                log.flush()  # a build that hangs or is killed still shows how far it got
+                if text.startswith("Step "):
+                    steps += 1
+                    current = text.split(" : ", 1)[-1].strip()
+                    if not current.startswith("FROM "):  # the base is referenced, not built
+                        rebuilt.append(current)
+                elif "Using cache" in text and rebuilt and rebuilt[-1] == current:
+                    cached += 1
+                    rebuilt.pop()
+            if "error" in chunk:
+                log.write(chunk["error"] + "\n")
+                log.flush()
+                raise EnvBuildError(f"image build failed ({log_path}): " + _tail(log_path))
+    return steps, cached, rebuilt
+
+
+def _tail(path: Path, lines: int = 6) -> str:
+    text = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(text[-lines:])
+
+
+def bootstrap_base(client: Any, *, tag: str = LOCAL_BASE, suite: str = "bookworm",
+                   mirror: str = "http://deb.debian.org/debian", force: bool = False) -> str:
+    """A minimal Debian with Python and CA certificates, for hosts that cannot pull images."""
+    import docker.errors
+
+    if not force:
+        try:
+            client.images.get(tag)
+            return f"{tag} already exists (use --force to rebuild it)"
+        except docker.errors.ImageNotFound:
+            pass
+    if shutil.which("debootstrap") is None:
+        raise UsageError("debootstrap is not installed (apt-get install debootstrap)")
+    with tempfile.TemporaryDirectory(prefix="harness-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        proc = subprocess.run(
+            ["debootstrap", "--variant=minbase", "--include=python3,ca-certificates", suite,
+             str(rootfs), mirror], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise EnvBuildError("debootstrap failed: " + " | ".join(
+                (proc.stderr or proc.stdout).strip().splitlines()[-4:]))
+        archive = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(archive), "."], check=True)
+        repository, _, version = tag.partition(":")
+        client.api.import_image_from_file(str(archive), repository=repository,
+                                          tag=version or "latest")
+    return f"{tag} imported from debootstrap {suite} ({mirror})"
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)

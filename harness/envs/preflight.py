@@ -1,0 +1,229 @@
+"""Preflight: prove a matrix's environments on any machine, GPU or not.
+
+For every environment, whatever hardware it targets: does it **resolve** for its own Python
+and platform (``uv pip compile --python-version --python-platform``, nothing installed), and,
+with ``build=True``, does it **build** here for real and do the packages it names **import**?
+A CUDA torch installs and imports without a GPU, so most of a GPU matrix can be proven on a
+CPU machine; what cannot (a host this machine cannot reach, a build that needs cuDNN) says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
+from harness.core.matrix import EnvSpec
+from harness.envs import Backend
+from harness.envs.base import locked
+from harness.envs.overlay import find_base, read_resolution, resolution_args
+from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
+from harness.envs.uv import (
+    PYTEST_REQUIREMENT,
+    _uv_binary,
+    find_interpreter,
+    install_args,
+    uv_environ,
+)
+
+#: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
+DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
+#: Installers that resolve with uv from a requirement list; the host installs nothing.
+RESOLVABLE = ("uv", "docker")
+_NETWORK = re.compile(r"dns error|Could not resolve host|failed to lookup address|"
+                      r"Connection refused|connection timed out|Network is unreachable|"
+                      r"error sending request", re.IGNORECASE)
+_HOST = re.compile(r"https?://([A-Za-z0-9.-]+)")
+RESOLVE_TIMEOUT = 1800
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvCheck:
+    """One environment's preflight. Each stage is yes, no, "-" (not tried), or for resolves
+    "unreachable": the environment needs a host this machine cannot reach (GitHub)."""
+
+    name: str
+    backend: str
+    resolves: str
+    builds: str = "-"
+    imports: str = "-"
+    packages: int = 0  # how many distributions the resolution holds
+    seconds: float = 0.0
+    reason: str = ""  # the first lines of why a stage said no
+    unreachable: str | None = None  # the host this machine could not reach, if that was why
+
+    @property
+    def ok(self) -> bool:
+        return "no" not in (self.resolves, self.builds, self.imports)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
+                       cache_dir: Path, build: bool = False, platform: str = DEFAULT_PLATFORM,
+                       jobs: int = 4, on_done: Callable[[EnvCheck], None] = lambda _: None
+                       ) -> list[EnvCheck]:
+    """Resolve every environment (``jobs`` at a time), then build those that resolved, one
+    at a time (builds are heavy; uv parallelises inside each)."""
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        resolved = list(pool.map(lambda e: resolve_env(e, cache_dir=cache_dir,
+                                                       platform=platform), envs))
+    out = []
+    for env, check in zip(envs, resolved, strict=True):
+        if build and check.resolves in ("yes", "-"):
+            check = build_env(env, backends[env.backend], check)
+        on_done(check)
+        out.append(check)
+    return out
+
+
+def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
+    started = time.monotonic()
+    if env.backend not in RESOLVABLE:
+        return EnvCheck(name=env.name, backend=env.backend, resolves="-",
+                        reason="the host backend installs nothing")
+    try:
+        pins = _compile(env, cache_dir=cache_dir, platform=platform)
+    except (HarnessError, OSError, subprocess.SubprocessError) as exc:
+        host = unreachable_host(str(exc))
+        return EnvCheck(name=env.name, backend=env.backend,
+                        resolves="no" if host is None else "unreachable",
+                        seconds=round(time.monotonic() - started, 1), unreachable=host,
+                        reason=(f"needs {host}, which this machine cannot reach" if host
+                                else first_lines(str(exc))))
+    return EnvCheck(name=env.name, backend=env.backend, resolves="yes", packages=len(pins),
+                    seconds=round(time.monotonic() - started, 1))
+
+
+def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
+             base: dict[str, str] | None = None) -> list[str]:
+    """``uv pip compile`` for the environment's Python and platform: the pinned lines.
+
+    ``base``: the packages of an overlay's base (name -> version), taken as they are."""
+    if base is None and env.base:
+        found = find_base(env.base)
+        base = found.packages
+        # An overlay runs on its base's Python, whatever `python:` says.
+        env = replace(env, python=found.version)
+    with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
+        reqs = Path(tmp) / "requirements.in"
+        reqs.write_text("\n".join([*env.requirements, PYTEST_REQUIREMENT]) + "\n")
+        args = [_uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
+                "--no-annotate", "--python-version", env.python, "--python-platform",
+                platform, *install_args(env)]
+        if base is not None:
+            args += resolution_args(base, Path(tmp) / "base")
+        if env.source_builds:
+            # uv reads an sdist's dependencies by running its setup.py; TE's imports torch.
+            # It runs in a venv like the real build's: the same Python and pins, variables.
+            args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env)]
+        proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
+                              env={**uv_environ(), **build_variables(env)},
+                              timeout=RESOLVE_TIMEOUT)
+        if proc.returncode != 0:
+            raise EnvBuildError(proc.stderr)
+        if base is not None:  # written to the output file, which held the preferences
+            return read_resolution(Path(tmp) / "base")
+    return [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith(("#", " "))]
+
+
+def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:
+    started = time.monotonic()
+    try:
+        backend.realize(env)
+    except EnvImportError as exc:
+        return _with(check, started, builds="yes", imports="no", reason=str(exc))
+    except Exception as exc:  # a backend bug must not end the check of the others
+        text = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
+        return _with(check, started, builds="no", reason=first_lines(text),
+                     unreachable=unreachable_host(text))
+    return _with(check, started, builds="yes",
+                 imports="yes" if backend.checks_imports else "-")
+
+
+def _with(check: EnvCheck, started: float, **changes: Any) -> EnvCheck:
+    seconds = round(check.seconds + time.monotonic() - started, 1)
+    return EnvCheck(**{**check.to_dict(), **changes, "seconds": seconds})
+
+
+def unreachable_host(text: str) -> str | None:
+    """The host a failed install could not reach, or None when the failure is not the
+    network's. uv wraps its messages to the terminal's width, so lines are joined first."""
+    flat = " ".join(text.split())
+    found = _NETWORK.search(flat)
+    if found is None:
+        return None
+    before = _HOST.findall(flat[:found.start()])
+    after = _HOST.findall(flat[found.start():])
+    return (before[-1] if before else after[0]) if before or after else "the network"
+
+
+def first_lines(text: str, count: int = 4) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    hints = [ln for ln in lines if not ln.startswith("hint:")]
+    return " | ".join((hints or lines)[:count])[:600]
+
+
+def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
+    """A scratch venv for reading the metadata of the sdists that build without isolation:
+    the environment's Python with its build requirements at the environment's pins (TE 0.x's
+    setup.py runs torch's extension builder, whose needs change with torch). One venv serves
+    every environment with the same Python, pins and indexes."""
+    requires = build_requirements(env)
+    identity = json.dumps([env.python, requires, env.index_urls, env.find_links])
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    root = cache_dir / "preflight" / f"resolver-{digest}"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    python = root / "bin" / "python"
+    with locked(root.with_name(root.name + ".lock")):
+        if (root / "ready").exists():
+            return str(python)
+        shutil.rmtree(root, ignore_errors=True)  # a half-made one from a run that failed
+        uv = _uv_binary()
+        for args in (["venv", "--quiet", "--python", find_interpreter(env.python), str(root)],
+                     ["pip", "install", "--quiet", "--python", str(python),
+                      *install_args(env), *requires]):
+            proc = subprocess.run([uv, *args], capture_output=True, text=True, check=False,
+                                  env=uv_environ(), timeout=RESOLVE_TIMEOUT)
+            if proc.returncode != 0:
+                raise EnvBuildError("cannot make the venv that reads build metadata: "
+                                    + proc.stderr)
+        (root / "ready").write_text("")
+    return str(python)
+
+
+def render_table(checks: Sequence[EnvCheck]) -> str:
+    rows = ["| environment | resolves | builds | imports | packages | seconds | reason |",
+            "|---|---|---|---|---|---|---|"]
+    for c in checks:
+        reason = c.reason.replace("|", "/").replace("\n", " ")
+        rows.append(f"| {c.name} | {c.resolves} | {c.builds} | {c.imports} | {c.packages} | "
+                    f"{c.seconds:g} | {reason} |")
+    return "\n".join(rows)
+
+
+def summary(checks: Sequence[EnvCheck]) -> str:
+    def count(stage: str, value: str) -> int:
+        return sum(getattr(c, stage) == value for c in checks)
+
+    unreachable = sorted({c.unreachable for c in checks if c.unreachable})
+    text = (f"{len(checks)} environments: {count('resolves', 'yes')} resolve, "
+            f"{count('resolves', 'no')} do not")
+    if any(c.builds != "-" for c in checks):
+        text += (f"; {count('builds', 'yes')} build, {count('builds', 'no')} do not; "
+                 f"{count('imports', 'yes')} import, {count('imports', 'no')} do not")
+    if unreachable:
+        n = sum(c.unreachable is not None for c in checks)
+        text += f"; {n} need a host this machine cannot reach ({', '.join(unreachable)})"
+    return text

@@ -1,0 +1,549 @@
+"""Parse and validate matrix.yaml once, into frozen dataclasses. No other module sees raw dicts."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any, TypeVar
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from harness.core.errors import SpecError, UsageError
+from harness.core.matrix import (
+    BACKEND_NAMES,
+    DEFAULT_TIMEOUT,
+    BuildSetting,
+    CaseSelector,
+    EnvSpec,
+    MatrixSpec,
+    requirement_name,
+    short_value,
+)
+from harness.core.results import Outcome
+from harness.core.rules import Rule
+from harness.matrix.expand import expand
+from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source
+
+#: Keys a matrix combination, include or named environment may set besides package pins.
+SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
+                "network", "hardware", "cases", "memory", "base", "retries")
+#: Settings that identify a combination (and so can be axes); the rest only configure it.
+_COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
+_HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
+_OPERATORS = ("<", ">", "=", "!", "~")
+
+T = TypeVar("T")
+
+
+DEFAULT_MAX_CELLS = 100_000
+MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
+
+
+def cell_limit() -> int:
+    """The most cells a matrix may expand to (``--max-cells``, ``HARNESS_MAX_CELLS``)."""
+    raw = os.environ.get("HARNESS_MAX_CELLS", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_CELLS
+
+
+def load_matrix(path: str | Path) -> MatrixSpec:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
+                        file=str(path), line=line) from None
+    return parse_matrix(text, file=str(path), base=path.parent)
+
+
+def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
+    src = load_source(text, file)
+    top = _Reader(src)
+    root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
+                            "matrices", "environments", "runners", "expect"})
+    version = root.get("version", 1)
+    if version != 1:
+        raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
+    distributions = {
+        k: top.distribution(("distributions", k), v)
+        for k, v in top.mapping(("distributions",), None, optional=True).items()
+    }
+    defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
+                                                     optional=True))
+    builds = tuple(top.build(("build", name), str(name))
+                   for name in top.mapping(("build",), None, optional=True))
+    envs: list[EnvSpec] = []
+    for name, _ in top.mapping(("matrices",), None, optional=True).items():
+        envs.extend(top.matrix(("matrices", name), str(name), defaults, distributions))
+    for name, _ in top.mapping(("environments",), None, optional=True).items():
+        envs.append(top.named_env(("environments", name), str(name), defaults, distributions))
+    envs = [_with_builds(env, builds) for env in envs]
+    seen: dict[str, EnvSpec] = {}
+    for env in envs:
+        where = tuple(env.origin.split(".", 1))
+        if env.base and env.backend != "uv":
+            raise src.error(where, f"base (an overlay on an interpreter) needs backend uv, "
+                            f"not {env.backend}")
+        if env.name in seen:
+            raise src.error(where, f"two environments are named {env.name!r} (the other is "
+                            f"{seen[env.name].origin})")
+        seen[env.name] = env
+    cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+    runners = {str(hw): top.strings(("runners", hw), labels)
+               for hw, labels in top.mapping(("runners",), None, optional=True).items()}
+    expect = top.expectations(("expect",), {env.name for env in envs})
+    return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs),
+                      runners=runners, expect=expect,
+                      cases_dir_line=src.line(("cases_dir",)),
+                      body_line=src.line(("matrices",) if "matrices" in root
+                                         else ("environments",)))
+
+
+def _with_builds(env: EnvSpec, builds: tuple[BuildSetting, ...]) -> EnvSpec:
+    names = {requirement_name(r) for r in env.requirements}
+    return replace(env, builds=tuple(b for b in builds if b.applies_to(names)))
+
+
+def requirement_for(dist: str, value: str) -> str:
+    """``torch`` + ``2.1.2`` -> ``torch==2.1.2``; ``numpy`` + ``<2`` -> ``numpy<2``;
+    a URL -> ``name @ url``; ``*`` -> unpinned."""
+    value = value.strip()
+    if value == "*":
+        return dist
+    if "://" in value:
+        return f"{dist} @ {value}"
+    if value.startswith(_OPERATORS):
+        return f"{dist}{value}"
+    return f"{dist}=={value}"
+
+
+class _Reader:
+    """Typed access to the parsed YAML; every failure is a one-line SpecError at its line."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+
+    def at(self, path: KeyPath) -> Any:
+        node = self.src.data
+        for part in path:
+            in_dict = isinstance(node, dict) and part in node
+            in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+            if in_dict or in_list:
+                node = node[part]
+            else:
+                return None
+        return node
+
+    def mapping(self, path: KeyPath, allowed: set[str] | None, *, optional: bool = False
+                ) -> dict[str, Any]:
+        value = self.at(path)
+        if value is None and (optional or not path):
+            return {}
+        if not isinstance(value, dict):
+            raise self.src.error(path, f"expected a mapping, got {_kind(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.src.error((*path, key), f"keys must be strings, got {_kind(key)}")
+            if allowed is not None and key not in allowed:
+                raise self.src.error((*path, key), f"unknown key {key!r}; expected one of: "
+                                     + ", ".join(sorted(allowed)))
+        return value
+
+    def string(self, path: KeyPath, value: Any, *, what: str = "a string") -> str:
+        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+            raise self.src.error(path, f"expected {what}, got {_kind(value)}")
+        if isinstance(value, int | float):
+            shown = repr(value) if len(repr(value)) <= 20 else _kind(value)
+            raise self.src.error(path, f"{shown} is a number; quote it ('{shown}') so that "
+                                 "YAML keeps it exactly as written")
+        text = str(value)
+        if any(not c.isprintable() for c in text):
+            raise self.src.error(path, f"{text!r} holds a control character")
+        return text
+
+    def strings(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            raise self.src.error(path, f"expected a list of strings, got {_kind(value)}")
+        return tuple(self.string((*path, i), v) for i, v in enumerate(value))
+
+    def settings(self, path: KeyPath, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate the setting keys of ``raw`` (found at ``path``) into typed values."""
+        out: dict[str, Any] = {}
+        checks: dict[str, Callable[[KeyPath, Any], Any]] = {
+            "backend": self._backend, "python": self._python, "cuda": self.string,
+            "image": self.string, "packages": self._packages, "index": self.strings,
+            "env": self._env, "timeout": self._timeout, "network": self._bool,
+            "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
+            "retries": self._retries,
+            "base": self.string,
+        }
+        for key, value in raw.items():
+            if key in checks:
+                out[key] = checks[key]((*path, key), value)
+        return out
+
+    def expectations(self, path: KeyPath, names: set[str]) -> tuple[Rule, ...]:
+        raw = self.at(path)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise self.src.error(path, f"expected a list of rules, got {_kind(raw)}")
+        return tuple(self._rule((*path, i), names) for i in range(len(raw)))
+
+    def _rule(self, path: KeyPath, names: set[str]) -> Rule:
+        raw = self.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
+                                  "why"})
+        for key in ("outcome", "why"):
+            if key not in raw:
+                raise self.src.error(path, f"a rule needs {key!r} (what is expected, and why)")
+        globs = {k: self.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
+                 if k in raw}
+        env_glob = globs.get("environment", "*")
+        if not any(fnmatchcase(n, env_glob) for n in names):
+            raise self.src.error((*path, "environment"),
+                                 f"{env_glob!r} matches no environment of this matrix")
+        outcomes = set()
+        for i, name in enumerate(self.strings((*path, "outcome"), raw["outcome"])):
+            where = (*path, "outcome") if isinstance(raw["outcome"], str) else (
+                *path, "outcome", i)
+            if name not in Outcome.__members__ or name == "NOT_RUN":
+                raise self.src.error(where, f"{name!r} is not an outcome a cell can be "
+                                     "expected to have; expected one of: " + ", ".join(
+                                         o for o in Outcome.__members__ if o != "NOT_RUN"))
+            outcomes.add(Outcome(name))
+        reason = None
+        if "reason" in raw:
+            reason = self.string((*path, "reason"), raw["reason"])
+            try:
+                re.compile(reason)
+            except re.error as exc:
+                raise self.src.error((*path, "reason"),
+                                     f"not a regular expression: {exc}") from None
+        why = self.string((*path, "why"), raw["why"]).strip()
+        if not why:
+            raise self.src.error((*path, "why"), "say why this is expected")
+        return Rule(outcomes=frozenset(outcomes), why=why, reason=reason,
+                    where=f"{self.src.file}:{self.src.line(path)}", **globs)
+
+    def _matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
+        text = self.string(path, value)
+        if not re.fullmatch(pattern, text):
+            raise self.src.error(path, f"{text!r} is not {what}")
+        return text
+
+    def _memory(self, path: KeyPath, value: Any) -> str:
+        return self._matching(path, value, r"\d+[kmg]?", "a memory size like '16g' or '512m'")
+
+    def distribution(self, path: KeyPath, value: Any) -> str:
+        """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
+        text = self.string(path, value)
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            requirement = None
+        if requirement is None or requirement.specifier or requirement.url:
+            raise self.src.error(path, f"{text!r} is not a distribution name like "
+                                 "'transformer-engine[pytorch]'")
+        return text
+
+    def _python(self, path: KeyPath, value: Any) -> str:
+        return self._matching(path, value, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
+                              "a Python version like '3.11'")
+
+    def _backend(self, path: KeyPath, value: Any) -> str:
+        name = self.string(path, value)
+        if name not in BACKEND_NAMES:
+            raise self.src.error(path, f"unknown backend {name!r}; valid: "
+                                 + ", ".join(BACKEND_NAMES))
+        return name
+
+    def _packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        lines = self.strings(path, value)
+        for i, line in enumerate(lines):
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise self.src.error((*path, i), f"{line!r} is not a requirement: {exc}") from None
+        return lines
+
+    def _env(self, path: KeyPath, value: Any) -> tuple[tuple[str, str], ...]:
+        raw = self.mapping(path, None)
+        return tuple((k, self.string((*path, k), v)) for k, v in raw.items())
+
+    def _timeout(self, path: KeyPath, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                0 < value <= MAX_TIMEOUT):
+            raise self.src.error(path, f"expected a positive number of seconds up to "
+                                 f"{MAX_TIMEOUT:,}, got {_kind(value)}")
+        return float(value)
+
+    def _retries(self, path: KeyPath, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10:
+            raise self.src.error(path, f"expected a number of retries from 0 to 10, got "
+                                 f"{_kind(value)}")
+        return value
+
+    def _bool(self, path: KeyPath, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.src.error(path, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def _hardware(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        targets = self.strings(path, value)
+        for i, target in enumerate(targets):
+            if not _HARDWARE.match(target):
+                at = path if isinstance(value, str) else (*path, i)
+                raise self.src.error(at, f"{target!r} is not a hardware target; use cpu, auto "
+                                     "or a GPU architecture like sm_90")
+        return targets
+
+    def _cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
+        patterns = self.strings(path, value)
+        return tuple(
+            CaseSelector(pattern=p, where=f"{self.src.file}:{self.src.line((*path, i))}: "
+                         f"{format_path((*path, i))}")
+            for i, p in enumerate(patterns)
+        )
+
+    def build(self, path: KeyPath, dist: str) -> BuildSetting:
+        raw = self.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
+        nvcc = raw.get("nvcc")
+        if nvcc is not None:
+            nvcc = self.string((*path, "nvcc"), nvcc)
+            try:
+                SpecifierSet(nvcc)
+            except InvalidSpecifier:
+                raise self.src.error((*path, "nvcc"), f"{nvcc!r} is not a version specifier "
+                                     "like '>=12.0'") from None
+        return BuildSetting(
+            dist=canonicalize_name(dist),
+            via=tuple(canonicalize_name(v) for v in self.strings((*path, "via"),
+                                                                raw.get("via", []))),
+            isolation=self._bool((*path, "isolation"), raw.get("isolation", True)),
+            requires=self._packages((*path, "requires"), raw.get("requires", [])),
+            env=self._env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
+
+    def matrix(self, path: KeyPath, name: str, defaults: dict[str, Any],
+               distributions: dict[str, str]) -> list[EnvSpec]:
+        raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
+        settings = {**defaults, **self.settings(path, raw)}
+        raw_axes = self.mapping((*path, "axes"), None)
+        if not raw_axes:
+            raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
+        for axis, values in raw_axes.items():
+            if not isinstance(values, list) or not values:
+                raise self.src.error((*path, "axes", axis),
+                                     f"an axis is a non-empty list, got {_kind(values)}")
+        size = math.prod(len(values) for values in raw_axes.values())
+        if size > cell_limit():
+            raise self.src.error((*path, "axes"), f"the axes cross into {size:,} environments, "
+                                 f"over the limit of {cell_limit():,} cells (--max-cells)")
+        variables = self._variables(path, raw, raw_axes, distributions)
+        axes: dict[str, list[dict[str, Any]]] = {}
+        for axis, values in raw_axes.items():
+            axes[axis] = self._axis((*path, "axes", axis), axis, values, variables)
+        axis_keys = {k for values in axes.values() for value in values for k in value}
+        exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
+                                 variables)
+        # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
+        include = self._patterns((*path, "include"), raw.get("include"), None, "include",
+                                 variables)
+        shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
+        # Keys that follow a linked axis (transformers beside torch) stay out of env names.
+        followers = {k for axis, values in axes.items() for value in values for k in value
+                     if axis in value and k != axis}
+        return [self._env_spec(combo, settings, distributions, name=name,
+                               origin=f"matrices.{name}", axis_keys=shown,
+                               hidden=followers, variables=variables)
+                for combo in expand(axes, exclude, include)]
+
+    def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any],
+                   distributions: dict[str, str]) -> set[str]:
+        """Keys that are settings of the cell, not packages: those listed in ``variables:``,
+        those named in capitals (``TORCH_CUDA_ARCH_LIST``), and those with no value that
+        reads as a version (``init_device: [cpu, meta]``, ``node: [14, 16]``). They reach the
+        case as environment variables."""
+        declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
+        seen: dict[str, list[Any]] = {}
+        for axis, values in raw_axes.items():
+            for value in values:
+                for key, item in (value.items() if isinstance(value, dict) else
+                                  [(axis, value)]):
+                    seen.setdefault(str(key), []).append(item)
+        for entry in raw.get("include") or []:
+            if isinstance(entry, dict):
+                for key, item in entry.items():
+                    seen.setdefault(str(key), []).append(item)
+        out = set(declared)
+        for key, items in seen.items():
+            if key in SETTING_KEYS or key in distributions or key in declared:
+                continue
+            if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
+                out.add(key)
+                continue
+            scalars = [v for v in items if v is not None]
+            if any(isinstance(v, list | dict) for v in scalars):
+                continue  # a malformed value: _value says so, at its line
+            if any(isinstance(v, str) and _version_like(key, v) for v in scalars):
+                continue  # a package: a typo or a number among its versions is an error
+            out.add(key)
+        return out
+
+    def _axis(self, path: KeyPath, axis: str, values: Any, variables: set[str]
+              ) -> list[dict[str, Any]]:
+        out = []
+        for i, value in enumerate(values):
+            if isinstance(value, dict):  # a linked axis: these keys move together
+                linked = self.mapping((*path, i), None)
+                out.append({k: self._value((*path, i, k), k, v, variables)
+                            for k, v in linked.items()})
+            else:
+                out.append({axis: self._value((*path, i), axis, value, variables)})
+        return out
+
+    def _value(self, path: KeyPath, key: str, value: Any,
+               variables: set[str] | frozenset[str] = frozenset()) -> Any:
+        if key in SETTING_KEYS:
+            if key not in _COMBO_SETTINGS:
+                raise self.src.error(path, f"{key!r} cannot vary along an axis")
+            return self.settings(path[:-1], {key: value})[key]
+        if value is None:
+            return None  # null: this package is left out (this variable is not set)
+        if key in variables:
+            if isinstance(value, list | dict):
+                raise self.src.error(path, f"a variable is one value, got {_kind(value)}")
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if any(not c.isprintable() for c in text):
+                raise self.src.error(path, f"{text!r} holds a control character")
+            return text
+        text = self.string(path, value, what="a version, a specifier or null")
+        try:
+            Requirement(requirement_for(key, text))
+        except InvalidRequirement:
+            raise self.src.error(path, f"{text!r} is not a version or specifier") from None
+        return text
+
+    def _patterns(self, path: KeyPath, raw: Any, known: set[str] | None, what: str,
+                  variables: set[str]) -> list[dict[str, Any]]:
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            raise self.src.error(path, f"{what} is a list of mappings, got {_kind(raw)}")
+        out = []
+        for i, _ in enumerate(raw):
+            entry = self.mapping((*path, i), None)
+            for key in entry:
+                if known is not None and key not in known:
+                    raise self.src.error((*path, i, key), f"{what} names unknown axis {key!r}; "
+                                         "axes here: " + ", ".join(sorted(known)))
+            out.append({k: self._value((*path, i, k), k, v, variables)
+                        for k, v in entry.items()})
+        return out
+
+    def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any],
+                  distributions: dict[str, str]) -> EnvSpec:
+        raw = self.mapping(path, {"pins", *SETTING_KEYS})
+        pins = self.mapping((*path, "pins"), None, optional=True)
+        combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
+        for key in SETTING_KEYS:
+            if key in pins:
+                raise self.src.error((*path, "pins", key), f"{key!r} is a setting, not a pin")
+        settings = {**defaults, **self.settings(path, raw)}
+        return self._env_spec(combo, settings, distributions, name=name,
+                              origin=f"environments.{name}", axis_keys=set(combo), named=True)
+
+    def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
+                  distributions: dict[str, str], *, name: str, origin: str,
+                  axis_keys: set[str], named: bool = False,
+                  hidden: frozenset[str] | set[str] = frozenset(),
+                  variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
+        merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
+        pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
+                if k not in SETTING_KEYS and k not in variables and v is not None]
+        chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
+        env_vars = list(merged.get("env", ()))
+        if chosen:  # each as itself (TORCH_CUDA_ARCH_LIST), and all together for a fixture
+            env_vars += [(_variable_name(k), v) for k, v in chosen.items()]
+            env_vars.append(("HARNESS_VARIABLES", json.dumps(chosen, sort_keys=True)))
+        requirements = [requirement_for(d, v) for d, v in pins]
+        requirements += list(merged.get("packages", ()))
+        values = [(k, _shown(v)) for k, v in combo.items()
+                  if k in axis_keys or k in _COMBO_SETTINGS]
+        label = name if named else f"{name}:" + ",".join(
+            _label(k, v) for k, v in values if k not in hidden)
+        return EnvSpec(
+            name=label, origin=origin, values=tuple(values),
+            backend=merged.get("backend", "uv"), python=merged.get("python", "3.11"),
+            requirements=tuple(requirements), pins=tuple(pins),
+            index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
+            image=merged.get("image"), env_vars=tuple(env_vars),
+            hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
+            timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
+            memory=merged.get("memory"), base=merged.get("base"),
+            retries=merged.get("retries", 0),
+        )
+
+
+def _version_like(key: str, text: str) -> bool:
+    """Whether ``text`` reads as a pin of ``key``: a version, a specifier, ``*`` or a URL."""
+    text = text.strip()
+    if text == "*" or "://" in text:
+        return True
+    try:
+        Requirement(requirement_for(key, text))
+        if not text.startswith(_OPERATORS):
+            Version(text)
+    except (InvalidRequirement, InvalidVersion):
+        return False
+    return True
+
+
+def _variable_name(key: str) -> str:
+    """The environment variable a variable axis sets: its name in capitals, as environment
+    variables are named (``init_device`` -> ``INIT_DEVICE``)."""
+    return re.sub(r"\W", "_", key).upper()
+
+
+def _shown(value: Any) -> str:
+    """An axis value as names and tables show it: a list (``index``) item by item."""
+    if value is None:
+        return "—"
+    if isinstance(value, list | tuple):
+        return ",".join(short_value(str(v)) for v in value)
+    return short_value(str(value))
+
+
+def _label(key: str, value: str) -> str:
+    return f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}={value}"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, int) and abs(value) >= 10 ** 12:
+        return f"a number of {len(str(abs(value)))} digits"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "...'"

@@ -1,0 +1,100 @@
+"""Local wheel folders (``--find-links``): where runners that cannot reach GitHub or an index
+get the packages the matrix names by URL.
+
+The matrix keeps the upstream reference (``flashinfer-python @ git+https://...@fd94393``) for
+machines that reach it. A run given ``--find-links DIR`` (or ``HARNESS_FIND_LINKS``) installs
+from DIR as well, and a URL requirement whose distribution has a wheel in DIR is installed
+from that wheel instead: uv gives a URL requirement precedence over any folder, so without
+the swap a folder could never stand in for a git source. The swap is visible in the
+environment's requirements (and so in its key and its record).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from harness.core.errors import UsageError
+from harness.core.matrix import EnvSpec, MatrixSpec
+
+ENV_VAR = "HARNESS_FIND_LINKS"
+OFFLINE_VAR = "HARNESS_OFFLINE"
+#: Backends that install with uv on this machine, where a local folder is visible.
+LOCAL_INSTALLERS = ("uv",)
+
+
+def find_links_folders(given: tuple[Path, ...]) -> tuple[Path, ...]:
+    """``--find-links`` folders, then ``HARNESS_FIND_LINKS`` (os.pathsep-separated)."""
+    from_env = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    folders = []
+    for folder in (*given, *from_env):
+        if not folder.is_dir():
+            raise UsageError(f"--find-links {folder}: not a folder")
+        resolved = folder.resolve()
+        if resolved not in folders:
+            folders.append(resolved)
+    return tuple(folders)
+
+
+def wheels_by_name(folders: tuple[Path, ...], python: str) -> dict[str, Path]:
+    """The newest wheel of each distribution in the folders that installs on ``python``."""
+    best: dict[str, tuple[Version, Path]] = {}
+    for folder in folders:
+        for wheel in sorted(folder.glob("*.whl")):
+            try:
+                name, version, _, tags = parse_wheel_filename(wheel.name)
+            except InvalidWheelFilename:
+                continue
+            if not any(_fits(tag, python) for tag in tags):
+                continue
+            if name not in best or version > best[name][0]:
+                best[name] = (version, wheel)
+    return {name: path for name, (_, path) in best.items()}
+
+
+def _fits(tag: Tag, python: str) -> bool:
+    major, _, minor = python.partition(".")
+    interpreters = {f"py{major}", f"py{major}{minor}", f"cp{major}{minor}"}
+    return tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
+
+
+def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: bool = False
+                    ) -> MatrixSpec:
+    """Point the local installers at ``folders``; ``offline``: at nothing else."""
+    if not folders and not offline:
+        return spec
+    envs = tuple(_env_with(env, folders, offline) if env.backend in LOCAL_INSTALLERS else env
+                 for env in spec.environments)
+    return replace(spec, environments=envs)
+
+
+def _env_with(env: EnvSpec, folders: tuple[Path, ...], offline: bool) -> EnvSpec:
+    """The folders are where packages may come from, not what is installed: they stay out of
+    the key. Only a URL requirement swapped for a wheel changes it."""
+    wheels = wheels_by_name(folders, env.python)
+    requirements = tuple(_swap(r, wheels) for r in env.requirements)
+    return replace(env, requirements=requirements, find_links=tuple(str(f) for f in folders),
+                   offline=offline)
+
+
+def offline_from_environment(flag: bool) -> bool:
+    return flag or os.environ.get(OFFLINE_VAR, "") not in ("", "0")
+
+
+def _swap(requirement: str, wheels: dict[str, Path]) -> str:
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement:
+        return requirement
+    wheel = wheels.get(canonicalize_name(req.name))
+    if req.url is None or wheel is None:
+        return requirement
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    marker = f" ; {req.marker}" if req.marker else ""
+    return f"{req.name}{extras} @ {wheel.as_uri()}{marker}"

@@ -1,0 +1,155 @@
+"""Safe YAML loading that remembers the line of every key, so errors can point at it.
+
+Hostile input ends in a one-line SpecError, fast: nesting is capped while composing, aliases
+are expanded within a budget of nodes (an alias bomb of a few KB would otherwise expand to
+billions), an alias that contains itself is refused, and merge keys (``<<``) are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from harness.core.errors import SpecError
+
+PathPart = str | int
+KeyPath = tuple[PathPart, ...]
+
+
+def format_path(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass(frozen=True)
+class Source:
+    """Parsed YAML plus where each key path came from."""
+
+    file: str
+    data: Any
+    lines: dict[KeyPath, int]
+
+    def line(self, path: KeyPath) -> int | None:
+        # A missing path (a key that should be there) points at its nearest present parent.
+        while path not in self.lines and path:
+            path = path[:-1]
+        return self.lines.get(path)
+
+    def error(self, path: KeyPath, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=self.line(path), path=format_path(path))
+
+
+MAX_DEPTH = 64  # a matrix needs about 8
+MAX_NODES = 50_000  # after aliases are expanded; the default matrix has about 2,000
+
+
+class _DepthLoader(yaml.SafeLoader):
+    """The safe loader, refusing nesting past MAX_DEPTH while composing (before Python's own
+    recursion limit turns it into a RecursionError)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise SpecError(f"nested more than {MAX_DEPTH} levels deep", file=self.name,
+                                line=mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_source(text: str, file: str) -> Source:
+    """Parse YAML text with the safe loader, rejecting duplicate keys."""
+    try:
+        loader = _DepthLoader(text)
+    except yaml.reader.ReaderError as exc:  # checked at once for the whole text
+        raise _reader_error(exc, text, file) from None
+    loader.name = file
+    try:
+        root = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        raise _yaml_error(exc, file) from None
+    except yaml.reader.ReaderError as exc:  # or as the stream is read
+        raise _reader_error(exc, text, file) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"malformed YAML: {exc}", file=file, line=None) from None
+    finally:
+        loader.dispose()
+    lines: dict[KeyPath, int] = {}
+    try:
+        data = _Converter(file, lines).convert(root, ()) if root is not None else None
+    except yaml.MarkedYAMLError as exc:  # a tag or value the safe constructor refuses
+        raise _yaml_error(exc, file) from None
+    return Source(file=file, data=data, lines=lines)
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> SpecError:
+    """A character YAML does not allow (ESC, NUL, ...), at its line."""
+    return SpecError(f"malformed YAML: character {exc.character!r} is not allowed", file=file,
+                     line=text[: exc.position].count("\n") + 1)
+
+
+def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark else None
+    problem = exc.problem or exc.context or "malformed YAML"
+    return SpecError(f"malformed YAML: {problem}", file=file, line=line)
+
+
+class _Converter:
+    def __init__(self, file: str, lines: dict[KeyPath, int]) -> None:
+        self.file, self.lines = file, lines
+        self.nodes = 0
+        self.constructor = yaml.SafeLoader("")  # one for every scalar: making one is slow
+        self.open: set[int] = set()  # nodes being converted: an alias back to one is a cycle
+
+    def convert(self, node: yaml.Node, path: KeyPath) -> Any:
+        line = node.start_mark.line + 1
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise SpecError(f"more than {MAX_NODES:,} values once aliases are expanded",
+                            file=self.file, line=line, path=format_path(path))
+        if id(node) in self.open:
+            raise SpecError("an alias refers to a value that contains it", file=self.file,
+                            line=line, path=format_path(path))
+        self.lines[path] = line
+        if isinstance(node, yaml.MappingNode):
+            self.open.add(id(node))
+            out: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = self.scalar(key_node)
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise SpecError("merge keys (<<) are not supported; write the keys out",
+                                    file=self.file, line=key_node.start_mark.line + 1,
+                                    path=format_path(path))
+                if key in out:
+                    raise SpecError(f"duplicate key {key!r}", file=self.file,
+                                    line=key_node.start_mark.line + 1,
+                                    path=format_path((*path, key)))
+                out[key] = self.convert(value_node, (*path, key))
+                self.lines[(*path, key)] = key_node.start_mark.line + 1
+            self.open.discard(id(node))
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            self.open.add(id(node))
+            items = [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+            self.open.discard(id(node))
+            return items
+        return self.scalar(node)
+
+    def scalar(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            raise SpecError("keys must be plain scalars", file=self.file,
+                            line=node.start_mark.line + 1)
+        if node.tag == "tag:yaml.org,2002:merge":
+            return "<<"
+        return self.constructor.construct_object(node)

@@ -1,0 +1,149 @@
+"""Cells: environment × case variant × hardware target, with ids stable across runs and machines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+from harness.core.errors import SpecError, UsageError
+from harness.core.matrix import EnvSpec, MatrixSpec
+from harness.matrix.load import cell_limit
+from harness.plan.cases import CaseVariant, select_cases
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    cell_id: str
+    env: EnvSpec
+    case: CaseVariant
+    hardware: str
+
+    @property
+    def retries(self) -> int:
+        """How often a failed try runs again: the environment's or the case's, the larger."""
+        return max(self.env.retries, self.case.retries)
+
+    @property
+    def needs_gpu_slot(self) -> bool:
+        return self.hardware != "cpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cell_id": self.cell_id, "environment": self.env.name,
+                "values": dict(self.env.values), "backend": self.env.backend,
+                "case": self.case.case_id, "variant": self.case.variant,
+                "nodeid": self.case.nodeid, "hardware": self.hardware}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    cells: tuple[Cell, ...]
+
+    @property
+    def environments(self) -> tuple[EnvSpec, ...]:
+        seen: dict[str, EnvSpec] = {}
+        for cell in self.cells:
+            seen.setdefault(cell.env.name, cell.env)
+        return tuple(seen.values())
+
+
+def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
+    """Hash of what defines the cell, never of paths or time: the same on every machine."""
+    blob = json.dumps([env.name, env.key, case.nodeid, hardware]).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequence[str]) -> Plan:
+    """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
+    A matrix past the cell limit is refused with its count, before any cell is made."""
+    count = sum(len(_targets(env.hardware, present)) * len(select_cases(cases, env.cases))
+                for env in spec.environments)
+    if count > cell_limit():
+        raise SpecError(f"the matrix expands to {count:,} cells, over the limit of "
+                        f"{cell_limit():,} (raise it with --max-cells)", file=spec.file,
+                        line=spec.body_line or 1)
+    cells = []
+    dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
+    for env in spec.environments:
+        targets = _targets(env.hardware, present)
+        # cell_id's bytes, with what the environment's cells share encoded once (a fleet's
+        # plan is 100,000 cells): '["<name>", "<key>", "<nodeid>", "<hardware>"]'
+        head = json.dumps([env.name, env.key])[:-1] + ", "
+        for case in select_cases(cases, env.cases):
+            nodeid = dumped.get(case.nodeid) or dumped.setdefault(case.nodeid,
+                                                                   json.dumps(case.nodeid))
+            for hw in targets:
+                target = dumped.get(hw) or dumped.setdefault(hw, json.dumps(hw))
+                digest = hashlib.sha256(f"{head}{nodeid}, {target}]".encode()).hexdigest()
+                cells.append(Cell(cell_id=digest[:12], env=env, case=case, hardware=hw))
+    return Plan(cells=tuple(cells))
+
+
+def json_lines(cells: Iterable[Cell]) -> Iterator[str]:
+    """Each cell's ``json.dumps(cell.to_dict())``, byte for byte, with the parts cells share
+    (their environment's, their case's) encoded once: ``plan --format json`` of a fleet."""
+    envs: dict[int, tuple[EnvSpec, str]] = {}
+    variants: dict[int, tuple[CaseVariant, str]] = {}
+    targets: dict[str, str] = {}
+    for cell in cells:
+        env, case = envs.get(id(cell.env)), variants.get(id(cell.case))
+        if env is None or env[0] is not cell.env:
+            env = envs[id(cell.env)] = (cell.env, json.dumps({
+                "environment": cell.env.name, "values": dict(cell.env.values),
+                "backend": cell.env.backend})[1:-1])
+        if case is None or case[0] is not cell.case:
+            case = variants[id(cell.case)] = (cell.case, json.dumps({
+                "case": cell.case.case_id, "variant": cell.case.variant,
+                "nodeid": cell.case.nodeid})[1:-1])
+        hw = targets.get(cell.hardware) or targets.setdefault(
+            cell.hardware, json.dumps(cell.hardware))
+        yield f'{{"cell_id": {json.dumps(cell.cell_id)}, {env[1]}, {case[1]}, "hardware": {hw}}}'
+
+
+def _targets(hardware: Iterable[str], present: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for target in hardware:
+        for hw in (present if target == "auto" else [target]):
+            if hw not in out:
+                out.append(hw)
+    return out
+
+
+def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = None,
+                hardware: Sequence[str] = ()) -> Plan:
+    """``--only AXIS=VALUE`` (OR within an axis, AND across axes; ``env=NAME`` globs the
+    environment name), ``-k`` glob or substring on ``case::variant``, ``--hardware``."""
+    if not only and not keyword and not hardware:
+        return plan
+    wanted: dict[str, list[str]] = {}
+    for item in only:
+        axis, sep, value = item.partition("=")
+        if not sep or not axis:
+            raise UsageError(f"--only {item!r}: expected AXIS=VALUE")
+        wanted.setdefault(axis.strip(), []).append(value.strip())
+    known = {k for cell in plan.cells for k, _ in cell.env.values} | {"env"}
+    for axis in wanted:
+        if axis not in known:
+            raise UsageError(f"--only {axis}=...: no such axis; axes are: "
+                             + ", ".join(sorted(known)))
+
+    def keep(cell: Cell) -> bool:
+        values = dict(cell.env.values)
+        for axis, options in wanted.items():
+            if axis == "env":
+                if not any(fnmatchcase(cell.env.name, o) for o in options):
+                    return False
+            elif values.get(axis) not in options:
+                return False
+        if keyword and not any(keyword in text or fnmatchcase(text, keyword)
+                               for text in (cell.case.label, cell.case.nodeid)):
+            return False
+        return not hardware or cell.hardware in hardware
+
+    kept = Plan(cells=tuple(c for c in plan.cells if keep(c)))
+    if plan.cells and not kept.cells:
+        raise UsageError("no cell matches the filters (--only, -k, --hardware)")
+    return kept

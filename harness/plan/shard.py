@@ -1,0 +1,124 @@
+"""Shards: a plan split for many machines, the same split on every one of them.
+
+By hardware target first (a shard runs on one kind of runner), each environment's cells
+together (one build per shard), balanced by weight: the cells' durations in a run given
+explicitly (``--durations-from``, the same file on every machine) or else one per cell.
+Pure functions of the plan: no probing, no clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.core.errors import UsageError
+from harness.plan.cells import Cell, Plan
+
+MAX_GHA_JOBS = 256  # GitHub Actions' limit on the jobs of one matrix
+
+
+@dataclass(frozen=True, kw_only=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+    hardware: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    @property
+    def weight_key(self) -> str:
+        return f"{self.hardware}:{self.index}"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise UsageError(f"--shard {text!r}: expected I/N with 1 <= I <= N, like 2/8")
+    return int(match[1]), int(match[2])
+
+
+def make_shards(plan: Plan, count: int, durations: Mapping[str, float] | None = None
+                ) -> list[Shard]:
+    """``count`` shards of ``plan`` (some may be empty when there are fewer groups)."""
+    weights = _weights(plan.cells, durations or {})
+    by_hardware: dict[str, dict[str, list[Cell]]] = {}
+    for cell in plan.cells:
+        by_hardware.setdefault(cell.hardware, {}).setdefault(cell.env.name, []).append(cell)
+    kinds = sorted(by_hardware)
+    if count < len(kinds):
+        raise UsageError(f"{count} shards cannot hold {len(kinds)} hardware targets "
+                         f"({', '.join(kinds)}): a shard runs on one kind of runner")
+    totals = {hw: sum(weights[c.cell_id] for g in groups.values() for c in g)
+              for hw, groups in by_hardware.items()}
+    per_kind = _apportion(totals, count, {hw: len(g) for hw, g in by_hardware.items()})
+    shards: list[Shard] = []
+    for hw in kinds:
+        bins: list[list[Cell]] = [[] for _ in range(per_kind[hw])]
+        loads = [0.0] * per_kind[hw]
+        groups = sorted(by_hardware[hw].items(),
+                        key=lambda kv: (-sum(weights[c.cell_id] for c in kv[1]), kv[0]))
+        for _, cells in groups:  # longest first onto the least loaded shard
+            least = loads.index(min(loads))
+            bins[least].extend(cells)
+            loads[least] += sum(weights[c.cell_id] for c in cells)
+        for cells in bins:
+            shards.append(Shard(index=len(shards) + 1, count=count, hardware=hw,
+                                cells=tuple(cells)))
+    while len(shards) < count:  # more shards than environments: the rest have nothing to do
+        shards.append(Shard(index=len(shards) + 1, count=count, hardware=kinds[-1], cells=()))
+    return shards
+
+
+def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None = None
+                 ) -> tuple[Plan, Shard]:
+    index, count = parse_shard(shard)
+    chosen = make_shards(plan, count, durations)[index - 1]
+    return Plan(cells=chosen.cells), chosen
+
+
+def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tuple[int, str]:
+    """How many shards to make: ``wanted`` (default: one per environment and hardware), at
+    least one per hardware target, at most ``limit``; and a note when it had to change."""
+    kinds = len({c.hardware for c in plan.cells})
+    groups = len({(c.hardware, c.env.name) for c in plan.cells})
+    count = wanted or groups
+    note = ""
+    if count > limit:
+        note = f"{count} shards would exceed {limit} jobs; made {limit}"
+        count = limit
+    if count < kinds:
+        note = f"{count} shards cannot hold {kinds} hardware targets; made {kinds}"
+        count = kinds
+    return max(1, count), note
+
+
+def _weights(cells: Sequence[Cell], durations: Mapping[str, float]) -> dict[str, float]:
+    known = [durations[c.cell_id] for c in cells if c.cell_id in durations]
+    unknown = sorted(known)[len(known) // 2] if known else 1.0  # the median: a typical cell
+    return {c.cell_id: max(durations.get(c.cell_id, unknown), 1e-3) for c in cells}
+
+
+def _apportion(totals: Mapping[str, float], count: int, groups: Mapping[str, int]
+               ) -> dict[str, int]:
+    """Shards per hardware target, in proportion to its weight: each at least one, none more
+    than it has environments (a shard holds whole environments), largest remainders first."""
+    total = sum(totals.values()) or 1.0
+    share = {hw: count * w / total for hw, w in totals.items()}
+    out = {hw: max(1, min(groups[hw], int(s))) for hw, s in share.items()}
+    order = sorted(totals, key=lambda hw: (-(share[hw] - int(share[hw])), hw))
+    while sum(out.values()) < count:
+        grown = False
+        for hw in order:
+            if sum(out.values()) < count and out[hw] < groups[hw]:
+                out[hw] += 1
+                grown = True
+        if not grown:
+            break  # every kind has a shard per environment: the rest stay empty
+    while sum(out.values()) > count:
+        hw = max((h for h in out if out[h] > 1), key=lambda h: (out[h] - share[h], h))
+        out[hw] -= 1
+    return out

@@ -1,0 +1,93 @@
+"""The one definition of run order: which run is the latest, and which came before another.
+
+A run's place is when it was created (run.json ``created``), ties broken by its id: not a
+file's mtime, which a copy, a restore from CI's cache or a re-render changes. ``--resume
+latest``, ``--baseline latest``, a report's "what changed", history and CI all ask here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import UsageError
+from harness.records.layout import META, RESULTS
+
+
+def read_meta(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's run.json, or None where there is no readable one."""
+    try:
+        meta = json.loads((run_dir / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def created(run_dir: Path) -> float:
+    """When a run was created, from its record (-1: not a readable run folder)."""
+    meta = read_meta(run_dir)
+    try:
+        return float(meta.get("created") or 0.0) if meta is not None else -1.0
+    except (TypeError, ValueError):
+        return -1.0
+
+
+def run_order(run_dir: Path) -> tuple[float, str]:
+    """A run's place among runs: its creation time, then its id (the tie-break)."""
+    return created(run_dir), run_dir.name
+
+
+def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
+    """The run folders under ``folder``, oldest first; ``with_results``: only those that
+    recorded a result. A missing folder holds no runs."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.iterdir():
+        if with_results and not (path / RESULTS).is_file():
+            continue
+        when = created(path)
+        if when >= 0:
+            found.append(((when, path.name), path))
+    return [p for _, p in sorted(found)]
+
+
+def run_folders(folder: Path) -> list[Path]:
+    """The run folders under ``folder``, oldest first (``harness history``'s input)."""
+    if not folder.is_dir():
+        raise UsageError(f"no folder of runs at {folder}")
+    return ordered_runs(folder)
+
+
+def latest_run(reports_dir: Path) -> Path | None:
+    """The newest run under ``reports_dir`` (``--resume latest``, ``--baseline latest``)."""
+    runs = ordered_runs(reports_dir / "runs")
+    return runs[-1] if runs else None
+
+
+def newest_first(reports_dir: Path) -> Iterator[Path]:
+    """Runs that recorded results, newest first (where earlier durations are looked up)."""
+    yield from reversed(ordered_runs(reports_dir / "runs", with_results=True))
+
+
+def previous_run(reports_dir: Path, current: Path) -> Path | None:
+    """The newest run under ``reports_dir`` created before ``current`` that covered the same
+    slice (the same filters and shard: a full run is compared with a full run, never with a
+    ``-k`` slice). CI restores them from its history; a run made later never counts, so a
+    re-render says the same."""
+    mine, scope = run_order(current), _scope(read_meta(current))
+    here = current.resolve()
+    earlier = [p for p in ordered_runs(reports_dir / "runs", with_results=True)
+               if p.resolve() != here and run_order(p) < mine
+               and _scope(read_meta(p)) == scope]
+    return earlier[-1] if earlier else None
+
+
+def _scope(meta: dict[str, Any] | None) -> str:
+    """What part of the matrix a run covered: its filters and shard (a merge: everything)."""
+    if meta is None:
+        return "?"
+    filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}
+    return json.dumps([filters, meta.get("shard")], sort_keys=True)

@@ -1,0 +1,276 @@
+"""Run folders: a record that describes itself, appended as results arrive.
+
+A run folder holds ``run.json`` (small: ids, time, filters, shard, what executed it, the
+environments asked for, the expectations), ``plan.json`` (its cells, each with its logical and
+content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``cases.json`` (each
+variant's title, documented failure, upstream links, signatures, requirements, caveats),
+``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
+attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell),
+``shared.jsonl`` and ``logs/``.
+
+What thousands of lines would repeat (an environment's fingerprint summary, the machine a
+cell ran on) is written once, as a line ``["<hash>", value]`` of ``shared.jsonl`` (the hash
+of its content), before the first result that uses it; that result's line holds the hash in
+its place (``"fingerprint": "3f2a..."``). Content names make a merge a union: two shards'
+values of one name are the same value. ``RunStore.attempts`` puts the values back; a line may
+still hold a value inline (records before format 4, or anything written by hand).
+Every path inside is relative to the folder: copy it to another machine and it still renders,
+log links included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.core import jsonio
+from harness.core.errors import StoreError, UsageError
+from harness.core.redact import Redactor
+from harness.core.results import CellResult, CellRun, Outcome, adopt
+from harness.records.codec import append, read_lines
+from harness.records.layout import (
+    BY_REFERENCE,
+    CASES,
+    FORMAT,
+    FULL_PLAN,
+    META,
+    PLAN,
+    RESULTS,
+    RUN_ID,
+    SHARED,
+    new_run_id,
+)
+from harness.records.runs import latest_run
+
+
+class RunStore:
+    def __init__(self, run_dir: Path, redactor: Redactor | None = None) -> None:
+        self.run_dir = run_dir.resolve()
+        self.run_id = run_dir.name
+        # Every write goes through it: a token in a log or a reason never reaches the disk.
+        self.redactor = redactor or Redactor.from_environment()
+        # id(value) -> (value, hash) of the values in shared.jsonl (kept, so no id is reused)
+        self._written: dict[int, tuple[Any, str]] = {}
+        self._shared: dict[str, Any] | None = None  # hash -> value, read once
+
+    @classmethod
+    def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
+               cases: dict[str, Any] | None = None, redactor: Redactor | None = None
+               ) -> RunStore:
+        """A new run folder. ``run_id`` names it (a CI job names its shard)."""
+        run_id = run_id or new_run_id()
+        if not RUN_ID.fullmatch(run_id):
+            raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
+        store = cls(reports_dir / "runs" / run_id, redactor)
+        if (store.run_dir / META).exists():
+            raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
+                             f"continue it with --resume {run_id}")
+        for sub in ("logs", "events", "envs"):
+            (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        store.write_json(CASES, cases or {})
+        meta = dict(meta)
+        planned, full = meta.pop("planned", []), meta.pop("full_plan", None)
+        store.write_json(PLAN, planned, indent=None)
+        if full is not None:
+            store.write_json(FULL_PLAN, full, indent=None)
+        store.write_json(META, {"run_id": store.run_id, "format": FORMAT,
+                                "created": time.time(), "cells": len(planned), **meta})
+        return store
+
+    @classmethod
+    def open(cls, reports_dir: Path, run_id: str = "latest",
+             redactor: Redactor | None = None) -> RunStore:
+        """A run by id under ``reports_dir``, ``latest``, or a run folder's own path."""
+        runs = reports_dir / "runs"
+        if run_id == "latest":
+            latest = latest_run(reports_dir)
+            if latest is None:
+                raise StoreError(f"no runs under {runs}")
+            return cls(latest, redactor)
+        for candidate in (runs / run_id, Path(run_id)):
+            if (candidate / META).is_file():
+                return cls(candidate, redactor)
+        raise StoreError(f"no run {run_id!r} under {runs} (nor a run folder at that path)")
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        try:
+            data: dict[str, Any] = json.loads((self.run_dir / META).read_text())
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.run_dir / META}: unreadable: {exc}") from None
+        return data
+
+    def planned(self) -> list[dict[str, Any]]:
+        """The cells this run was to run (a shard: its own), in plan order."""
+        return self._plan(PLAN, "planned") or []
+
+    def full_plan(self) -> list[dict[str, Any]] | None:
+        """A shard's whole plan (what a merge of the shards must cover); None if not a shard."""
+        return self._plan(FULL_PLAN, "full_plan")
+
+    def _plan(self, name: str, key: str) -> list[dict[str, Any]] | None:
+        path = self.run_dir / name
+        if path.is_file():
+            try:
+                data: list[dict[str, Any]] = json.loads(path.read_bytes())
+            except (OSError, ValueError) as exc:
+                raise StoreError(f"{path}: unreadable: {exc}") from None
+            return data
+        found: list[dict[str, Any]] | None = self.meta.get(key)  # format 2 kept it inline
+        return found
+
+    @property
+    def cases(self) -> dict[str, Any]:
+        """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
+        path = self.run_dir / CASES
+        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        return data
+
+    def environments(self) -> dict[str, dict[str, Any]]:
+        """What each environment held, by environment key."""
+        return {p.stem: json.loads(p.read_text())
+                for p in sorted((self.run_dir / "envs").glob("*.json"))}
+
+    def update_meta(self, **changes: Any) -> None:
+        self.write_json(META, {**self.meta, **changes})
+
+    def write_json(self, name: str, data: Any, *, indent: int | None = 1) -> None:
+        """Atomic: a reader sees the old file or the new one, never half of one."""
+        path = self.run_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        data = self.redactor.obj(data)
+        if indent is None:  # a plan: a fleet's is 30 MB
+            tmp.write_bytes(jsonio.dumps(data))
+        else:
+            tmp.write_text(json.dumps(data, indent=indent, default=str))
+        tmp.replace(path)
+
+    def record(self, run: CellRun) -> CellResult:
+        """Keep what a cell run returned: log, events and fingerprint first, then the result
+        line that points at them (a kill in between leaves files, never a dangling line)."""
+        result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
+        stem = run.log_name or result.cell_id
+        stem = stem if result.attempt == 1 else f"{stem}.{result.attempt}"
+        if run.log:
+            # Cells of one process share its log: each record rewrites it with what the
+            # process had written by then, which only grows.
+            log = self.run_dir / "logs" / f"{stem}.log"
+            tmp = log.with_name(log.name + f".tmp{os.getpid()}")
+            tmp.write_bytes(self.redactor.data(run.log))
+            tmp.replace(log)
+            result = replace(result, log=f"logs/{stem}.log")
+        stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
+        if run.events:
+            (self.run_dir / "events" / f"{stem}.jsonl").write_text(
+                "".join(json.dumps(self.redactor.obj(e), default=str) + "\n"
+                        for e in run.events))
+        if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
+            self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
+        self.append(result)
+        return result
+
+    def append(self, result: CellResult) -> None:
+        self.extend([result])
+
+    def extend(self, results: Sequence[CellResult]) -> None:
+        """Append the results' lines (``append``: a kill leaves whole lines and at most a
+        torn tail). A merge writes 100,000 lines at once: one write and one fsync, not one a
+        line."""
+        rows: list[dict[str, Any]] = []
+        fresh: dict[str, Any] = {}
+        for r in results:
+            row = r.to_dict()
+            for name in BY_REFERENCE:
+                if row[name]:
+                    row[name] = self._share(row[name], fresh)
+            rows.append(self.redactor.obj(row))
+        if fresh:  # first, so no line points at a value that is not there
+            append(self.run_dir / SHARED, b"".join(
+                jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
+        # Compact: a fleet's record is 100,000 lines, read back by every report.
+        append(self.run_dir / RESULTS, b"".join(jsonio.dumps(row) + b"\n" for row in rows))
+
+    def _share(self, value: Any, fresh: dict[str, Any]) -> str:
+        """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the
+        first time. Values read from a record are shared objects: each is hashed once, not
+        once per line."""
+        seen = self._written.get(id(value))
+        if seen is not None and seen[0] is value:
+            return seen[1]
+        redacted = self.redactor.obj(value)
+        text = json.dumps(redacted, default=str, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        shared = self._shared_values()
+        if digest not in shared:
+            shared[digest] = fresh[digest] = redacted
+        self._written[id(value)] = (value, digest)
+        return digest
+
+    def _shared_values(self) -> dict[str, Any]:
+        """shared.jsonl, read once (a torn last line skipped)."""
+        if self._shared is None:
+            self._shared = {}
+            try:
+                raw = (self.run_dir / SHARED).read_bytes()
+            except FileNotFoundError:
+                raw = b""
+            for line in raw.splitlines():
+                try:
+                    digest, value = json.loads(line)
+                except (ValueError, TypeError):
+                    continue
+                self._shared[str(digest)] = value
+        return self._shared
+
+    def attempts(self) -> list[CellResult]:
+        """Every recorded attempt, in order (lost machines included)."""
+        try:
+            rows = read_lines(self.run_dir / RESULTS)
+        except FileNotFoundError:
+            return []
+        out: list[CellResult] = []
+        shared = self._shared_values()
+        for row in rows:
+            try:
+                for name in BY_REFERENCE:
+                    if isinstance(row.get(name), str):  # a value copied without it: {}
+                        row[name] = shared.get(row[name], {})
+                out.append(adopt(row))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # not a result line (a hand edit): skipped as a torn one is
+        return out
+
+    def results(self) -> list[CellResult]:
+        """Every cell once: its last attempt."""
+        by_cell: dict[str, CellResult] = {}
+        for record in self.attempts():
+            by_cell[record.cell_id] = record
+        return list(by_cell.values())
+
+    def done_cells(self) -> set[str]:
+        """Cells that need no re-run on resume: not NOT_RUN (other hardware may run them), not
+        lost to the machine."""
+        return {r.cell_id for r in self.results()
+                if r.outcome is not Outcome.NOT_RUN and not r.infra}
+
+    def log_names(self) -> frozenset[str]:
+        """The file names in logs/, listed once: a fleet's merge and report check 100,000
+        log links, and a stat each was a third of a merge."""
+        try:
+            return frozenset(os.listdir(self.run_dir / "logs"))  # noqa: PTH208  (names only)
+        except OSError:
+            return frozenset()
+
+    def log_file(self, result: CellResult) -> Path | None:
+        """A result's log on this machine: relative to the run folder, wherever it now is."""
+        if not result.log:
+            return None
+        path = Path(result.log)
+        return path if path.is_absolute() else self.run_dir / path

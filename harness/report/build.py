@@ -1,0 +1,339 @@
+"""The report of one or more run records (several shards of one run, or a run folder copied
+from another machine): the long-format data (CSV/JSON, one row per cell), the site and its
+markdown (``harness.site``), JUnit, and what changed between two runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.core import jsonio
+from harness.core.bulk import side_by_side
+from harness.core.results import CellResult, Outcome
+from harness.records.baseline import Baseline
+from harness.records.expect import Verdict, judge_runs, summary_lines
+from harness.records.history import write_index
+from harness.records.select import choose_records
+from harness.records.store import RunStore
+from harness.report.junit import write_junit
+from harness.report.site.model import build_site
+from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
+
+
+def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResult]]:
+    """Every cell once across the records, chosen as ``harness merge`` chooses."""
+    return list(choose_records(stores)[0].values())
+
+
+#: The long table's columns before the axes (``axis:<name>``, in order of appearance).
+LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "duration",
+        "caveat", "cell_id", "attempt", "node", "log", "python", "cuda",
+        *(f"v:{k}" for k in KEY_VERSIONS))
+
+
+def long_columns(results: Sequence[CellResult],
+                 logs: Mapping[str, str] | None = None) -> dict[str, list[Any]]:
+    """One row per cell, as columns (the CSV, the long table, the heatmap read them).
+    ``logs``: cell id -> the log's link from where the report goes. What a cell's
+    fingerprint says is worked out once per fingerprint: cells of one environment share it."""
+    links = logs or {}
+    facts: dict[int, tuple[str, ...]] = {}
+
+    def of(fp: dict[str, Any]) -> tuple[str, ...]:
+        found = facts.get(id(fp))
+        if found is None:
+            key = (fp or {}).get("key") or {}
+            torch = (fp or {}).get("torch") or {}
+            found = facts[id(fp)] = (
+                (fp or {}).get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
+                *(key.get(k, "") for k in KEY_VERSIONS))
+        return found
+
+    derived = list(zip(*(of(r.fingerprint) for r in results), strict=True)) or [
+        () for _ in range(2 + len(KEY_VERSIONS))]
+    columns: dict[str, list[Any]] = {
+        "environment": [r.environment for r in results],
+        "hardware": [r.hardware_target for r in results],
+        "column": [f"{r.case_id}::{r.variant}" for r in results],
+        "outcome": [r.outcome.value for r in results],
+        "signature": [r.signature or "" for r in results],
+        "reason": [r.reason for r in results],
+        "duration": [r.duration for r in results],
+        # Records before format 2 kept the caveat among the details.
+        "caveat": [r.caveat or str(r.details.get("caveat", "")) for r in results],
+        "cell_id": [r.cell_id for r in results],
+        "attempt": [r.attempt for r in results],
+        "node": [r.node for r in results],
+        "log": [links.get(r.cell_id, "") for r in results],
+        **{name: list(values) for name, values in zip(LONG[12:], derived, strict=True)},
+    }
+    for i, r in enumerate(results):
+        for k, v in r.values.items():
+            name = f"axis:{k}"
+            if name not in columns:
+                columns[name] = [""] * len(results)
+            columns[name][i] = v
+    return columns
+
+
+def results_frame(results: Sequence[CellResult],
+                  logs: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """The long table as a pandas frame, for a notebook (the report itself needs no pandas:
+    importing it is a fifth of a fleet's report)."""
+    import pandas as pd
+
+    return pd.DataFrame(long_columns(results, logs))
+
+
+def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
+    counts = Counter(columns.get("outcome", ()))
+    parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
+    envs = len(set(columns.get("environment", ())))
+    return (f"{len(columns.get('outcome', ()))} cells in {envs} environments: "
+            + (", ".join(parts) or "nothing run"))
+
+
+def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
+                 baseline: Baseline | None = None, previous: RunStore | None = None,
+                 results: Sequence[CellResult] | None = None) -> dict[str, Path]:
+    """Everything a reader gets, into ``out_dir``: the site (index, a page per documented
+    failure, the capability grid, every cell), its markdown twin, the long-format CSV/JSON,
+    JUnit and the heatmap. Cells come in matrix order, so the same results give the same
+    bytes. ``previous``: the run to say what changed since. ``results``: one record's
+    results as it holds them, when the caller has them in memory (a merge that just wrote
+    them), so they are not read back."""
+    stores = [stores] if isinstance(stores, RunStore) else list(stores)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metas = [s.meta for s in stores]
+    if results is not None and len(stores) == 1:
+        pairs = [(stores[0], r) for r in results]
+    else:
+        pairs = merged_results(stores)
+    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
+        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
+    results = [r for _, r in pairs]
+    bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
+    present = {id(s): s.log_names() for s in stores}
+    logs = {r.cell_id: _link(store, r, bases[id(store)], present[id(store)])
+            for store, r in pairs}
+    verdicts = judge_runs(stores, baseline, results)
+    columns = long_columns(results, logs)
+    summary = summary_line(columns)
+    cases = _case_metadata(stores)
+    environments: dict[str, Any] = {}
+    for meta in metas:
+        environments.update(meta.get("environments") or {})
+    changes = diff_runs(previous.results(), results) if previous is not None else []
+    since = previous.run_id if previous is not None else None
+    name = ", ".join(s.run_id for s in stores)
+    paths: dict[str, Path] = {"md": out_dir / "compat.md", "summary": out_dir / "summary.txt",
+                              "csv": out_dir / "compat.csv", "json": out_dir / "compat.json",
+                              "junit": out_dir / "junit.xml"}
+
+    def data_files() -> None:  # the downloads, JUnit and history's index
+        with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(columns)
+            writer.writerows(zip(*columns.values(), strict=True))
+        _write_long_json(paths["json"], {
+            "run_id": name, "runs": [s.run_id for s in stores], "summary": summary,
+            "cases": cases}, results, {
+            "changes": changes, "since": since,
+            "expectations": [_verdict(v) for v in verdicts if v.deviates or (
+                v.status == "expected" and not v.result.outcome.ok)]})
+        if len(stores) == 1:  # the index `harness history` reads instead of the whole record
+            write_index(stores[0].run_dir, {r.logical_key: r.outcome for r in results})
+        write_junit(results, f"ml-compat-harness {name}", paths["junit"])
+
+    def site_files() -> None:  # the pages and their markdown twin
+        site = build_site(results, environments, cases, metas, logs, changes, since)
+        long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
+        paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
+        against = "\n".join(summary_lines(verdicts, limit=200))
+        with open(paths["md"], "w", encoding="utf-8") as fh:
+            fh.writelines(line + "\n" for line in markdown(site))
+            fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
+                     + _case_lines(cases) + "\n")
+        paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
+
+    # A fleet's report: the site here, the rest on the second core, at once.
+    side_by_side(data_files, site_files, "writing compat.csv, compat.json and junit.xml")
+    return paths
+
+
+def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
+                     tail: dict[str, Any]) -> None:
+    """compat.json: ``head``, then ``fingerprints`` (by environment key), ``machines`` (by
+    node, ``node#gpu`` for a cell given one GPU), ``results`` (each cell once, without what
+    it shares: a cell whose fingerprint or machine differs from its key's keeps its own,
+    so nothing is dropped), then ``tail``. Compact, the results a few thousand at a time: a
+    fleet's file is 100 MB, never one string."""
+    fingerprints: dict[str, Any] = {}
+    machines: dict[str, Any] = {}
+    for r in results:  # each key's value: its first cell's
+        if r.fingerprint:
+            fingerprints.setdefault(r.env_key, r.fingerprint)
+        if r.hardware:
+            machines.setdefault(_machine(r), r.hardware)
+
+    def row(r: CellResult) -> dict[str, Any]:
+        data = r.to_dict()
+        for field, shared, key in (("fingerprint", fingerprints, r.env_key),
+                                   ("hardware", machines, _machine(r))):
+            value = data.pop(field)
+            known = shared.get(key)
+            if value and known is not value and known != value:
+                data[field] = value
+        return data
+
+    with open(path, "wb") as fh:
+        fh.write(jsonio.dumps({**head, "fingerprints": fingerprints, "machines": machines})[:-1]
+                 + b',"results":')
+        jsonio.write_array(fh, results, lambda chunk: jsonio.dumps([row(r) for r in chunk]))
+        fh.write(b"," + jsonio.dumps(tail)[1:])
+
+
+def _machine(result: CellResult) -> str:
+    return result.node if result.gpu is None else f"{result.node}#{result.gpu}"
+
+
+def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[RunStore]
+                   ) -> list[tuple[RunStore, CellResult]]:
+    """Matrix order (the plan's), not completion order: two renders of one run are equal."""
+    order: dict[str, int] = {}
+    for store in stores:
+        for cell in store.planned():
+            order.setdefault(cell["cell_id"], len(order))
+    return sorted(pairs, key=lambda p: (order.get(p[1].cell_id, len(order)),
+                                        p[1].logical_key, p[1].cell_id))
+
+
+def _heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
+    """Rows: environment @ hardware, in the table's order; columns: case variants, sorted."""
+    names = sorted(set(columns["column"]))
+    at = {name: i for i, name in enumerate(names)}
+    rows: dict[tuple[str, str], list[Outcome | None]] = {}
+    for env, hw, name, outcome in zip(columns["environment"], columns["hardware"],
+                                      columns["column"], columns["outcome"], strict=True):
+        row = rows.get((env, hw))
+        if row is None:
+            row = rows[(env, hw)] = [None] * len(names)
+        row[at[name]] = Outcome(outcome)
+    return list(rows.values())
+
+
+def _verdict(v: Verdict) -> dict[str, Any]:
+    """A deviation from what was expected, or a failure that was (with why)."""
+    return {"environment": v.result.environment,
+            "case": f"{v.result.case_id}::{v.result.variant}",
+            "hardware": v.result.hardware_target, "outcome": str(v.result.outcome),
+            "expected": sorted(str(o) for o in v.expected), "status": v.status, "why": v.why}
+
+
+def _link(store: RunStore, result: CellResult, base: str, present: frozenset[str]) -> str:
+    """The log's path relative to the report (``base``: the run folder from there), so the
+    pair can move together. ``present``: the names in the run's logs/ (listed once)."""
+    log = result.log
+    if not log:
+        return ""
+    if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
+        return os.path.relpath(log, store.run_dir / base) if Path(log).is_file() else ""
+    # On strings: a pathlib object and a stat per link cost more than the rest of a fleet's
+    # report's links.
+    folder, _, name = log.rpartition("/")
+    there = name in present if folder == "logs" else os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113
+    return f"{base}/{log}" if there else ""
+
+
+def _case_metadata(stores: Sequence[RunStore]) -> dict[str, Any]:
+    cases: dict[str, Any] = {}
+    for store in stores:
+        cases.update(store.cases)
+    return dict(sorted(cases.items()))
+
+
+def _case_lines(cases: dict[str, Any]) -> str:
+    """Each case once: its documented failure, links, signatures (from the run record)."""
+    if not cases:
+        return ""
+    lines, seen = ["", "", "## Cases", ""], set()
+    for meta in cases.values():
+        if meta["case"] in seen:
+            continue
+        seen.add(meta["case"])
+        links = " ".join(f"<{u}>" for u in meta.get("upstream", ()))
+        lines.append(f"- **{meta['case']}**: {meta.get('failure') or meta.get('title')}"
+                     + (f" ({links})" if links else ""))
+        variants = [m for m in cases.values() if m["case"] == meta["case"]]
+        for v in variants:
+            sigs = ", ".join(f"`{s['name']}`" for s in v.get("signatures", ()))
+            notes = "; ".join(v.get("caveats", ()))
+            lines.append(f"  - `{v['variant']}`" + (f": reproduces {sigs}" if sigs else "")
+                         + (f" (caveat: {notes})" if notes else ""))
+    return "\n".join(lines)
+
+
+def diff_runs(old: list[CellResult], new: list[CellResult]) -> list[dict[str, Any]]:
+    """What changed between two runs, cell by cell, matched by logical key (environment,
+    ``case::variant``, hardware), not by content id, which a pin change renames.
+
+    Classes: ``new failure`` (was fine, is not), ``fixed``, ``changed`` (fine both times but a
+    different outcome: a documented failure that stopped reproducing is news), ``still
+    failing`` (listed when its outcome or reason changed), ``new cell``, ``gone``, and
+    ``versions changed`` (same outcome, different packages: the key versions or the freeze).
+    New failures come first."""
+    before = {r.logical_key: r for r in old}
+    after = {r.logical_key: r for r in new}
+    changes = []
+    for key, now in after.items():
+        was = before.get(key)
+        if was is None:
+            changes.append(_change("new cell", key, None, now))
+            continue
+        if was.outcome != now.outcome:
+            kind = ("new failure" if was.outcome.ok and not now.outcome.ok else
+                    "fixed" if not was.outcome.ok and now.outcome.ok else
+                    "still failing" if not now.outcome.ok else "changed")
+            changes.append(_change(kind, key, was, now))
+        elif _versions(was) != _versions(now) and _versions(was) and _versions(now):
+            changes.append(_change("versions changed", key, was, now))
+    changes += [_change("gone", key, was, None) for key, was in before.items()
+                if key not in after]
+    order = {k: i for i, k in enumerate(("new failure", "fixed", "changed", "still failing",
+                                         "versions changed", "new cell", "gone"))}
+    changes.sort(key=lambda c: (order[c["class"]], c["environment"], c["case"],
+                                c["hardware"]))
+    return changes
+
+
+def _versions(result: CellResult) -> dict[str, str]:
+    fp = result.fingerprint or {}
+    found = dict(fp.get("key") or {})
+    if fp.get("freeze_sha256"):
+        found["(freeze)"] = str(fp["freeze_sha256"])
+    return found
+
+
+def _change(kind: str, key: tuple[str, str, str], was: CellResult | None,
+            now: CellResult | None) -> dict[str, Any]:
+    either = now or was
+    change: dict[str, Any] = {
+        "class": kind, "environment": key[0], "case": key[1], "hardware": key[2],
+        "before": str(was.outcome) if was else "", "after": str(now.outcome) if now else "",
+        "cell_id": either.cell_id if either else ""}
+    if was is not None and now is not None:
+        old_v, new_v = _versions(was), _versions(now)
+        change["versions"] = {name: f"{old_v.get(name, '-')} -> {new_v.get(name, '-')}"
+                              for name in sorted(set(old_v) | set(new_v))
+                              if old_v.get(name) != new_v.get(name) and name != "(freeze)"}
+    return change

@@ -1,0 +1,65 @@
+"""What a CI job shows: a short summary for ``$GITHUB_STEP_SUMMARY`` and one-line annotations
+for the cells that newly fail, against the run before this one."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from harness.core.results import CellResult, Outcome
+
+
+def step_summary(run_id: str, results: Sequence[CellResult],
+                 changes: Sequence[dict[str, Any]], since: str | None) -> str:
+    counts = Counter(str(r.outcome) for r in results)
+    order = [str(o) for o in Outcome if str(o) in counts]
+    lines = [f"### Compatibility matrix `{run_id}`", "",
+             "| " + " | ".join(order) + " |", "|" + "---|" * len(order),
+             "| " + " | ".join(str(counts[o]) for o in order) + " |", ""]
+    if since:
+        new = [c for c in changes if c["class"] == "new failure"]
+        fixed = [c for c in changes if c["class"] == "fixed"]
+        lines.append(f"Since `{since}`: {len(new)} new failures, {len(fixed)} fixed.")
+        for title, group in (("New failures", new), ("Fixed", fixed)):
+            if group:
+                lines += ["", f"**{title}**", ""]
+                lines += [f"- {c['environment']} `{c['case']}` @{c['hardware']}: "
+                          f"{c['before']} → {c['after']}" for c in group[:50]]
+    url = _run_url()
+    if url:
+        lines += ["", f"Full table: the `compatibility-table` artifact of [this run]({url})."]
+    return "\n".join(lines) + "\n"
+
+
+def failure_annotations(changes: Sequence[dict[str, Any]]) -> list[str]:
+    """GitHub workflow commands: an error per new failure (one line each)."""
+    out = []
+    for c in changes:
+        if c["class"] == "new failure":
+            text = (f"{c['environment']} {c['case']} @{c['hardware']}: {c['before']} -> "
+                    f"{c['after']}").replace("%", "%25").replace("\n", " ")
+            out.append(f"::error title=New failure::{text}")
+    return out
+
+
+def publish(run_id: str, results: Sequence[CellResult], changes: Sequence[dict[str, Any]],
+            since: str | None) -> None:
+    """Write the summary and print the annotations when running under GitHub Actions."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if target:
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(step_summary(run_id, results, changes, since))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in failure_annotations(changes):
+            print(line)
+
+
+def _run_url() -> str | None:
+    parts = [os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
+                                          "GITHUB_RUN_ID")]
+    if not all(parts):
+        return None
+    server, repo, run = parts
+    return f"{server}/{repo}/actions/runs/{run}"

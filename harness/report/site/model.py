@@ -1,0 +1,424 @@
+"""What the published report says, as plain data: one table per documented failure with a
+verdict derived from the results, a capability grid for the probes, a header, coverage, the
+environments that could not be built, and what changed since the previous run.
+
+Pure functions over results, the environments the record asked for and the case metadata;
+nothing here renders or reads files. Everything comes out in matrix order or sorted, so the
+same results give the same page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from harness.core.results import CellResult, Outcome
+
+#: Which package a verdict speaks of first, when several vary.
+PRIORITY = ("torch", "transformer-engine", "flash-attn", "transformers", "transformer-lens",
+            "mergekit", "llm-foundry", "mosaicml", "flashinfer-python", "numpy", "cuda",
+            "python", "backend")
+#: Packages that are tools of the harness, not versions a reader compares.
+_NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
+PROBES = "probes"
+SHORT = {Outcome.PASS: "PASS", Outcome.REPRODUCED: "REPRO", Outcome.FAIL: "FAIL",
+         Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR", Outcome.TIMEOUT: "TIMEOUT",
+         Outcome.CRASH: "CRASH", Outcome.NOT_RUN: "not run", Outcome.MISSING: "MISSING",
+         Outcome.FLAKY: "FLAKY"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Badge:
+    """One variant's outcome in a table cell."""
+
+    variant: str
+    outcome: Outcome
+    reason: str
+    log: str  # relative link, or ""
+    caveat: str = ""
+
+    @property
+    def css(self) -> str:
+        return "o-" + str(self.outcome).lower().replace("_", "-")
+
+    @property
+    def label(self) -> str:
+        return SHORT[self.outcome]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    environment: str
+    versions: dict[str, str]  # package -> version (resolved where it was built, else the pin)
+    label: str  # the versions that vary in this table
+    cells: dict[str, tuple[Badge, ...]]  # hardware -> badges
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureTable:
+    case: str
+    failure: str
+    title: str
+    upstream: tuple[str, ...]
+    signatures: tuple[str, ...]
+    varying: tuple[str, ...]
+    hardware: tuple[str, ...]  # columns drawn
+    rows: tuple[Row, ...]
+    verdict: tuple[str, ...]  # the verdict line's parts
+    not_run_rows: int  # environments whose cells of this case are NOT_RUN everywhere
+    not_tested: tuple[str, ...]  # hardware targets planned but NOT_RUN everywhere
+    unbuildable: tuple[tuple[str, str], ...]  # (environment, reason)
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^a-z0-9_-]+", "-", self.case.lower())
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridCell:
+    works: tuple[str, ...]  # versions where it passed
+    fails: tuple[str, ...]  # versions where it failed (any failing outcome)
+    skipped: int
+    reason: str  # the first skip or failure reason, for the tooltip
+
+    @property
+    def css(self) -> str:
+        if self.works and not self.fails:
+            return "o-pass"
+        if self.fails and not self.works:
+            return "o-fail"
+        return "o-mixed" if self.works else "o-skip"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grid:
+    hardware: tuple[str, ...]
+    # probe variant, the package whose versions its cells list, hardware -> cell
+    rows: tuple[tuple[str, str, dict[str, GridCell]], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Header:
+    run_ids: tuple[str, ...]
+    date: str
+    harness: str
+    matrix_sha256: str
+    machines: tuple[str, ...]
+    tested: tuple[str, ...]
+    not_tested: tuple[str, ...]
+    ran: int
+    cells: int
+    counts: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Site:
+    header: Header
+    failures: tuple[FailureTable, ...]
+    grid: Grid | None
+    unbuildable: tuple[tuple[str, str], ...]
+    changes: tuple[dict[str, Any], ...] = ()
+    since: str | None = None
+    links: dict[str, str] = field(default_factory=dict)  # cell id -> log link
+
+
+def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
+    """What the environment asked for: ``torch==2.0.1`` -> 2.0.1, ``numpy<2`` -> <2."""
+    out: dict[str, str] = {}
+    for text in env.get("requirements") or ():
+        try:
+            req = Requirement(str(text))
+        except InvalidRequirement:
+            continue  # the record of a matrix this harness would refuse today
+        pin = str(req.specifier)
+        out[canonicalize_name(req.name)] = (
+            "@" + req.url.rsplit("@", 1)[-1] if req.url  # a URL: the ref it pins
+            else pin.removeprefix("==") if pin else "*")
+    if env.get("cuda"):
+        out["cuda"] = str(env["cuda"])
+    if env.get("python"):
+        out["python"] = str(env["python"])
+    out["backend"] = str(env.get("backend") or "")
+    return out
+
+
+def row_versions(env: Mapping[str, Any], results: Sequence[CellResult]) -> dict[str, str]:
+    """The spec's pins, replaced by what was really installed where the environment built."""
+    versions = spec_versions(env)
+    for r in results:
+        key = (r.fingerprint or {}).get("key") or {}
+        for name, version in key.items():
+            if name not in _NOT_SHOWN and (name in versions or name in PRIORITY):
+                versions[name] = str(version)
+        if key:
+            break
+    return {k: v for k, v in versions.items() if k not in _NOT_SHOWN}
+
+
+def version_sort_key(value: str) -> tuple[int, Any]:
+    try:
+        return (0, Version(value.lstrip("=")))
+    except InvalidVersion:
+        return (1, value)
+
+
+def _unbuildable(results: Sequence[CellResult]) -> str | None:
+    """An environment whose every cell that ran is ERROR without a fingerprint: it never
+    built. Returns the reason's first line."""
+    ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
+    if ran and all(r.outcome is Outcome.ERROR and not r.fingerprint for r in ran):
+        return ran[0].reason.strip().splitlines()[0] if ran[0].reason.strip() else "ERROR"
+    return None
+
+
+def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping[str, Any]],
+               cases: Mapping[str, Mapping[str, Any]], meta: Sequence[Mapping[str, Any]],
+               links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
+               since: str | None = None) -> Site:
+    by_env: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:
+        by_env[r.environment].append(r)
+    broken = {env: why for env, rs in by_env.items() if (why := _unbuildable(rs))}
+    versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
+    by_case: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:
+        by_case[r.case_id].append(r)
+    failures = tuple(_failure_table(c, rs, versions, cases, broken, links)
+                     for c, rs in by_case.items() if c != PROBES)
+    probes = by_case.get(PROBES, [])
+    return Site(header=_header(results, meta), failures=failures,
+                grid=_grid(probes, versions, cases) if probes else None,
+                unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
+                since=since, links=dict(links))
+
+
+def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
+    import time
+
+    targets = sorted({r.hardware_target for r in results})
+    tested = tuple(h for h in targets
+                   if any(r.hardware_target == h and r.outcome is not Outcome.NOT_RUN
+                          for r in results))
+    machines = set()
+    for r in results:
+        hw = r.hardware or {}
+        if r.outcome is Outcome.NOT_RUN or not hw:
+            continue
+        gpus = ", ".join(sorted({str(g.get("name", "GPU")) for g in hw.get("gpus") or ()}))
+        machines.add(f"{r.node or '?'}: {hw.get('cpu', 'CPU')} × {hw.get('cpus', '?')}"
+                     + (f", {gpus}" if gpus else ", no GPU"))
+    created = min((float(m.get("created") or 0) for m in meta), default=0.0)
+    counts: dict[str, int] = defaultdict(int)
+    for r in results:
+        counts[str(r.outcome)] += 1
+    return Header(
+        run_ids=tuple(str(m.get("run_id")) for m in meta),
+        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "",
+        harness=str(meta[0].get("harness") or "") if meta else "",
+        matrix_sha256=str(meta[0].get("matrix_sha256") or "") if meta else "",
+        machines=tuple(sorted(machines)), tested=tested,
+        not_tested=tuple(h for h in targets if h not in tested),
+        ran=sum(r.outcome is not Outcome.NOT_RUN for r in results), cells=len(results),
+        counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]))
+
+
+def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    return {m["variant"] for m in cases.values() if m.get("case") == case and m.get("signatures")}
+
+
+def _failure_table(case: str, results: Sequence[CellResult],
+                   versions: Mapping[str, dict[str, str]],
+                   cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
+                   links: Mapping[str, str]) -> FailureTable:
+    meta = next((m for m in cases.values() if m.get("case") == case), {})
+    # A variant that reproduces: declared so (its signatures), or seen doing it (records
+    # made before case metadata was kept).
+    repro = _repro_variants(case, cases) | {
+        r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
+    by_env: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:  # one pass: a fleet's matrix has thousands of environments
+        by_env[r.environment].append(r)
+    envs = list(by_env)
+    ran_envs = [e for e in envs if e not in broken
+                and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
+    ran_set = set(ran_envs)
+    hardware = sorted({r.hardware_target for r in results})
+    drawn = {r.hardware_target for r in results
+             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}
+    drawn_hw = tuple(h for h in hardware if h in drawn)
+    varying = _varying([versions[e] for e in ran_envs])
+    rows = []
+    for env in ran_envs:
+        cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
+        for r in sorted(by_env[env], key=lambda r: _variant_order(r.variant, repro)):
+            if r.hardware_target in cells:
+                cells[r.hardware_target].append(Badge(
+                    variant=r.variant, outcome=r.outcome, reason=r.reason,
+                    log=links.get(r.cell_id, ""),
+                    # records before format 2 kept the caveat among the details
+                    caveat=r.caveat or str(r.details.get("caveat", ""))))
+        label = " · ".join(f"{k} {versions[env].get(k, '—')}" for k in varying) or env
+        rows.append(Row(environment=env, versions=versions[env], label=label,
+                        cells={h: tuple(b) for h, b in cells.items()}))
+    rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in varying],
+                               row.environment))
+    table_broken = tuple((e, broken[e]) for e in envs if e in broken)
+    not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
+    tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
+    not_tested = tuple(h for h in hardware if h not in tried)
+    verdict = _verdict([r for r in results if r.environment in ran_set], versions, varying,
+                       repro, not_tested, table_broken)
+    return FailureTable(
+        case=case, failure=str(meta.get("failure") or meta.get("title") or case),
+        title=str(meta.get("title") or ""), upstream=tuple(meta.get("upstream") or ()),
+        signatures=tuple(sorted({s["name"] for m in cases.values() if m.get("case") == case
+                                 for s in m.get("signatures") or ()})),
+        varying=varying, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
+        not_run_rows=not_run_rows, not_tested=not_tested, unbuildable=table_broken)
+
+
+def _variant_order(variant: str, repro: set[str]) -> tuple[int, str]:
+    return (0 if variant in repro else 1, variant)
+
+
+def _varying(rows: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
+    """The packages whose version differs between the rows, most telling first."""
+    names = {k for row in rows for k in row}
+    vary = [k for k in names if len({row.get(k, "—") for row in rows}) > 1]
+    return tuple(sorted(vary, key=lambda k: (PRIORITY.index(k) if k in PRIORITY
+                                             else len(PRIORITY), k)))
+
+
+def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
+             varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
+             broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """Derived, never written by hand: which versions the failure reproduces on, whether each
+    workaround helps, what was not tested."""
+    parts: list[str] = []
+    affected: dict[str, set[str]] = defaultdict(set)  # package value -> envs
+    clean: dict[str, set[str]] = defaultdict(set)
+    key = varying[0] if varying else None
+
+    def value(env: str) -> str:
+        return versions[env].get(key, "—") if key else env
+
+    by_env: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:
+        by_env[r.environment].append(r)
+    for env, rs in by_env.items():
+        reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
+        if any(r.outcome is Outcome.REPRODUCED for r in reps):
+            affected[value(env)].add(env)
+        elif reps and all(r.outcome is Outcome.PASS for r in reps):
+            clean[value(env)].add(env)
+    name = f"{key} " if key else ""
+    tested = [value(env) for env in by_env] if key else None
+    if affected:
+        parts.append(f"affected: {name}{_values(affected, tested)}")
+    if clean:
+        shown = _values(clean, tested)
+        values = sorted(clean, key=version_sort_key)
+        if affected and all(version_sort_key(v) > version_sort_key(a)
+                            for v in values for a in affected) and key:
+            shown = f"≥ {values[0]}"
+        parts.append(f"not affected: {name}{shown}")
+    if repro and not affected and not clean and results:
+        parts.append("the reproduction did not run to a verdict here (see the table)")
+    elif repro and not results:
+        parts.append("not run here")
+    for variant in sorted({r.variant for r in results} - repro):
+        parts.append(_workaround(variant, [r for r in results if r.variant == variant],
+                                 versions, key))
+    if not_tested:
+        parts.append(f"{'/'.join(not_tested)}: not tested this run")
+    if broken:
+        parts.append(f"could not build: {', '.join(e for e, _ in broken)}")
+    return tuple(parts)
+
+
+def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
+    """``found`` in version order. Given the ``tested`` versions, three or more that follow one
+    another there read as one range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest is
+    a count: a fleet tests hundreds of versions, and the verdict is a line (the table below
+    it lists every cell)."""
+    picked = sorted(set(found), key=version_sort_key)
+    if tested is None:
+        return ", ".join(picked)
+    order = {v: i for i, v in enumerate(sorted(set(tested) | set(picked),
+                                               key=version_sort_key))}
+    runs: list[list[str]] = []
+    for version in picked:
+        if runs and order[version] == order[runs[-1][-1]] + 1:
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    pieces = [f"{r[0]}–{r[-1]}" if len(r) >= 3 else ", ".join(r) for r in runs]
+    if len(pieces) <= limit:
+        return ", ".join(pieces)
+    rest = sum(len(r) for r in runs[limit:])
+    return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
+
+
+def _workaround(variant: str, results: Sequence[CellResult],
+                versions: Mapping[str, dict[str, str]], key: str | None) -> str:
+    ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
+    if not ran:
+        why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
+        return f"{variant}: not run ({why})" if why else f"{variant}: not run"
+
+    def value(r: CellResult) -> str:
+        return versions[r.environment].get(key, "—") if key else r.environment
+
+    good = {value(r) for r in ran if r.outcome.passed}
+    bad = {value(r) for r in ran if not r.outcome.passed}
+    tested = [value(r) for r in results] if key else None
+    caveat = "; caveat: " + ran[0].caveat if any(r.caveat for r in ran) else ""
+    if not bad:
+        return f"{variant} works on every tested version{caveat}"
+    if not good:
+        return f"{variant} fails on every tested version"
+    name = f"{key} " if key else ""
+    return (f"{variant} works on {name}{_values(good, tested)}; "
+            f"fails on {_values(bad, tested)}{caveat}")
+
+
+def _probe_package(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a probe's versions are of: the package it requires besides torch (TE for the TE
+    probe, flash-attn for flash-attn's), else torch."""
+    meta = cases.get(f"{PROBES}::{variant}") or {}
+    named = [name for req in meta.get("requires") or () for name in req.get("packages") or {}]
+    others = [n for n in named if n != "torch"]
+    return others[0] if others else "torch"
+
+
+def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
+          cases: Mapping[str, Mapping[str, Any]]) -> Grid:
+    hardware = tuple(sorted({r.hardware_target for r in results
+                             if r.outcome is not Outcome.NOT_RUN}))
+    groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
+    for r in results:
+        groups[(r.variant, r.hardware_target)].append(r)
+    rows = []
+    for variant in sorted({r.variant for r in results}):
+        package = _probe_package(variant, cases)
+        cells = {}
+        for h in hardware:
+            mine = groups.get((variant, h), [])
+            works = {versions[r.environment].get(package, "—") for r in mine if r.outcome.passed}
+            fails = {versions[r.environment].get(package, "—") for r in mine
+                     if not r.outcome.ok or r.outcome is Outcome.FLAKY}
+            skipped = [r for r in mine if r.outcome is Outcome.SKIP]
+            why = next((r.reason for r in mine if r.outcome in (Outcome.SKIP, Outcome.FAIL,
+                                                                  Outcome.ERROR)), "")
+            cells[h] = GridCell(works=tuple(sorted(works, key=version_sort_key)),
+                                fails=tuple(sorted(fails, key=version_sort_key)),
+                                skipped=len(skipped), reason=why)
+        rows.append((variant, package, cells))
+    return Grid(hardware=hardware, rows=tuple(rows))

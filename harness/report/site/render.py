@@ -1,0 +1,200 @@
+"""The site and its markdown twin, rendered from ``model.Site`` with jinja2 templates.
+
+Every value is escaped (autoescape; the cell data on the long page is JSON with ``<``, ``>``
+and ``&`` written as ``\\u003c`` ...), nothing is fetched from outside (styles and the few lines
+of script are inline), and nothing depends on the clock: the same site renders to the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+from harness.core import jsonio
+from harness.core.results import Outcome
+from harness.report.site.heatmap import write_png
+from harness.report.site.model import FailureTable, Grid, Header, Site
+
+SYMBOLS = {
+    Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
+    Outcome.ERROR: "⚠️", Outcome.TIMEOUT: "⏱️", Outcome.CRASH: "💥", Outcome.NOT_RUN: "·",
+    Outcome.MISSING: "❔", Outcome.FLAKY: "🎲",
+}
+#: The columns of the long table (cells.html), from the long-format frame.
+LONG_COLUMNS = ("environment", "hardware", "column", "outcome", "signature", "reason",
+                "python", "cuda", "v:torch", "v:transformer-engine", "v:flash-attn", "log")
+_NEWS = ("new failure", "fixed", "changed")
+#: Rows of a failure table per page (the markdown and the downloads hold every row).
+ROWS_PER_PAGE = 200
+
+
+def failure_page(slug: str, index: int) -> str:
+    """A failure table's page file: the first is ``failure-<slug>.html``."""
+    return f"failure-{slug}.html" if index == 0 else f"failure-{slug}-{index + 1}.html"
+
+
+def _templates() -> Environment:
+    return Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                       autoescape=select_autoescape(["j2", "html"], default=True),
+                       undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True)
+
+
+def script_json(data: Any) -> bytes:
+    """JSON safe inside a <script> element (no '<', '>' or '&' that could end it), as the
+    UTF-8 bytes of a page written in parts."""
+    return jsonio.dumps(data).replace(b"&", b"\\u0026").replace(b"<", b"\\u003c").replace(
+        b">", b"\\u003e")
+
+
+def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
+                heatmap: Sequence[Sequence[Outcome | None]]) -> dict[str, Path]:
+    env = _templates()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    counts = Counter(c["class"] for c in site.changes)
+    news = [c for c in site.changes if c["class"] in _NEWS]
+    common = {"site": site, "h": site.header}
+    width = write_png(out_dir / "heatmap.png", heatmap)
+
+    def put(name: str, text: str) -> None:  # each page out as it is made, none kept
+        (out_dir / name).write_text(text, encoding="utf-8")
+        paths[name] = out_dir / name
+
+    put("index.html", env.get_template("index.html.j2").render(
+        **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
+        more_news=max(0, len(news) - 10), heatmap_width=width))
+    put("probes.html", env.get_template("probes.html.j2").render(
+        **common, g=site.grid or Grid(hardware=(), rows=())))
+    # The long table's data (20 MB at 100,000 cells) goes to the file as bytes, between the
+    # halves of the page rendered around a marker: not through the template and two string
+    # copies of it, which were a fifth of a fleet's report's memory.
+    mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
+    head, tail = env.get_template("cells.html.j2").render(
+        **common, columns=LONG_COLUMNS, data_json=Markup(mark)).split(mark)
+    with open(out_dir / "cells.html", "wb") as fh:
+        fh.write(head.encode() + script_json({
+            name: LONG_COLUMNS.index(name) for name in ("outcome", "reason", "log")})[:-1]
+            + b',"rows":')
+        jsonio.write_array(fh, long_rows, script_json)
+        fh.write(b"}" + tail.encode())
+    paths["cells.html"] = out_dir / "cells.html"
+    failure = env.get_template("failure.html.j2")
+    for f in site.failures:
+        # A fleet's table has thousands of rows: static pages of ROWS_PER_PAGE (a 30,000-badge
+        # page took a browser 12 s to open), the first under the name the index links to.
+        names = [failure_page(f.slug, i) for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
+        for i, name in enumerate(names):
+            put(name, failure.render(
+                **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
+                first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names))
+    paths["heatmap"] = out_dir / "heatmap.png"
+    return paths
+
+
+def markdown(site: Site) -> Iterator[str]:
+    """The same content for a README or GitHub Pages: header, verdicts, a table per failure;
+    line by line (a fleet's is 100,000 lines, written as they come)."""
+    yield from ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
+    if site.since is not None:
+        counts = Counter(c["class"] for c in site.changes)
+        yield from ["", f"Since `{site.since}`: "
+                    + (", ".join(f"{k}: {counts[k]}" for k in sorted(counts)) or "no change")
+                    + "."]
+        yield from [f"- {c['class']}: {c['environment']} `{c['case']}` @{c['hardware']}: "
+                    f"{c['before']} → {c['after']}" for c in site.changes
+                    if c["class"] in _NEWS][:50]
+    for f in site.failures:
+        yield ""
+        yield from _failure_md(f)
+    if site.grid and site.grid.rows:
+        g = site.grid
+        yield from ["", "## Capability grid", "",
+                    "Where each probe works: the versions of the package it is about.", "",
+                    "| probe | " + " | ".join(g.hardware) + " |",
+                    "|---|" + "---|" * len(g.hardware)]
+        for name, package, cells in g.rows:
+            shown = []
+            for hw in g.hardware:
+                c = cells[hw]
+                text = "; ".join(filter(None, [
+                    f"works: {', '.join(c.works)}" if c.works else "",
+                    f"fails: {', '.join(c.fails)}" if c.fails else ""]))
+                shown.append(_cell(text or (f"skipped ({c.skipped})" if c.skipped else "—")))
+            yield f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |"
+    if site.unbuildable:
+        yield from ["", "## Environments that could not be built", ""]
+        yield from [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
+    yield from ["", "## Legend", ""]
+    yield from [f"- {SYMBOLS[o]} {o}" for o in Outcome]
+
+
+def summary_text(site: Site) -> str:
+    """The short summary ``harness report`` prints: header, coverage, each failure's verdict,
+    what changed (news first, with the versions that moved; the first 50), not the table."""
+    lines = [_about(site.header), _coverage(site.header)]
+    lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
+    if site.since is not None:
+        lines.append(f"## Changes since {site.since}: {len(site.changes)}")
+        for c in site.changes[:50]:  # diff_runs puts new failures first
+            versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
+            lines.append(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
+                         f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
+                         + (f" [{versions}]" if versions else ""))
+        if len(site.changes) > 50:
+            lines.append(f"- ... and {len(site.changes) - 50} more (compat.json lists them all)")
+    return "\n".join(lines) + "\n"
+
+
+def _about(h: Header) -> str:
+    return " · ".join(filter(None, [
+        h.date, f"run {', '.join(h.run_ids)}", f"harness {h.harness}" if h.harness else "",
+        f"matrix {h.matrix_sha256}" if h.matrix_sha256 else ""]))
+
+
+def _coverage(h: Header) -> str:
+    return (f"tested: {', '.join(h.tested) or 'nothing'}"
+            + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
+            + f" — {h.ran:,} of {h.cells:,} cells ran ("
+            + ", ".join(f"{n} {name}" for name, n in h.counts) + ")")
+
+
+def _failure_md(f: FailureTable) -> list[str]:
+    links = ", ".join(f"<{u}>" for u in f.upstream)
+    lines = [f"## {f.case}: {_cell(f.failure)}", ""]
+    if links:
+        lines += [f"Upstream: {links}", ""]
+    lines += [f"**Verdict:** {_cell(' · '.join(f.verdict))}", ""]
+    if not f.rows:
+        return [*lines, "_No cell of this case ran here._"]
+    lines += ["| " + (" · ".join(f.varying) or "environment") + " | "
+              + " | ".join(f.hardware) + " |", "|---|" + "---|" * len(f.hardware)]
+    for row in f.rows:
+        cells = []
+        for hw in f.hardware:
+            badges = [f"{b.variant}: {SYMBOLS[b.outcome]} {b.outcome}"
+                      + (" †" if b.caveat else "") for b in row.cells[hw]]
+            badges = [f"[{text}]({b.log})" if b.log else text
+                      for text, b in zip(badges, row.cells[hw], strict=True)]
+            cells.append("<br>".join(_cell(b) for b in badges))
+        lines.append(f"| {_cell(row.label)} (`{row.environment}`) | " + " | ".join(cells) + " |")
+    caveats = sorted({(b.variant, b.caveat) for row in f.rows for bs in row.cells.values()
+                      for b in bs if b.caveat})
+    lines += ["", *[f"† {variant}: {_cell(text)}" for variant, text in caveats]] if caveats else []
+    notes = []
+    if f.not_run_rows:
+        notes.append(f"{f.not_run_rows} more environments not run this time")
+    notes += [f"could not build `{e}`: {_cell(why)}" for e, why in f.unbuildable]
+    return [*lines, *(["", "; ".join(notes) + "."] if notes else [])]
+
+
+def _cell(text: str) -> str:
+    """Markdown table text: no pipe or newline breaks the row; HTML stays text."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+            .replace("<br>", "\0").replace("<", "&lt;").replace("\0", "<br>"))

@@ -1,0 +1,411 @@
+"""One cell, start to finish, on the machine that runs it: realize, launch, wait, classify.
+
+``run_cell`` blocks, and returns everything the driver records (result, log, events, the
+environment's fingerprint) instead of leaving it on a disk the driver may not share. The
+in-env plugin reports PASS/REPRODUCED/FAIL/SKIP/ERROR; what only the parent can see (a hang, a
+process that died) becomes TIMEOUT or CRASH here; a machine that failed (a container that never
+started, a Docker engine that stopped answering) is an ERROR marked ``infra``, for the driver
+to retry, never the case's CRASH.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import HarnessError, InfraError
+from harness.core.matrix import memory_bytes
+from harness.core.paths import INENV_DIR
+from harness.core.reaper import scratch_prefix
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.envs import Backend, Environment, LaunchRequest, Process
+from harness.plan.cases import pytest_args
+from harness.plan.cells import Cell
+
+#: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
+#: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
+#: NVML) numbers them by PCI bus. On a mixed host, the GPU a cell is given must be the GPU it
+#: gets.
+CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+LOG_LIMIT = 4 * 1024 * 1024  # a cell that prints gigabytes keeps its head and its tail
+
+
+class Cancelled(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The executor was shut down while the cell ran; its process group is gone."""
+
+
+class ProcessGuard:
+    """The processes cells have running, so that Ctrl-C or SIGTERM kills every one of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[Any] = set()
+        self.cancelled = threading.Event()
+
+    def add(self, process: Process) -> None:
+        with self._lock:
+            self._live.add(process)
+        if self.cancelled.is_set():  # started while shutting down
+            process.kill()
+
+    def discard(self, process: Process) -> None:
+        with self._lock:
+            self._live.discard(process)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        with self._lock:
+            live = list(self._live)
+        for process in live:
+            process.kill()
+
+
+@dataclass(frozen=True)
+class Realized:
+    env: Environment | None
+    error: str = ""  # why there is no environment
+    log: str = ""  # a backend bug's traceback
+    built: bool = False  # built by this call
+
+
+class EnvCache:
+    """Environments realized in this process, once each, however many cells ask at once.
+
+    A failure is remembered too: one broken environment is one build attempt per process,
+    not one per cell."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._done: dict[str, Realized] = {}
+
+    def realize(self, cell: Cell, backend: Backend) -> Realized:
+        key = f"{cell.env.backend}:{cell.env.key}:{cell.env.name}"
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._done:
+                return replace(self._done[key], built=False)
+            try:
+                env = backend.realize(cell.env)
+                outcome = Realized(env, built=env.built)
+            except HarnessError as exc:
+                outcome = Realized(None, str(exc))
+            except Exception as exc:  # a backend bug: reported on the cells, traceback kept
+                outcome = Realized(None, "backend bug while realizing the environment: "
+                                   f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            self._done[key] = outcome
+            return outcome
+
+
+def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
+    """The cell's own variables: nothing of the harness's environment."""
+    return {"PYTHONPATH": str(INENV_DIR), **CELL_ENV, **dict(cell.env.env_vars),
+            # "" hides every GPU: a cpu cell must really run on the CPU.
+            "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
+            "HARNESS_CELL_ID": cell.cell_id, "HARNESS_HARDWARE": cell.hardware,
+            "HARNESS_NODE": node}
+
+
+def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
+             envs: EnvCache | None = None, guard: ProcessGuard | None = None,
+             node: str | None = None, run_id: str = "", attempt: int = 1,
+             scratch_root: Path | None = None) -> CellRun:
+    """Run one cell to its end and return what happened. Raises only ``Cancelled``."""
+    (run,) = iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
+                        node=node, run_id=run_id, attempt=attempt, scratch_root=scratch_root)
+    return run
+
+
+def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
+               envs: EnvCache | None = None, guard: ProcessGuard | None = None,
+               node: str | None = None, run_id: str = "", attempt: int = 1,
+               scratch_root: Path | None = None) -> Iterator[CellRun]:
+    """Run cells of one environment and one hardware target in as few pytest processes as
+    they allow, yielding each cell's run as it ends (within a second).
+
+    One process runs them all; after a crash or a timeout, a fresh one starts at the next
+    cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
+    cell has the environment's timeout from its own start. Raises only ``Cancelled``."""
+    node = node or socket.gethostname()
+    place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
+    realized = (envs or EnvCache()).realize(cells[0], backend)
+    env = realized.env
+    if env is None:
+        for cell in cells:
+            yield CellRun(result=static_result(cell, Outcome.ERROR, realized.error, **place),
+                          log=realized.log.encode(), env_built=None)
+        return
+    remaining = list(cells)
+    built = realized.built
+    while remaining:
+        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
+                                        dir=scratch_root))
+        settled: set[str] = set()
+        try:
+            for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
+                                    place):
+                settled.add(run.result.cell_id)
+                yield replace(run, env_built=built)
+                built = False  # the build is reported once, with the first cell
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        remaining = [c for c in remaining if c.cell_id not in settled]
+
+
+MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
+SLICE = 1.0  # how often a running process's events are read: results stream out this fast
+EXIT_GRACE = 30.0  # what a process whose cases all ended gets to exit on its own
+
+
+def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
+                 cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
+                 place: dict[str, Any]) -> Iterator[CellRun]:
+    """One pytest process over ``cells``: yields each cell that it settles. A cell it did not
+    reach (the process crashed or hung on an earlier one) is not yielded, unless the process
+    reached none at all: then every cell is settled, so the caller always progresses."""
+    by_node = {c.case.nodeid: c for c in cells}
+    events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
+    # Cells of a batch share the process's log; each result points at the same file.
+    log_name = cells[0].cell_id if len(cells) == 1 else f"{cells[0].cell_id}-batch"
+    variables = cell_variables(cells[0], gpu, place["node"])
+    variables["HARNESS_CELL_IDS"] = json.dumps({n: c.cell_id for n, c in by_node.items()})
+    request = LaunchRequest(
+        argv=("-m", "pytest", "-q", "-rN", *pytest_args(cases_dir),
+              f"--harness-events={events_path}", *by_node),
+        env=variables, cwd=cases_dir, log=log_path, work_dir=scratch, cases_dir=cases_dir,
+        gpu=gpu, timeout=env.spec.timeout,
+        memory=memory_bytes(env.spec.memory) if env.spec.memory else None)
+
+    def run_of(result: CellResult, events: tuple[dict[str, Any], ...] = ()) -> CellRun:
+        return CellRun(result=result, log=_read_log(log_path), log_name=log_name,
+                       events=events, fingerprint=env.fingerprint)
+
+    try:
+        process = backend.launch(env, request)
+    except (OSError, HarnessError) as exc:
+        # No case ran: the machine could not start them (the driver retries).
+        for cell in cells:
+            yield run_of(static_result(cell, Outcome.ERROR, f"cannot start: {exc}",
+                                       fingerprint=env.summary, infra=True, **place))
+        return
+    if guard is not None:
+        guard.add(process)
+    watch = _Watch(events_path, env.spec.timeout)
+    code: int | None = None
+    try:
+        while True:
+            try:
+                code = process.wait(SLICE)
+            except InfraError as exc:
+                process.kill()
+                for cell in cells:
+                    if cell.case.nodeid not in watch.finished:
+                        yield run_of(static_result(cell, Outcome.ERROR, str(exc),
+                                                   fingerprint=env.summary, infra=True,
+                                                   **place))
+                return
+            for nodeid, finish in watch.read():
+                if nodeid in by_node:
+                    yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                                 watch.events_of(nodeid))
+            if code is not None:
+                break
+            if watch.done_with(by_node) and time.time() > watch.last_activity + EXIT_GRACE:
+                process.kill()  # every case has its result; it hangs on the way out
+                code = process.wait(60)
+                break
+            if watch.overdue():
+                process.kill()
+                code = process.wait(60)
+                watch.timed_out = True
+                break
+    finally:
+        if guard is not None:
+            guard.discard(process)
+    if guard is not None and guard.cancelled.is_set():
+        raise Cancelled
+    watch.oom = bool(getattr(process, "oom_killed", False))
+    for nodeid, finish in watch.read():  # what it wrote between the last look and its end
+        if nodeid in by_node:
+            yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                         watch.events_of(nodeid))
+    code = -9 if code is None else code
+    current = watch.current
+    if current is not None and current in by_node:
+        yield run_of(_died(by_node[current], env, code, watch, place),
+                     watch.events_of(current))
+    elif current is None and not watch.started:
+        for cell in cells:  # it reached no case at all: do not start another process for them
+            yield run_of(_never_started(cell, env, code, watch, _tail(log_path), place))
+
+
+class _Watch:
+    """What a running pytest process has said so far (its events file, read incrementally)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self.offset = 0
+        self.events: list[dict[str, Any]] = []
+        self.finished: set[str] = set()
+        self.started: set[str] = set()
+        self.current: str | None = None
+        self.last_activity = time.time()
+        self.started_at = self.last_activity
+        self.hardware: dict[str, Any] = {}
+        self.timed_out = False
+        self.oom = False  # the backend saw its memory limit kill the process
+
+    def read(self) -> list[tuple[str, dict[str, Any]]]:
+        """New finish events since the last read, as (nodeid, event)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for later
+        self.offset += len(complete)
+        out = []
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self.events.append(event)
+            kind, nodeid = event.get("event"), event.get("nodeid", "")
+            if kind == "session":
+                self.hardware = event.get("hardware", {})
+            elif kind == "start":
+                self.current = nodeid
+                self.started.add(nodeid)
+                self.last_activity = float(event.get("time", time.time()))
+            elif kind == "finish":
+                self.finished.add(nodeid)
+                self.current = None
+                self.last_activity = float(event.get("time", time.time()))
+                out.append((nodeid, event))
+        return out
+
+    def done_with(self, nodeids: Iterable[str]) -> bool:
+        return all(n in self.finished for n in nodeids)
+
+    def overdue(self) -> bool:
+        """Each case has the timeout from its own start (the first, from the process's)."""
+        return time.time() > self.last_activity + self.timeout
+
+    def since_start(self, nodeid: str) -> float:
+        start = next((e for e in self.events
+                      if e.get("event") == "start" and e.get("nodeid") == nodeid), None)
+        return time.time() - float(start["time"] if start else self.started_at)
+
+    def events_of(self, nodeid: str) -> tuple[dict[str, Any], ...]:
+        return tuple(e for e in self.events
+                     if e.get("nodeid") == nodeid or e.get("event") == "session")
+
+
+def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watch,
+              place: dict[str, Any]) -> CellResult:
+    outcome, reason = Outcome(finish["outcome"]), finish.get("reason", "")
+    if env.spec.memory and outcome is Outcome.FAIL and MEMORY_ERROR.match(reason):
+        # Under the environment's limit an allocation fails instead of taking the machine.
+        outcome = Outcome.CRASH
+        reason = f"out of memory (memory: {env.spec.memory}): {reason}"[:400]
+    return _result(cell, outcome=outcome, reason=reason,
+                   signature=finish.get("signature"), fingerprint=env.summary,
+                   hardware=watch.hardware, details=finish.get("details", {}),
+                   caveat=finish.get("caveat", ""),
+                   duration=round(float(finish.get("duration", 0.0)), 3),
+                   finished_at=float(finish.get("time") or time.time()), **place)
+
+
+def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
+          place: dict[str, Any]) -> CellResult:
+    """The case that was running when its process ended: it hung, or it took it down."""
+    if watch.timed_out:
+        outcome = Outcome.TIMEOUT
+        reason = f"no result after {env.spec.timeout:g} s; process group killed"
+    elif watch.oom:
+        outcome, reason = Outcome.CRASH, f"out of memory (memory: {env.spec.memory})"
+    elif returncode < 0:
+        outcome, reason = Outcome.CRASH, f"process killed by {_signal_name(-returncode)}"
+    else:
+        outcome = Outcome.CRASH
+        reason = f"process exited with code {returncode} in the middle of the case"
+    return _result(cell, outcome=outcome, reason=reason, fingerprint=env.summary,
+                   hardware=watch.hardware, duration=round(watch.since_start(cell.case.nodeid),
+                                                           3), **place)
+
+
+def _never_started(cell: Cell, env: Environment, returncode: int, watch: _Watch, tail: str,
+                   place: dict[str, Any]) -> CellResult:
+    if watch.timed_out:
+        outcome = Outcome.TIMEOUT
+        reason = (f"no result after {env.spec.timeout:g} s; process group killed "
+                  "(still starting: import or collection hung)")
+    else:
+        outcome = Outcome.ERROR
+        reason = f"pytest exited {returncode} before the case started: " + tail
+    return _result(cell, outcome=outcome, reason=reason, fingerprint=env.summary,
+                   hardware=watch.hardware, **place)
+
+
+def static_result(cell: Cell, outcome: Outcome, reason: str, *,
+                  fingerprint: dict[str, Any] | None = None, run_id: str = "",
+                  attempt: int = 1, node: str = "", gpu: int | None = None,
+                  infra: bool = False) -> CellResult:
+    """A result decided without the case running: NOT_RUN, or ERROR for a broken environment
+    or a machine that failed."""
+    return _result(cell, outcome=outcome, reason=reason, fingerprint=fingerprint or {},
+                   run_id=run_id, attempt=attempt, node=node, gpu=gpu, infra=infra)
+
+
+def _result(cell: Cell, **fields: Any) -> CellResult:
+    fields.setdefault("finished_at", time.time())
+    return CellResult(
+        cell_id=cell.cell_id, environment=cell.env.name, values=dict(cell.env.values),
+        env_key=cell.env.key, backend=cell.env.backend, case_id=cell.case.case_id,
+        variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
+        **fields)
+
+
+def _read_log(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size <= LOG_LIMIT:
+                return fh.read()
+            head = fh.read(LOG_LIMIT // 2)
+            fh.seek(size - LOG_LIMIT // 2)
+            return head + f"\n[... {size - LOG_LIMIT} bytes cut ...]\n".encode() + fh.read()
+    except OSError:
+        return b""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _tail(log: Path, lines: int = 4) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:])[-600:]

@@ -1,0 +1,213 @@
+"""The driver loop: submit every cell to an executor, record each result as it arrives.
+
+Cells of one environment, hardware target and case module go in batches, one pytest process
+each (one import of torch, not one per cell), split when there would be fewer batches than
+slots; a case marked ``isolate`` goes alone. Batches go in longest-expected-first (from
+earlier runs' durations), so one long batch does not start last and stretch the run. A cell
+whose machine failed (``infra``) is submitted again, alone, up to ``retries`` more times;
+after that it is an ERROR that names the cause, and ``--resume`` runs it again. Ctrl-C or
+SIGTERM cancels what runs; what finished is already on disk.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from harness.core.errors import InfraError
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.plan.cells import Cell
+from harness.run.cell import static_result
+from harness.run.executors import Executor
+
+DEFAULT_RETRIES = 2
+
+
+class Recorder(Protocol):
+    """Where results go as they end (a ``RunStore``): the run layer writes no record itself."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    def record(self, run: CellRun) -> CellResult: ...
+
+
+@dataclass
+class DispatchStats:
+    envs_built: set[str] = field(default_factory=set)
+    envs_reused: set[str] = field(default_factory=set)
+    envs_failed: set[str] = field(default_factory=set)
+    retried: int = 0
+    first_result_at: float | None = None
+    results: list[CellResult] = field(default_factory=list)
+
+    def environments_line(self) -> str:
+        failed = f", {len(self.envs_failed)} failed" if self.envs_failed else ""
+        reused = self.envs_reused - self.envs_built
+        nothing = " (nothing to build)" if not self.envs_built and not self.envs_failed else ""
+        return (f"environments: {len(self.envs_built)} built, {len(reused)} reused{failed}"
+                + nothing)
+
+
+def order_batches(batches: Sequence[list[Cell]], expected: Mapping[str, float]
+                  ) -> list[list[Cell]]:
+    """Longest expected first; a batch with a cell never timed counts as unknown and goes
+    first, in plan order."""
+    def known(batch: list[Cell]) -> bool:
+        return all(c.cell_id in expected for c in batch)
+
+    unknown = [b for b in batches if not known(b)]
+    timed = sorted((b for b in batches if known(b)),
+                   key=lambda b: -sum(expected[c.cell_id] for c in b))
+    return unknown + timed
+
+
+def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
+                 expected: Mapping[str, float] | None = None) -> list[list[Cell]]:
+    """Group cells that can share a pytest process; split groups while there are fewer
+    batches than ``capacity`` (slots left idle cost more than another torch import). With
+    earlier durations, no batch runs much longer than an even share of the work, so that the
+    longest-first order can balance the slots."""
+    if not batch:
+        return [[c] for c in cells]
+    groups: dict[tuple[str, str, str], list[Cell]] = {}
+    alone: list[list[Cell]] = []
+    for cell in cells:
+        if cell.case.isolate:
+            alone.append([cell])
+        else:
+            groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
+    batches = list(groups.values())
+    if expected and all(c.cell_id in expected for c in cells):
+        share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
+        batches = [part for group in batches for part in _split(group, expected, share)]
+    while len(batches) + len(alone) < capacity:
+        largest = max(batches, key=len, default=None)
+        if largest is None or len(largest) < 2:
+            break
+        batches.remove(largest)
+        half = (len(largest) + 1) // 2
+        batches += [largest[:half], largest[half:]]
+    return batches + alone
+
+
+def _split(group: list[Cell], expected: Mapping[str, float], share: float
+           ) -> list[list[Cell]]:
+    """``group`` in as few parts as keep each near ``share`` expected seconds: longest
+    processing time first onto the least loaded part; each part keeps plan order."""
+    total = sum(expected[c.cell_id] for c in group)
+    parts = max(1, math.ceil(total / share - 1e-6)) if share > 0 else 1
+    if parts == 1:
+        return [group]
+    bins: list[list[Cell]] = [[] for _ in range(parts)]
+    loads = [0.0] * parts
+    for cell in sorted(group, key=lambda c: -expected[c.cell_id]):
+        least = loads.index(min(loads))
+        bins[least].append(cell)
+        loads[least] += expected[cell.cell_id]
+    order = {c.cell_id: i for i, c in enumerate(group)}
+    return [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
+
+
+def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
+             on_result: Callable[[CellResult], None],
+             on_note: Callable[[str], None] = lambda _: None,
+             expected: Mapping[str, float] | None = None,
+             retries: int = DEFAULT_RETRIES, batch: bool = True) -> DispatchStats:
+    stats = DispatchStats()
+    futures: dict[Future[CellRun], tuple[Cell, int]] = {}
+    expected = expected or {}
+    batches = order_batches(make_batches(cells, executor.capacity, batch=batch,
+                                         expected=expected), expected)
+    for group in batches:
+        for cell, future in zip(group, executor.submit(group, run_id=store.run_id),
+                                strict=True):
+            futures[future] = (cell, 1)
+    finished = False
+    lost: dict[str, int] = {}  # machine losses per cell: retried up to `retries`
+    tries: dict[str, int] = {}  # the case's own failed tries: up to cell.retries
+    first_failure: dict[str, CellResult] = {}
+    try:
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                cell, attempt = futures.pop(future)
+                run = _collect(future, cell, store.run_id, attempt)
+                if cell.cell_id in first_failure and run.result.outcome.passed:
+                    run = replace(run, result=_flaky(run.result, first_failure[cell.cell_id]))
+                result = store.record(run)
+                _count_env(stats, cell, run, on_note)
+                again = None
+                if result.infra and lost.get(cell.cell_id, 0) < retries:
+                    lost[cell.cell_id] = lost.get(cell.cell_id, 0) + 1
+                    again = f"machine lost, retrying (attempt {attempt + 1}): {result.reason}"
+                elif (not result.infra and result.outcome.failed
+                      and tries.get(cell.cell_id, 0) < cell.retries):
+                    tries[cell.cell_id] = tries.get(cell.cell_id, 0) + 1
+                    first_failure.setdefault(cell.cell_id, result)
+                    again = (f"{result.outcome}, trying again ({tries[cell.cell_id]} of "
+                             f"{cell.retries} retries): {result.reason}")
+                if again is not None:
+                    stats.retried += 1
+                    on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): {again}")
+                    (resubmitted,) = executor.submit([cell], run_id=store.run_id,
+                                                     attempt=attempt + 1)
+                    futures[resubmitted] = (cell, attempt + 1)
+                    continue
+                if stats.first_result_at is None:
+                    stats.first_result_at = time.monotonic()
+                stats.results.append(result)
+                on_result(result)
+        finished = True
+    finally:
+        if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
+            executor.shutdown(cancel=True)
+    return stats
+
+
+def _flaky(result: CellResult, first: CellResult) -> CellResult:
+    """A case that failed and then passed: neither a pass nor a failure, and shown so."""
+    return replace(result, outcome=Outcome.FLAKY,
+                   reason=(f"{result.outcome} on attempt {result.attempt} after "
+                           f"{first.outcome} on attempt {first.attempt}: {first.reason}")[:600])
+
+
+def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> CellRun:
+    """The future's CellRun, or an ERROR for a lost machine or a bug in the executor."""
+    try:
+        return future.result()
+    except CancelledError:
+        return CellRun(result=static_result(cell, Outcome.ERROR, "cancelled by the executor",
+                                            run_id=run_id, attempt=attempt, infra=True))
+    except InfraError as exc:
+        return CellRun(result=static_result(cell, Outcome.ERROR, str(exc), run_id=run_id,
+                                            attempt=attempt, infra=True))
+    except Exception as exc:
+        return CellRun(result=static_result(cell, Outcome.ERROR,
+                                            f"executor failed: {type(exc).__name__}: {exc}",
+                                            run_id=run_id, attempt=attempt),
+                       log="".join(traceback.format_exception(exc)).encode())
+
+
+def _count_env(stats: DispatchStats, cell: Cell, run: CellRun,
+               on_note: Callable[[str], None]) -> None:
+    name = cell.env.name
+    if run.result.infra:
+        return
+    seen = name in stats.envs_built | stats.envs_reused | stats.envs_failed
+    if run.env_built is None:
+        if not seen:
+            on_note(f"environment {name}: ERROR {run.result.reason}")
+        stats.envs_failed.add(name)
+    elif run.env_built:
+        stats.envs_built.add(name)
+        on_note(f"environment {name}: built")
+    else:
+        if not seen:
+            on_note(f"environment {name}: up to date, nothing rebuilt")
+        stats.envs_reused.add(name)

@@ -1,0 +1,112 @@
+"""The local executor: this machine's CPU slots and GPUs, one thread per busy slot.
+
+Each slot runs one cell at a time (never two cells on a GPU); a slot that frees up takes the
+next pending cell it fits. Nothing polls: a finished cell frees its slot from its own thread,
+and the driver waits on futures.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from harness.core.results import CellRun
+from harness.envs import Backend, get_backend
+from harness.plan.cells import Cell
+from harness.plan.hardware import Machine
+from harness.run.cell import Cancelled, EnvCache, ProcessGuard, iter_batch
+from harness.run.scheduler import Scheduler, Slot, Task, make_slots
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, machine: Machine, *, jobs: int, cache_dir: Path, cases_dir: Path
+                 ) -> None:
+        self.machine = machine
+        self.cache_dir = cache_dir
+        self.cases_dir = cases_dir
+        self.slots = make_slots(jobs, [(g.index, g.arch) for g in machine.gpus])
+        self.scheduler = Scheduler(self.slots)
+        self.pool = ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="cell")
+        self.envs = EnvCache()
+        self.guard = ProcessGuard()
+        self.node = socket.gethostname()
+        self._lock = threading.Lock()
+        self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
+        self._backends: dict[str, Backend] = {}
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return self.machine.targets
+
+    @property
+    def serves(self) -> frozenset[str]:
+        return self.machine.serves
+
+    @property
+    def capacity(self) -> int:
+        return len(self.slots)
+
+    def describe(self) -> dict[str, object]:
+        return {"executor": self.name, "node": self.node,
+                "slots": [{"name": s.name, "gpu": s.gpu, "arch": s.arch} for s in self.slots]}
+
+    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1
+               ) -> list[Future[CellRun]]:
+        task = Task(cells=tuple(cells), run_id=run_id, attempt=attempt)
+        futures: dict[str, Future[CellRun]] = {c.cell_id: Future() for c in cells}
+        with self._lock:
+            self._futures[task] = futures
+            self.scheduler.add([task])
+            self._pump()
+        return list(futures.values())
+
+    def shutdown(self, *, cancel: bool = False) -> None:
+        if cancel:
+            self.guard.cancel()
+            with self._lock:
+                for task in self.scheduler.drain():
+                    for future in self._futures.pop(task).values():
+                        future.cancel()
+        self.pool.shutdown(wait=True, cancel_futures=cancel)
+
+    def _pump(self) -> None:
+        """Start what fits the free slots. Called with the lock held."""
+        for slot, task in self.scheduler.assign():
+            self.pool.submit(self._run, slot, task)
+
+    def _backend(self, name: str) -> Backend:
+        with self._lock:
+            if name not in self._backends:
+                self._backends[name] = get_backend(name, self.cache_dir)
+            return self._backends[name]
+
+    def _run(self, slot: Slot, task: Task) -> None:
+        futures = self._futures[task]
+        failure: BaseException | None = None
+        try:
+            for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
+                                  cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
+                                  node=self.node, run_id=task.run_id, attempt=task.attempt):
+                futures[run.result.cell_id].set_result(run)  # the driver records it now
+        except Cancelled:
+            pass
+        except BaseException as exc:  # reaches the driver through the futures
+            failure = exc
+        finally:
+            with self._lock:
+                self.scheduler.complete(slot)
+                self._futures.pop(task)
+                if not self.guard.cancelled.is_set():
+                    self._pump()
+        for future in futures.values():
+            if future.done():
+                continue
+            if failure is not None:
+                future.set_exception(failure)
+            else:
+                future.cancel()

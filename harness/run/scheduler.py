@@ -1,0 +1,83 @@
+"""Slot bookkeeping only: no threads, no processes. The local executor owns the loop."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from harness.plan.cells import Cell
+from harness.plan.hardware import arch_serves
+
+
+@dataclass(frozen=True, kw_only=True)
+class Slot:
+    name: str
+    gpu: int | None = None
+    arch: str | None = None
+
+    def fits(self, cell: Cell) -> bool:
+        # One GPU per GPU cell, of the architecture the cell targets; CPU cells on CPU slots.
+        if self.gpu is None or self.arch is None:
+            return cell.hardware == "cpu"
+        return arch_serves(self.arch, cell.hardware)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Task:
+    """One attempt at a batch of cells (one environment, one hardware target). Compared by
+    identity: a retried cell is a new task."""
+
+    cells: tuple[Cell, ...]
+    run_id: str
+    attempt: int = 1
+
+    @property
+    def cell(self) -> Cell:
+        """What decides the slot: every cell of a batch targets the same hardware."""
+        return self.cells[0]
+
+
+def make_slots(jobs: int, gpus: Iterable[tuple[int, str]]) -> tuple[Slot, ...]:
+    cpu = [Slot(name=f"cpu{i}") for i in range(max(1, jobs))]
+    return (*cpu, *(Slot(name=f"gpu{index}", gpu=index, arch=arch) for index, arch in gpus))
+
+
+class Scheduler:
+    def __init__(self, slots: Iterable[Slot]) -> None:
+        self.slots = tuple(slots)
+        self.pending: deque[Task] = deque()
+        self.slot_to_task: dict[Slot, Task] = {}
+
+    def add(self, tasks: Iterable[Task]) -> None:
+        self.pending.extend(tasks)
+
+    def assign(self) -> list[tuple[Slot, Task]]:
+        """Give each free slot the first pending task it fits (submission order: the driver
+        submits the longest expected first)."""
+        out = []
+        for slot in self.slots:
+            if slot in self.slot_to_task:
+                continue
+            for task in self.pending:
+                if slot.fits(task.cell):
+                    self.pending.remove(task)
+                    self.slot_to_task[slot] = task
+                    out.append((slot, task))
+                    break
+        return out
+
+    def complete(self, slot: Slot) -> Task:
+        return self.slot_to_task.pop(slot)
+
+
+
+    def drain(self) -> list[Task]:
+        """Forget every pending task (shutting down); the caller cancels their futures."""
+        tasks = list(self.pending)
+        self.pending.clear()
+        return tasks
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending and not self.slot_to_task
