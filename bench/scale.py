@@ -65,9 +65,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # this checkout's harness, not whichever one is installed
     sys.path.insert(0, str(ROOT))
 
+from harness.core.defaults import MAX_CELLS as DEFAULT_MAX_CELLS  # noqa: E402
 from harness.core.matrix import EnvSpec  # noqa: E402
 from harness.core.results import CellResult, CellRun, Outcome  # noqa: E402
-from harness.matrix.load import DEFAULT_MAX_CELLS  # noqa: E402
 from harness.plan.cases import collect_cases  # noqa: E402
 from harness.plan.cells import Cell, Plan  # noqa: E402
 from harness.plan.shard import make_shards  # noqa: E402

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness import __version__
 from harness.core.bulk import no_cycle_collection
+from harness.core.defaults import DEFAULT_FAIL_ON, RETRIES
 from harness.core.errors import UsageError
 from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
@@ -50,6 +51,7 @@ class RunOptions:
     keyword: str | None = None
     hardware: tuple[str, ...] = ()
     gpus: str | None = None
+    max_cells: int | None = None  # None: HARNESS_MAX_CELLS, else core.defaults.MAX_CELLS
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
     resume: str | None = None
     run_id: str | None = None
@@ -62,9 +64,9 @@ class RunOptions:
     shard: str | None = None  # "I/N": only this shard of the plan
     durations_from: str | None = None  # a run whose durations balance the shards
     address: str | None = None  # a Ray cluster: "auto" or HOST:PORT; none starts one here
-    retries: int = 2
+    retries: int = RETRIES
     batch: bool = True  # cells of one module share a pytest process (--isolate-cells: never)
-    fail_on: str = "new"  # what makes the exit code 1 (harness.expect.FAIL_ON)
+    fail_on: str = DEFAULT_FAIL_ON  # what makes the exit code 1 (core.defaults.FAIL_ON)
     baseline: str | None = None  # a baseline file or a run: what each cell is expected to be
 
 
@@ -86,7 +88,8 @@ Step = Callable[[RunState], "RunState | int"]
 
 def load_spec(state: RunState) -> RunState:
     folders = find_links_folders(state.options.find_links)
-    spec = with_find_links(load_matrix(state.options.matrix), folders,
+    matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells)
+    spec = with_find_links(matrix, folders,
                            offline=offline_from_environment(state.options.offline))
     if state.options.refresh:
         now = time.time()

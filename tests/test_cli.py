@@ -81,3 +81,30 @@ def test_collection_is_cached_until_a_case_file_changes(tmp_path: Path,
     assert len(list((tmp_path / "cache" / "collect").iterdir())) == 1
     module.write_text("def test_a(): pass\n\ndef test_b(): pass\n")
     assert [c.variant for c in collect_cases(cases)] == ["a", "b"]  # not the stale answer
+
+
+@pytest.mark.parametrize("command", ["run", "merge"])
+@pytest.mark.parametrize("reports", ["a-file", "/dev/null"])
+def test_reports_naming_a_file_is_one_line(tmp_path: Path, command: str, reports: str) -> None:
+    """It was a NotADirectoryError traceback (for run, after planning and probing)."""
+    if reports == "a-file":
+        reports = str(tmp_path / "a-file")
+        Path(reports).write_text("")
+    if command == "run":  # refused when the run folder is made, before any environment
+        args = ["run", "-k", "mergekit_fp16::repro", "--hardware", "cpu", "--no-report"]
+    else:  # a real run folder to merge, so that the merge gets to making its own
+        run = tmp_path / "runs" / "one"
+        run.mkdir(parents=True)
+        (run / "run.json").write_text('{"run_id": "one", "created": 1.0}')
+        args = ["merge", str(run), "--no-report"]
+    proc = harness("--reports", reports, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"harness: error: --reports {reports}: cannot make a run "
+                                  "folder there"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_zero_shards_is_refused() -> None:
+    proc = harness("plan", "--format", "gha", "--shards", "0")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "harness: error: --shards 0: must be at least 1"

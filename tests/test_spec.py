@@ -281,3 +281,10 @@ def test_a_capitalized_or_declared_axis_is_a_variable_even_with_version_values()
     assert env.requirements == ("torch==2.0.1",)
     assert ("TORCH_CUDA_ARCH_LIST", "8.0") in env.env_vars and ("INIT_DEVICE", "1.0") in (
         env.env_vars)
+
+
+@pytest.mark.parametrize("value", ["true", "false", "2", "'1'"])
+def test_a_version_other_than_the_number_one_is_refused(value: str) -> None:
+    # `true == 1` in Python: a boolean slipped through as version 1.
+    message = error(GOOD.replace("version: 1", f"version: {value}"))
+    assert message.startswith("matrix.yaml:1: version: unsupported version"), message

@@ -16,6 +16,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from harness.core.defaults import MAX_CELLS
 from harness.core.errors import SpecError, UsageError
 from harness.core.rules import Rule
 
@@ -134,6 +135,7 @@ class MatrixSpec:
     runners: dict[str, tuple[str, ...]] = field(default_factory=dict)
     body_line: int | None = None  # where the environments start (matrices: or environments:)
     expect: tuple[Rule, ...] = ()  # what some cells are known to show (harness.expect)
+    max_cells: int = MAX_CELLS  # a plan past it is refused (--max-cells)
 
     def runner_for(self, hardware: str) -> list[str]:
         """Where a shard of ``hardware`` runs: the matrix's ``runners:``, else GitHub's

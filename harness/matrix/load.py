@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -17,6 +16,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.core.defaults import cell_limit
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
     BACKEND_NAMES,
@@ -41,20 +41,13 @@ _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
 _OPERATORS = ("<", ">", "=", "!", "~")
 
+MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
+
 T = TypeVar("T")
 
 
-DEFAULT_MAX_CELLS = 100_000
-MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
-
-
-def cell_limit() -> int:
-    """The most cells a matrix may expand to (``--max-cells``, ``HARNESS_MAX_CELLS``)."""
-    raw = os.environ.get("HARNESS_MAX_CELLS", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_CELLS
-
-
-def load_matrix(path: str | Path) -> MatrixSpec:
+def load_matrix(path: str | Path, *, max_cells: int | None = None) -> MatrixSpec:
+    """``path``'s matrix; ``max_cells`` (default: ``cell_limit()``) refuses a larger one."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -66,16 +59,19 @@ def load_matrix(path: str | Path) -> MatrixSpec:
         line = data[: exc.start].count(b"\n") + 1
         raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
                         file=str(path), line=line) from None
-    return parse_matrix(text, file=str(path), base=path.parent)
+    return parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells)
 
 
-def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
+def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None
+                 ) -> MatrixSpec:
     src = load_source(text, file)
-    top = _Reader(src)
+    limit = cell_limit(max_cells)
+    top = _Reader(src, limit)
     root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
                             "matrices", "environments", "runners", "expect"})
     version = root.get("version", 1)
-    if version != 1:
+    # `true` == 1 in Python: a boolean is no version number.
+    if isinstance(version, bool) or version != 1:
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
     distributions = {
         k: top.distribution(("distributions", k), v)
@@ -105,7 +101,7 @@ def parse_matrix(text: str, *, file: str, base: Path) -> MatrixSpec:
     runners = {str(hw): top.strings(("runners", hw), labels)
                for hw, labels in top.mapping(("runners",), None, optional=True).items()}
     expect = top.expectations(("expect",), {env.name for env in envs})
-    return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs),
+    return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
                       runners=runners, expect=expect,
                       cases_dir_line=src.line(("cases_dir",)),
                       body_line=src.line(("matrices",) if "matrices" in root
@@ -133,8 +129,9 @@ def requirement_for(dist: str, value: str) -> str:
 class _Reader:
     """Typed access to the parsed YAML; every failure is a one-line SpecError at its line."""
 
-    def __init__(self, src: Source) -> None:
+    def __init__(self, src: Source, max_cells: int) -> None:
         self.src = src
+        self.max_cells = max_cells
 
     def at(self, path: KeyPath) -> Any:
         node = self.src.data
@@ -350,9 +347,9 @@ class _Reader:
                 raise self.src.error((*path, "axes", axis),
                                      f"an axis is a non-empty list, got {_kind(values)}")
         size = math.prod(len(values) for values in raw_axes.values())
-        if size > cell_limit():
+        if size > self.max_cells:
             raise self.src.error((*path, "axes"), f"the axes cross into {size:,} environments, "
-                                 f"over the limit of {cell_limit():,} cells (--max-cells)")
+                                 f"over the limit of {self.max_cells:,} cells (--max-cells)")
         variables = self._variables(path, raw, raw_axes, distributions)
         axes: dict[str, list[dict[str, Any]]] = {}
         for axis, values in raw_axes.items():

@@ -11,7 +11,6 @@ from typing import Any
 
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import EnvSpec, MatrixSpec
-from harness.matrix.load import cell_limit
 from harness.plan.cases import CaseVariant, select_cases
 
 
@@ -61,9 +60,9 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
     A matrix past the cell limit is refused with its count, before any cell is made."""
     count = sum(len(_targets(env.hardware, present)) * len(select_cases(cases, env.cases))
                 for env in spec.environments)
-    if count > cell_limit():
+    if count > spec.max_cells:
         raise SpecError(f"the matrix expands to {count:,} cells, over the limit of "
-                        f"{cell_limit():,} (raise it with --max-cells)", file=spec.file,
+                        f"{spec.max_cells:,} (raise it with --max-cells)", file=spec.file,
                         line=spec.body_line or 1)
     cells = []
     dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it

@@ -9,8 +9,9 @@ Pure functions of the plan: no probing, no clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.core.errors import UsageError
 from harness.plan.cells import Cell, Plan
@@ -83,6 +84,8 @@ def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None =
 def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tuple[int, str]:
     """How many shards to make: ``wanted`` (default: one per environment and hardware), at
     least one per hardware target, at most ``limit``; and a note when it had to change."""
+    if wanted is not None and wanted < 1:
+        raise UsageError(f"--shards {wanted}: must be at least 1")
     kinds = len({c.hardware for c in plan.cells})
     groups = len({(c.hardware, c.env.name) for c in plan.cells})
     count = wanted or groups
@@ -94,6 +97,22 @@ def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tup
         note = f"{count} shards cannot hold {kinds} hardware targets; made {kinds}"
         count = kinds
     return max(1, count), note
+
+
+def shard_jobs(plan: Plan, count: int, durations: Mapping[str, float],
+               runner_for: Callable[[str], list[str]]) -> list[dict[str, Any]]:
+    """One CI job per non-empty shard: its label, hardware, runner labels, artifact name,
+    and how many cells and environments it holds (``harness plan --format gha``)."""
+    jobs = []
+    for shard in make_shards(plan, count, durations):
+        if not shard.cells:
+            continue
+        jobs.append({"shard": shard.label, "hardware": shard.hardware,
+                     "runs-on": runner_for(shard.hardware),
+                     "artifact": f"harness-shard-{shard.index}-of-{shard.count}",
+                     "cells": len(shard.cells),
+                     "environments": len({c.env.name for c in shard.cells})})
+    return jobs
 
 
 def _weights(cells: Sequence[Cell], durations: Mapping[str, float]) -> dict[str, float]:

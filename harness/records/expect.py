@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
 from harness.core.results import CellResult, Outcome
 from harness.core.rules import Rule
@@ -34,7 +35,6 @@ from harness.records.baseline import Baseline
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 
-FAIL_ON = ("new", "changed", "any")
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
 #: What a cell was that says nothing of what it should be.
 _SILENT = (Outcome.NOT_RUN, Outcome.MISSING)

@@ -71,8 +71,12 @@ class RunStore:
         if (store.run_dir / META).exists():
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
                              f"continue it with --resume {run_id}")
-        for sub in ("logs", "events", "envs"):
-            (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in ("logs", "events", "envs"):
+                (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # --reports names a file, /dev/null, a read-only place
+            raise UsageError(f"--reports {reports_dir}: cannot make a run folder there: "
+                             f"{exc.strerror}") from None
         store.write_json(CASES, cases or {})
         meta = dict(meta)
         planned, full = meta.pop("planned", []), meta.pop("full_plan", None)

@@ -19,13 +19,12 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from harness.core.defaults import RETRIES
 from harness.core.errors import InfraError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.plan.cells import Cell
 from harness.run.cell import static_result
 from harness.run.executors import Executor
-
-DEFAULT_RETRIES = 2
 
 
 class Recorder(Protocol):
@@ -118,7 +117,7 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
              on_result: Callable[[CellResult], None],
              on_note: Callable[[str], None] = lambda _: None,
              expected: Mapping[str, float] | None = None,
-             retries: int = DEFAULT_RETRIES, batch: bool = True) -> DispatchStats:
+             retries: int = RETRIES, batch: bool = True) -> DispatchStats:
     stats = DispatchStats()
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
     expected = expected or {}

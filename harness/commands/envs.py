@@ -1,0 +1,109 @@
+"""Commands over environments: envs (list, prune, check), wheelhouse, images."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from fnmatch import fnmatchcase
+
+from harness.core.errors import UsageError
+from harness.core.matrix import EnvSpec
+from harness.core.paths import default_cache_dir
+from harness.envs import get_backend, inventory
+from harness.envs.docker import connect
+from harness.envs.images import LOCAL_BASE, bootstrap_base
+from harness.envs.overlay import read_packages
+from harness.envs.preflight import (
+    DEFAULT_PLATFORM,
+    EnvCheck,
+    check_environments,
+    render_table,
+    summary,
+)
+from harness.envs.wheelhouse import EnvWheels, build_wheelhouse
+from harness.envs.wheelhouse import summary as wheelhouse_summary
+from harness.matrix.load import load_matrix
+from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    cache = default_cache_dir()
+    if args.action == "check":
+        return _check(args)
+    if args.action == "list":
+        listing = inventory.listing(cache)
+        for e in listing:
+            print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}")
+        print(f"{len(listing)} environments under {cache}")
+        return 0
+    keep = None if args.all else load_matrix(args.matrix).environments
+    pruning = inventory.prune(cache, keep, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for e in pruning.removed:
+        print(f"{verb} {e['name']} ({e['location']})")
+    for extra in pruning.extras:
+        print(f"{verb} {extra}")
+    print(f"{verb} {len(pruning.removed)}, kept {pruning.kept}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    cache = default_cache_dir()
+    envs = _selected_envs(args)
+    backends = {name: get_backend(name, cache) for name in {e.backend for e in envs}}
+
+    def progress(check: EnvCheck) -> None:
+        if args.format == "table":
+            print(f"{check.name}: resolves {check.resolves}, builds {check.builds}, "
+                  f"imports {check.imports}", file=sys.stderr, flush=True)
+
+    checks = check_environments(envs, backends=backends, cache_dir=cache, build=args.build,
+                                platform=args.platform or DEFAULT_PLATFORM, jobs=args.jobs,
+                                on_done=progress)
+    if args.format == "json":
+        print(json.dumps([c.to_dict() for c in checks], indent=1))
+    else:
+        print(render_table(checks))
+        print(summary(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def _selected_envs(args: argparse.Namespace) -> list[EnvSpec]:
+    """The matrix's environments (sources applied), filtered by ``--env`` globs."""
+    spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)),
+                           offline=offline_from_environment(args.offline))
+    envs = [e for e in spec.environments
+            if not args.env or any(fnmatchcase(e.name, g) for g in args.env)]
+    if not envs:
+        raise UsageError("--env: no environment matches " + ", ".join(args.env))
+    return envs
+
+
+def cmd_wheelhouse(args: argparse.Namespace) -> int:
+    envs = [e for e in _selected_envs(args) if e.backend == "uv"]
+    base = read_packages(args.base_packages) if args.base_packages else None
+    if args.target_python:
+        envs = [replace(e, python=args.target_python) if e.base else e for e in envs]
+
+    def progress(report: EnvWheels) -> None:
+        state = report.error or (f"{len(report.wheels)} wheels"
+                                 + (f", {len(report.missing)} missing" if report.missing else ""))
+        print(f"{report.name}: {state}", flush=True)
+        for pin, why in report.missing.items():
+            print(f"  missing {pin}: {why}", flush=True)
+
+    reports = build_wheelhouse(envs, args.folder, cache_dir=default_cache_dir(),
+                               platform=args.platform or DEFAULT_PLATFORM, base_packages=base,
+                               on_done=progress)
+    print(wheelhouse_summary(reports, args.folder))
+    return 1 if any(r.error or r.missing for r in reports) else 0
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    print(bootstrap_base(connect(), tag=args.tag or LOCAL_BASE, suite=args.suite,
+                         mirror=args.mirror, force=args.force))
+    return 0

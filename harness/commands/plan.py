@@ -1,0 +1,44 @@
+"""``harness plan``: the cells a matrix expands to, as a table, JSON, or CI shard jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from harness.commands.options import run_options
+from harness.plan.cells import json_lines
+from harness.plan.shard import fit_shards, shard_jobs
+from harness.workflow import RunState, load_spec, plan_cells, probe_targets, shard_durations
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    options = run_options(args)
+    state = plan_cells(probe_targets(load_spec(RunState(options=options))))
+    assert state.plan is not None and state.spec is not None
+    if args.format in ("gha", "shards"):
+        count, note = fit_shards(state.plan, args.shards)
+        if note:
+            print(f"harness: {note}", file=sys.stderr)
+        jobs = shard_jobs(state.plan, count, shard_durations(options), state.spec.runner_for)
+        print(json.dumps({"include": jobs} if args.format == "gha" else jobs,
+                         separators=(",", ":") if args.format == "gha" else None,
+                         indent=None if args.format == "gha" else 1))
+        return 0
+    if args.format == "json":
+        # A JSON list, one cell a line (indent= would run the pure Python encoder over
+        # 100,000 cells), still one line per cell to read and diff.
+        sys.stdout.write("[\n" + ",\n".join(json_lines(state.plan.cells)) + "\n]\n")
+        return 0
+    cells = [c.to_dict() for c in state.plan.cells]
+    # Plain columns: 2,000 rows print in milliseconds (rich's table took 1.5 s), pipe into
+    # grep and head cleanly, and show test ids' [brackets] as they are.
+    rows = [(c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}", c["hardware"],
+             c["backend"]) for c in cells]
+    header = ("cell", "environment", "case", "hardware", "backend")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *rows]]
+    sys.stdout.write("\n".join(lines) + "\n")
+    print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
+    return 0

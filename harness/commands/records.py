@@ -1,0 +1,89 @@
+"""Commands over run records: report, merge, baseline, history."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.core.errors import UsageError
+from harness.records import history
+from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
+from harness.records.merge import merge_runs
+from harness.records.select import choose_records
+from harness.records.store import RunStore
+from harness.report.build import write_report
+from harness.workflow import judged_exit, publish_ci, publish_report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
+    previous = RunStore.open(args.reports, args.diff) if args.diff else None
+    if args.out is None and len(stores) == 1:
+        paths = publish_report(stores[0], args.reports, baseline=_baseline(args),
+                               previous=previous)
+    else:
+        paths = write_report(stores, args.out or args.reports / "combined",
+                             baseline=_baseline(args), previous=previous)
+    sys.stdout.write(paths["summary"].read_text(encoding="utf-8"))
+    print(f"site: {paths['index.html']}")
+    if args.fail_on:
+        return judged_exit(stores, args.reports, args.fail_on, args.baseline)
+    return 0
+
+
+def _baseline(args: argparse.Namespace) -> Baseline | None:
+    return load_baseline(Path(args.baseline), args.reports) if args.baseline else None
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    sources = [RunStore.open(args.reports, run) for run in args.runs]
+    if args.baseline:  # `latest` is the newest run before the merged one
+        args.baseline = str(resolve_baseline(args.baseline, args.reports))
+    baseline = _baseline(args)
+    report = merge_runs(sources, args.reports, run_id=args.run_id,
+                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
+    print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
+          f"{report.missing} MISSING -> {report.store.run_dir}")
+    if not args.no_report:
+        paths = publish_report(report.store, args.reports, baseline=baseline,
+                               results=report.results)
+        print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
+        publish_ci(report.store, args.reports, report.results)
+    return judged_exit([report.store], args.reports, args.fail_on, args.baseline,
+                       report.results)
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    stores = [RunStore.open(args.reports, run) for run in args.runs]
+    results = [r for _, r in choose_records(stores)[0].values()]
+    text = json.dumps(baseline_from(results, ", ".join(s.run_id for s in stores)),
+                      indent=1) + "\n"
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    args.output.write_text(text, encoding="utf-8")
+    data = json.loads(text)
+    print(f"baseline: {len(data['cells'])} cells from {data['source']} -> {args.output}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    folder = args.dir or args.reports / "runs"
+    if args.last < 1:
+        raise UsageError("--last must be at least 1")
+    if args.action == "prune":
+        for removed in history.prune(folder, keep=args.last):
+            print(f"removed {removed}")
+        return 0
+    table = history.load(folder, last=args.last, keyword=args.keyword)
+    if args.format == "json":
+        data = table.to_dict(changed_only=not args.all)
+        # One cell a line through json's C encoder (indent= runs the pure-Python one).
+        head = json.dumps({k: v for k, v in data.items() if k != "cells"})[:-1]
+        sys.stdout.write(head + ', "cells": [\n' + ",\n".join(
+            json.dumps(c) for c in data["cells"]) + "\n]}\n")
+    else:
+        print(table.render(changed_only=not args.all))
+    return 0

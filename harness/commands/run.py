@@ -1,0 +1,32 @@
+"""``harness run``: check what can be checked before the run, then run the step chain."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands.options import run_options
+from harness.core.errors import UsageError
+from harness.plan.shard import parse_shard
+from harness.records.baseline import load_baseline, resolve_baseline
+from harness.records.layout import RUN_ID
+from harness.workflow import RunState, execute
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if args.retries < 0:
+        raise UsageError("--retries must be 0 or more")
+    if args.baseline:  # a bad baseline is said now, not after the whole run
+        args.baseline = str(resolve_baseline(args.baseline, args.reports))
+        load_baseline(Path(args.baseline), args.reports)
+    if args.address and args.executor != "ray":
+        raise UsageError("--address names a Ray cluster: add --executor ray")
+    if args.resume and args.run_id:
+        raise UsageError("--resume continues a run; --run-id names a new one: give one")
+    if args.shard:
+        parse_shard(args.shard)
+    if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
+        raise UsageError(f"--run-id {args.run_id!r}: use letters, digits, '.', '_' and '-'")
+    return execute(RunState(options=run_options(args)))
