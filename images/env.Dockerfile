@@ -1,4 +1,4 @@
-# One environment under test. Rendered by harness/images.py from an EnvSpec; the tag of the
+# One environment under test. Rendered by harness/envs/images.py from an EnvSpec; the tag of the
 # built image is a hash of this text once rendered plus every file it copies.
 # Layer order is deliberate: base, CA, uv, interpreter, then one layer per requirement (torch
 # first), so changing one package rebuilds only the layers after it.
