@@ -117,7 +117,7 @@ def test_probes_make_a_capability_grid() -> None:
     assert site.failures == () and site.grid is not None
     ((name, package, cells),) = site.grid.rows
     assert (name, package) == ("sdpa[cpu]", "torch") and cells["cpu"].works == ("2.2.2", "2.5.1")
-    assert cells["cpu"].fails == ("2.0.1",) and cells["cpu"].css == "o-mixed"
+    assert cells["cpu"].failed == ("2.0.1",) and cells["cpu"].css == "o-mixed"
 
 
 def test_a_probe_that_needs_a_package_lists_its_versions() -> None:
@@ -132,4 +132,43 @@ def test_a_probe_that_needs_a_package_lists_its_versions() -> None:
     assert site.grid is not None
     ((_, package, cells),) = site.grid.rows
     assert package == "transformer-engine"
-    assert (cells["sm_90"].works, cells["sm_90"].fails) == (("1.13.0",), ("2.2.0",))
+    assert (cells["sm_90"].works, cells["sm_90"].failed) == (("1.13.0",), ("2.2.0",))
+
+
+def test_a_probe_that_reproduced_is_missing_not_working() -> None:
+    """probes.html said matmul[float16-cpu] works on torch 2.0.1, where it REPRODUCED."""
+    rows = [CellResult.from_dict({**cell(f"t-{v}", "matmul[float16-cpu]", o).to_dict(),
+                                  "case_id": "probes"})
+            for v, o in (("2.0.1", Outcome.REPRODUCED), ("2.2.2", Outcome.PASS),
+                         ("2.5.1", Outcome.SKIP))]
+    site = build_site(rows, envs("t-2.0.1", "t-2.2.2", "t-2.5.1"), {}, [{}], {})
+    assert site.grid is not None
+    ((_, package, cells),) = site.grid.rows
+    c = cells["cpu"]
+    assert (package, c.works, c.missing, c.failed, c.untested) == (
+        "torch", ("2.2.2",), ("2.0.1",), (), 1)
+    assert c.parts() == (("works", "2.2.2"), ("missing", "2.0.1"))
+
+
+def test_a_probe_about_two_packages_names_the_combination() -> None:
+    """numpy_bridge depends on torch × numpy: one package's versions cannot summarize it."""
+    rows = []
+    for torch, numpy, outcome in (("2.0.1", "1.26.4", Outcome.PASS),
+                                  ("2.0.1", "2.4.6", Outcome.REPRODUCED),
+                                  ("2.2.2", "2.4.6", Outcome.REPRODUCED),
+                                  ("2.5.1", "2.4.6", Outcome.PASS),
+                                  ("2.5.1", "1.26.4", Outcome.PASS)):
+        env = f"t-{torch}-{numpy}"
+        r = cell(env, "numpy_bridge", outcome).to_dict()
+        rows.append(CellResult.from_dict({**r, "case_id": "probes", "fingerprint": {
+            "key": {"torch": torch, "numpy": numpy}}}))
+    cases = {"probes::numpy_bridge": {"case": "probes", "variant": "numpy_bridge", "requires": [
+        {"packages": {"numpy": "", "torch": ""}}]}}
+    site = build_site(rows, {r.environment: {"requirements": [], "backend": "uv"}
+                             for r in rows}, cases, [{}], {})
+    assert site.grid is not None
+    ((_, package, cells),) = site.grid.rows
+    assert package == "torch × numpy"
+    assert cells["cpu"].missing == ("torch 2.0.1, 2.2.2 with numpy 2.4.6",)
+    assert cells["cpu"].works == ("torch 2.0.1, 2.5.1 with numpy 1.26.4",
+                                  "torch 2.5.1 with numpy 2.4.6")

@@ -83,24 +83,36 @@ class FailureTable:
 
 @dataclass(frozen=True, kw_only=True)
 class GridCell:
-    works: tuple[str, ...]  # versions where it passed
-    fails: tuple[str, ...]  # versions where it failed (any failing outcome)
-    skipped: int
+    """One probe on one hardware target. A probe that REPRODUCED found the capability
+    *missing* (its documented failure came), which is not "works"; each list names the
+    version combinations of the packages the probe is about (``Grid.rows``' second field)."""
+
+    works: tuple[str, ...]  # PASS
+    missing: tuple[str, ...]  # REPRODUCED
+    failed: tuple[str, ...]  # FAIL, ERROR, CRASH, TIMEOUT, FLAKY: broke otherwise
+    untested: int  # SKIP, NOT_RUN, MISSING: said nothing
     reason: str  # the first skip or failure reason, for the tooltip
+    packages: int = 1  # how many packages each combination names
 
     @property
     def css(self) -> str:
-        if self.works and not self.fails:
-            return "o-pass"
-        if self.fails and not self.works:
-            return "o-fail"
-        return "o-mixed" if self.works else "o-skip"
+        shown = [kind for kind, found in (("o-pass", self.works), ("o-reproduced", self.missing),
+                                          ("o-fail", self.failed)) if found]
+        if not shown:
+            return "o-skip"
+        return shown[0] if len(shown) == 1 else "o-mixed"
+
+    def parts(self) -> tuple[tuple[str, str], ...]:
+        """``(word, combinations)`` for each kind found: what the page and compat.md say."""
+        joiner = ", " if self.packages == 1 else "; "
+        return tuple((word, joiner.join(found)) for word, found in (
+            ("works", self.works), ("missing", self.missing), ("failed", self.failed)) if found)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Grid:
     hardware: tuple[str, ...]
-    # probe variant, the package whose versions its cells list, hardware -> cell
+    # probe variant, the packages whose versions decide it ("torch × numpy"), hardware -> cell
     rows: tuple[tuple[str, str, dict[str, GridCell]], ...]
 
 
@@ -389,13 +401,38 @@ def _workaround(variant: str, results: Sequence[CellResult],
             f"fails on {_values(bad, tested)}{caveat}")
 
 
-def _probe_package(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> str:
-    """What a probe's versions are of: the package it requires besides torch (TE for the TE
-    probe, flash-attn for flash-attn's), else torch."""
+#: How a probe's outcome reads in the grid (the rest say nothing of the capability).
+GRID_KIND = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL: "failed",
+             Outcome.ERROR: "failed", Outcome.CRASH: "failed", Outcome.TIMEOUT: "failed",
+             Outcome.FLAKY: "failed"}
+
+
+def probe_packages(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """The packages a probe declares it is about (``@requires(packages=...)``), torch first:
+    numpy's bridge depends on torch × numpy, TE's fp8 probe on TE; one that declares none is
+    about torch."""
     meta = cases.get(f"{PROBES}::{variant}") or {}
-    named = [name for req in meta.get("requires") or () for name in req.get("packages") or {}]
-    others = [n for n in named if n != "torch"]
-    return others[0] if others else "torch"
+    named = dict.fromkeys(name for req in meta.get("requires") or ()
+                          for name in req.get("packages") or {})
+    return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
+
+
+def combinations(found: Iterable[tuple[str, ...]], packages: Sequence[str]) -> tuple[str, ...]:
+    """Version combinations as a reader takes them in: one package, its versions in order
+    (``2.0.1, 2.2.2``); several, the first package's versions for each value of the rest
+    (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
+    combos = set(found)
+    if len(packages) == 1:
+        return tuple(sorted({c[0] for c in combos}, key=version_sort_key))
+    by_rest: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for combo in combos:
+        by_rest[combo[1:]].add(combo[0])
+    out = []
+    for rest in sorted(by_rest, key=lambda r: [version_sort_key(v) for v in r]):
+        firsts = ", ".join(sorted(by_rest[rest], key=version_sort_key))
+        others = " ".join(f"{p} {v}" for p, v in zip(packages[1:], rest, strict=True))
+        out.append(f"{packages[0]} {firsts} with {others}")
+    return tuple(out)
 
 
 def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
@@ -407,18 +444,21 @@ def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
         groups[(r.variant, r.hardware_target)].append(r)
     rows = []
     for variant in sorted({r.variant for r in results}):
-        package = _probe_package(variant, cases)
+        packages = probe_packages(variant, cases)
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])
-            works = {versions[r.environment].get(package, "—") for r in mine if r.outcome.passed}
-            fails = {versions[r.environment].get(package, "—") for r in mine
-                     if not r.outcome.ok or r.outcome is Outcome.FLAKY}
-            skipped = [r for r in mine if r.outcome is Outcome.SKIP]
+            kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+            for r in mine:
+                if r.outcome in GRID_KIND:
+                    kinds[GRID_KIND[r.outcome]].add(
+                        tuple(versions[r.environment].get(p, "—") for p in packages))
             why = next((r.reason for r in mine if r.outcome in (Outcome.SKIP, Outcome.FAIL,
                                                                   Outcome.ERROR)), "")
-            cells[h] = GridCell(works=tuple(sorted(works, key=version_sort_key)),
-                                fails=tuple(sorted(fails, key=version_sort_key)),
-                                skipped=len(skipped), reason=why)
-        rows.append((variant, package, cells))
+            cells[h] = GridCell(works=combinations(kinds["works"], packages),
+                                missing=combinations(kinds["missing"], packages),
+                                failed=combinations(kinds["failed"], packages),
+                                untested=sum(r.outcome not in GRID_KIND for r in mine),
+                                reason=why, packages=len(packages))
+        rows.append((variant, " × ".join(packages), cells))
     return Grid(hardware=hardware, rows=tuple(rows))

@@ -116,17 +116,16 @@ def markdown(site: Site) -> Iterator[str]:
     if site.grid and site.grid.rows:
         g = site.grid
         yield from ["", "## Capability grid", "",
-                    "Where each probe works: the versions of the package it is about.", "",
+                    "Where each probe works, where the capability is missing (its documented failure "
+                    "came), where it failed otherwise: the versions of the packages it is about.", "",
                     "| probe | " + " | ".join(g.hardware) + " |",
                     "|---|" + "---|" * len(g.hardware)]
         for name, package, cells in g.rows:
             shown = []
             for hw in g.hardware:
                 c = cells[hw]
-                text = "; ".join(filter(None, [
-                    f"works: {', '.join(c.works)}" if c.works else "",
-                    f"fails: {', '.join(c.fails)}" if c.fails else ""]))
-                shown.append(_cell(text or (f"skipped ({c.skipped})" if c.skipped else "—")))
+                text = " · ".join(f"{word}: {found}" for word, found in c.parts())
+                shown.append(_cell(text or (f"untested ({c.untested})" if c.untested else "—")))
             yield f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |"
     if site.unbuildable:
         yield from ["", "## Environments that could not be built", ""]
