@@ -172,3 +172,12 @@ def test_a_probe_about_two_packages_names_the_combination() -> None:
     assert cells["cpu"].missing == ("torch 2.0.1, 2.2.2 with numpy 2.4.6",)
     assert cells["cpu"].works == ("torch 2.0.1, 2.5.1 with numpy 1.26.4",
                                   "torch 2.5.1 with numpy 2.4.6")
+
+
+def test_docstring_markup_reads_as_code_not_raw() -> None:
+    """The evo2 page showed ``KeyError: 'recipe'`` with its reStructuredText backticks."""
+    cases = {"mk::repro": {**CASES["mk::repro"],
+                           "failure": "TE: ``KeyError: 'recipe'`` loading :class:`te.Linear`"}}
+    site = build_site([cell("t-2.0.1", "repro", Outcome.REPRODUCED)], envs("t-2.0.1"), cases,
+                      [{}], {})
+    assert site.failures[0].failure == "TE: `KeyError: 'recipe'` loading `te.Linear`"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.core.results import Outcome
 from harness.report.site.model import build_site
-from harness.report.site.render import ROWS_PER_PAGE, render_site
+from harness.report.site.render import ROWS_PER_PAGE, inline_code, render_site
 from tests.test_site_model import CASES, cell, envs
 
 
@@ -40,3 +40,8 @@ def test_a_short_table_is_one_page_without_a_pager(tmp_path: Path) -> None:
     paths = render_site(site, tmp_path, [], [])
     assert [p for p in paths if p.startswith("failure-")] == ["failure-mk.html"]
     assert "pager" not in (tmp_path / "failure-mk.html").read_text()
+
+
+def test_inline_code_is_escaped_then_marked_up() -> None:
+    assert str(inline_code("`KeyError: 'recipe'` & <b>")) == (
+        "<code>KeyError: &#39;recipe&#39;</code> &amp; &lt;b&gt;")

@@ -288,12 +288,22 @@ def _failure_table(case: str, results: Sequence[CellResult],
     verdict = _verdict([r for r in results if r.environment in ran_set], versions, varying,
                        repro, not_tested, table_broken)
     return FailureTable(
-        case=case, failure=str(meta.get("failure") or meta.get("title") or case),
-        title=str(meta.get("title") or ""), upstream=tuple(meta.get("upstream") or ()),
+        case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
+        title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),
         signatures=tuple(sorted({s["name"] for m in cases.values() if m.get("case") == case
                                  for s in m.get("signatures") or ()})),
         varying=varying, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
         not_run_rows=not_run_rows, not_tested=not_tested, unbuildable=table_broken)
+
+
+_ROLE = re.compile(r":[a-z]+:`([^`]+)`")  # :class:`Foo`, :func:`bar`
+_RST_CODE = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """A docstring's line as the pages show it: reStructuredText's ````code```` and roles
+    become markdown's ```code```, which the site renders as code and compat.md keeps."""
+    return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
 
 
 def _variant_order(variant: str, repro: set[str]) -> tuple[int, str]:

@@ -8,6 +8,7 @@ bytes.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from harness.core import jsonio
 from harness.core.results import Outcome
@@ -41,9 +42,20 @@ def failure_page(slug: str, index: int) -> str:
 
 
 def _templates() -> Environment:
-    return Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                       autoescape=select_autoescape(["j2", "html"], default=True),
-                       undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True)
+    env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
+                      autoescape=select_autoescape(["j2", "html"], default=True),
+                      undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True)
+    env.filters["code"] = inline_code
+    return env
+
+
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline_code(text: str) -> Markup:
+    """Escaped text whose ```spans``` are ``<code>`` (the model's ``plain`` made docstring
+    markup markdown's)."""
+    return Markup(_CODE.sub(lambda m: f"<code>{m[1]}</code>", str(escape(text))))
 
 
 def script_json(data: Any) -> bytes:
@@ -116,8 +128,9 @@ def markdown(site: Site) -> Iterator[str]:
     if site.grid and site.grid.rows:
         g = site.grid
         yield from ["", "## Capability grid", "",
-                    "Where each probe works, where the capability is missing (its documented failure "
-                    "came), where it failed otherwise: the versions of the packages it is about.", "",
+                    "Where each probe works, where the capability is missing (its documented "
+                    "failure came), where it failed otherwise: the versions of the packages it "
+                    "is about.", "",
                     "| probe | " + " | ".join(g.hardware) + " |",
                     "|---|" + "---|" * len(g.hardware)]
         for name, package, cells in g.rows:
