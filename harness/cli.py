@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "give every shard the same one")
     p.add_argument("--retries", type=int, default=RETRIES, metavar="N",
                    help=f"times a cell is run again when its machine fails (default: {RETRIES})")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print every cell not run here (default: a line per environment "
+                        "and hardware target, with the count)")
     p.add_argument("--isolate-cells", action="store_true",
                    help="a pytest process per cell (default: a case module's cells of one "
                         "environment share one, and a crash restarts at the next cell)")

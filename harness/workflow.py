@@ -57,6 +57,7 @@ class RunOptions:
     run_id: str | None = None
     report: bool = True
     live: bool | None = None
+    verbose: bool = False  # every NOT_RUN cell on a line of its own
     find_links: tuple[Path, ...] = ()
     offline: bool = False
     refresh: bool = False
@@ -187,7 +188,8 @@ def run_cells(state: RunState) -> RunState:
     runnable = [c for c in state.plan.cells if c.hardware in present]
     absent = [c for c in state.plan.cells if c.hardware not in present]
     there = ", ".join(t for t in state.executor.targets if t != "cpu") or "none"
-    with RunProgress(len(state.plan.cells), live=state.options.live) as progress:
+    with RunProgress(len(state.plan.cells), live=state.options.live,
+                     verbose=state.options.verbose) as progress:
         for cell in absent:
             result = state.store.record(CellRun(result=static_result(
                 cell, Outcome.NOT_RUN, f"needs {cell.hardware}; GPUs here: {there}",

@@ -25,5 +25,6 @@ def run_options(args: argparse.Namespace) -> RunOptions:
                       shard=getattr(args, "shard", None),
                       durations_from=getattr(args, "durations_from", None),
                       batch=not getattr(args, "isolate_cells", False),
+                      verbose=getattr(args, "verbose", False),
                       fail_on=getattr(args, "fail_on", None) or DEFAULT_FAIL_ON,
                       baseline=getattr(args, "baseline", None))
