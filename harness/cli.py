@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="where the report goes (default: the run's own report/ folder; for "
                         "several runs REPORTS/combined)")
+    p.add_argument("--check", action="store_true",
+                   help="then check that every claim of the report (counts, tables, verdicts, "
+                        "the grid, what changed) follows from the record; exit 1 if not")
     _expectations(p, None)
 
     p = sub.add_parser("merge", help="merge the run folders of a plan's shards into one run")

@@ -12,6 +12,10 @@ DATA = Path(__file__).resolve().parent / "data"
 # The in-env plugin is imported by its own name inside environments; do the same here.
 sys.path.insert(0, str(ROOT / "harness" / "inenv"))
 
+# Every report the suite writes, in-process or by a `harness` subprocess, is checked against
+# its record (harness.report.check): a contradiction fails the test that wrote it.
+os.environ["HARNESS_CHECK_REPORTS"] = "1"
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: Upstream packages CI cannot download (../shared beside the clone, as CI has it).
 WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"

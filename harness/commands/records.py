@@ -14,6 +14,7 @@ from harness.records.merge import merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.report.build import write_report
+from harness.report.check import check_run
 from harness.workflow import judged_exit, publish_ci, publish_report
 
 
@@ -28,6 +29,15 @@ def cmd_report(args: argparse.Namespace) -> int:
                              baseline=_baseline(args), previous=previous)
     sys.stdout.write(paths["summary"].read_text(encoding="utf-8"))
     print(f"site: {paths['index.html']}")
+    if args.check:
+        problems = check_run(stores, paths["md"].parent, previous)
+        for problem in problems:
+            print(f"contradiction: {problem}")
+        print(f"consistency check: {len(problems)} contradictions between the report and "
+              "its record" if problems else "consistency check: every claim of compat.md, "
+              "index.html and probes.html follows from the record")
+        if problems:
+            return 1
     if args.fail_on:
         return judged_exit(stores, args.reports, args.fail_on, args.baseline)
     return 0

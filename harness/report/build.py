@@ -20,6 +20,7 @@ from harness.records.expect import Verdict, judge_runs, summary_lines
 from harness.records.history import write_index
 from harness.records.select import choose_records
 from harness.records.store import RunStore
+from harness.report.check import check_report
 from harness.report.junit import write_junit
 from harness.report.site.model import build_site
 from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
@@ -168,6 +169,11 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     # A fleet's report: the site here, the rest on the second core, at once.
     side_by_side(data_files, site_files, "writing compat.csv, compat.json and junit.xml")
+    if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
+        problems = check_report(out_dir, results, environments, cases,
+                                previous.results() if previous is not None else None)
+        if problems:
+            raise RuntimeError("the report contradicts its record:\n" + "\n".join(problems))
     return paths
 
 

@@ -357,7 +357,7 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
         parts.append("not run here")
     for variant in sorted({r.variant for r in results} - repro):
         parts.append(_workaround(variant, [r for r in results if r.variant == variant],
-                                 versions, key))
+                                 versions, key, tested))
     if not_tested:
         parts.append(f"{'/'.join(not_tested)}: not tested this run")
     if broken:
@@ -389,7 +389,10 @@ def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: in
 
 
 def _workaround(variant: str, results: Sequence[CellResult],
-                versions: Mapping[str, dict[str, str]], key: str | None) -> str:
+                versions: Mapping[str, dict[str, str]], key: str | None,
+                tested: Sequence[str] | None) -> str:
+    """Whether a workaround helps, by the versions of the table's rows: a range never spans a
+    version the table shows (where this variant did not run, the range stops)."""
     ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
     if not ran:
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
@@ -400,7 +403,6 @@ def _workaround(variant: str, results: Sequence[CellResult],
 
     good = {value(r) for r in ran if r.outcome.passed}
     bad = {value(r) for r in ran if not r.outcome.passed}
-    tested = [value(r) for r in results] if key else None
     caveat = "; caveat: " + ran[0].caveat if any(r.caveat for r in ran) else ""
     if not bad:
         return f"{variant} works on every tested version{caveat}"

@@ -125,7 +125,9 @@ def markdown(site: Site) -> Iterator[str]:
     for f in site.failures:
         yield ""
         yield from _failure_md(f)
-    if site.grid and site.grid.rows:
+    if site.grid and site.grid.rows and not site.grid.hardware:
+        yield from ["", "## Capability grid", "", "No probe ran here."]
+    elif site.grid and site.grid.rows:
         g = site.grid
         yield from ["", "## Capability grid", "",
                     "Where each probe works, where the capability is missing (its documented "
