@@ -19,7 +19,7 @@ from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
 from harness.core.reaper import Registry
 from harness.core.redact import Redactor
-from harness.core.results import CellResult, CellRun, Outcome
+from harness.core.results import CellResult, CellRun
 from harness.matrix.load import load_matrix
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
@@ -33,6 +33,7 @@ from harness.records.store import RunStore
 from harness.report.build import diff_runs, write_report
 from harness.report.ci import publish
 from harness.run.cell import static_result
+from harness.run.classify import Ending, classify
 from harness.run.dispatch import DispatchStats, dispatch
 from harness.run.executors import Executor
 from harness.run.executors.local import LocalExecutor
@@ -192,7 +193,8 @@ def run_cells(state: RunState) -> RunState:
                      verbose=state.options.verbose) as progress:
         for cell in absent:
             result = state.store.record(CellRun(result=static_result(
-                cell, Outcome.NOT_RUN, f"needs {cell.hardware}; GPUs here: {there}",
+                cell, classify(Ending(kind="hardware_absent", hardware=cell.hardware,
+                                      present=there)),
                 run_id=state.store.run_id)))
             progress.advance(result)
         stats = dispatch(runnable, state.executor, state.store, on_result=progress.advance,

@@ -25,6 +25,7 @@ from harness.records.expect import recorded_rules
 from harness.records.layout import CASES, META, RESULTS
 from harness.records.select import choose_records
 from harness.records.store import RunStore
+from harness.run.classify import Ending, classify
 
 
 @dataclass
@@ -191,13 +192,12 @@ def _link(src: str, target: str) -> None:
 
 
 def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:
-    where = f"shard {shard}" if shard else "the shard that should have run it"
+    decision = classify(Ending(kind="missing_shard", shard=shard))
     return CellResult(
         run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
         values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),
         case_id=cell["case"], variant=cell["variant"], nodeid=cell.get("nodeid", ""),
-        hardware_target=cell["hardware"], outcome=Outcome.MISSING,
-        reason=f"no result: {where} never reported (its artifact is missing)",
+        hardware_target=cell["hardware"], outcome=decision.outcome, reason=decision.reason,
         finished_at=0.0)
 
 

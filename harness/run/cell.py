@@ -11,9 +11,7 @@ to retry, never the case's CRASH.
 from __future__ import annotations
 
 import json
-import re
 import shutil
-import signal
 import socket
 import tempfile
 import threading
@@ -32,6 +30,7 @@ from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest, Process
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
+from harness.run.classify import Decision, Ending, classify
 
 #: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
 #: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
@@ -147,7 +146,8 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     env = realized.env
     if env is None:
         for cell in cells:
-            yield CellRun(result=static_result(cell, Outcome.ERROR, realized.error, **place),
+            yield CellRun(result=static_result(cell, classify(Ending(
+                kind="not_realized", reason=realized.error)), **place),
                           log=realized.log.encode(), env_built=None)
         return
     remaining = list(cells)
@@ -167,7 +167,6 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         remaining = [c for c in remaining if c.cell_id not in settled]
 
 
-MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
 SLICE = 1.0  # how often a running process's events are read: results stream out this fast
 EXIT_GRACE = 30.0  # what a process whose cases all ended gets to exit on its own
 
@@ -200,8 +199,9 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
     except (OSError, HarnessError) as exc:
         # No case ran: the machine could not start them (the driver retries).
         for cell in cells:
-            yield run_of(static_result(cell, Outcome.ERROR, f"cannot start: {exc}",
-                                       fingerprint=env.summary, infra=True, **place))
+            yield run_of(static_result(cell, classify(Ending(kind="cannot_start",
+                                                             reason=str(exc))),
+                                       fingerprint=env.summary, **place))
         return
     if guard is not None:
         guard.add(process)
@@ -215,9 +215,9 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                 process.kill()
                 for cell in cells:
                     if cell.case.nodeid not in watch.finished:
-                        yield run_of(static_result(cell, Outcome.ERROR, str(exc),
-                                                   fingerprint=env.summary, infra=True,
-                                                   **place))
+                        yield run_of(static_result(cell, classify(Ending(
+                            kind="machine_lost", reason=str(exc))), fingerprint=env.summary,
+                            **place))
                 return
             for nodeid, finish in watch.read():
                 if nodeid in by_node:
@@ -320,12 +320,9 @@ class _Watch:
 
 def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watch,
               place: dict[str, Any]) -> CellResult:
-    outcome, reason = Outcome(finish["outcome"]), finish.get("reason", "")
-    if env.spec.memory and outcome is Outcome.FAIL and MEMORY_ERROR.match(reason):
-        # Under the environment's limit an allocation fails instead of taking the machine.
-        outcome = Outcome.CRASH
-        reason = f"out of memory (memory: {env.spec.memory}): {reason}"[:400]
-    return _result(cell, outcome=outcome, reason=reason,
+    decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
+                               reason=finish.get("reason", ""), memory=env.spec.memory))
+    return _result(cell, outcome=decision.outcome, reason=decision.reason,
                    signature=finish.get("signature"), fingerprint=env.summary,
                    hardware=watch.hardware, details=finish.get("details", {}),
                    caveat=finish.get("caveat", ""),
@@ -336,42 +333,30 @@ def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watc
 def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
           place: dict[str, Any]) -> CellResult:
     """The case that was running when its process ended: it hung, or it took it down."""
-    if watch.timed_out:
-        outcome = Outcome.TIMEOUT
-        reason = f"no result after {env.spec.timeout:g} s; process group killed"
-    elif watch.oom:
-        outcome, reason = Outcome.CRASH, f"out of memory (memory: {env.spec.memory})"
-    elif returncode < 0:
-        outcome, reason = Outcome.CRASH, f"process killed by {_signal_name(-returncode)}"
-    else:
-        outcome = Outcome.CRASH
-        reason = f"process exited with code {returncode} in the middle of the case"
-    return _result(cell, outcome=outcome, reason=reason, fingerprint=env.summary,
-                   hardware=watch.hardware, duration=round(watch.since_start(cell.case.nodeid),
-                                                           3), **place)
+    decision = classify(Ending(kind="died", returncode=returncode, timed_out=watch.timed_out,
+                               oom=watch.oom, memory=env.spec.memory,
+                               timeout=env.spec.timeout))
+    return _result(cell, outcome=decision.outcome, reason=decision.reason,
+                   fingerprint=env.summary, hardware=watch.hardware,
+                   duration=round(watch.since_start(cell.case.nodeid), 3), **place)
 
 
 def _never_started(cell: Cell, env: Environment, returncode: int, watch: _Watch, tail: str,
                    place: dict[str, Any]) -> CellResult:
-    if watch.timed_out:
-        outcome = Outcome.TIMEOUT
-        reason = (f"no result after {env.spec.timeout:g} s; process group killed "
-                  "(still starting: import or collection hung)")
-    else:
-        outcome = Outcome.ERROR
-        reason = f"pytest exited {returncode} before the case started: " + tail
-    return _result(cell, outcome=outcome, reason=reason, fingerprint=env.summary,
-                   hardware=watch.hardware, **place)
+    decision = classify(Ending(kind="never_started", returncode=returncode, reason=tail,
+                               timed_out=watch.timed_out, timeout=env.spec.timeout))
+    return _result(cell, outcome=decision.outcome, reason=decision.reason,
+                   fingerprint=env.summary, hardware=watch.hardware, **place)
 
 
-def static_result(cell: Cell, outcome: Outcome, reason: str, *,
+def static_result(cell: Cell, decision: Decision, *,
                   fingerprint: dict[str, Any] | None = None, run_id: str = "",
-                  attempt: int = 1, node: str = "", gpu: int | None = None,
-                  infra: bool = False) -> CellResult:
-    """A result decided without the case running: NOT_RUN, or ERROR for a broken environment
-    or a machine that failed."""
-    return _result(cell, outcome=outcome, reason=reason, fingerprint=fingerprint or {},
-                   run_id=run_id, attempt=attempt, node=node, gpu=gpu, infra=infra)
+                  attempt: int = 1, node: str = "", gpu: int | None = None) -> CellResult:
+    """A result decided without the case running (``classify`` said what): NOT_RUN, or an
+    ERROR for a broken environment or a machine that failed."""
+    return _result(cell, outcome=decision.outcome, reason=decision.reason,
+                   fingerprint=fingerprint or {}, run_id=run_id, attempt=attempt, node=node,
+                   gpu=gpu, infra=decision.infra)
 
 
 def _result(cell: Cell, **fields: Any) -> CellResult:
@@ -394,13 +379,6 @@ def _read_log(path: Path) -> bytes:
             return head + f"\n[... {size - LOG_LIMIT} bytes cut ...]\n".encode() + fh.read()
     except OSError:
         return b""
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _tail(log: Path, lines: int = 4) -> str:

@@ -21,9 +21,10 @@ from typing import Protocol
 
 from harness.core.defaults import RETRIES
 from harness.core.errors import InfraError
-from harness.core.results import CellResult, CellRun, Outcome
+from harness.core.results import CellResult, CellRun
 from harness.plan.cells import Cell
 from harness.run.cell import static_result
+from harness.run.classify import Ending, classify, flaky, next_try
 from harness.run.executors import Executor
 
 
@@ -138,15 +139,17 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                 cell, attempt = futures.pop(future)
                 run = _collect(future, cell, store.run_id, attempt)
                 if cell.cell_id in first_failure and run.result.outcome.passed:
-                    run = replace(run, result=_flaky(run.result, first_failure[cell.cell_id]))
+                    run = replace(run, result=flaky(run.result, first_failure[cell.cell_id]))
                 result = store.record(run)
                 _count_env(stats, cell, run, on_note)
                 again = None
-                if result.infra and lost.get(cell.cell_id, 0) < retries:
+                step = next_try(result, machine_losses=lost.get(cell.cell_id, 0),
+                                case_tries=tries.get(cell.cell_id, 0), retries=retries,
+                                case_retries=cell.retries)
+                if step == "machine":
                     lost[cell.cell_id] = lost.get(cell.cell_id, 0) + 1
                     again = f"machine lost, retrying (attempt {attempt + 1}): {result.reason}"
-                elif (not result.infra and result.outcome.failed
-                      and tries.get(cell.cell_id, 0) < cell.retries):
+                elif step == "case":
                     tries[cell.cell_id] = tries.get(cell.cell_id, 0) + 1
                     first_failure.setdefault(cell.cell_id, result)
                     again = (f"{result.outcome}, trying again ({tries[cell.cell_id]} of "
@@ -169,28 +172,19 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
     return stats
 
 
-def _flaky(result: CellResult, first: CellResult) -> CellResult:
-    """A case that failed and then passed: neither a pass nor a failure, and shown so."""
-    return replace(result, outcome=Outcome.FLAKY,
-                   reason=(f"{result.outcome} on attempt {result.attempt} after "
-                           f"{first.outcome} on attempt {first.attempt}: {first.reason}")[:600])
-
-
 def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> CellRun:
     """The future's CellRun, or an ERROR for a lost machine or a bug in the executor."""
     try:
         return future.result()
     except CancelledError:
-        return CellRun(result=static_result(cell, Outcome.ERROR, "cancelled by the executor",
-                                            run_id=run_id, attempt=attempt, infra=True))
+        ending, log = Ending(kind="cancelled"), b""
     except InfraError as exc:
-        return CellRun(result=static_result(cell, Outcome.ERROR, str(exc), run_id=run_id,
-                                            attempt=attempt, infra=True))
+        ending, log = Ending(kind="executor_lost", reason=str(exc)), b""
     except Exception as exc:
-        return CellRun(result=static_result(cell, Outcome.ERROR,
-                                            f"executor failed: {type(exc).__name__}: {exc}",
-                                            run_id=run_id, attempt=attempt),
-                       log="".join(traceback.format_exception(exc)).encode())
+        ending = Ending(kind="executor_failed", reason=f"{type(exc).__name__}: {exc}")
+        log = "".join(traceback.format_exception(exc)).encode()
+    return CellRun(result=static_result(cell, classify(ending), run_id=run_id, attempt=attempt),
+                   log=log)
 
 
 def _count_env(stats: DispatchStats, cell: Cell, run: CellRun,

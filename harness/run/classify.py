@@ -1,0 +1,173 @@
+"""The one place where how a cell ended becomes its outcome: a table, first matching row wins.
+
+Whoever watches a cell (the batch's process supervision in ``run.cell``, the driver loop in
+``run.dispatch``, a merge that finds a shard never reported, a run on a machine without the
+cell's GPU) describes the ending as an ``Ending`` and asks ``classify``; nobody else picks an
+``Outcome``. The in-environment plugin reports PASS, REPRODUCED, FAIL, SKIP or ERROR for a case
+that ran to its end; what only the parent sees (a hang, a process that died, a machine that
+failed) is decided here. An ``infra`` result is the machine's fault, not the case's: the
+driver runs it again (``next_try``), and it never counts as the case's CRASH.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from harness.core.results import CellResult, Outcome
+
+Kind = Literal[
+    "finished",  # the plugin reported the case's outcome
+    "died",  # the process ended (or was killed) in the middle of the case
+    "never_started",  # the process ended before any case started
+    "cannot_start",  # the backend could not launch the process
+    "machine_lost",  # the backend lost the machine while the case ran (a container gone)
+    "not_realized",  # the environment could not be built or found
+    "cancelled",  # the executor cancelled the cell
+    "executor_lost",  # the executor lost the cell's task (a Ray node died)
+    "executor_failed",  # the executor itself raised: a harness bug
+    "missing_shard",  # a merge: the shard that should have run the cell never reported
+    "hardware_absent",  # the cell's GPU is not on this machine
+]
+
+MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ending:
+    """How one attempt at a cell ended, as its watcher saw it."""
+
+    kind: Kind
+    reported: Outcome | None = None  # finished: the plugin's outcome
+    reason: str = ""  # finished: the plugin's reason; otherwise the error's text
+    returncode: int | None = None  # died, never_started: the process's exit status
+    timed_out: bool = False  # killed for passing the environment's timeout
+    oom: bool = False  # the backend saw its memory limit kill the process
+    memory: str | None = None  # the environment's memory limit ("16g")
+    timeout: float = 0.0  # the environment's timeout, seconds
+    shard: str | None = None  # missing_shard: which shard ("2/8")
+    hardware: str = ""  # hardware_absent: what the cell needs
+    present: str = ""  # hardware_absent: the GPUs this machine has
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    reason: str
+    infra: bool = False  # the machine failed, not the case: run it again
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    applies: Callable[[Ending], bool]
+    decide: Callable[[Ending], Decision]
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _out_of_memory(e: Ending) -> bool:
+    # Under the environment's limit an allocation fails instead of taking the machine.
+    return (e.reported is Outcome.FAIL and bool(e.memory)
+            and MEMORY_ERROR.match(e.reason) is not None)
+
+
+#: Every way a cell can end, in the order they are tried. ``tests/run/test_classify.py`` has
+#: a test per row.
+ROWS: tuple[Row, ...] = (
+    Row("finished: a memory error under the environment's limit",
+        lambda e: e.kind == "finished" and _out_of_memory(e),
+        lambda e: Decision(Outcome.CRASH,
+                           f"out of memory (memory: {e.memory}): {e.reason}"[:400])),
+    Row("finished: as the plugin reported",
+        lambda e: e.kind == "finished" and e.reported is not None,
+        lambda e: Decision(e.reported or Outcome.ERROR, e.reason)),
+    Row("died: past the timeout",
+        lambda e: e.kind == "died" and e.timed_out,
+        lambda e: Decision(Outcome.TIMEOUT,
+                           f"no result after {e.timeout:g} s; process group killed")),
+    Row("died: killed by the memory limit",
+        lambda e: e.kind == "died" and e.oom,
+        lambda e: Decision(Outcome.CRASH, f"out of memory (memory: {e.memory})")),
+    Row("died: killed by a signal",
+        lambda e: e.kind == "died" and (e.returncode or 0) < 0,
+        lambda e: Decision(Outcome.CRASH,
+                           f"process killed by {_signal_name(-(e.returncode or 0))}")),
+    Row("died: exited in the middle of the case",
+        lambda e: e.kind == "died",
+        lambda e: Decision(Outcome.CRASH, f"process exited with code {e.returncode} in the "
+                                          "middle of the case")),
+    Row("never started: hung in import or collection",
+        lambda e: e.kind == "never_started" and e.timed_out,
+        lambda e: Decision(Outcome.TIMEOUT,
+                           f"no result after {e.timeout:g} s; process group killed "
+                           "(still starting: import or collection hung)")),
+    Row("never started: pytest exited first",
+        lambda e: e.kind == "never_started",
+        lambda e: Decision(Outcome.ERROR, f"pytest exited {e.returncode} before the case "
+                                          f"started: {e.reason}")),
+    Row("cannot start: the machine could not launch it",
+        lambda e: e.kind == "cannot_start",
+        lambda e: Decision(Outcome.ERROR, f"cannot start: {e.reason}", infra=True)),
+    Row("machine lost while the case ran",
+        lambda e: e.kind == "machine_lost",
+        lambda e: Decision(Outcome.ERROR, e.reason, infra=True)),
+    Row("environment not realized",
+        lambda e: e.kind == "not_realized",
+        lambda e: Decision(Outcome.ERROR, e.reason)),
+    Row("cancelled by the executor",
+        lambda e: e.kind == "cancelled",
+        lambda e: Decision(Outcome.ERROR, "cancelled by the executor", infra=True)),
+    Row("the executor lost the task",
+        lambda e: e.kind == "executor_lost",
+        lambda e: Decision(Outcome.ERROR, e.reason, infra=True)),
+    Row("the executor failed (a harness bug)",
+        lambda e: e.kind == "executor_failed",
+        lambda e: Decision(Outcome.ERROR, f"executor failed: {e.reason}")),
+    Row("a shard never reported",
+        lambda e: e.kind == "missing_shard",
+        lambda e: Decision(Outcome.MISSING, "no result: "
+                           + (f"shard {e.shard}" if e.shard else
+                              "the shard that should have run it")
+                           + " never reported (its artifact is missing)")),
+    Row("the cell's hardware is not here",
+        lambda e: e.kind == "hardware_absent",
+        lambda e: Decision(Outcome.NOT_RUN, f"needs {e.hardware}; GPUs here: {e.present}")),
+)
+
+
+def classify(ending: Ending) -> Decision:
+    """The outcome of ``ending``: the first row of ``ROWS`` that applies."""
+    for row in ROWS:
+        if row.applies(ending):
+            return row.decide(ending)
+    raise ValueError(f"no row classifies {ending}")  # a kind added without its row: a bug
+
+
+Retry = Literal["machine", "case"]
+
+
+def next_try(result: CellResult, *, machine_losses: int, case_tries: int, retries: int,
+             case_retries: int) -> Retry | None:
+    """Whether to run the cell again: its machine failed (``infra``, up to ``retries``
+    times), or the case failed and its environment allows ``case_retries`` more tries."""
+    if result.infra:
+        return "machine" if machine_losses < retries else None
+    if result.outcome.failed and case_tries < case_retries:
+        return "case"
+    return None
+
+
+def flaky(result: CellResult, first: CellResult) -> CellResult:
+    """A case that failed and then passed: neither a pass nor a failure, and shown so."""
+    return replace(result, outcome=Outcome.FLAKY,
+                   reason=(f"{result.outcome} on attempt {result.attempt} after "
+                           f"{first.outcome} on attempt {first.attempt}: {first.reason}")[:600])
