@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
 from harness.records import expect
 from harness.records.baseline import load_baseline
-from harness.records.runs import previous_run
+from harness.records.runs import newest_first, previous_run
 from harness.records.store import RunStore
 from harness.report.build import diff_runs, write_report
 from harness.report.ci import publish
@@ -208,14 +209,9 @@ def run_cells(state: RunState) -> RunState:
 
 def expected_durations(state: RunState) -> dict[str, float]:
     """Each cell's duration in the newest earlier run that has it (for longest-first)."""
-    runs = state.options.reports_dir / "runs"
     wanted = {c.cell_id for c in state.plan.cells} if state.plan else set()
     out: dict[str, float] = {}
-    if not runs.is_dir():
-        return out
-    previous = sorted((p for p in runs.iterdir() if (p / "results.jsonl").is_file()),
-                      key=lambda p: (p / "results.jsonl").stat().st_mtime, reverse=True)
-    for run_dir in previous[:5]:
+    for run_dir in islice(newest_first(state.options.reports_dir), 5):
         for result in RunStore(run_dir).results():
             if result.cell_id in wanted and result.cell_id not in out and result.duration:
                 out[result.cell_id] = result.duration
