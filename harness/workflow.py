@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
+from harness.core import atomic
 from harness.core.bulk import no_cycle_collection
 from harness.core.defaults import DEFAULT_FAIL_ON, RETRIES
 from harness.core.errors import UsageError
@@ -255,10 +256,7 @@ def point_latest(reports_dir: Path, target: Path) -> None:
     """``reports/latest`` -> the newest full report (a relative link, replaced atomically)."""
     link = reports_dir / "latest"
     reports_dir.mkdir(parents=True, exist_ok=True)
-    tmp = reports_dir / f".latest.tmp{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(os.path.relpath(target.resolve(), reports_dir.resolve()))
-    tmp.replace(link)
+    atomic.point_link(link, os.path.relpath(target.resolve(), reports_dir.resolve()))
 
 
 def publish_ci(store: RunStore, reports_dir: Path,

@@ -21,6 +21,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from harness.core import atomic
 from harness.core.errors import EnvBuildError, UsageError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.envs.sourcebuild import build_requirements, no_isolation_args
@@ -262,6 +263,4 @@ def bootstrap_base(client: Any, *, tag: str = LOCAL_BASE, suite: str = "bookworm
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    atomic.write_text(path, json.dumps(data, indent=1))

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.core import atomic
 from harness.core.errors import EnvBuildError, EnvImportError
 from harness.core.matrix import EnvSpec
 from harness.core.reaper import Registry, new_token
@@ -109,9 +110,7 @@ class UvBackend(Backend):
             "built_at": started, "build_seconds": round(time.time() - started, 1),
             "fingerprint": fingerprint,
         }
-        tmp = path / (MARKER + ".tmp")
-        tmp.write_text(json.dumps(marker, indent=1))
-        tmp.replace(path / MARKER)
+        atomic.write_text(path / MARKER, json.dumps(marker, indent=1))
         return marker
 
     def _build_overlay(self, spec: EnvSpec, path: Path, base: Base) -> dict[str, str]:

@@ -19,6 +19,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from harness.core import atomic
 from harness.core.errors import UsageError, one_line
 from harness.core.matrix import CaseSelector
 from harness.core.paths import INENV_DIR, default_cache_dir
@@ -94,9 +95,7 @@ def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
     if cache is not None:
         with contextlib.suppress(OSError):
             cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(raw))
-            tmp.replace(cache)
+            atomic.write_text(cache, json.dumps(raw))
     return tuple(_variant(item) for item in raw)
 
 

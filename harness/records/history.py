@@ -7,7 +7,6 @@ change does not start a new row. Only the fields a row needs are read from each 
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from harness.core import atomic
 from harness.core.results import Outcome
 from harness.records.codec import read_lines
 from harness.records.layout import RESULTS
@@ -151,15 +151,13 @@ def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = 
     if any("\t" in part or "\n" in part for key in found for part in key):
         return
     size = (run_dir / RESULTS).stat().st_size if size is None else size
-    tmp = run_dir / f"{INDEX}.tmp{os.getpid()}"
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with atomic.replacing(run_dir / INDEX, text=True) as fh:
             fh.write(f"# {RESULTS} {size}\n")
             fh.write("".join(LETTER[o] for o in found.values()) + "\n")
             fh.writelines(f"{e}\t{c}\t{h}\n" for e, c, h in found)
-        tmp.replace(run_dir / INDEX)
     except OSError:
-        tmp.unlink(missing_ok=True)  # a read-only copy of a run: read the record each time
+        pass  # a read-only copy of a run: read the record each time
 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:

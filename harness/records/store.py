@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.core import jsonio
+from harness.core import atomic, jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt
@@ -148,13 +148,11 @@ class RunStore:
         """Atomic: a reader sees the old file or the new one, never half of one."""
         path = self.run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         data = self.redactor.obj(data)
         if indent is None:  # a plan: a fleet's is 30 MB
-            tmp.write_bytes(jsonio.dumps(data))
+            atomic.write_bytes(path, jsonio.dumps(data))
         else:
-            tmp.write_text(json.dumps(data, indent=indent, default=str))
-        tmp.replace(path)
+            atomic.write_text(path, json.dumps(data, indent=indent, default=str))
 
     def record(self, run: CellRun) -> CellResult:
         """Keep what a cell run returned: log, events and fingerprint first, then the result
@@ -165,10 +163,8 @@ class RunStore:
         if run.log:
             # Cells of one process share its log: each record rewrites it with what the
             # process had written by then, which only grows.
-            log = self.run_dir / "logs" / f"{stem}.log"
-            tmp = log.with_name(log.name + f".tmp{os.getpid()}")
-            tmp.write_bytes(self.redactor.data(run.log))
-            tmp.replace(log)
+            atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
+                               self.redactor.data(run.log))
             result = replace(result, log=f"logs/{stem}.log")
         stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
         if run.events:
