@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.core.reaper import scratch_prefix, start_time, sweep_scratch
 from tests.conftest import DATA, PY, ROOT, write_matrix
 from tests.packages import make_sdist
@@ -62,10 +64,21 @@ def test_what_a_passing_case_leaves_running_goes_with_it(tmp_path: Path) -> None
     assert not running(child)
 
 
-def test_a_run_killed_mid_cell_is_reaped_by_the_next(tmp_path: Path) -> None:
+def test_a_daemon_that_left_the_cells_session_goes_too(tmp_path: Path) -> None:
+    """It left the process group (setsid) but carries the cell's token: the token decides."""
+    m = write_matrix(tmp_path / "m.yaml", HOST)
+    proc = harness(tmp_path, m, "-k", "leave_daemon")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    daemon = wait_for(tmp_path / "child.pid")
+    time.sleep(0.2)
+    assert not running(daemon)
+
+
+@pytest.mark.parametrize("case", ["child_then_hang", "daemon_then_hang"])
+def test_a_run_killed_mid_cell_is_reaped_by_the_next(tmp_path: Path, case: str) -> None:
     m = write_matrix(tmp_path / "m.yaml", HOST)
     victim = subprocess.Popen([sys.executable, "-m", "harness", "--reports",
-                               str(tmp_path / "r"), "run", "-m", str(m), "-k", "child_then_hang"],
+                               str(tmp_path / "r"), "run", "-m", str(m), "-k", case],
                               cwd=tmp_path, env=env(tmp_path), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     child = wait_for(tmp_path / "child.pid")

@@ -6,8 +6,9 @@ inherit) and gets a file in ``<cache>/procs/`` naming its group id, the token, a
 process that owns it (pid and start time, so a reused pid is never mistaken for it). When its
 cell or build ends, every process of the group that carries the token is killed and the file
 goes; a harness starting on this machine (a run, a resume, a Ray worker) does the same for the
-groups whose owner is gone. Killing by group id and token, never by a bare number, means a
-recycled pid or group id is never hit. Linux only (``/proc``); elsewhere nothing is recorded.
+groups whose owner is gone. Killing by the token, never by a bare number, means a recycled
+pid or group id is never hit, and a process that left the group (``setsid``, a daemon)
+still goes: it carries the token. psutil reads the processes (Linux's ``/proc``).
 
 A cell's scratch folder (its events and log while it runs) is named after the harness process
 that made it, pid and start time alike (``scratch_prefix``), and the reaping removes the
@@ -29,17 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 
 def start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone."""
+    """When ``pid`` started, in hundredths of a second since the epoch (psutil reads the
+    kernel's start time); None if it is gone. With the pid, it names one process: a recycled
+    pid starts later."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
+        return str(round(psutil.Process(pid).create_time() * 100))
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return None
-    # The command name may hold spaces and parentheses: fields count from the last ')'.
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return fields[19].decode() if len(fields) > 19 else None
 
 
 def alive(pid: int, started: str | None) -> bool:
@@ -69,7 +70,7 @@ class Registry:
 
     def done(self, path: Path | None, pgid: int, token: str) -> None:
         """The cell or build ended: kill what is left of its group, forget it."""
-        kill_members(pgid, token)
+        kill_members(token)
         if path is not None:
             path.unlink(missing_ok=True)
 
@@ -84,7 +85,7 @@ class Registry:
                 continue
             if alive(record["owner"], record["owner_started"]):
                 continue  # another harness, still running, owns it
-            record["killed"] = kill_members(int(record["pgid"]), str(record["token"]))
+            record["killed"] = kill_members(str(record["token"]))
             path.unlink(missing_ok=True)
             reaped.append(record)
         sweep_scratch()
@@ -132,30 +133,39 @@ def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def members(pgid: int, token: str) -> list[int]:
-    """Processes of group ``pgid`` that carry ``HARNESS_GROUP=token``."""
-    marker = f"HARNESS_GROUP={token}".encode()
+def members(token: str) -> list[int]:
+    """Every process that carries ``HARNESS_GROUP=token`` in its environment, in whatever
+    group or session it is now: a daemon that called ``setsid`` keeps the variable, and the
+    token (random, one per cell or build) is what makes it ours."""
     found = []
-    proc = Path("/proc")
-    for entry in proc.iterdir() if proc.is_dir() else []:
-        if not entry.name.isdigit():
-            continue
+    for proc in psutil.process_iter():
         try:
-            if os.getpgid(int(entry.name)) != pgid:
-                continue
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except (OSError, ProcessLookupError):
+            if proc.environ().get("HARNESS_GROUP") == token:
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
     return found
 
 
-def kill_members(pgid: int, token: str) -> list[int]:
-    """SIGKILL the group's processes that carry the token (the leader may be gone already;
-    what it started in the background is not). The pids it killed."""
-    killed = []
-    for pid in members(pgid, token):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-    return killed
+def kill_members(token: str) -> list[int]:
+    """SIGKILL every process that carries the token (the leader may be gone already; what it
+    started in the background is not), until none is left: one that forked while the others
+    died is found the next time round. The pids it killed."""
+    killed: list[int] = []
+    for _ in range(5):
+        found = [pid for pid in members(token) if pid != os.getpid()]
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        psutil.wait_procs([p for p in map(_process, found) if p is not None], timeout=1)
+    return sorted(set(killed))
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None

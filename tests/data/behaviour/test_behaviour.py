@@ -85,10 +85,12 @@ def test_env_dump(harness_record) -> None:  # type: ignore[no-untyped-def]
     raise AssertionError(json.dumps(seen))
 
 
-def _background_sleep() -> int:
+def _background_sleep(session: bool = False) -> int:
     import subprocess
 
-    child = subprocess.Popen(["sleep", "300"])  # never waited for: left behind on purpose
+    # never waited for: left behind on purpose; `session`: in a session of its own (setsid),
+    # out of the cell's process group, as a daemon does
+    child = subprocess.Popen(["sleep", "300"], start_new_session=session)
     with open(Path(os.environ["CHILD_PID_FILE"]), "w") as fh:
         fh.write(str(child.pid))
     return child.pid
@@ -97,6 +99,17 @@ def _background_sleep() -> int:
 def test_leave_child() -> None:
     """Passes, leaving a background process in its group."""
     _background_sleep()
+
+
+def test_leave_daemon() -> None:
+    """Passes, leaving a background process that left the cell's session (setsid)."""
+    _background_sleep(session=True)
+
+
+def test_daemon_then_hang() -> None:
+    """Starts a process in a session of its own, then hangs: the harness gets killed."""
+    _background_sleep(session=True)
+    time.sleep(300)
 
 
 def test_child_then_hang() -> None:
