@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+from filelock import FileLock, Timeout
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.core.errors import DriftError
+from harness.core.errors import DriftError, EnvBuildError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.reaper import Registry, new_token
 from harness.core.redact import passed
@@ -302,12 +305,44 @@ def _same_release(built: str, asked: str) -> bool:
     return built.split(".")[:2] == asked.split(".")[:2]
 
 
+#: How long a run waits for another run's build of the same environment before it gives up:
+#: a source build of TransformerEngine takes most of an hour; twice that is a hung build.
+LOCK_TIMEOUT = 2 * 3600.0
+#: After this long waiting, say once who holds the lock (a second run sharing the cache
+#: used to wait without a word).
+LOCK_NOTICE = 10.0
+
+
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Two harness runs sharing a cache build an environment once, not twice at the same time."""
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NOTICE
+           ) -> Iterator[None]:
+    """Two harness runs sharing a cache build an environment once, not twice at the same
+    time. The holder writes who it is beside the lock, so a waiter can say whom it waits
+    for, and gives up after ``timeout`` with a one-line error."""
+    lock = FileLock(path)
+    holder = path.with_name(path.name + ".holder")
+    try:
+        lock.acquire(timeout=min(notice, timeout))
+    except Timeout:
+        who = _holder(holder)
+        print(f"harness: waiting for {path}, held by {who}", file=sys.stderr, flush=True)
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            lock.acquire(timeout=max(0.0, timeout - notice))
+        except Timeout:
+            raise EnvBuildError(f"{path}: still locked after {timeout:g} s by {who}; if that "
+                                "process is gone, remove the lock file") from None
+    try:
+        with contextlib.suppress(OSError):
+            holder.write_text(f"pid {os.getpid()} on {socket.gethostname()} since "
+                              f"{time.strftime('%H:%M:%S')}: {' '.join(sys.argv)[:200]}")
+        yield
+    finally:
+        holder.unlink(missing_ok=True)
+        lock.release()
+
+
+def _holder(path: Path) -> str:
+    try:
+        return path.read_text().strip() or "another process"
+    except OSError:
+        return "another process (it did not say who)"
