@@ -1,27 +1,43 @@
-"""Environment backends: a plain mapping of name -> class."""
+"""Environment backends: a mapping of name -> class, each imported when first asked for.
+
+``import harness.envs`` imports no backend: the Docker backend (and its image builder) loads
+when a matrix names it, so that a run of uv environments never imports them.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.envs.base import Backend, Environment, LaunchRequest, Process
-from harness.envs.docker import DockerBackend
-from harness.envs.host import HostBackend
-from harness.envs.uv import UvBackend
 
-BACKENDS: dict[str, type[Backend]] = {
-    "uv": UvBackend, "host": HostBackend, "docker": DockerBackend}
+#: Where each backend's class lives; core.matrix.BACKEND_NAMES lists the same names (tested).
+_WHERE = {"uv": "harness.envs.uv:UvBackend", "host": "harness.envs.host:HostBackend",
+          "docker": "harness.envs.docker:DockerBackend"}
+
+
+class _Backends(Mapping[str, type[Backend]]):
+    def __getitem__(self, name: str) -> type[Backend]:
+        module, _, cls = _WHERE[name].partition(":")
+        found: type[Backend] = getattr(importlib.import_module(module), cls)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_WHERE)
+
+    def __len__(self) -> int:
+        return len(_WHERE)
+
+
+BACKENDS: Mapping[str, type[Backend]] = _Backends()
 
 
 def get_backend(name: str, cache_dir: Path) -> Backend:
-    try:
-        cls = BACKENDS[name]
-    except KeyError:
-        raise UsageError(f"unknown backend {name!r}; valid: " + ", ".join(sorted(BACKENDS))
-                         ) from None
-    return cls(cache_dir)
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}; valid: " + ", ".join(sorted(BACKENDS)))
+    return BACKENDS[name](cache_dir)
 
 
-__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "default_cache_dir",
-           "get_backend"]
+__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "get_backend"]

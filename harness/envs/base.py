@@ -165,8 +165,25 @@ def launch_local(python: str, request: LaunchRequest, registry: Registry | None 
     return LocalProcess(popen, registry, token, record)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Found:
+    """An environment a backend's steps found or made: where, its interpreter, what it holds."""
+
+    location: str
+    python: str
+    fingerprint: dict[str, Any]
+    built: bool = False  # made by this realize
+
+
 class Backend(ABC):
-    """``realize`` is idempotent and keyed by ``EnvSpec.key``; ``launch`` starts one cell."""
+    """``realize`` is idempotent and keyed by ``EnvSpec.key``; ``launch`` starts one cell.
+
+    The lifecycle is the base class's (hatch's shape): under the environment's lock, the
+    one already there if it is current, else a build (which checks that what the spec names
+    imports and reads the fingerprint of what was installed); then drift, checked on every
+    realize, since what the spec expects (its CUDA) is not in the key. A backend implements
+    only its steps: ``_locate`` (where the environment lives, worked out once per realize),
+    ``_lock_path``, ``_find``, ``_build``."""
 
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
@@ -176,8 +193,34 @@ class Backend(ABC):
         self.cache_dir = cache_dir
         self.registry = Registry(cache_dir)  # the process groups its cells and builds start
 
+    def realize(self, spec: EnvSpec) -> Environment:
+        place = self._locate(spec)
+        lock = self._lock_path(place)
+        with locked(lock) if lock is not None else contextlib.nullcontext():
+            found = self._find(spec, place)
+            if found is None:
+                found = self._build(spec, place)
+        check_drift(spec, found.fingerprint)
+        return Environment(spec=spec, location=found.location, python=found.python,
+                           fingerprint=found.fingerprint, built=found.built)
+
+    def _locate(self, spec: EnvSpec) -> Any:
+        """Where the environment ``spec`` makes lives (a folder, an image plan); passed to
+        the other steps."""
+        return None
+
+    def _lock_path(self, place: Any) -> Path | None:
+        """The file two runs sharing the cache lock while one builds (None: nothing built)."""
+        return None
+
     @abstractmethod
-    def realize(self, spec: EnvSpec) -> Environment: ...
+    def _find(self, spec: EnvSpec, place: Any) -> Found | None:
+        """The environment ``spec`` makes, if it is there and current (``refresh_before``)."""
+
+    def _build(self, spec: EnvSpec, place: Any) -> Found:
+        """Make it: install, check its imports, read its fingerprint; record it last, so a
+        half-built one is never found."""
+        raise NotImplementedError(f"the {self.name} backend builds nothing")
 
     @abstractmethod
     def launch(self, env: Environment, request: LaunchRequest) -> Process: ...

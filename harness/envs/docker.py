@@ -22,14 +22,14 @@ from harness.envs.base import (
     FINGERPRINT_SCRIPT,
     Backend,
     Environment,
+    Found,
     LaunchRequest,
     Process,
-    check_drift,
-    locked,
 )
 from harness.envs.images import (
     LABEL,
     BuildReport,
+    ImagePlan,
     ensure_image,
     find_ca_bundle,
     find_uv_binary,
@@ -75,21 +75,31 @@ class DockerBackend(Backend):
     def root(self) -> Path:
         return self.cache_dir / "docker"
 
-    def realize(self, spec: EnvSpec) -> Environment:
-        plan = plan_image(spec, uv_binary=find_uv_binary(), ca_bundle=find_ca_bundle())
+    def _locate(self, spec: EnvSpec) -> ImagePlan:
+        """The image ``spec`` makes (its tag hashes the rendered Dockerfile and its files)."""
+        return plan_image(spec, uv_binary=find_uv_binary(), ca_bundle=find_ca_bundle())
+
+    def _lock_path(self, place: ImagePlan) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
+        return self.root / f"{place.tag.rsplit(':', 1)[1]}.lock"
+
+    def _find(self, spec: EnvSpec, place: ImagePlan) -> None:
+        # Docker knows which images it has, layer by layer: ensure_image asks it and builds
+        # only what is missing, so finding is part of the build step here.
+        return None
+
+    def _build(self, spec: EnvSpec, place: ImagePlan) -> Found:
+        plan = place
         digest = plan.tag.rsplit(":", 1)[1]
-        with locked(self.root / f"{digest}.lock"):
-            report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
-                                  {LABEL: "1", f"{LABEL}.env": spec.name[:200],
-                                   f"{LABEL}.key": spec.key},
-                                  refresh_before=spec.refresh_before)
-            self.reports.append(report)
-            fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
-                                            fresh=report.built)
-        check_drift(spec, fingerprint)
-        return Environment(spec=spec, location=plan.tag, python=PYTHON,
-                           fingerprint=fingerprint, built=report.built)
+        report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
+                              {LABEL: "1", f"{LABEL}.env": spec.name[:200],
+                               f"{LABEL}.key": spec.key},
+                              refresh_before=spec.refresh_before)
+        self.reports.append(report)
+        fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
+                                        fresh=report.built)
+        return Found(location=plan.tag, python=PYTHON, fingerprint=fingerprint,
+                     built=report.built)
 
     def _fingerprint(self, tag: str, cache: Path, *, fresh: bool) -> dict[str, Any]:
         """What is installed, read inside a container of the image (cached per image)."""

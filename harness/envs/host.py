@@ -8,9 +8,9 @@ from harness.core.matrix import EnvSpec
 from harness.envs.base import (
     Backend,
     Environment,
+    Found,
     LaunchRequest,
     Process,
-    check_drift,
     launch_local,
     read_fingerprint,
 )
@@ -19,11 +19,9 @@ from harness.envs.base import (
 class HostBackend(Backend):
     name = "host"
 
-    def realize(self, spec: EnvSpec) -> Environment:
-        fingerprint = read_fingerprint(sys.executable)
-        check_drift(spec, fingerprint)
-        return Environment(spec=spec, location=sys.prefix, python=sys.executable,
-                           fingerprint=fingerprint, built=False)
+    def _find(self, spec: EnvSpec, place: None) -> Found:
+        return Found(location=sys.prefix, python=sys.executable,
+                     fingerprint=read_fingerprint(sys.executable))
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         return launch_local(env.python, request, self.registry)

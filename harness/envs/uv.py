@@ -23,12 +23,11 @@ from harness.core.reaper import Registry, new_token
 from harness.envs.base import (
     Backend,
     Environment,
+    Found,
     LaunchRequest,
     Process,
-    check_drift,
     import_problems,
     launch_local,
-    locked,
     read_fingerprint,
 )
 from harness.envs.overlay import (
@@ -59,6 +58,7 @@ class UvBackend(Backend):
     name = "uv"
     checks_imports = True
 
+
     @property
     def root(self) -> Path:
         return self.cache_dir / "uv"
@@ -71,23 +71,31 @@ class UvBackend(Backend):
         key = hashlib.sha256(f"{spec.key}:{base.identity}".encode()).hexdigest()[:16]
         return self.root / f"{slug}-{key}"
 
-    def realize(self, spec: EnvSpec) -> Environment:
+    def _locate(self, spec: EnvSpec) -> tuple[Path, Base | None]:
+        """The venv's folder, and the base an overlay inherits."""
         base = find_base(spec.base) if spec.base else None
-        path = self.path_for(spec, base)
-        self.root.mkdir(parents=True, exist_ok=True)
-        with locked(path.with_name(path.name + ".lock")):
-            marker = _read_marker(path)
-            stale = (marker is not None and spec.refresh_before is not None
-                     and marker.get("built_at", 0) < spec.refresh_before)
-            built = marker is None or stale
-            if marker is None or stale:
-                marker = self._build(spec, path, base)
-        # Drift is judged on every realize: the spec's expectations (cuda) are not in the key.
-        check_drift(spec, marker["fingerprint"])
-        return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
-                           fingerprint=marker["fingerprint"], built=built)
+        return self.path_for(spec, base), base
 
-    def _build(self, spec: EnvSpec, path: Path, base: Base | None) -> dict[str, Any]:
+    def _lock_path(self, place: tuple[Path, Base | None]) -> Path:
+        self.root.mkdir(parents=True, exist_ok=True)
+        return place[0].with_name(place[0].name + ".lock")
+
+    def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Found | None:
+        path, _ = place
+        marker = _read_marker(path)
+        if marker is None or (spec.refresh_before is not None
+                              and marker.get("built_at", 0) < spec.refresh_before):
+            return None
+        return Found(location=str(path), python=str(path / "bin" / "python"),
+                     fingerprint=marker["fingerprint"])
+
+    def _build(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Found:
+        path, base = place
+        marker = self._build_marker(spec, path, base)
+        return Found(location=str(path), python=str(path / "bin" / "python"),
+                     fingerprint=marker["fingerprint"], built=True)
+
+    def _build_marker(self, spec: EnvSpec, path: Path, base: Base | None) -> dict[str, Any]:
         # The marker is written last: a venv without one is half-built and is rebuilt.
         shutil.rmtree(path, ignore_errors=True)
         started = time.time()
