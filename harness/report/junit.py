@@ -6,7 +6,7 @@ documented failure happened, which is what the cell is for; FLAKY carries outcom
 how it failed first).
 
 Written as text, element by element (a fleet's 100,000 testcases through ElementTree took
-longer than the rest of the report); tests/test_junit.py reads it back with ElementTree and
+longer than the rest of the report); tests/report/test_junit.py reads it back with ElementTree and
 junitparser.
 """
 

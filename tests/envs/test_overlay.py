@@ -130,6 +130,7 @@ def harness(tmp_path: Path, *args: str, netns: bool = False) -> subprocess.Compl
         env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(tmp_path / "c")})
 
 
+@pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace (unshare -n)")
 def test_a_wheelhouse_then_a_run_with_no_network_at_all(tmp_path: Path, base: Path,
                                                         folder: Path) -> None:

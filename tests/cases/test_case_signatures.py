@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from harness_case import Signature
 
-CASES = Path(__file__).resolve().parent.parent / "cases"
+CASES = Path(__file__).resolve().parents[2] / "cases"
 sys.path.insert(0, str(CASES))
 
 FA3_LOG = (

@@ -9,7 +9,7 @@ import pytest
 from harness.core.errors import SpecError
 from harness.core.matrix import short_value
 from harness.matrix.load import parse_matrix, requirement_for
-from tests.test_expand import GITHUB_INCLUDE_EXPANSION
+from tests.matrix.test_expand import GITHUB_INCLUDE_EXPANSION
 
 GOOD = """\
 version: 1

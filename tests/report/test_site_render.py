@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.core.results import Outcome
 from harness.report.site.model import build_site
 from harness.report.site.render import ROWS_PER_PAGE, inline_code, render_site
-from tests.test_site_model import CASES, cell, envs
+from tests.report.test_site_model import CASES, cell, envs
 
 
 def test_a_long_failure_table_is_paged_and_every_row_is_on_exactly_one_page(

@@ -19,6 +19,8 @@ from harness.core.results import CellResult, CellRun, Outcome
 from harness.records.store import RunStore
 from harness.report.build import write_report
 
+pytestmark = pytest.mark.browser  # headless Chromium (Debian's chromium)
+
 XSS = '<img src=x onerror="window.__xss=1"></script><script>window.__xss=1</script>'
 CASES = {
     "mk::repro": {"case": "mk", "variant": "repro", "failure": "addmm on Half <b>x</b>",

