@@ -1,11 +1,10 @@
 """One cell, start to finish, on the machine that runs it: realize, launch, wait, classify.
 
 ``run_cell`` blocks, and returns everything the driver records (result, log, events, the
-environment's fingerprint) instead of leaving it on a disk the driver may not share. The
-in-env plugin reports PASS/REPRODUCED/FAIL/SKIP/ERROR; what only the parent can see (a hang, a
-process that died) becomes TIMEOUT or CRASH here; a machine that failed (a container that never
-started, a Docker engine that stopped answering) is an ERROR marked ``infra``, for the driver
-to retry, never the case's CRASH.
+environment's fingerprint) instead of leaving it on a disk the driver may not share. This
+module watches the process (its events file, its deadline, its exit) and describes how each
+cell ended; ``run.classify`` says what that makes the outcome (a hang TIMEOUT, a death CRASH,
+a machine that failed an ``infra`` ERROR for the driver to retry, never the case's CRASH).
 """
 
 from __future__ import annotations
@@ -14,11 +13,9 @@ import json
 import shutil
 import socket
 import tempfile
-import threading
 import time
-import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +24,11 @@ from harness.core.matrix import memory_bytes
 from harness.core.paths import INENV_DIR
 from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
-from harness.envs import Backend, Environment, LaunchRequest, Process
+from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
+from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
 
 #: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
 #: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
@@ -41,74 +39,6 @@ CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFF
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "PYTHONDONTWRITEBYTECODE": "1"}
 LOG_LIMIT = 4 * 1024 * 1024  # a cell that prints gigabytes keeps its head and its tail
-
-
-class Cancelled(Exception):  # noqa: N818 - a control-flow signal, not an error
-    """The executor was shut down while the cell ran; its process group is gone."""
-
-
-class ProcessGuard:
-    """The processes cells have running, so that Ctrl-C or SIGTERM kills every one of them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._live: set[Any] = set()
-        self.cancelled = threading.Event()
-
-    def add(self, process: Process) -> None:
-        with self._lock:
-            self._live.add(process)
-        if self.cancelled.is_set():  # started while shutting down
-            process.kill()
-
-    def discard(self, process: Process) -> None:
-        with self._lock:
-            self._live.discard(process)
-
-    def cancel(self) -> None:
-        self.cancelled.set()
-        with self._lock:
-            live = list(self._live)
-        for process in live:
-            process.kill()
-
-
-@dataclass(frozen=True)
-class Realized:
-    env: Environment | None
-    error: str = ""  # why there is no environment
-    log: str = ""  # a backend bug's traceback
-    built: bool = False  # built by this call
-
-
-class EnvCache:
-    """Environments realized in this process, once each, however many cells ask at once.
-
-    A failure is remembered too: one broken environment is one build attempt per process,
-    not one per cell."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-        self._done: dict[str, Realized] = {}
-
-    def realize(self, cell: Cell, backend: Backend) -> Realized:
-        key = f"{cell.env.backend}:{cell.env.key}:{cell.env.name}"
-        with self._lock:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            if key in self._done:
-                return replace(self._done[key], built=False)
-            try:
-                env = backend.realize(cell.env)
-                outcome = Realized(env, built=env.built)
-            except HarnessError as exc:
-                outcome = Realized(None, str(exc))
-            except Exception as exc:  # a backend bug: reported on the cells, traceback kept
-                outcome = Realized(None, "backend bug while realizing the environment: "
-                                   f"{type(exc).__name__}: {exc}", traceback.format_exc())
-            self._done[key] = outcome
-            return outcome
 
 
 def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:

@@ -17,8 +17,9 @@ from harness.core.results import CellRun
 from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine
-from harness.run.cell import Cancelled, EnvCache, ProcessGuard, iter_batch
+from harness.run.cell import iter_batch
 from harness.run.scheduler import Scheduler, Slot, Task, make_slots
+from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
 
 
 class LocalExecutor:

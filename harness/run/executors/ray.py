@@ -35,7 +35,8 @@ from harness.core.results import CellRun
 from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine, has_a_variant
-from harness.run.cell import EnvCache, iter_batch
+from harness.run.cell import iter_batch
+from harness.run.supervise import EnvCache
 
 ARCH = re.compile(r"sm_\d{2,3}")
 

@@ -1,0 +1,82 @@
+"""What a machine keeps while it runs cells: the processes they have running (so that Ctrl-C
+or SIGTERM kills every one) and the environments it realized (once each, however many cells
+ask at once)."""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.core.errors import HarnessError
+from harness.envs import Backend, Environment, Process
+from harness.plan.cells import Cell
+
+
+class Cancelled(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The executor was shut down while the cell ran; its process group is gone."""
+
+
+class ProcessGuard:
+    """The processes cells have running, so that Ctrl-C or SIGTERM kills every one of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: set[Any] = set()
+        self.cancelled = threading.Event()
+
+    def add(self, process: Process) -> None:
+        with self._lock:
+            self._live.add(process)
+        if self.cancelled.is_set():  # started while shutting down
+            process.kill()
+
+    def discard(self, process: Process) -> None:
+        with self._lock:
+            self._live.discard(process)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        with self._lock:
+            live = list(self._live)
+        for process in live:
+            process.kill()
+
+
+@dataclass(frozen=True)
+class Realized:
+    env: Environment | None
+    error: str = ""  # why there is no environment
+    log: str = ""  # a backend bug's traceback
+    built: bool = False  # built by this call
+
+
+class EnvCache:
+    """Environments realized in this process, once each, however many cells ask at once.
+
+    A failure is remembered too: one broken environment is one build attempt per process,
+    not one per cell."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._done: dict[str, Realized] = {}
+
+    def realize(self, cell: Cell, backend: Backend) -> Realized:
+        key = f"{cell.env.backend}:{cell.env.key}:{cell.env.name}"
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._done:
+                return replace(self._done[key], built=False)
+            try:
+                env = backend.realize(cell.env)
+                outcome = Realized(env, built=env.built)
+            except HarnessError as exc:
+                outcome = Realized(None, str(exc))
+            except Exception as exc:  # a backend bug: reported on the cells, traceback kept
+                outcome = Realized(None, "backend bug while realizing the environment: "
+                                   f"{type(exc).__name__}: {exc}", traceback.format_exc())
+            self._done[key] = outcome
+            return outcome
