@@ -40,7 +40,7 @@ _GRID_ROW = re.compile(r"^(?P<variant>.+) \((?P<packages>[^()]+)\)$")
 _CHANGE = re.compile(r"^- (?P<kind>[a-z ]+): (?P<env>.+) `(?P<case>[^`]+)` @(?P<hw>\S+): "
                      r"(?P<before>[A-Z_]*) → (?P<after>[A-Z_]*)$")
 #: compat.md's sections that are not a case's.
-_NOT_CASES = ("Legend", "Against expectations")
+_NOT_CASES = ("Legend", "Against expectations", "Cases")
 _MORE = re.compile(r" and (\d+) more \(the table lists them\)$")
 
 
@@ -79,6 +79,7 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
     if previous is not None:
         problems += _since(since, results, previous)
     problems += _html_copies(report_dir, md, grid)
+    problems += _failure_pages(report_dir, sections)
     return problems
 
 
@@ -428,3 +429,60 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
         cases.update(store.cases)
     before = [r for _, r in choose_records([previous])[0].values()] if previous else None
     return check_report(report_dir, results, environments, cases, before)
+
+
+_PAGE_ROW = re.compile(r'<tr><th class="row" title="([^"]*)">.*?</th>(.*?)</tr>', re.S)
+_PAGE_BADGE = re.compile(r'<span class="badge [^"]*" title="([^"]*)">')
+_TITLE = re.compile(r"^(?P<variant>.*): (?P<outcome>[A-Z_]+)(?: — .*)?$", re.S)
+
+
+def _failure_pages(report_dir: Path, sections: Sequence[_Section]) -> list[str]:
+    """Each failure page, and the index, say the verdict compat.md says; the page's badges
+    are compat.md's (its first page: 200 rows)."""
+    problems = []
+    index = report_dir / "index.html"
+    verdicts = ([_text(v) for v in re.findall(r'<div class="verdict">(.*?)</div>',
+                                              index.read_text(encoding="utf-8"), re.S)]
+                if index.is_file() else None)
+    if verdicts is not None and verdicts != [s.verdict for s in sections]:
+        problems.append("index.html: its verdicts are not compat.md's")
+    for section in sections:
+        page = report_dir / f"failure-{re.sub(r'[^a-z0-9_-]+', '-', section.case.lower())}.html"
+        if not page.is_file():
+            continue
+        text = page.read_text(encoding="utf-8")
+        found = re.search(r'<div class="verdict" id="verdict">(.*?)</div>', text, re.S)
+        if found is None or _text(found[1]) != section.verdict:
+            problems.append(f"{page.name}: its verdict is not compat.md's")
+        md_rows = {}
+        for row in section.rows:
+            match = _ROW_ENV.match(_unescape(row[0]))
+            if match is not None:
+                md_rows[match["env"]] = [sorted(_badges(c)) for c in row[1:]]
+        for env, cells in _PAGE_ROW.findall(text):
+            env = html.unescape(env)
+            shown = [sorted(_page_badges(td)) for td in re.findall(r"<td>(.*?)</td>", cells,
+                                                                     re.S)]
+            if md_rows.get(env) != shown:
+                problems.append(f"{page.name}: {env} shows {shown}; compat.md "
+                                f"{md_rows.get(env)}")
+    return problems
+
+
+def _badges(cell: str) -> list[tuple[str, str]]:
+    found = []
+    for badge in filter(None, cell.split("<br>")):
+        m = _BADGE.match(_unescape(badge))
+        if m is not None:
+            found.append((m["variant"], m["outcome"]))
+    return found
+
+
+def _page_badges(cell: str) -> list[tuple[str, str]]:
+    found = []
+    for title in _PAGE_BADGE.findall(cell):
+        title = html.unescape(title).split(" (caveat: ")[0]
+        m = _TITLE.match(title)
+        if m is not None:
+            found.append((m["variant"], m["outcome"]))
+    return found

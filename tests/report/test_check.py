@@ -86,6 +86,17 @@ def test_a_report_edited_to_contradict_its_record_fails(tmp_path: Path) -> None:
     assert any(p.startswith("probes.html") for p in problems), problems  # no longer the same
 
 
+def test_the_pages_must_say_what_compat_md_says(tmp_path: Path) -> None:
+    store, out = reported(tmp_path, MERGEKIT)
+    edit(out / "failure-mk.html", "affected: torch 2.0.1, 2.1.2", "affected: torch 2.0.1")
+    edit(out / "failure-mk.html", "repro: REPRODUCED", "repro: PASS")
+    edit(out / "index.html", "not affected: torch", "unaffected: torch")
+    problems = check_run([store], out)
+    assert "failure-mk.html: its verdict is not compat.md's" in problems
+    assert any(p.startswith("failure-mk.html: uv:torch=2.0.1") for p in problems), problems
+    assert "index.html: its verdicts are not compat.md's" in problems
+
+
 def test_the_coverage_counts_are_checked(tmp_path: Path) -> None:
     store, out = reported(tmp_path, MERGEKIT)
     edit(out / "compat.md", "5 PASS", "6 PASS")
