@@ -29,6 +29,7 @@ from harness.records.store import RunStore
 from harness.report.site.model import (
     GRID_KIND,
     PROBES,
+    probe_combinations,
     probe_packages,
     row_versions,
     version_sort_key,
@@ -351,11 +352,7 @@ def _grid(rows: list[list[str]], results: Sequence[CellResult],
                             f"declares {' × '.join(packages)}")
         for hw, text in zip(hardware, row[1:], strict=False):
             mine = at.get((variant, hw), [])
-            want: dict[str, set[tuple[str, ...]]] = defaultdict(set)
-            for r in mine:
-                if r.outcome in GRID_KIND:
-                    want[GRID_KIND[r.outcome]].add(
-                        tuple(versions[r.environment].get(p, "—") for p in packages))
+            want = probe_combinations(mine, versions, packages)
             said: dict[str, set[tuple[str, ...]]] = defaultdict(set)
             untested = 0
             for part in _unescape(text).split(" · "):

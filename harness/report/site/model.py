@@ -447,6 +447,18 @@ def combinations(found: Iterable[tuple[str, ...]], packages: Sequence[str]) -> t
     return tuple(out)
 
 
+def probe_combinations(results: Iterable[CellResult], versions: Mapping[str, dict[str, str]],
+                       packages: Sequence[str]) -> dict[str, set[tuple[str, ...]]]:
+    """For each grid word (``GRID_KIND``), the version combinations of ``packages`` whose
+    environments had a result of that kind."""
+    kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for r in results:
+        if r.outcome in GRID_KIND:
+            kinds[GRID_KIND[r.outcome]].add(
+                tuple(versions[r.environment].get(p, "—") for p in packages))
+    return kinds
+
+
 def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]]) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
@@ -460,11 +472,7 @@ def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])
-            kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
-            for r in mine:
-                if r.outcome in GRID_KIND:
-                    kinds[GRID_KIND[r.outcome]].add(
-                        tuple(versions[r.environment].get(p, "—") for p in packages))
+            kinds = probe_combinations(mine, versions, packages)
             why = next((r.reason for r in mine if r.outcome in (Outcome.SKIP, Outcome.FAIL,
                                                                   Outcome.ERROR)), "")
             cells[h] = GridCell(works=combinations(kinds["works"], packages),
