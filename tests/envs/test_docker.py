@@ -22,7 +22,7 @@ import pytest
 from harness.envs import LaunchRequest
 from harness.envs.docker import DockerBackend
 from harness.envs.images import LABEL, bootstrap_base
-from harness.matrix.load import parse_matrix
+from harness.matrix.load import load_matrix, parse_matrix
 from harness.records.store import RunStore
 from tests.conftest import DATA, ROOT, report_dir, write_matrix
 
@@ -152,8 +152,10 @@ def test_prune_keeps_the_images_the_matrix_uses(tmp_path: Path, client: Any) -> 
     assert harness(tmp_path, "run", "-m", str(m), "-k", "test_pass", env=cache).returncode == 0
     tags = [t for image in client.images.list(filters={"label": "ml-compat-harness=1"})
             for t in image.tags]
-    (tag,) = [t for t in tags if t == DockerBackend(tmp_path / "cache").listing()[0]["location"]
-              ] or [None]
+    # The engine is shared: other tests' (and earlier runs') images are listed too; ours is
+    # the one this matrix's environment names.
+    digest = DockerBackend(tmp_path / "cache").listing_key(load_matrix(m).environments[0])
+    (tag,) = [t for t in tags if t.endswith(f":{digest}")] or [None]
     assert tag is not None
     # Dry runs only: other tests' images live in the same engine.
     kept = harness(tmp_path, "envs", "prune", "-m", str(m), "--dry-run", env=cache)
