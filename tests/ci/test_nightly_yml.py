@@ -30,7 +30,8 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
                 for step in job["steps"] for line in str(step.get("run", "")).splitlines()
                 if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
                 or " harness " in f" {line}"]
-    assert len(commands) == 5  # plan, run a shard, merge, prune the history, show it
+    # plan, run a shard, merge, check its report, prune the history, show it
+    assert len(commands) == 6
     for command in commands:
         words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
         words = [w.strip('"') for w in words]
@@ -44,6 +45,8 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     # The merge is judged against last night and keeps the history for the next one.
     merge = next(s for s in jobs["merge"]["steps"] if "harness merge" in str(s.get("run")))
     assert "--fail-on new" in merge["run"] and "--baseline" in merge["run"]
+    check = next(s for s in jobs["merge"]["steps"] if "--check" in str(s.get("run")))
+    assert check["if"] == "always()"  # a red merge's report is checked too
     cached = [s["with"]["path"] for s in jobs["merge"]["steps"]
               if "actions/cache" in s.get("uses", "")]
     assert cached == ["reports/runs", "reports/runs"]  # restored, then saved
