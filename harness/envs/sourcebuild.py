@@ -3,11 +3,16 @@ what the uv backend, the Docker images and the preflight all need to agree on.""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec, requirement_name
+from harness.envs import toolkit
 from harness.inenv import harness_probe
 
 
@@ -63,3 +68,40 @@ def _major(version: str) -> int | None:
         return Version(version).major
     except InvalidVersion:
         return None
+
+
+def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]]:
+    """The nvcc a source build of ``spec`` uses (its version) and the variables that point
+    the build at it: this machine's, where its CUDA major is the environment's; else Debian's
+    toolkit of that major (``envs.toolkit``), and then one architecture only (the highest the
+    environment targets): a machine without a fitting toolkit has no GPU to run the others."""
+    found = harness_probe.nvcc_version()
+    wanted = spec.cuda if spec.cuda and spec.cuda != "cpu" else None
+    needs = any(s.nvcc for s in spec.source_builds)
+    if not needs or wanted is None or (found is not None and _major(found) == _major(wanted)):
+        return found, {}
+    chosen = toolkit.for_cuda(wanted)
+    root = toolkit.provide(chosen, cache_dir)
+    archs = sorted(h.removeprefix("sm_").rstrip("a") for h in spec.hardware
+                   if h.startswith("sm_"))
+    arch = archs[-1] if archs else "90"
+    return chosen.cuda, {"CUDA_HOME": str(root),
+                         "PATH": f"{root / 'bin'}:{os.environ.get('PATH', os.defpath)}",
+                         "NVTE_CUDA_ARCHS": arch,
+                         "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}"}
+
+
+def cudnn_variables(python: str) -> dict[str, str]:
+    """Where the environment's own cuDNN (PyPI's nvidia-cudnn-cu12, which torch pulls in)
+    keeps its headers: TE's build needs cudnn.h, which no toolkit brings."""
+    try:
+        purelib = subprocess.run([python, "-c", "import sysconfig; "
+                                  "print(sysconfig.get_paths()['purelib'])"],
+                                 capture_output=True, text=True, check=True,
+                                 timeout=120).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    cudnn = Path(purelib) / "nvidia" / "cudnn"
+    if not (cudnn / "include").is_dir():
+        return {}
+    return {"CUDNN_PATH": str(cudnn), "CPATH": str(cudnn / "include")}

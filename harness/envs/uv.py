@@ -44,9 +44,10 @@ from harness.envs.sourcebuild import (
     build_requirements,
     build_variables,
     check_nvcc,
+    compiler,
+    cudnn_variables,
     no_isolation_args,
 )
-from harness.inenv.harness_probe import nvcc_version
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
@@ -157,12 +158,12 @@ class UvBackend(Backend):
         self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         variables: dict[str, str] = {}
         if spec.source_builds:
-            nvcc = nvcc_version()
+            nvcc, toolchain = compiler(spec, self.cache_dir)
             check_nvcc(spec, nvcc)
             # What a package built without isolation compiles against goes in first.
             self._run_uv(["pip", "install", "--python", python, *install_args(spec),
                           *build_requirements(spec)], spec)
-            variables = build_variables(spec)
+            variables = {**build_variables(spec), **toolchain, **cudnn_variables(python)}
             # uv caches a wheel built from an sdist by the sdist alone, not by what it was
             # built against: a TE built against torch 2.5 would be reused for torch 2.6. A
             # cache per build environment (the pins installed above, the build variables, the

@@ -1,0 +1,71 @@
+"""Debian's CUDA toolkit, for a build whose CUDA major this machine's nvcc is not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.core.errors import EnvBuildError
+from harness.core.matrix import BuildSetting, EnvSpec
+from harness.core.paths import default_cache_dir
+from harness.envs import sourcebuild, toolkit
+
+CUBLAS = """
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }
+int main() { cublasHandle_t h; cublasCreate(&h); float* d; cudaMalloc(&d, 16);
+             twice<<<1, 4>>>(d); return 0; }
+"""
+
+
+def spec(cuda: str | None, *, nvcc: str | None = ">=12.0") -> EnvSpec:
+    return EnvSpec(name="te", origin="t", values=(), backend="uv", python="3.11",
+                   requirements=("transformer-engine[pytorch]==2.4.0",), pins=(), cuda=cuda,
+                   hardware=("sm_80", "sm_90"),
+                   builds=(BuildSetting(dist="transformer-engine-torch", isolation=False,
+                                        nvcc=nvcc),))
+
+
+def test_the_toolkit_is_chosen_by_the_environments_cuda_major() -> None:
+    assert toolkit.for_cuda("12.4").suite == "trixie"
+    assert toolkit.for_cuda("12.1").cuda == "12.4"  # any 12.x: torch checks the major
+    with pytest.raises(EnvBuildError, match=r"no Debian CUDA toolkit for CUDA 10\.2 here"):
+        toolkit.for_cuda("10.2")
+
+
+def test_a_fitting_nvcc_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+                                         ) -> None:
+    monkeypatch.setattr(sourcebuild.harness_probe, "nvcc_version", lambda: "12.6")
+    assert sourcebuild.compiler(spec("12.4"), tmp_path) == ("12.6", {})
+    assert sourcebuild.compiler(spec("12.4", nvcc=None), tmp_path) == ("12.6", {})
+    assert not (tmp_path / "toolkits").exists()  # nothing fetched
+
+
+@pytest.mark.slow
+def test_debians_toolkit_compiles_cuda_with_cublas_here(tmp_path: Path) -> None:
+    """Fetched once into the machine's cache (1.7 GB of packages, 4 GB unpacked), then an
+    nvcc 12.4 that builds a CUDA program against cuBLAS for sm_90, with no GPU."""
+    root = toolkit.provide(toolkit.for_cuda("12.4"), default_cache_dir())
+    version = subprocess.run([str(root / "bin" / "nvcc"), "--version"], capture_output=True,
+                             text=True, check=True).stdout
+    assert "release 12.4" in version
+    (tmp_path / "t.cu").write_text(CUBLAS)
+    done = subprocess.run([str(root / "bin" / "nvcc"), "-arch=sm_90", "-o", "t", "t.cu",
+                           "-lcublas"], cwd=tmp_path, capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "t").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_build_for_another_major_gets_debians_toolkit_and_one_architecture(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sourcebuild.harness_probe, "nvcc_version", lambda: "13.0")
+    nvcc, variables = sourcebuild.compiler(spec("12.4"), default_cache_dir())
+    assert nvcc == "12.4"
+    assert Path(variables["CUDA_HOME"], "include", "cublas_v2.h").is_file()
+    assert variables["PATH"].startswith(str(Path(variables["CUDA_HOME"], "bin")))
+    assert (variables["NVTE_CUDA_ARCHS"], variables["TORCH_CUDA_ARCH_LIST"]) == ("90", "9.0")
