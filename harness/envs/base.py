@@ -251,7 +251,8 @@ def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:
     return data
 
 
-def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900) -> list[str]:
+def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900,
+                    variables: dict[str, str] | None = None) -> list[str]:
     """Import the top-level modules of every distribution the spec names, in the environment.
 
     Runs with no GPU visible and a throwaway HOME, so that importing has no side effects
@@ -261,7 +262,7 @@ def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900) -> list
         return []
     with tempfile.TemporaryDirectory(prefix="harness-imports-") as home:
         env = {**os.environ, "PYTHONPATH": "", "HOME": home, "CUDA_VISIBLE_DEVICES": "",
-               "PYTHONDONTWRITEBYTECODE": "1"}
+               "PYTHONDONTWRITEBYTECODE": "1", **(variables or {})}
         try:
             proc = subprocess.run([python, str(IMPORTS_SCRIPT), *names], capture_output=True,
                                   text=True, timeout=timeout, check=False, env=env, cwd=home)

@@ -102,11 +102,15 @@ class UvBackend(Backend):
         started = time.time()
         python = str(path / "bin" / "python")
         shadows: dict[str, str] = {}
+        toolchain: dict[str, str] = {}
         if base is not None:
             shadows = self._build_overlay(spec, path, base)
         else:
-            self._build_venv(spec, path)
-        problems = import_problems(python, spec)
+            toolchain = self._build_venv(spec, path)
+        # Built against a toolkit the harness fetched: that toolkit is the environment's CUDA
+        # root from now on (TE 1.x and 2.0-2.3 look for libnvrtc under CUDA_HOME at import).
+        cuda_home = {"CUDA_HOME": toolchain["CUDA_HOME"]} if "CUDA_HOME" in toolchain else {}
+        problems = import_problems(python, spec, variables=cuda_home)
         if problems:
             raise EnvImportError(f"{spec.name} was built but does not import: "
                                  + "; ".join(problems))
@@ -114,6 +118,8 @@ class UvBackend(Backend):
         if base is not None:  # in every result: what came from the base, what was shadowed
             fingerprint["overlay"] = {"base": base.python, "base_identity": base.identity,
                                       "shadowed": shadows}
+        if cuda_home:
+            fingerprint["cuda_home"] = cuda_home["CUDA_HOME"]
         marker: dict[str, Any] = {
             "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
             "built_at": started, "build_seconds": round(time.time() - started, 1),
@@ -152,11 +158,13 @@ class UvBackend(Backend):
                           *install_args(spec), *added], spec)
         return shadowed(pins, base.packages)
 
-    def _build_venv(self, spec: EnvSpec, path: Path) -> None:
+    def _build_venv(self, spec: EnvSpec, path: Path) -> dict[str, str]:
+        """Build the venv; the variables that chose its CUDA toolkit (none: the machine's)."""
         python = str(path / "bin" / "python")
         interpreter = find_interpreter(spec.python)
         self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         variables: dict[str, str] = {}
+        toolchain: dict[str, str] = {}
         if spec.source_builds:
             nvcc, toolchain = compiler(spec, self.cache_dir)
             check_nvcc(spec, nvcc)
@@ -172,6 +180,7 @@ class UvBackend(Backend):
         self._run_uv(["pip", "install", "--python", python, *install_args(spec),
                       *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec,
                      variables)
+        return toolchain
 
     def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec,
                      nvcc: str | None) -> Path:
@@ -195,6 +204,8 @@ class UvBackend(Backend):
         path = request.env.get("PATH", os.environ.get("PATH", os.defpath))
         variables = {**request.env, "VIRTUAL_ENV": env.location,
                      "PATH": os.pathsep.join([str(Path(env.location) / "bin"), path])}
+        if env.fingerprint.get("cuda_home"):  # the toolkit it was built with (envs.toolkit)
+            variables.setdefault("CUDA_HOME", str(env.fingerprint["cuda_home"]))
         return launch_local(env.python, replace(request, env=variables), self.registry)
 
     def remove(self, env: Environment) -> None:
