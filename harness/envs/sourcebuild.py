@@ -82,13 +82,18 @@ def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]
         return found, {}
     chosen = toolkit.for_cuda(wanted)
     root = toolkit.provide(chosen, cache_dir)
-    archs = sorted(h.removeprefix("sm_").rstrip("a") for h in spec.hardware
-                   if h.startswith("sm_"))
-    arch = archs[-1] if archs else "90"
+    arch = newest_arch(spec)
     return chosen.cuda, {"CUDA_HOME": str(root),
                          "PATH": f"{root / 'bin'}:{os.environ.get('PATH', os.defpath)}",
                          "NVTE_CUDA_ARCHS": arch,
                          "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}"}
+
+
+def newest_arch(spec: EnvSpec) -> str:
+    """The highest architecture the environment targets, as nvcc numbers it ("90"); compared
+    as numbers: "100" (Blackwell) is newer than "90", though it sorts first as text."""
+    archs = [h.removeprefix("sm_").rstrip("a") for h in spec.hardware if h.startswith("sm_")]
+    return max(archs, key=int) if archs else "90"
 
 
 def cudnn_variables(python: str) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
@@ -40,3 +41,19 @@ def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, st
     source, result = pair
     return (result.outcome is not Outcome.MISSING, not result.infra, result.attempt,
             result.finished_at, source.run_id)
+
+
+def merged_cases(stores: Iterable[RunStore]) -> dict[str, Any]:
+    """The case metadata the records keep (cases.json), once each, sorted by label."""
+    cases: dict[str, Any] = {}
+    for store in stores:
+        cases.update(store.cases)
+    return dict(sorted(cases.items()))
+
+
+def merged_environments(metas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What each environment of the records was asked to hold (run.json ``environments``)."""
+    environments: dict[str, Any] = {}
+    for meta in metas:
+        environments.update(meta.get("environments") or {})
+    return environments

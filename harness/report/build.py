@@ -18,7 +18,7 @@ from harness.core.results import CellResult, Outcome
 from harness.records.baseline import Baseline
 from harness.records.expect import Verdict, judge_runs, summary_lines
 from harness.records.history import write_index
-from harness.records.select import choose_records
+from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
 from harness.report.check import check_report
 from harness.report.junit import write_junit
@@ -130,10 +130,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     verdicts = judge_runs(stores, baseline, results)
     columns = long_columns(results, logs)
     summary = summary_line(columns)
-    cases = _case_metadata(stores)
-    environments: dict[str, Any] = {}
-    for meta in metas:
-        environments.update(meta.get("environments") or {})
+    cases = merged_cases(stores)
+    environments = merged_environments(metas)
     changes = diff_runs(previous.results(), results) if previous is not None else []
     since = previous.run_id if previous is not None else None
     name = ", ".join(s.run_id for s in stores)
@@ -259,13 +257,6 @@ def _link(store: RunStore, result: CellResult, base: str, present: frozenset[str
     folder, _, name = log.rpartition("/")
     there = name in present if folder == "logs" else os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113
     return f"{base}/{log}" if there else ""
-
-
-def _case_metadata(stores: Sequence[RunStore]) -> dict[str, Any]:
-    cases: dict[str, Any] = {}
-    for store in stores:
-        cases.update(store.cases)
-    return dict(sorted(cases.items()))
 
 
 def _case_lines(cases: dict[str, Any]) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
-from harness.records.select import choose_records
+from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
 from harness.report.site.model import (
     GRID_KIND,
@@ -419,13 +419,10 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
     """``check_report`` for the report of ``stores`` (the records ``harness report`` read),
     against ``previous`` for the "since" lines."""
     results = [r for _, r in choose_records(stores)[0].values()]
-    environments: dict[str, Any] = {}
-    cases: dict[str, Any] = {}
-    for store in stores:
-        environments.update(store.meta.get("environments") or {})
-        cases.update(store.cases)
-    before = [r for _, r in choose_records([previous])[0].values()] if previous else None
-    return check_report(report_dir, results, environments, cases, before)
+    # The run before as the report's "what changed" read it (diff_runs over its results).
+    before = previous.results() if previous is not None else None
+    return check_report(report_dir, results, merged_environments(s.meta for s in stores),
+                        merged_cases(stores), before)
 
 
 _PAGE_ROW = re.compile(r'<tr><th class="row" title="([^"]*)">.*?</th>(.*?)</tr>', re.S)

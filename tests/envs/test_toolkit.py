@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,12 @@ def test_the_toolkit_is_chosen_by_the_environments_cuda_major() -> None:
     assert toolkit.for_cuda("12.1").cuda == "12.4"  # any 12.x: torch checks the major
     with pytest.raises(EnvBuildError, match=r"no Debian CUDA toolkit for CUDA 10\.2 here"):
         toolkit.for_cuda("10.2")
+
+
+def test_one_architecture_the_newest_the_environment_targets() -> None:
+    assert sourcebuild.newest_arch(spec("12.4")) == "90"
+    blackwell = replace(spec("12.8"), hardware=("sm_90a", "sm_100", "cpu"))
+    assert sourcebuild.newest_arch(blackwell) == "100"  # as text "100" < "90"
 
 
 def test_a_fitting_nvcc_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
