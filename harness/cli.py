@@ -148,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check: also build each environment here and import what it names")
     p.add_argument("--env", action="append", default=[], metavar="GLOB",
                    help="check: only environments whose name matches (repeatable)")
+    p.add_argument("--skip-build", action="append", default=[], metavar="DIST",
+                   help="check --build: resolve, but do not build, the environments that "
+                        "build DIST from source (repeatable; flash-attn takes hours)")
     p.add_argument("--platform", default=None,
                    help="check: the platform to resolve for (default: x86_64-manylinux_2_28)")
     p.add_argument("--format", choices=("table", "json"), default="table")

@@ -8,6 +8,8 @@ import sys
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
+from packaging.utils import canonicalize_name
+
 from harness.core.errors import UsageError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import default_cache_dir
@@ -63,13 +65,25 @@ def _check(args: argparse.Namespace) -> int:
 
     checks = check_environments(envs, backends=backends, cache_dir=cache, build=args.build,
                                 platform=args.platform or DEFAULT_PLATFORM, jobs=args.jobs,
-                                on_done=progress)
+                                skip_builds=frozenset(_skip_builds(args)), on_done=progress)
     if args.format == "json":
         print(json.dumps([c.to_dict() for c in checks], indent=1))
     else:
         print(render_table(checks))
         print(summary(checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _skip_builds(args: argparse.Namespace) -> list[str]:
+    """``--skip-build`` names, as the matrix's ``build:`` section knows them."""
+    names: list[str] = [canonicalize_name(n) for n in args.skip_build]
+    known = {canonicalize_name(b.dist) for e in load_matrix(args.matrix).environments
+             for b in e.source_builds}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise UsageError(f"--skip-build {', '.join(unknown)}: no environment builds it from "
+                         f"source (built: {', '.join(sorted(known)) or 'none'})")
+    return names
 
 
 def _selected_envs(args: argparse.Namespace) -> list[EnvSpec]:

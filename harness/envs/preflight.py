@@ -50,7 +50,8 @@ RESOLVE_TIMEOUT = 1800
 @dataclass(frozen=True, kw_only=True)
 class EnvCheck:
     """One environment's preflight. Each stage is yes, no, "-" (not tried), or for resolves
-    "unreachable": the environment needs a host this machine cannot reach (GitHub)."""
+    "unreachable": the environment needs a host this machine cannot reach (GitHub); builds
+    is "skipped" where the environment builds a package it was told not to build here."""
 
     name: str
     backend: str
@@ -72,16 +73,23 @@ class EnvCheck:
 
 def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
                        cache_dir: Path, build: bool = False, platform: str = DEFAULT_PLATFORM,
-                       jobs: int = 4, on_done: Callable[[EnvCheck], None] = lambda _: None
+                       jobs: int = 4, skip_builds: frozenset[str] = frozenset(),
+                       on_done: Callable[[EnvCheck], None] = lambda _: None
                        ) -> list[EnvCheck]:
     """Resolve every environment (``jobs`` at a time), then build those that resolved, one
-    at a time (builds are heavy; uv parallelises inside each)."""
+    at a time (builds are heavy; uv parallelises inside each). An environment that would
+    build a distribution of ``skip_builds`` from source is resolved, not built (flash-attn 2
+    compiles for every architecture its setup.py names: hours on a small machine)."""
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         resolved = list(pool.map(lambda e: resolve_env(e, cache_dir=cache_dir,
                                                        platform=platform), envs))
     out = []
     for env, check in zip(envs, resolved, strict=True):
-        if build and check.resolves in ("yes", "-"):
+        skipped = sorted({b.dist for b in env.source_builds} & skip_builds)
+        if build and check.resolves in ("yes", "-") and skipped:
+            check = replace(check, builds="skipped", reason=(
+                f"not built here (--skip-build {' '.join(skipped)}): built from source"))
+        elif build and check.resolves in ("yes", "-"):
             check = build_env(env, backends[env.backend], check)
         on_done(check)
         out.append(check)
@@ -223,6 +231,8 @@ def summary(checks: Sequence[EnvCheck]) -> str:
     if any(c.builds != "-" for c in checks):
         text += (f"; {count('builds', 'yes')} build, {count('builds', 'no')} do not; "
                  f"{count('imports', 'yes')} import, {count('imports', 'no')} do not")
+        if count("builds", "skipped"):
+            text += f"; {count('builds', 'skipped')} not built (--skip-build)"
     if unreachable:
         n = sum(c.unreachable is not None for c in checks)
         text += f"; {n} need a host this machine cannot reach ({', '.join(unreachable)})"

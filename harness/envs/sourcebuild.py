@@ -96,9 +96,32 @@ def newest_arch(spec: EnvSpec) -> str:
     return max(archs, key=int) if archs else "90"
 
 
-def cudnn_variables(python: str) -> dict[str, str]:
-    """Where the environment's own cuDNN (PyPI's nvidia-cudnn-cu12, which torch pulls in)
-    keeps its headers: TE's build needs cudnn.h, which no toolkit brings."""
+def runtime_variables(location: str | Path, cuda_home: str | None,
+                      inherited: str = "") -> dict[str, str]:
+    """What a process in an environment built against a toolkit the harness fetched needs
+    to load it: that toolkit as ``CUDA_HOME`` (TE 1.x and 2.0-2.3 look for libnvrtc there at
+    import), and the environment's own CUDA libraries (PyPI's ``nvidia-*-cu12``: cuBLAS, the
+    runtime, cuDNN) on the loader path, ahead of ``inherited``: TE's core library has no
+    RUNPATH and is loaded before torch has loaded them (``libcublas.so.12: cannot open shared
+    object file``). Empty for every other environment: on a GPU runner the machine's own
+    toolkit and driver stay in charge."""
+    if not cuda_home:
+        return {}
+    libs = sorted(str(p) for p in Path(location).glob("lib/python*/site-packages/nvidia/*/lib")
+                  if p.is_dir())
+    loader = os.pathsep.join(part for part in (*libs, inherited) if part)
+    return {"CUDA_HOME": cuda_home, **({"LD_LIBRARY_PATH": loader} if loader else {})}
+
+
+#: Libraries whose headers no CUDA toolkit brings, taken from the environment's own PyPI
+#: packages (torch pulls them in): cuDNN (TE includes cudnn.h) and NCCL (TE >= 2.8's
+#: ``common/util/logging.h`` includes nccl.h).
+PIP_HEADERS = ("cudnn", "nccl")
+
+
+def header_variables(python: str) -> dict[str, str]:
+    """Where the environment's own cuDNN and NCCL keep their headers (``CPATH``), and cuDNN's
+    root (``CUDNN_PATH``), for a build against the environment's torch."""
     try:
         purelib = subprocess.run([python, "-c", "import sysconfig; "
                                   "print(sysconfig.get_paths()['purelib'])"],
@@ -106,7 +129,10 @@ def cudnn_variables(python: str) -> dict[str, str]:
                                  timeout=120).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return {}
-    cudnn = Path(purelib) / "nvidia" / "cudnn"
-    if not (cudnn / "include").is_dir():
-        return {}
-    return {"CUDNN_PATH": str(cudnn), "CPATH": str(cudnn / "include")}
+    nvidia = Path(purelib) / "nvidia"
+    includes = [str(nvidia / lib / "include") for lib in PIP_HEADERS
+                if (nvidia / lib / "include").is_dir()]
+    out = {"CPATH": os.pathsep.join(includes)} if includes else {}
+    if (nvidia / "cudnn" / "include").is_dir():
+        out["CUDNN_PATH"] = str(nvidia / "cudnn")
+    return out

@@ -45,8 +45,9 @@ from harness.envs.sourcebuild import (
     build_variables,
     check_nvcc,
     compiler,
-    cudnn_variables,
+    header_variables,
     no_isolation_args,
+    runtime_variables,
 )
 
 MARKER = "harness-env.json"
@@ -108,9 +109,10 @@ class UvBackend(Backend):
         else:
             toolchain = self._build_venv(spec, path)
         # Built against a toolkit the harness fetched: that toolkit is the environment's CUDA
-        # root from now on (TE 1.x and 2.0-2.3 look for libnvrtc under CUDA_HOME at import).
-        cuda_home = {"CUDA_HOME": toolchain["CUDA_HOME"]} if "CUDA_HOME" in toolchain else {}
-        problems = import_problems(python, spec, variables=cuda_home)
+        # root from now on, and its own CUDA libraries are on the loader path.
+        cuda_home = toolchain.get("CUDA_HOME")
+        problems = import_problems(python, spec, variables=runtime_variables(
+            path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")))
         if problems:
             raise EnvImportError(f"{spec.name} was built but does not import: "
                                  + "; ".join(problems))
@@ -119,7 +121,7 @@ class UvBackend(Backend):
             fingerprint["overlay"] = {"base": base.python, "base_identity": base.identity,
                                       "shadowed": shadows}
         if cuda_home:
-            fingerprint["cuda_home"] = cuda_home["CUDA_HOME"]
+            fingerprint["cuda_home"] = cuda_home
         marker: dict[str, Any] = {
             "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
             "built_at": started, "build_seconds": round(time.time() - started, 1),
@@ -171,7 +173,7 @@ class UvBackend(Backend):
             # What a package built without isolation compiles against goes in first.
             self._run_uv(["pip", "install", "--python", python, *install_args(spec),
                           *build_requirements(spec)], spec)
-            variables = {**build_variables(spec), **toolchain, **cudnn_variables(python)}
+            variables = {**build_variables(spec), **toolchain, **header_variables(python)}
             # uv caches a wheel built from an sdist by the sdist alone, not by what it was
             # built against: a TE built against torch 2.5 would be reused for torch 2.6. A
             # cache per build environment (the pins installed above, the build variables, the
@@ -204,8 +206,13 @@ class UvBackend(Backend):
         path = request.env.get("PATH", os.environ.get("PATH", os.defpath))
         variables = {**request.env, "VIRTUAL_ENV": env.location,
                      "PATH": os.pathsep.join([str(Path(env.location) / "bin"), path])}
-        if env.fingerprint.get("cuda_home"):  # the toolkit it was built with (envs.toolkit)
-            variables.setdefault("CUDA_HOME", str(env.fingerprint["cuda_home"]))
+        # Built against a toolkit the harness fetched (envs.toolkit): that toolkit, unless the
+        # matrix's `env:` names another, and the environment's own CUDA libraries.
+        home = env.fingerprint.get("cuda_home")
+        inherited = variables.get("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", ""))
+        runtime = runtime_variables(env.location, str(home) if home else None, inherited)
+        variables = {**runtime, **variables, **{k: v for k, v in runtime.items()
+                                                  if k == "LD_LIBRARY_PATH"}}
         return launch_local(env.python, replace(request, env=variables), self.registry)
 
     def remove(self, env: Environment) -> None:

@@ -119,3 +119,26 @@ def test_the_llmfoundry_repro_runs_te_linear_in_the_default_ffn_as_the_reporters
                if any(k.arg == "ffn_type" for k in c.keywords)]
     assert [ast.literal_eval(k.value) for k in call.keywords if k.arg == "ffn_type"] == [
         "te_ln_mlp"]
+    # fc_type torch: the attention stays torch's, so on a CPU nothing but the FFN needs TE,
+    # and the binding of build_ffn's arguments is reached (fc_type te stops at te.Linear).
+    assert [ast.literal_eval(k.value) for k in call.keywords if k.arg == "fc_type"] == ["torch"]
+
+
+def test_te_ln_mlp_skips_only_for_te_layernorm_mlps_own_cuda_assertion() -> None:
+    """Past the binding, 0.8.0 builds te.LayerNormMLP, whose constructor asserts CUDA: that
+    and nothing else is the SKIP; an assertion raised anywhere else stays a failure."""
+    case = importlib.import_module("test_llmfoundry_fp8")
+
+    def raised_in(filename: str) -> BaseException:
+        scope: dict[str, object] = {}
+        code = "class M:\n def __init__(self):\n  assert False, 'TransformerEngine needs CUDA.'"
+        exec(compile(code, filename, "exec"), scope)  # a frame whose file is TE's
+        try:
+            scope["M"]()  # type: ignore[operator]
+        except AssertionError as exc:
+            return exc
+        raise AssertionError("not raised")
+
+    te_file = "/env/site-packages/transformer_engine/pytorch/module/layernorm_mlp.py"
+    assert case._raised_in_te_ln_mlp(raised_in(te_file))
+    assert not case._raised_in_te_ln_mlp(raised_in("/env/site-packages/llmfoundry/ffn.py"))

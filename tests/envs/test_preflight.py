@@ -129,3 +129,43 @@ def test_transformerlens_builds_and_imports_here_and_did_not_before(tmp_path: Pa
 def test_a_message_wrapped_to_the_terminals_width_still_names_its_host() -> None:
     wrapped = NO_GIT.replace("Could not resolve host", "Could not\n         resolve host")
     assert unreachable_host(wrapped) == "github.com"
+
+
+def test_skip_build_resolves_but_does_not_build_what_builds_that_dist(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """flash-attn 2 compiles for every architecture its setup.py names (hours on two cores):
+    `--skip-build flash-attn` leaves those environments resolved and says why, and builds
+    the others."""
+    from harness.core.matrix import BuildSetting
+    from harness.envs import preflight
+
+    built: list[str] = []
+
+    class Backend:
+        checks_imports = True
+
+        def realize(self, spec: EnvSpec) -> None:
+            built.append(spec.name)
+
+    monkeypatch.setattr(preflight, "resolve_env", lambda e, **_: preflight.EnvCheck(
+        name=e.name, backend=e.backend, resolves="yes"))
+    fa = EnvSpec(name="fa", origin="t", values=(), backend="uv", python="3.11",
+                 requirements=("flash-attn==2.5.8",), pins=(),
+                 builds=(BuildSetting(dist="flash-attn", isolation=False),))
+    checks = preflight.check_environments(
+        [fa, env("plain", "six")], backends={"uv": Backend()},  # type: ignore[dict-item]
+        cache_dir=tmp_path, build=True, skip_builds=frozenset({"flash-attn"}))
+    assert built == ["plain"]
+    assert (checks[0].builds, checks[0].ok) == ("skipped", True)
+    assert checks[0].reason == "not built here (--skip-build flash-attn): built from source"
+    assert summary(checks).endswith("; 1 not built (--skip-build)")
+
+
+def test_skip_build_of_a_dist_nothing_builds_is_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness", "envs", "check", "--build",
+                           "--skip-build", "flash_atn"], cwd=ROOT, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "harness: error: --skip-build flash-atn: no environment builds it from source (built: "
+        "flash-attn, transformer-engine, transformer-engine-torch)"]

@@ -76,3 +76,33 @@ def test_a_build_for_another_major_gets_debians_toolkit_and_one_architecture(
     assert Path(variables["CUDA_HOME"], "include", "cublas_v2.h").is_file()
     assert variables["PATH"].startswith(str(Path(variables["CUDA_HOME"], "bin")))
     assert (variables["NVTE_CUDA_ARCHS"], variables["TORCH_CUDA_ARCH_LIST"]) == ("90", "9.0")
+
+
+def test_an_environment_built_against_a_fetched_toolkit_loads_its_own_cuda_libraries(
+        tmp_path: Path) -> None:
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "nvidia"
+    for name in ("cublas", "cudnn", "cuda_runtime"):
+        (site / name / "lib").mkdir(parents=True)
+    (site / "cuda_nvcc").mkdir()  # no lib/: nothing to load there
+    got = sourcebuild.runtime_variables(tmp_path / "env", "/cache/toolkits/cuda", "/opt/x")
+    assert got["CUDA_HOME"] == "/cache/toolkits/cuda"
+    assert got["LD_LIBRARY_PATH"].split(":") == [
+        str(site / "cublas" / "lib"), str(site / "cuda_runtime" / "lib"),
+        str(site / "cudnn" / "lib"), "/opt/x"]  # the machine's path after the env's own
+    # Any other environment: the machine's toolkit and driver stay in charge.
+    assert sourcebuild.runtime_variables(tmp_path / "env", None, "/opt/x") == {}
+
+
+def test_a_build_gets_the_environments_own_cudnn_and_nccl_headers(tmp_path: Path) -> None:
+    """No toolkit brings cudnn.h or nccl.h (TE >= 2.8 includes it): the environment's own
+    nvidia-cudnn-cu12 and nvidia-nccl-cu12 do."""
+    subprocess.run(["uv", "venv", "-q", str(tmp_path / "env")], check=True)
+    python = str(tmp_path / "env" / "bin" / "python")
+    assert sourcebuild.header_variables(python) == {}  # neither installed: nothing to add
+    (site,) = (tmp_path / "env" / "lib").glob("python*/site-packages")
+    for lib in ("nccl", "cudnn", "cublas"):
+        (site / "nvidia" / lib / "include").mkdir(parents=True)
+    got = sourcebuild.header_variables(python)
+    assert got["CPATH"].split(":") == [str(site / "nvidia" / "cudnn" / "include"),
+                                      str(site / "nvidia" / "nccl" / "include")]
+    assert got["CUDNN_PATH"] == str(site / "nvidia" / "cudnn")
