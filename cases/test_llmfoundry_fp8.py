@@ -26,6 +26,7 @@ path goes on to ``te.LayerNormMLP``, whose constructor needs CUDA: SKIP there on
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,8 +70,9 @@ TOKENS, SEQ, VOCAB = 16, 64, 256  # 16 x 64 tokens: FP8 GEMMs want dims divisibl
 
 def mpt_config_kwargs(init_device: str, *, fc_type: str, ffn_type: str = "mptmlp"
                       ) -> dict[str, Any]:
-    """failures.md §3's tiny MPT: 2 layers, d_model 256, 4 heads, torch attention (the default
-    ``triton`` would need triton), ``fc_type`` as given, the default ``mptmlp`` FFN unless told."""
+    """failures.md §3's tiny MPT: 2 layers, d_model 256, 4 heads, torch attention (the default,
+    ``triton`` up to 0.7 and ``flash`` from 0.8, needs another package), ``fc_type`` as given,
+    the default ``mptmlp`` FFN unless told."""
     return {"d_model": 256, "n_heads": 4, "n_layers": 2, "expansion_ratio": 4,
             "max_seq_len": SEQ, "vocab_size": VOCAB, "init_device": init_device,
             "no_bias": True, "attn_config": {"attn_impl": "torch"}, "fc_type": fc_type,
@@ -146,10 +148,14 @@ def test_te_ln_mlp(harness_record: Any) -> None:
     module is built (no GPU needed). Where that is fixed (0.8.0: ``ffn_kwargs=``), the real path
     goes on to build ``te.LayerNormMLP``, which needs CUDA."""
     try:
-        import transformer_engine.pytorch  # noqa: F401 - llm-foundry checks this first
+        import transformer_engine
+        import transformer_engine.pytorch  # llm-foundry checks this first
     except Exception as exc:  # any failure to load TE: not what this variant is about
         pytest.skip(f"needs transformer_engine.pytorch to import; here it does not: "
                     f"{type(exc).__name__}: {exc}"[:300])
+    # On the record: the TE that really imported here (no stand-in), and from where.
+    harness_record("transformer_engine", f"{transformer_engine.__version__} "
+                                         f"({Path(transformer_engine.__file__).parent})")
     import torch
     from llmfoundry.models.mpt import MPTConfig, MPTForCausalLM
 
@@ -157,7 +163,8 @@ def test_te_ln_mlp(harness_record: Any) -> None:
     try:
         model = MPTForCausalLM(config)
     except AssertionError as exc:
-        if torch.cuda.is_available() or not _raised_in_te_ln_mlp(exc):
+        if (torch.cuda.is_available() or "needs CUDA" not in str(exc)
+                or not _raised_in_te_ln_mlp(exc)):
             raise
         harness_record("build_ffn_arguments", "bound")
         pytest.skip("build_ffn's arguments bound (no 'bias' given twice here); building "
@@ -171,7 +178,7 @@ def _raised_in_te_ln_mlp(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name == "__init__" and code.co_filename.endswith("layernorm_mlp.py"):
+        if code.co_name == "__init__" and Path(code.co_filename).name == "layernorm_mlp.py":
             return True
         tb = tb.tb_next
     return False

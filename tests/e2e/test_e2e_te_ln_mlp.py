@@ -45,7 +45,7 @@ def test_te_ln_mlp_reproduces_on_0_6_and_gets_past_the_binding_on_0_8(tmp_path: 
     assert fixed.outcome is Outcome.SKIP, fixed.reason
     assert "build_ffn's arguments bound" in fixed.reason
     assert "te.LayerNormMLP" in fixed.reason and "TransformerEngine needs CUDA" in fixed.reason
-    for result in (fails, fixed):  # real TE, built here, not a stand-in
-        packages = result.fingerprint["packages"]
-        assert packages["transformer-engine-torch"] == "1.13.0", sorted(packages)
-        assert result.fingerprint["cuda_home"], "built against the fetched toolkit"
+    for result in (fails, fixed):  # real TE, built here and imported, not a stand-in
+        assert result.details["transformer_engine"].startswith("1.13.0 ("), result.details
+        assert "site-packages/transformer_engine" in result.details["transformer_engine"]
+        assert "transformer-engine[pytorch]==1.13.0" in result.fingerprint["requirements"]
