@@ -83,6 +83,33 @@ def test_cells_find_the_environments_own_executables_first(tmp_path: Path,
     assert log.read_text().strip() == str(Path(env.location) / "bin" / "hello-harness")
 
 
+def test_cells_of_an_environment_built_against_a_fetched_toolkit_load_its_libraries(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    """TE's core library has no RUNPATH and loads before torch has loaded cuBLAS: a cell gets
+    the environment's own nvidia/*/lib on the loader path, and the toolkit as CUDA_HOME unless
+    the matrix's env: names another."""
+    backend = UvBackend(tmp_path / "cache")
+    env = backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+    (site,) = Path(env.location).glob("lib/python*/site-packages")
+    (site / "nvidia" / "cublas" / "lib").mkdir(parents=True)
+    built = replace(env, fingerprint={**env.fingerprint, "cuda_home": "/cache/cuda-12.4"})
+    code = "import os; print(os.environ['CUDA_HOME'], os.environ['LD_LIBRARY_PATH'])"
+    for variables, home in (({}, "/cache/cuda-12.4"), ({"CUDA_HOME": "/mine"}, "/mine")):
+        log = tmp_path / f"cell-{home.replace('/', '')}.log"
+        request = LaunchRequest(argv=("-c", code), env={**variables, "LD_LIBRARY_PATH": "/x"},
+                                cwd=tmp_path, log=log, work_dir=tmp_path, cases_dir=tmp_path,
+                                gpu=None, timeout=60)
+        assert backend.launch(built, request).wait() == 0
+        assert log.read_text().split() == [home, f"{site / 'nvidia' / 'cublas' / 'lib'}:/x"]
+    # Built with the machine's own toolkit: nothing added.
+    log = tmp_path / "plain.log"
+    request = LaunchRequest(argv=("-c", "import os; print(os.environ.get('LD_LIBRARY_PATH'))"),
+                            env={}, cwd=tmp_path, log=log, work_dir=tmp_path,
+                            cases_dir=tmp_path, gpu=None, timeout=60)
+    assert backend.launch(env, request).wait() == 0
+    assert "nvidia" not in log.read_text()
+
+
 def test_a_package_that_does_not_import_makes_the_environment_an_error(
         tmp_path: Path, wheelhouse: Path) -> None:
     backend = UvBackend(tmp_path / "cache")
