@@ -369,7 +369,8 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
         lock.acquire(timeout=min(notice, timeout))
     except Timeout:
         who = _holder(holder)
-        print(f"harness: waiting for {path}, held by {who}", file=sys.stderr, flush=True)
+        if not who.startswith(_me()):  # another thread of this run: nothing to tell
+            print(f"harness: waiting for {path}, held by {who}", file=sys.stderr, flush=True)
         try:
             lock.acquire(timeout=max(0.0, timeout - notice))
         except Timeout:
@@ -377,12 +378,16 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
                                 "process is gone, remove the lock file") from None
     try:
         with contextlib.suppress(OSError):
-            holder.write_text(f"pid {os.getpid()} on {socket.gethostname()} since "
-                              f"{time.strftime('%H:%M:%S')}: {' '.join(sys.argv)[:200]}")
+            holder.write_text(f"{_me()} since {time.strftime('%H:%M:%S')}: "
+                              f"{' '.join(sys.argv)[:200]}")
         yield
     finally:
         holder.unlink(missing_ok=True)
         lock.release()
+
+
+def _me() -> str:
+    return f"pid {os.getpid()} on {socket.gethostname()}"
 
 
 def _holder(path: Path) -> str:

@@ -46,3 +46,26 @@ def test_a_held_lock_is_waited_for_named_and_given_up_on(
     with locked(lock, timeout=5):  # the holder is gone: the lock is free again
         assert (tmp_path / "env.lock.holder").read_text().startswith(f"pid {os.getpid()} ")
     assert not (tmp_path / "env.lock.holder").exists()
+
+
+def test_a_thread_of_the_same_run_waits_without_naming_its_own_process(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """envs check resolves four environments at a time in threads that share a resolver:
+    "waiting for ..., held by pid <its own pid>" told the user nothing."""
+    import threading
+
+    lock, held, release = tmp_path / "resolver.lock", threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with locked(lock):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(10)
+    threading.Timer(0.5, release.set).start()
+    with locked(lock, timeout=10, notice=0.1):
+        pass
+    thread.join()
+    assert "waiting for" not in capsys.readouterr().err
