@@ -39,6 +39,7 @@ CASE = Case(
         "NVIDIA/TransformerEngine#1724",
         "Zymrael/vortex#70",
     ),
+    about=("transformer-engine",),
 )
 
 NEEDS_TE = requires(cuda=True, packages={"transformer-engine": ""})

@@ -34,6 +34,7 @@ CASE = Case(
         "kvcache-ai/ktransformers#1220",
         "kvcache-ai/ktransformers#1244",
     ),
+    about=("flashinfer-python",),
 )
 
 NEEDS_FORK = requires(packages={"flashinfer-python": "", "torch": ""}, executables=("ninja",))

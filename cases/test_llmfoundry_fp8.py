@@ -52,6 +52,7 @@ CASE = Case(
         "mosaicml/llm-foundry#958",
         "NVIDIA/TransformerEngine#596",
     ),
+    about=("llm-foundry", "transformer-engine"),
 )
 
 NEEDS_FOUNDRY = {"llm-foundry": "", "mosaicml": "", "transformer-engine": ""}

@@ -29,6 +29,7 @@ CASE = Case(
         "bigscience-workshop/petals#432",
         "pytorch/pytorch#99498",
     ),
+    about=("torch",),
 )
 
 

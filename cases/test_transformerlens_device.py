@@ -31,6 +31,7 @@ CASE = Case(
         "TransformerLensOrg/TransformerLens#461",
         "TransformerLensOrg/TransformerLens#489",
     ),
+    about=("transformer-lens",),
 )
 
 NEEDS_TL = requires(cuda=True, packages={"transformer-lens": "", "transformers": ""})

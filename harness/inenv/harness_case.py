@@ -88,11 +88,14 @@ class Case:
     ``upstream``: the reports and fixes, ``owner/repo#N`` or URLs. ``failure``: the documented
     failure in one line (default: the first line of the module docstring). ``retries``: how
     often a failed variant is run again (a case known to be flaky on some hardware); the
-    environment's ``retries:`` applies too, the larger wins."""
+    environment's ``retries:`` applies too, the larger wins. ``about``: the distributions
+    whose versions decide the failure, most telling first (``("llm-foundry",)``): the table's
+    rows and its verdict speak of them first, not of torch because torch also varied."""
 
     upstream: tuple[str, ...] = ()
     failure: str = ""
     retries: int = 0
+    about: tuple[str, ...] = ()
 
 
 def caveat(text: str) -> pytest.MarkDecorator:
@@ -251,7 +254,7 @@ def describe(item: pytest.Item) -> dict[str, Any]:
     return {
         "nodeid": item.nodeid, "case_id": case_id, "variant": name, "title": title,
         "failure": case.failure or title, "upstream": list(case.upstream),
-        "retries": case.retries, "description": doc,
+        "retries": case.retries, "about": list(case.about), "description": doc,
         "doc": (getattr(function, "__doc__", None) or "").strip(),
         "markers": sorted({m.name for m in item.iter_markers()}),
         "requires": [asdict(r) for r in reqs],

@@ -19,6 +19,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from harness.core import atomic
 from harness.core.errors import UsageError, one_line
 from harness.core.matrix import CaseSelector
@@ -43,6 +45,7 @@ class CaseVariant:
     caveats: tuple[str, ...] = ()
     isolate: bool = False  # needs a process of its own (global FP8 or CUDA state)
     retries: int = 0  # the case's own `Case(retries=N)`: a failed variant runs again
+    about: tuple[str, ...] = ()  # `Case(about=...)`: the packages that decide the failure
 
     @property
     def label(self) -> str:
@@ -60,7 +63,7 @@ class CaseVariant:
                 "markers": list(self.markers), "needs_gpu": self.needs_gpu,
                 "requires": list(self.requires), "signatures": list(self.signature_specs),
                 "caveats": list(self.caveats), "isolate": self.isolate,
-                "retries": self.retries}
+                "retries": self.retries, "about": list(self.about)}
 
     @classmethod
     def from_metadata(cls, data: dict[str, Any]) -> CaseVariant:
@@ -142,6 +145,7 @@ def _variant(item: dict[str, Any]) -> CaseVariant:
         requires=requires, signature_specs=signatures,
         caveats=tuple(item.get("caveats", ())), isolate="isolate" in markers,
         retries=_retries(item.get("retries", 0), item["nodeid"]),
+        about=tuple(str(canonicalize_name(n)) for n in item.get("about", ())),
     )
 
 

@@ -181,3 +181,28 @@ def test_docstring_markup_reads_as_code_not_raw() -> None:
     site = build_site([cell("t-2.0.1", "repro", Outcome.REPRODUCED)], envs("t-2.0.1"), cases,
                       [{}], {})
     assert site.failures[0].failure == "TE: `KeyError: 'recipe'` loading `te.Linear`"
+
+
+def test_the_packages_a_case_is_about_lead_its_table_and_verdict() -> None:
+    """llmfoundry-cpu moves torch with llm-foundry: "affected: torch 2.2.1" named the wrong
+    package. Case(about=("llm-foundry",)) makes the verdict speak of llm-foundry."""
+    results = [
+        CellResult(run_id="r", cell_id=f"lf/{lf}", environment=f"lf-{lf}",
+                   values={"llm_foundry": lf}, env_key="k", backend="uv", case_id="lf",
+                   variant="te_ln_mlp", nodeid="n", hardware_target="cpu", outcome=outcome,
+                   fingerprint={"key": {"torch": torch, "llm-foundry": lf}})
+        for lf, torch, outcome in (("0.6.0", "2.2.1", Outcome.REPRODUCED),
+                                   ("0.7.0", "2.2.1", Outcome.REPRODUCED),
+                                   ("0.8.0", "2.3.0", Outcome.PASS))]
+    environments = {r.environment: {"requirements": [], "backend": "uv"} for r in results}
+    meta = {"case": "lf", "variant": "te_ln_mlp", "failure": "bias twice",
+            "signatures": [{"name": "bias-twice"}]}
+    for about, verdict, label in (
+            ([], ("affected: torch 2.2.1", "not affected: torch ≥ 2.3.0"), "torch 2.2.1"),
+            (["llm-foundry"], ("affected: llm-foundry 0.6.0, 0.7.0",
+                               "not affected: llm-foundry ≥ 0.8.0"), "llm-foundry 0.6.0")):
+        site = build_site(results, environments, {"lf::te_ln_mlp": {**meta, "about": about}},
+                          [{"run_id": "r", "created": 0}], {})
+        (table,) = site.failures
+        assert table.verdict == verdict
+        assert table.rows[0].label.startswith(label)

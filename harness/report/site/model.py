@@ -265,7 +265,7 @@ def _failure_table(case: str, results: Sequence[CellResult],
     drawn = {r.hardware_target for r in results
              if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}
     drawn_hw = tuple(h for h in hardware if h in drawn)
-    varying = _varying([versions[e] for e in ran_envs])
+    varying = _varying([versions[e] for e in ran_envs], meta.get("about") or ())
     rows = []
     for env in ran_envs:
         cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
@@ -310,12 +310,15 @@ def _variant_order(variant: str, repro: set[str]) -> tuple[int, str]:
     return (0 if variant in repro else 1, variant)
 
 
-def _varying(rows: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
-    """The packages whose version differs between the rows, most telling first."""
+def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
+             ) -> tuple[str, ...]:
+    """The packages whose version differs between the rows, most telling first: those the
+    case says decide its failure (``Case(about=...)``), then by ``PRIORITY``."""
     names = {k for row in rows for k in row}
     vary = [k for k in names if len({row.get(k, "—") for row in rows}) > 1]
-    return tuple(sorted(vary, key=lambda k: (PRIORITY.index(k) if k in PRIORITY
-                                             else len(PRIORITY), k)))
+    order = [*about, *(p for p in PRIORITY if p not in about)]
+    return tuple(sorted(vary, key=lambda k: (order.index(k) if k in order else len(order),
+                                             k)))
 
 
 def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
