@@ -26,7 +26,7 @@ from harness.envs import get_backend
 from harness.matrix.load import load_matrix
 from harness.plan.cases import collect_cases, pytest_args
 from harness.plan.cells import make_plan
-from harness.run.cell import CELL_ENV
+from harness.run.watch import CELL_ENV
 
 
 def bare(python: str, cases_dir: Path, nodeids: list[str]) -> None:

@@ -99,6 +99,8 @@ def load_spec(state: RunState) -> RunState:
         now = time.time()
         spec = replace(spec, environments=tuple(replace(e, refresh_before=now)
                                                 for e in spec.environments))
+    if not spec.needs_cases:  # only test suites: they collect in their environments
+        return replace(state, spec=spec, cases=())
     cases_dir = spec.cases_dir.resolve()
     if not (cases_dir / "pytest.ini").is_file():
         raise spec.cases_error(f"{spec.cases_dir}: not a cases folder (no pytest.ini there)")
@@ -167,6 +169,7 @@ def open_store(state: RunState) -> RunState | int:
         return replace(state, store=store, plan=plan)
     matrix_text = Path(opts.matrix).read_bytes()
     cases = {c.label: c.metadata() for c in state.cases}
+    cases.update((c.case.label, c.case.metadata()) for c in state.plan.cells if c.case.suite)
     store = RunStore.create(opts.reports_dir, {
         "harness": __version__, "matrix": str(opts.matrix),
         "matrix_sha256": hashlib.sha256(matrix_text).hexdigest()[:16],

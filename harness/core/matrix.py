@@ -59,6 +59,45 @@ class BuildSetting:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SuiteSpec:
+    """A maintainer's own pytest suite (``suites:`` in matrix.yaml), run in each environment
+    that names it, one pytest process per environment.
+
+    Exactly one of ``path`` (a folder of tests, absolute) and ``pyargs`` (the tests of an
+    installed package, ``mylib.tests``). ``packages`` are the import names under test: the
+    record says which file each was imported from, and one imported from anywhere but the
+    environment's site-packages (the source folder shadowing the installed package) makes
+    the environment's result an ERROR. ``args`` go to pytest after the harness's own; ``env``
+    is set in the process (over the environment's). ``timeout``: seconds per test.
+    """
+
+    name: str
+    path: str | None = None
+    pyargs: str | None = None
+    packages: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    timeout: float | None = None
+    where: str = ""  # "matrix.yaml:12", for errors raised once the suite runs
+
+    @property
+    def target(self) -> str:
+        """What the suite is, as a reader names it: its folder or its package."""
+        return self.path or f"--pyargs {self.pyargs}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "pyargs": self.pyargs,
+                "packages": list(self.packages), "args": list(self.args),
+                "env": dict(self.env), "timeout": self.timeout}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SuiteSpec:
+        return cls(name=data["name"], path=data.get("path"), pyargs=data.get("pyargs"),
+                   packages=tuple(data.get("packages", ())), args=tuple(data.get("args", ())),
+                   env=tuple(dict(data.get("env", {})).items()), timeout=data.get("timeout"))
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvSpec:
     """Everything that defines one environment. ``key`` hashes what changes its content."""
 
@@ -75,6 +114,9 @@ class EnvSpec:
     env_vars: tuple[tuple[str, str], ...] = ()
     hardware: tuple[str, ...] = ("cpu",)
     cases: tuple[CaseSelector, ...] = ()
+    # The matrix's ``suites:`` this environment runs (names). An environment that names
+    # suites and no ``cases:`` runs no case of cases_dir.
+    suites: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     network: bool = False
     # The memory limit ("16g"): a container's, or an rlimit on a local cell's data segment.
@@ -136,6 +178,18 @@ class MatrixSpec:
     body_line: int | None = None  # where the environments start (matrices: or environments:)
     expect: tuple[Rule, ...] = ()  # what some cells are known to show (harness.expect)
     max_cells: int = MAX_CELLS  # a plan past it is refused (--max-cells)
+    suites: tuple[SuiteSpec, ...] = ()
+
+    @property
+    def needs_cases(self) -> bool:
+        """Whether any environment runs cases of ``cases_dir`` (not only suites)."""
+        return any(env.cases or not env.suites for env in self.environments)
+
+    def suite(self, name: str) -> SuiteSpec:
+        for suite in self.suites:
+            if suite.name == name:
+                return suite
+        raise UsageError(f"no suite named {name!r} in {self.file}")
 
     def runner_for(self, hardware: str) -> list[str]:
         """Where a shard of ``hardware`` runs: the matrix's ``runners:``, else GitHub's

@@ -64,6 +64,8 @@ class CellResult:
     # The machine, not the case, failed (a Ray node died, a container never started, the
     # Docker API timed out): the driver retries the cell, and --resume runs it again.
     infra: bool = False
+    # A test of a suite: its session's cell id (plan.suites). "" for every other cell.
+    parent: str = ""
 
     @property
     def logical_key(self) -> tuple[str, str, str]:
@@ -129,3 +131,5 @@ class CellRun:
     events: tuple[dict[str, Any], ...] = ()
     fingerprint: dict[str, Any] = field(default_factory=dict)
     env_built: bool | None = None  # None: the environment could not be realized
+    # A test suite's session: one run per test, recorded before the session's own result.
+    children: tuple[CellRun, ...] = ()

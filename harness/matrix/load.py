@@ -25,6 +25,7 @@ from harness.core.matrix import (
     CaseSelector,
     EnvSpec,
     MatrixSpec,
+    SuiteSpec,
     requirement_name,
     short_value,
 )
@@ -35,7 +36,7 @@ from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
-                "network", "hardware", "cases", "memory", "base", "retries")
+                "network", "hardware", "cases", "memory", "base", "retries", "suites")
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
@@ -68,7 +69,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     limit = cell_limit(max_cells)
     top = _Reader(src, limit)
     root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
-                            "matrices", "environments", "runners", "expect"})
+                            "matrices", "environments", "runners", "expect", "suites"})
     version = root.get("version", 1)
     # `true` == 1 in Python: a boolean is no version number.
     if isinstance(version, bool) or version != 1:
@@ -87,9 +88,18 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     for name, _ in top.mapping(("environments",), None, optional=True).items():
         envs.append(top.named_env(("environments", name), str(name), defaults, distributions))
     envs = [_with_builds(env, builds) for env in envs]
+    suites = tuple(top.suite(("suites", name), str(name), base)
+                   for name in top.mapping(("suites",), None, optional=True))
     seen: dict[str, EnvSpec] = {}
     for env in envs:
         where = tuple(env.origin.split(".", 1))
+        for name in env.suites:
+            if name not in {s.name for s in suites}:
+                raise src.error((*where, "suites"), f"no suite named {name!r}; suites: "
+                                + (", ".join(s.name for s in suites) or "none (add suites:)"))
+        if env.suites and env.backend == "docker":
+            raise src.error((*where, "suites"), "suites run on the uv and host backends; "
+                            "the docker backend runs only cases")
         if env.base and env.backend != "uv":
             raise src.error(where, f"base (an overlay on an interpreter) needs backend uv, "
                             f"not {env.backend}")
@@ -102,7 +112,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                for hw, labels in top.mapping(("runners",), None, optional=True).items()}
     expect = top.expectations(("expect",), {env.name for env in envs})
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
-                      runners=runners, expect=expect,
+                      runners=runners, expect=expect, suites=suites,
                       cases_dir_line=src.line(("cases_dir",)),
                       body_line=src.line(("matrices",) if "matrices" in root
                                          else ("environments",)))
@@ -186,7 +196,7 @@ class _Reader:
             "image": self.string, "packages": self._packages, "index": self.strings,
             "env": self._env, "timeout": self._timeout, "network": self._bool,
             "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
-            "retries": self._retries,
+            "retries": self._retries, "suites": self._suite_names,
             "base": self.string,
         }
         for key, value in raw.items():
@@ -316,6 +326,40 @@ class _Reader:
                          f"{format_path((*path, i))}")
             for i, p in enumerate(patterns)
         )
+
+    def _suite_names(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        return self.strings(path, value)
+
+    def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
+        """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which
+        packages are under test, and what pytest gets."""
+        raw = self.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout"})
+        where = [k for k in ("path", "pyargs") if k in raw]
+        if len(where) != 1:
+            raise self.src.error(path, "a suite needs exactly one of path: (a folder of tests) "
+                                 "and pyargs: (an installed package's tests, like mylib.tests)")
+        folder = pyargs = None
+        if "path" in raw:
+            folder = str((base / self.string((*path, "path"), raw["path"])).resolve())
+            if not Path(folder).exists():
+                raise self.src.error((*path, "path"), f"{folder}: no such file or folder")
+        else:
+            pyargs = self._matching((*path, "pyargs"), raw["pyargs"],
+                                    r"[A-Za-z_][\w.]*(::\S+)?", "a package like 'mylib.tests'")
+        packages = self.strings((*path, "package"), raw.get("package", []))
+        for i, pkg in enumerate(packages):
+            if not re.fullmatch(r"[A-Za-z_][\w.]*", pkg):
+                at = (*path, "package") if isinstance(raw["package"], str) else (
+                    *path, "package", i)
+                raise self.src.error(at, f"{pkg!r} is not an import name like 'mylib'")
+        if not packages and pyargs:
+            packages = (pyargs.split(".", 1)[0].split("::", 1)[0],)
+        return SuiteSpec(
+            name=name, path=folder, pyargs=pyargs, packages=packages,
+            args=self.strings((*path, "args"), raw.get("args", [])),
+            env=self._env((*path, "env"), raw["env"]) if "env" in raw else (),
+            timeout=self._timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
+            else None, where=f"{self.src.file}:{self.src.line(path)}")
 
     def build(self, path: KeyPath, dist: str) -> BuildSetting:
         raw = self.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
@@ -490,6 +534,7 @@ class _Reader:
             index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
             image=merged.get("image"), env_vars=tuple(env_vars),
             hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
+            suites=merged.get("suites", ()),
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
             memory=merged.get("memory"), base=merged.get("base"),
             retries=merged.get("retries", 0),

@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 
 from harness.core import atomic
 from harness.core.errors import UsageError, one_line
-from harness.core.matrix import CaseSelector
+from harness.core.matrix import CaseSelector, SuiteSpec
 from harness.core.paths import INENV_DIR, default_cache_dir
 
 
@@ -46,6 +46,9 @@ class CaseVariant:
     isolate: bool = False  # needs a process of its own (global FP8 or CUDA state)
     retries: int = 0  # the case's own `Case(retries=N)`: a failed variant runs again
     about: tuple[str, ...] = ()  # `Case(about=...)`: the packages that decide the failure
+    # A test suite's session (plan.suites): one cell that runs the whole suite in its
+    # environment and comes back as one result per test.
+    suite: SuiteSpec | None = None
 
     @property
     def label(self) -> str:
@@ -63,12 +66,16 @@ class CaseVariant:
                 "markers": list(self.markers), "needs_gpu": self.needs_gpu,
                 "requires": list(self.requires), "signatures": list(self.signature_specs),
                 "caveats": list(self.caveats), "isolate": self.isolate,
-                "retries": self.retries, "about": list(self.about)}
+                "retries": self.retries, "about": list(self.about),
+                **({"suite": self.suite.to_dict()} if self.suite else {})}
 
     @classmethod
     def from_metadata(cls, data: dict[str, Any]) -> CaseVariant:
-        return _variant({**data, "case_id": data["case"],
-                         "signatures": data.get("signatures", ())})
+        variant = _variant({**data, "case_id": data["case"],
+                            "signatures": data.get("signatures", ())})
+        if data.get("suite"):
+            return replace(variant, suite=SuiteSpec.from_dict(data["suite"]))
+        return variant
 
 
 def pytest_env(extra_path: Path | None = None) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import EnvSpec, MatrixSpec
 from harness.plan.cases import CaseVariant, select_cases
+from harness.plan.suites import session_variant
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +59,9 @@ def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
 def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequence[str]) -> Plan:
     """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
     A matrix past the cell limit is refused with its count, before any cell is made."""
-    count = sum(len(_targets(env.hardware, present)) * len(select_cases(cases, env.cases))
+    sessions = {s.name: session_variant(s) for s in spec.suites}
+    count = sum(len(_targets(env.hardware, present)) * (len(_env_cases(env, cases))
+                                                        + len(env.suites))
                 for env in spec.environments)
     if count > spec.max_cells:
         raise SpecError(f"the matrix expands to {count:,} cells, over the limit of "
@@ -71,7 +74,7 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
         # cell_id's bytes, with what the environment's cells share encoded once (a fleet's
         # plan is 100,000 cells): '["<name>", "<key>", "<nodeid>", "<hardware>"]'
         head = json.dumps([env.name, env.key])[:-1] + ", "
-        for case in select_cases(cases, env.cases):
+        for case in (*_env_cases(env, cases), *(sessions[s] for s in env.suites)):
             nodeid = dumped.get(case.nodeid) or dumped.setdefault(case.nodeid,
                                                                    json.dumps(case.nodeid))
             for hw in targets:
@@ -79,6 +82,13 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
                 digest = hashlib.sha256(f"{head}{nodeid}, {target}]".encode()).hexdigest()
                 cells.append(Cell(cell_id=digest[:12], env=env, case=case, hardware=hw))
     return Plan(cells=tuple(cells))
+
+
+def _env_cases(env: EnvSpec, cases: tuple[CaseVariant, ...]) -> tuple[CaseVariant, ...]:
+    """The cases of cases_dir an environment runs: none when it names only suites."""
+    if env.suites and not env.cases:
+        return ()
+    return select_cases(cases, env.cases)
 
 
 def json_lines(cells: Iterable[Cell]) -> Iterator[str]:

@@ -156,7 +156,18 @@ class RunStore:
 
     def record(self, run: CellRun) -> CellResult:
         """Keep what a cell run returned: log, events and fingerprint first, then the result
-        line that points at them (a kill in between leaves files, never a dangling line)."""
+        line that points at them (a kill in between leaves files, never a dangling line).
+        A suite's session: each test's result first, then the session's (what --resume
+        looks for)."""
+        if run.children:
+            stem = run.log_name or run.result.cell_id
+            stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
+            if run.log:  # the session's log, which every test's result points at
+                atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
+                                   self.redactor.data(run.log))
+            for child in run.children:
+                shown = replace(child.result, log=f"logs/{stem}.log") if run.log else child.result
+                self.record(replace(child, result=shown))
         result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
         stem = run.log_name or result.cell_id
         stem = stem if result.attempt == 1 else f"{stem}.{result.attempt}"

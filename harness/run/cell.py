@@ -14,40 +14,22 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError, InfraError
 from harness.core.matrix import memory_bytes
-from harness.core.paths import INENV_DIR
 from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
+from harness.run.suite import run_session
 from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
-
-#: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
-#: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
-#: NVML) numbers them by PCI bus. On a mixed host, the GPU a cell is given must be the GPU it
-#: gets.
-CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "PYTHONDONTWRITEBYTECODE": "1"}
-LOG_LIMIT = 4 * 1024 * 1024  # a cell that prints gigabytes keeps its head and its tail
-
-
-def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
-    """The cell's own variables: nothing of the harness's environment."""
-    return {"PYTHONPATH": str(INENV_DIR), **CELL_ENV, **dict(cell.env.env_vars),
-            # "" hides every GPU: a cpu cell must really run on the CPU.
-            "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
-            "HARNESS_CELL_ID": cell.cell_id, "HARNESS_HARDWARE": cell.hardware,
-            "HARNESS_NODE": node}
+from harness.run.watch import Watch, cell_variables, read_log, tail
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
@@ -79,6 +61,11 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
             yield CellRun(result=static_result(cell, classify(Ending(
                 kind="not_realized", reason=realized.error)), **place),
                           log=realized.log.encode(), env_built=None)
+        return
+    if cells[0].case.suite is not None:  # a test suite's session: always alone
+        from_suite = run_session(cells[0], env, backend, gpu, guard=guard, place=place,
+                                 scratch_root=scratch_root)
+        yield replace(from_suite, env_built=realized.built)
         return
     remaining = list(cells)
     built = realized.built
@@ -121,7 +108,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
         memory=memory_bytes(env.spec.memory) if env.spec.memory else None)
 
     def run_of(result: CellResult, events: tuple[dict[str, Any], ...] = ()) -> CellRun:
-        return CellRun(result=result, log=_read_log(log_path), log_name=log_name,
+        return CellRun(result=result, log=read_log(log_path), log_name=log_name,
                        events=events, fingerprint=env.fingerprint)
 
     try:
@@ -135,7 +122,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
         return
     if guard is not None:
         guard.add(process)
-    watch = _Watch(events_path, env.spec.timeout)
+    watch = Watch(events_path, env.spec.timeout)
     code: int | None = None
     try:
         while True:
@@ -181,74 +168,10 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                      watch.events_of(current))
     elif current is None and not watch.started:
         for cell in cells:  # it reached no case at all: do not start another process for them
-            yield run_of(_never_started(cell, env, code, watch, _tail(log_path), place))
+            yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
 
 
-class _Watch:
-    """What a running pytest process has said so far (its events file, read incrementally)."""
-
-    def __init__(self, path: Path, timeout: float) -> None:
-        self.path, self.timeout = path, timeout
-        self.offset = 0
-        self.events: list[dict[str, Any]] = []
-        self.finished: set[str] = set()
-        self.started: set[str] = set()
-        self.current: str | None = None
-        self.last_activity = time.time()
-        self.started_at = self.last_activity
-        self.hardware: dict[str, Any] = {}
-        self.timed_out = False
-        self.oom = False  # the backend saw its memory limit kill the process
-
-    def read(self) -> list[tuple[str, dict[str, Any]]]:
-        """New finish events since the last read, as (nodeid, event)."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read()
-        except OSError:
-            return []
-        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for later
-        self.offset += len(complete)
-        out = []
-        for line in complete.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            self.events.append(event)
-            kind, nodeid = event.get("event"), event.get("nodeid", "")
-            if kind == "session":
-                self.hardware = event.get("hardware", {})
-            elif kind == "start":
-                self.current = nodeid
-                self.started.add(nodeid)
-                self.last_activity = float(event.get("time", time.time()))
-            elif kind == "finish":
-                self.finished.add(nodeid)
-                self.current = None
-                self.last_activity = float(event.get("time", time.time()))
-                out.append((nodeid, event))
-        return out
-
-    def done_with(self, nodeids: Iterable[str]) -> bool:
-        return all(n in self.finished for n in nodeids)
-
-    def overdue(self) -> bool:
-        """Each case has the timeout from its own start (the first, from the process's)."""
-        return time.time() > self.last_activity + self.timeout
-
-    def since_start(self, nodeid: str) -> float:
-        start = next((e for e in self.events
-                      if e.get("event") == "start" and e.get("nodeid") == nodeid), None)
-        return time.time() - float(start["time"] if start else self.started_at)
-
-    def events_of(self, nodeid: str) -> tuple[dict[str, Any], ...]:
-        return tuple(e for e in self.events
-                     if e.get("nodeid") == nodeid or e.get("event") == "session")
-
-
-def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watch,
+def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch,
               place: dict[str, Any]) -> CellResult:
     decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
                                reason=finish.get("reason", ""), memory=env.spec.memory))
@@ -260,7 +183,7 @@ def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: _Watc
                    finished_at=float(finish.get("time") or time.time()), **place)
 
 
-def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
+def _died(cell: Cell, env: Environment, returncode: int, watch: Watch,
           place: dict[str, Any]) -> CellResult:
     """The case that was running when its process ended: it hung, or it took it down."""
     decision = classify(Ending(kind="died", returncode=returncode, timed_out=watch.timed_out,
@@ -271,7 +194,7 @@ def _died(cell: Cell, env: Environment, returncode: int, watch: _Watch,
                    duration=round(watch.since_start(cell.case.nodeid), 3), **place)
 
 
-def _never_started(cell: Cell, env: Environment, returncode: int, watch: _Watch, tail: str,
+def _never_started(cell: Cell, env: Environment, returncode: int, watch: Watch, tail: str,
                    place: dict[str, Any]) -> CellResult:
     decision = classify(Ending(kind="never_started", returncode=returncode, reason=tail,
                                timed_out=watch.timed_out, timeout=env.spec.timeout))
@@ -296,24 +219,3 @@ def _result(cell: Cell, **fields: Any) -> CellResult:
         env_key=cell.env.key, backend=cell.env.backend, case_id=cell.case.case_id,
         variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
         **fields)
-
-
-def _read_log(path: Path) -> bytes:
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            if size <= LOG_LIMIT:
-                return fh.read()
-            head = fh.read(LOG_LIMIT // 2)
-            fh.seek(size - LOG_LIMIT // 2)
-            return head + f"\n[... {size - LOG_LIMIT} bytes cut ...]\n".encode() + fh.read()
-    except OSError:
-        return b""
-
-
-def _tail(log: Path, lines: int = 4) -> str:
-    try:
-        text = log.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no log)"
-    return " | ".join(text[-lines:])[-600:]

@@ -1,0 +1,175 @@
+"""The pytest plugin that runs a maintainer's own test suite inside an environment under test
+and says how each test ended, one JSON line per event, as it happens.
+
+Stdlib + pytest only (put on PYTHONPATH inside the environment, never installed). Unlike
+``harness_case`` it asks nothing of the tests: any pytest suite runs as it would under bare
+pytest, with its own configuration and plugins. Events (``--harness-suite-events``):
+
+- ``session``: the process started (pid, the hardware it sees);
+- ``collect_error``: a module or package that did not collect, with its message;
+- ``collected``: the node ids pytest will run, and where each package under test
+  (``--harness-suite-package``) was imported from;
+- ``start`` / ``finish``: a test began / ended, with its outcome (PASS, FAIL, SKIP, ERROR)
+  and pytest's own word for it (``passed``, ``xfailed``...), for counting as pytest does.
+
+``--harness-suite-only FILE`` (one node id per line) runs only those tests: the harness's
+way to go on in a fresh process after a test crashed the last one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import sysconfig
+import time
+from pathlib import Path
+from typing import Any
+
+import harness_probe
+import pytest
+
+
+class _Events:
+    """One JSON object per line, flushed and fsynced, so a crash right after loses nothing."""
+
+    def __init__(self, path: str) -> None:
+        self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+
+    def write(self, **event: Any) -> None:
+        self.fh.write(json.dumps(event, default=str) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness-suite")
+    group.addoption("--harness-suite-events", default=None,
+                    help="append one JSON line per test event to this file")
+    group.addoption("--harness-suite-only", default=None,
+                    help="run only the node ids listed in this file, one per line")
+    group.addoption("--harness-suite-package", action="append", default=[],
+                    help="a package under test: record where it was imported from")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--harness-suite-events")
+    if path:
+        config.pluginmanager.register(_Recorder(config, _Events(path)), "harness-suite-events")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    only = config.getoption("--harness-suite-only")
+    if not only:
+        return
+    wanted = set(Path(only).read_text(encoding="utf-8").splitlines())
+    dropped = [item for item in items if item.nodeid not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item.nodeid in wanted]
+
+
+class _Recorder:
+    """The events of one session; a plugin object, so that hooks without a config (a
+    collect report, a test's log start) reach the session's file."""
+
+    def __init__(self, config: pytest.Config, events: _Events) -> None:
+        self.config, self.events = config, events
+        self.phases: dict[str, list[pytest.TestReport]] = {}
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.events.write(event="session", pid=os.getpid(), time=time.time(),
+                          hardware=harness_probe.probe(os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.events.write(event="collect_error", nodeid=report.nodeid, time=time.time(),
+                              reason=error_lines(report.longreprtext))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        packages = self.config.getoption("--harness-suite-package")
+        self.events.write(event="collected", time=time.time(),
+                          nodeids=[item.nodeid for item in session.items],
+                          imported=[imported_from(name) for name in packages])
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        # Written before the test runs, so a crash inside it is attributed to it.
+        self.events.write(event="start", nodeid=nodeid, time=time.time())
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.phases.setdefault(report.nodeid, []).append(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        reports = self.phases.pop(nodeid, [])
+        self.events.write(event="finish", nodeid=nodeid, time=time.time(),
+                          duration=round(sum(r.duration for r in reports), 3),
+                          **judge(reports))
+
+
+def imported_from(name: str) -> dict[str, Any]:
+    """Where ``name`` comes from in this process (the module the tests imported, else what
+    importing it now gives), and whether that is the environment's site-packages."""
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:  # the package under test does not import: say so
+            return {"name": name, "file": None, "installed": False,
+                    "error": error_lines(f"{type(exc).__name__}: {exc}")}
+    file = getattr(module, "__file__", None)
+    if file is None:  # a namespace package: its first folder
+        paths = list(getattr(module, "__path__", []))
+        file = paths[0] if paths else None
+    roots = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    where = Path(file).resolve() if file else None
+    installed = where is not None and any(r == where or r in where.parents for r in roots)
+    return {"name": name, "file": file, "installed": installed,
+            "version": getattr(module, "__version__", None)}
+
+
+def judge(reports: list[pytest.TestReport]) -> dict[str, Any]:
+    """A test's phase reports as one outcome, and pytest's own word for it."""
+    by_phase = {r.when: r for r in reports}
+    setup, call, teardown = (by_phase.get(w) for w in ("setup", "call", "teardown"))
+    if setup is not None and setup.failed:
+        return {"outcome": "ERROR", "pytest": "error",
+                "reason": "setup failed: " + _crash(setup)}
+    for report in (setup, call):
+        if report is not None and report.skipped:
+            if hasattr(report, "wasxfail"):
+                why = str(report.wasxfail)
+                return {"outcome": "SKIP", "pytest": "xfailed",
+                        "reason": "expected to fail (xfail)" + (f": {why}" if why else "")}
+            return {"outcome": "SKIP", "pytest": "skipped", "reason": _skip_reason(report)}
+    if call is not None and call.failed:
+        return {"outcome": "FAIL", "pytest": "failed", "reason": _crash(call),
+                "traceback": call.longreprtext[-2000:]}
+    if teardown is not None and teardown.failed:
+        return {"outcome": "ERROR", "pytest": "error",
+                "reason": "teardown failed: " + _crash(teardown)}
+    if call is not None and hasattr(call, "wasxfail"):
+        return {"outcome": "PASS", "pytest": "xpassed", "reason": "passed, though marked xfail"}
+    return {"outcome": "PASS", "pytest": "passed"}
+
+
+def _crash(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    return error_lines(str(message) if message else report.longreprtext)
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return str(reason).removeprefix("Skipped: ")
+
+
+def error_lines(text: str, lines: int = 3) -> str:
+    """What a reader needs of pytest's report: its ``E`` lines (the exception), else the
+    first lines."""
+    marked = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    kept = marked or [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(kept[:lines])[:400]

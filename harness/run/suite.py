@@ -1,0 +1,284 @@
+"""A test suite's session cell, on the machine that runs it: the whole suite in one pytest
+process in the environment, one result per test.
+
+Collection happens there, in the environment, with the matrix's ``env:``: the tests that
+exist are that environment's. A test that crashes or hangs its process is that test's CRASH
+or TIMEOUT, and the tests it did not reach run on in a fresh process (``--harness-suite-only``),
+as a batch of cases does. The session's own result sums its tests up; each test's result has
+its own cell id and names the session as its ``parent``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import HarnessError, InfraError
+from harness.core.matrix import SuiteSpec, memory_bytes
+from harness.core.reaper import scratch_prefix
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.envs import Backend, Environment, LaunchRequest
+from harness.plan.cells import Cell
+from harness.plan.suites import test_cell_id
+from harness.run.classify import Ending, classify
+from harness.run.supervise import Cancelled, ProcessGuard
+from harness.run.watch import Watch, cell_variables, read_log, tail
+
+#: Files whose presence makes a folder pytest's rootdir (pytest reads them in this order).
+CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+EXIT_GRACE = 30.0  # what a process whose tests all ended gets to exit on its own
+MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
+
+
+def suite_argv(suite: SuiteSpec, events: Path, only: Path | None) -> tuple[str, ...]:
+    """pytest's arguments for ``suite``: the harness's plugin, the installed package ahead of
+    the suite's folder on ``sys.path`` (``--import-mode=append``, unless the suite's args
+    choose a mode), and no cache written into the suite's folder."""
+    argv = ["-m", "pytest", "-p", "harness_suite", "-p", "no:cacheprovider", "-q", "-rN",
+            "--continue-on-collection-errors", f"--harness-suite-events={events}"]
+    if not any(a.startswith("--import-mode") for a in suite.args):
+        argv.append("--import-mode=append")
+    argv += [f"--harness-suite-package={p}" for p in suite.packages]
+    if suite.path is not None:
+        root = rootdir(Path(suite.path))
+        if root is not None:  # else pytest's own choice, from the suite's config file
+            argv.append(f"--rootdir={root}")
+    if only is not None:
+        argv.append(f"--harness-suite-only={only}")
+    argv += list(suite.args)
+    argv += [suite.path] if suite.path is not None else ["--pyargs", str(suite.pyargs)]
+    return tuple(argv)
+
+
+def rootdir(path: Path) -> Path | None:
+    """None when pytest finds a configuration file above ``path`` (its rootdir is then where
+    that file is, on every machine); else the suite's own folder, so that node ids do not
+    depend on where the harness's scratch folder happens to be."""
+    folder = path if path.is_dir() else path.parent
+    for candidate in (folder, *folder.parents):
+        if any((candidate / name).is_file() for name in CONFIG_FILES):
+            return None
+    return folder
+
+
+def test_id(nodeid: str) -> str:
+    """A node id as the record keeps it: the same on every machine. An installed package's
+    tests (``--pyargs``) are named from the package, not from the environment's path."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in nodeid:
+            return nodeid.split(marker, 1)[1]
+    return nodeid
+
+
+def run_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None, *,
+                guard: ProcessGuard | None, place: dict[str, Any],
+                scratch_root: Path | None = None) -> CellRun:
+    """Run the suite of ``cell`` to its end: the session's run, its tests' runs as children.
+    Raises only ``Cancelled``."""
+    suite = cell.case.suite
+    assert suite is not None
+    session = _Session(cell, env, place)
+    only: list[str] | None = None  # None: every test pytest collects
+    log = b""
+    processes = 0
+    while processes < MAX_PROCESSES:
+        processes += 1
+        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell.cell_id), dir=scratch_root))
+        try:
+            ended = _one_process(session, suite, backend, gpu, scratch, guard, only)
+            log += read_log(scratch / "cell.log")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if ended is not None:  # it reached no test, or every test it was given ran
+            break
+        only = [n for n in session.collected if n not in session.settled]
+        if not only:
+            break
+    return CellRun(result=session.summary(processes), log=log, log_name=cell.cell_id,
+                   fingerprint=env.fingerprint,
+                   children=tuple(session.children[n] for n in session.order()))
+
+
+class _Session:
+    """What the suite's processes have said so far, across processes."""
+
+    def __init__(self, cell: Cell, env: Environment, place: dict[str, Any]) -> None:
+        self.cell, self.env, self.place = cell, env, place
+        self.started_at = time.time()
+        self.collected: list[str] = []  # pytest's node ids, in its order
+        self.collect_errors: dict[str, str] = {}
+        self.imported: list[dict[str, Any]] = []
+        self.children: dict[str, CellRun] = {}  # by pytest node id
+        self.counts: Counter[str] = Counter()  # pytest's words: passed, failed, xfailed...
+        self.settled: set[str] = set()
+        self.failure: str | None = None  # the session itself failed (no collection)
+
+    def order(self) -> list[str]:
+        known = [n for n in self.collected if n in self.children]
+        return known + [n for n in self.children if n not in set(known)]
+
+    def absorb(self, watch: Watch) -> None:
+        for event in watch.events[watch.absorbed:]:
+            kind = event.get("event")
+            if kind == "collected" and not self.collected:
+                self.collected = [str(n) for n in event.get("nodeids", [])]
+                self.imported = list(event.get("imported", []))
+            elif kind == "collect_error":
+                nodeid = str(event.get("nodeid", ""))
+                if nodeid not in self.collect_errors:
+                    self.collect_errors[nodeid] = str(event.get("reason", ""))
+                    self.add(nodeid, Outcome.ERROR, "collection failed: " + str(
+                        event.get("reason", "")), pytest_word="error", event=event)
+        watch.absorbed = len(watch.events)
+
+    def finished(self, nodeid: str, finish: dict[str, Any], watch: Watch) -> None:
+        decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
+                                   reason=str(finish.get("reason", "")),
+                                   memory=self.env.spec.memory))
+        details = {"pytest": finish.get("pytest")}
+        if finish.get("traceback"):
+            details["traceback"] = finish["traceback"]
+        self.add(nodeid, decision.outcome, decision.reason, pytest_word=finish.get("pytest"),
+                 event=finish, hardware=watch.hardware, details=details,
+                 duration=round(float(finish.get("duration", 0.0)), 3),
+                 finished_at=float(finish.get("time") or time.time()))
+
+    def died(self, nodeid: str, returncode: int, watch: Watch) -> None:
+        decision = classify(Ending(kind="died", returncode=returncode,
+                                   timed_out=watch.timed_out, oom=watch.oom,
+                                   memory=self.env.spec.memory, timeout=watch.timeout))
+        self.add(nodeid, decision.outcome, decision.reason, pytest_word="error",
+                 hardware=watch.hardware, duration=round(watch.since_start(nodeid), 3))
+
+    def add(self, nodeid: str, outcome: Outcome, reason: str, *, pytest_word: Any,
+            event: dict[str, Any] | None = None, **fields: Any) -> None:
+        cell, env = self.cell, self.env
+        suite = cell.case.case_id
+        name = test_id(nodeid)
+        fields.setdefault("finished_at", time.time())
+        fields.setdefault("details", {"pytest": pytest_word})
+        result = CellResult(
+            cell_id=test_cell_id(env.spec, suite, name, cell.hardware), environment=env.spec.name,
+            values=dict(env.spec.values), env_key=env.spec.key, backend=env.spec.backend,
+            case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
+            outcome=outcome, reason=reason, fingerprint=env.summary, parent=cell.cell_id,
+            **fields, **self.place)
+        self.children[nodeid] = CellRun(result=result, log_name=cell.cell_id,
+                                        events=(event,) if event else ())
+        self.settled.add(nodeid)
+        self.counts[str(pytest_word or outcome.lower())] += 1
+
+    def summary(self, processes: int) -> CellResult:
+        """The session's own result: FAIL when a test failed or did not collect, ERROR when
+        the suite never collected or imported the package under test from elsewhere."""
+        outcomes = Counter(run.result.outcome for run in self.children.values())
+        shadowed = [i for i in self.imported if not i.get("installed")]
+        words = ", ".join(f"{n} {w}" for w, n in sorted(self.counts.items(),
+                                                        key=lambda kv: -kv[1]))
+        if self.failure is not None:
+            outcome, reason = Outcome.ERROR, self.failure
+        elif shadowed:
+            outcome = Outcome.ERROR
+            reason = "; ".join(
+                f"{i['name']} did not import: {i['error']}" if i.get("error") else
+                f"{i['name']} was imported from {i.get('file')}, not from the environment's "
+                "site-packages (the suite's folder shadows the installed package)"
+                for i in shadowed)
+        elif any(o.failed for o in outcomes):
+            outcome, reason = Outcome.FAIL, words
+        elif not self.children:
+            outcome, reason = Outcome.ERROR, "the suite collected no test"
+        else:
+            outcome, reason = Outcome.PASS, words
+        if processes > 1:
+            reason += f" ({processes} pytest processes: a test took one down)"
+        details = {"suite": {"collected": len(self.collected), "counts": dict(self.counts),
+                             "outcomes": {str(o): n for o, n in outcomes.items()},
+                             "collect_errors": self.collect_errors,
+                             "imported": self.imported, "processes": processes}}
+        cell, env = self.cell, self.env
+        return CellResult(
+            cell_id=cell.cell_id, environment=env.spec.name, values=dict(env.spec.values),
+            env_key=env.spec.key, backend=env.spec.backend, case_id=cell.case.case_id,
+            variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
+            outcome=outcome, reason=reason, fingerprint=env.summary, details=details,
+            duration=round(time.time() - self.started_at, 3), finished_at=time.time(),
+            **self.place)
+
+
+def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
+                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None
+                 ) -> int | None:
+    """One pytest process over the suite (or the tests in ``only``). Returns its exit status
+    when it needs no successor: it ran every test it was given, or reached none; None when a
+    test took it down and others wait."""
+    env, cell = session.env, session.cell
+    events_path = scratch / "events.jsonl"
+    only_path = None
+    if only is not None:
+        only_path = scratch / "only.txt"
+        only_path.write_text("\n".join(only) + "\n", encoding="utf-8")
+    # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
+    variables = {**cell_variables(cell, gpu, session.place["node"]),
+                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
+    timeout = suite.timeout or env.spec.timeout
+    request = LaunchRequest(
+        argv=suite_argv(suite, events_path, only_path), env=variables, cwd=scratch,
+        log=scratch / "cell.log", work_dir=scratch, cases_dir=scratch, gpu=gpu,
+        timeout=timeout, memory=memory_bytes(env.spec.memory) if env.spec.memory else None)
+    try:
+        process = backend.launch(env, request)
+    except (OSError, HarnessError) as exc:
+        session.failure = f"could not start pytest: {exc}"
+        return -1
+    if guard is not None:
+        guard.add(process)
+    watch = Watch(events_path, timeout)
+    code: int | None = None
+    try:
+        while code is None:
+            try:
+                code = process.wait(1.0)
+            except InfraError as exc:
+                process.kill()
+                session.failure = f"the machine failed: {exc}"
+                return -1
+            _take(session, watch)
+            every = only if only is not None else session.collected
+            if (code is None and session.collected and watch.current is None
+                    and all(n in session.settled for n in every)
+                    and time.time() > watch.last_activity + EXIT_GRACE):
+                process.kill()  # every test has its result; it hangs on the way out
+                code = process.wait(60)
+            if code is None and watch.overdue():
+                process.kill()
+                code = process.wait(60)
+                watch.timed_out = True
+    finally:
+        if guard is not None:
+            guard.discard(process)
+    if guard is not None and guard.cancelled.is_set():
+        raise Cancelled
+    watch.oom = bool(getattr(process, "oom_killed", False))
+    _take(session, watch)
+    code = -9 if code is None else code
+    if watch.current is not None:  # a test took the process down, or hung
+        session.died(watch.current, code, watch)
+        return None
+    if not any(e.get("event") == "collected" for e in watch.events) and not session.collected:
+        last = tail(scratch / "cell.log")
+        session.failure = (f"pytest ended (exit {code}) before it collected the suite: {last}"
+                           if not watch.timed_out else
+                           f"collecting the suite took over {timeout:g} s")
+    return code
+
+
+def _take(session: _Session, watch: Watch) -> None:
+    finishes = watch.read()
+    session.absorb(watch)
+    for nodeid, finish in finishes:
+        session.finished(nodeid, finish, watch)

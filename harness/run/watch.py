@@ -1,0 +1,119 @@
+"""Watching a pytest process in an environment from outside: the variables every cell gets,
+its events file read as it grows, its log kept within bounds. Shared by the batches of cases
+(``run.cell``) and the sessions of test suites (``run.suite``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.core.paths import INENV_DIR
+from harness.plan.cells import Cell
+
+#: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
+#: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
+#: NVML) numbers them by PCI bus. On a mixed host, the GPU a cell is given must be the GPU it
+#: gets.
+CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "PYTHONDONTWRITEBYTECODE": "1"}
+LOG_LIMIT = 4 * 1024 * 1024  # a cell that prints gigabytes keeps its head and its tail
+
+
+def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
+    """The cell's own variables: nothing of the harness's environment."""
+    return {"PYTHONPATH": str(INENV_DIR), **CELL_ENV, **dict(cell.env.env_vars),
+            # "" hides every GPU: a cpu cell must really run on the CPU.
+            "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
+            "HARNESS_CELL_ID": cell.cell_id, "HARNESS_HARDWARE": cell.hardware,
+            "HARNESS_NODE": node}
+
+
+class Watch:
+    """What a running pytest process has said so far (its events file, read incrementally)."""
+
+    def __init__(self, path: Path, timeout: float) -> None:
+        self.path, self.timeout = path, timeout
+        self.offset = 0
+        self.events: list[dict[str, Any]] = []
+        self.finished: set[str] = set()
+        self.started: set[str] = set()
+        self.current: str | None = None
+        self.last_activity = time.time()
+        self.started_at = self.last_activity
+        self.hardware: dict[str, Any] = {}
+        self.timed_out = False
+        self.oom = False  # the backend saw its memory limit kill the process
+        self.absorbed = 0  # how many of ``events`` a reader of other kinds has taken
+
+    def read(self) -> list[tuple[str, dict[str, Any]]]:
+        """New finish events since the last read, as (nodeid, event)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return []
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for later
+        self.offset += len(complete)
+        out = []
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self.events.append(event)
+            kind, nodeid = event.get("event"), event.get("nodeid", "")
+            if kind == "session":
+                self.hardware = event.get("hardware", {})
+            elif kind == "start":
+                self.current = nodeid
+                self.started.add(nodeid)
+                self.last_activity = float(event.get("time", time.time()))
+            elif kind == "finish":
+                self.finished.add(nodeid)
+                self.current = None
+                self.last_activity = float(event.get("time", time.time()))
+                out.append((nodeid, event))
+        return out
+
+    def done_with(self, nodeids: Iterable[str]) -> bool:
+        return all(n in self.finished for n in nodeids)
+
+    def overdue(self) -> bool:
+        """Each case has the timeout from its own start (the first, from the process's)."""
+        return time.time() > self.last_activity + self.timeout
+
+    def since_start(self, nodeid: str) -> float:
+        start = next((e for e in self.events
+                      if e.get("event") == "start" and e.get("nodeid") == nodeid), None)
+        return time.time() - float(start["time"] if start else self.started_at)
+
+    def events_of(self, nodeid: str) -> tuple[dict[str, Any], ...]:
+        return tuple(e for e in self.events
+                     if e.get("nodeid") == nodeid or e.get("event") == "session")
+
+
+def read_log(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size <= LOG_LIMIT:
+                return fh.read()
+            head = fh.read(LOG_LIMIT // 2)
+            fh.seek(size - LOG_LIMIT // 2)
+            return head + f"\n[... {size - LOG_LIMIT} bytes cut ...]\n".encode() + fh.read()
+    except OSError:
+        return b""
+
+
+def tail(log: Path, lines: int = 4) -> str:
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:])[-600:]
