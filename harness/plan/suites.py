@@ -26,7 +26,7 @@ def session_variant(suite: SuiteSpec) -> CaseVariant:
                        about=tuple(suite.packages))
 
 
-def test_cell_id(env: EnvSpec, suite: str, nodeid: str, hardware: str) -> str:
+def suite_cell_id(env: EnvSpec, suite: str, nodeid: str, hardware: str) -> str:
     """A test's cell id: the same hash as a case cell's, over the suite-qualified node id."""
     blob = json.dumps([env.name, env.key, f"{suite}::{nodeid}", hardware]).encode()
     return hashlib.sha256(blob).hexdigest()[:12]

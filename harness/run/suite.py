@@ -23,13 +23,16 @@ from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cells import Cell
-from harness.plan.suites import test_cell_id
+from harness.plan.suites import suite_cell_id
 from harness.run.classify import Ending, classify
 from harness.run.supervise import Cancelled, ProcessGuard
 from harness.run.watch import Watch, cell_variables, read_log, tail
 
-#: Files whose presence makes a folder pytest's rootdir (pytest reads them in this order).
-CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+#: Files that make a folder pytest's rootdir, in the order pytest reads them, and the section
+#: that must be there (None: the file's presence is enough).
+CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
+                ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
+                ("setup.cfg", "[tool:pytest]"))
 EXIT_GRACE = 30.0  # what a process whose tests all ended gets to exit on its own
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 
@@ -44,9 +47,7 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None) -> tuple[str, 
         argv.append("--import-mode=append")
     argv += [f"--harness-suite-package={p}" for p in suite.packages]
     if suite.path is not None:
-        root = rootdir(Path(suite.path))
-        if root is not None:  # else pytest's own choice, from the suite's config file
-            argv.append(f"--rootdir={root}")
+        argv.append(f"--rootdir={rootdir(Path(suite.path))}")
     if only is not None:
         argv.append(f"--harness-suite-only={only}")
     argv += list(suite.args)
@@ -54,18 +55,29 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None) -> tuple[str, 
     return tuple(argv)
 
 
-def rootdir(path: Path) -> Path | None:
-    """None when pytest finds a configuration file above ``path`` (its rootdir is then where
-    that file is, on every machine); else the suite's own folder, so that node ids do not
-    depend on where the harness's scratch folder happens to be."""
+def rootdir(path: Path) -> Path:
+    """Where pytest would put the suite's rootdir from its configuration file (the nearest
+    folder above ``path`` whose pytest.ini, pyproject.toml, tox.ini or setup.cfg configures
+    pytest), else the suite's own folder. Said explicitly: without a configuration file
+    pytest's choice depends on the working folder, a scratch folder that differs per run, and
+    node ids (so test cell ids) would too."""
     folder = path if path.is_dir() else path.parent
     for candidate in (folder, *folder.parents):
-        if any((candidate / name).is_file() for name in CONFIG_FILES):
-            return None
+        for name, section in CONFIG_FILES:
+            file = candidate / name
+            if file.is_file() and (section is None or section in _text(file)):
+                return candidate
     return folder
 
 
-def test_id(nodeid: str) -> str:
+def _text(file: Path) -> str:
+    try:
+        return file.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def stable_nodeid(nodeid: str) -> str:
     """A node id as the record keeps it: the same on every machine. An installed package's
     tests (``--pyargs``) are named from the package, not from the environment's path."""
     for marker in ("site-packages/", "dist-packages/"):
@@ -158,11 +170,11 @@ class _Session:
             event: dict[str, Any] | None = None, **fields: Any) -> None:
         cell, env = self.cell, self.env
         suite = cell.case.case_id
-        name = test_id(nodeid)
+        name = stable_nodeid(nodeid)
         fields.setdefault("finished_at", time.time())
         fields.setdefault("details", {"pytest": pytest_word})
         result = CellResult(
-            cell_id=test_cell_id(env.spec, suite, name, cell.hardware), environment=env.spec.name,
+            cell_id=suite_cell_id(env.spec, suite, name, cell.hardware), environment=env.spec.name,
             values=dict(env.spec.values), env_key=env.spec.key, backend=env.spec.backend,
             case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
             outcome=outcome, reason=reason, fingerprint=env.summary, parent=cell.cell_id,

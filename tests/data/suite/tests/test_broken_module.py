@@ -1,0 +1,1 @@
+import module_that_is_not_installed  # noqa: F401

@@ -1,0 +1,2 @@
+def test_other_module():
+    assert True

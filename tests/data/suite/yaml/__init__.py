@@ -1,0 +1,1 @@
+SHADOW = "the source folder, not the installed package"

@@ -1,0 +1,167 @@
+"""A maintainer's own test suite (tests/data/suite) through real pytest processes on the host
+backend: one result per test, counted as bare pytest counts them, a crash or hang isolated to
+its test, and the installed package, not the source folder, under test."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.core.results import CellRun
+from harness.envs.host import HostBackend
+from harness.matrix.load import parse_matrix
+from harness.plan.cells import make_plan
+from harness.plan.suites import suite_cell_id
+from harness.run.cell import iter_batch
+from harness.run.suite import rootdir, stable_nodeid
+from tests.conftest import DATA, PY
+
+SUITE = DATA / "suite"
+
+
+def copy_suite(tmp_path: Path) -> Path:
+    """The suite outside this repository, whose pyproject.toml would otherwise configure it."""
+    target = tmp_path / "suite"
+    shutil.copytree(SUITE, target)
+    return target
+
+
+def session(tmp_path: Path, folder: Path, *, env: str = "", args: str = "[]",
+            timeout: float = 60) -> CellRun:
+    spec = parse_matrix(
+        "version: 1\nsuites:\n  mine:\n"
+        f"    path: {folder / 'tests'}\n    package: yaml\n    args: {args}\n"
+        f"    env: {{SUITE_BACKENDS: numpy{env}}}\n"
+        f"environments:\n  host: {{backend: host, python: '{PY}', suites: [mine], "
+        f"timeout: {timeout}}}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    (run,) = iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path)
+    return run
+
+
+def bare_pytest_counts(folder: Path, env: dict[str, str]) -> dict[str, int]:
+    """What bare pytest says of the same suite, from its summary line (run from outside the
+    project: `python -m pytest` in it would put its source folder first on sys.path)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--continue-on-collection-errors", str(folder / "tests")],
+                          capture_output=True, text=True, cwd=folder.parent,
+                          env={**os.environ, **env}, check=False)
+    last = proc.stdout.strip().splitlines()[-1]
+    return {word.rstrip("s") if word.startswith("error") else word: int(n)
+            for n, word in re.findall(r"(\d+) (\w+)", last.split(" in ")[0])}
+
+
+def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(tmp_path: Path) -> None:
+    folder = copy_suite(tmp_path)
+    run = session(tmp_path, folder)
+    tests = {c.result.variant: c.result for c in run.children}
+    assert {k: str(v.outcome) for k, v in tests.items()} == {
+        "test_broken_module.py": "ERROR", "test_endings.py::test_pass": "PASS",
+        "test_endings.py::test_fail": "FAIL", "test_endings.py::test_skip": "SKIP",
+        "test_endings.py::test_xfail": "SKIP", "test_endings.py::test_broken_fixture": "ERROR",
+        "test_endings.py::test_segfault": "SKIP", "test_endings.py::test_hang": "SKIP",
+        "test_endings.py::test_after": "PASS", "test_zlast.py::test_other_module": "PASS"}
+    assert tests["test_endings.py::test_fail"].reason == (
+        "AssertionError: one is not two\nassert 1 == 2")
+    assert tests["test_broken_module.py"].reason == (
+        "collection failed: ModuleNotFoundError: No module named "
+        "'module_that_is_not_installed'")
+    assert tests["test_endings.py::test_xfail"].reason == (
+        "expected to fail (xfail): known upstream")
+    # The session sums them up as pytest's own summary line does.
+    suite = run.result.details["suite"]
+    assert suite["counts"] == bare_pytest_counts(folder, {"SUITE_BACKENDS": "numpy"})
+    assert run.result.outcome == "FAIL" and suite["processes"] == 1
+    # Every test's cell id is the plan's hash of its suite-qualified id; each names its session.
+    env = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\nenvironments:\n"
+                       f"  host: {{backend: host, python: '{PY}', suites: [mine]}}\n",
+                       file="m.yaml", base=tmp_path).environments[0]
+    for child in run.children:
+        assert child.result.parent == run.result.cell_id
+        assert child.result.cell_id == suite_cell_id(env, "mine", child.result.variant, "cpu")
+
+
+def test_the_installed_package_is_imported_and_a_shadowing_folder_is_an_error(
+        tmp_path: Path) -> None:
+    """pytest's default import mode puts a test folder's parent first on sys.path, where a
+    project keeps its source: the tests would import the source, not what is installed."""
+    folder = copy_suite(tmp_path)
+    shutil.copytree(folder / "yaml", folder / "tests" / "yaml")  # next to the tests
+    run = session(tmp_path, folder)
+    (imported,) = run.result.details["suite"]["imported"]
+    assert imported["installed"] and "site-packages" in imported["file"]
+    shadowed = session(tmp_path, folder, args="['--import-mode=prepend']")
+    (imported,) = shadowed.result.details["suite"]["imported"]
+    assert not imported["installed"]
+    assert imported["file"] == str(folder / "tests" / "yaml" / "__init__.py")
+    assert shadowed.result.outcome == "ERROR"
+    assert shadowed.result.reason == (
+        f"yaml was imported from {imported['file']}, not from the environment's "
+        "site-packages (the suite's folder shadows the installed package)")
+
+
+def test_a_crash_and_a_hang_are_their_tests_and_the_rest_runs_on(tmp_path: Path) -> None:
+    folder = copy_suite(tmp_path)
+    spec_env = {"SUITE_CRASH": "1", "SUITE_HANG": "1"}
+    run = session(tmp_path, folder, env=", SUITE_CRASH: '1', SUITE_HANG: '1'", timeout=3)
+    tests = {c.result.variant: c.result for c in run.children}
+    assert tests["test_endings.py::test_segfault"].outcome == "CRASH"
+    assert "SIGSEGV" in tests["test_endings.py::test_segfault"].reason
+    assert tests["test_endings.py::test_hang"].outcome == "TIMEOUT"
+    assert tests["test_endings.py::test_after"].outcome == "PASS"  # after both, in a third
+    assert tests["test_zlast.py::test_other_module"].outcome == "PASS"
+    assert run.result.details["suite"]["processes"] == 3
+    assert run.result.reason.endswith("(3 pytest processes: a test took one down)")
+    assert len(tests) == 10 and spec_env
+
+
+def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path) -> None:
+    """The suite's conftest refuses to start without its variable: no test, one ERROR that
+    says why."""
+    folder = copy_suite(tmp_path)
+    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder / 'tests'}}}}}\n"
+                        f"environments:\n  host: {{backend: host, python: '{PY}', "
+                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    (run,) = iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path)
+    assert run.children == () and run.result.outcome == "ERROR"
+    assert run.result.reason.startswith("pytest ended (exit 4) before it collected the suite")
+    assert "SUITE_BACKENDS is not set" in run.result.reason
+
+
+def test_node_ids_do_not_depend_on_the_machine(tmp_path: Path) -> None:
+    assert stable_nodeid("../../venv/lib/python3.11/site-packages/mylib/tests/test_a.py::t") == (
+        "mylib/tests/test_a.py::t")
+    assert stable_nodeid("tests/test_a.py::t[1]") == "tests/test_a.py::t[1]"
+    (tmp_path / "proj" / "tests").mkdir(parents=True)
+    assert rootdir(tmp_path / "proj" / "tests") == tmp_path / "proj" / "tests"
+    (tmp_path / "proj" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert rootdir(tmp_path / "proj" / "tests") == tmp_path / "proj" / "tests"  # not pytest's
+    (tmp_path / "proj" / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    assert rootdir(tmp_path / "proj" / "tests") == tmp_path / "proj"
+
+
+@pytest.mark.parametrize("events", ["collected", "finish"])
+def test_the_plugin_writes_what_the_record_needs(tmp_path: Path, events: str) -> None:
+    folder = copy_suite(tmp_path)
+    path = tmp_path / "events.jsonl"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "harness_suite",
+                    "-p", "no:cacheprovider", f"--harness-suite-events={path}",
+                    "--harness-suite-package=yaml", str(folder / "tests" / "test_zlast.py")],
+                   env={**os.environ, "SUITE_BACKENDS": "x",
+                        "PYTHONPATH": str(Path(__file__).parents[2] / "harness" / "inenv")},
+                   cwd=tmp_path, capture_output=True, check=True)
+    kinds = [json.loads(line) for line in path.read_text().splitlines()]
+    event = next(e for e in kinds if e["event"] == events)
+    if events == "collected":
+        assert event["nodeids"] == ["suite/tests/test_zlast.py::test_other_module"]
+        assert event["imported"][0]["name"] == "yaml"
+    else:
+        assert (event["outcome"], event["pytest"]) == ("PASS", "passed")
