@@ -32,8 +32,8 @@ from harness.report.site.model import (
     probe_combinations,
     probe_packages,
     row_versions,
-    version_sort_key,
 )
+from harness.report.site.versions import by_priority, version_sort_key
 
 _BADGE = re.compile(r"^\[?(?P<variant>.+): \S+ (?P<outcome>[A-Z_]+)(?: †)?(?:\]\(.*\))?$")
 _ROW_ENV = re.compile(r"^(?P<label>.*) \(`(?P<env>[^`]*)`\)$")
@@ -51,6 +51,10 @@ class _Section:
     verdict: str = ""
     header: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
+    suite: bool = False  # a test suite's section: totals, then the differing tests
+    same: str = ""  # a suite's "Same in every environment" line
+    differing: list[list[str]] = field(default_factory=list)
+    differing_header: list[str] = field(default_factory=list)
 
 
 def check_report(report_dir: Path, results: Sequence[CellResult],
@@ -74,13 +78,16 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
         by_case[r.case_id].append(r)
     for section in sections:
         mine = by_case.get(section.case, [])
+        if section.suite:
+            problems += _suite(section, mine, versions)
+            continue
         problems += _table(section, mine, versions, broken)
         problems += _verdict(section, mine, cases, broken)
     problems += _grid(grid, by_case.get(PROBES, []), versions, cases)
     if previous is not None:
         problems += _since(since, results, previous)
     problems += _html_copies(report_dir, md, grid)
-    problems += _failure_pages(report_dir, sections)
+    problems += _failure_pages(report_dir, [s for s in sections if not s.suite])
     return problems
 
 
@@ -109,7 +116,8 @@ def _sections(md: list[str]) -> tuple[list[_Section], list[list[str]], list[str]
             title = line[3:]
             current = (None if in_grid or title in _NOT_CASES
                        or title.startswith("Environments that") else
-                       _Section(case=title.split(":", 1)[0]))
+                       _Section(case=title.removeprefix("Suite ").split(":", 1)[0],
+                                suite=title.startswith("Suite ")))
             if current is not None:
                 sections.append(current)
         elif line.startswith("Since `") or (line.startswith("- ") and _CHANGE.match(line)
@@ -119,6 +127,13 @@ def _sections(md: list[str]) -> tuple[list[_Section], list[list[str]], list[str]
             grid.append(_cells(line))
         elif current is not None and line.startswith("**Verdict:** "):
             current.verdict = _unescape(line.removeprefix("**Verdict:** "))
+        elif current is not None and line.startswith("**Same in every environment:** "):
+            current.same = line.removeprefix("**Same in every environment:** ")
+        elif current is not None and current.suite and line.startswith("| test | "):
+            current.differing_header = _cells(line)
+        elif (current is not None and current.differing_header and line.startswith("| ")
+              and not line.startswith("|---")):
+            current.differing.append(_cells(line))
         elif current is not None and line.startswith("| ") and not current.header:
             current.header = _cells(line)
         elif current is not None and line.startswith("| ") and not line.startswith("|---"):
@@ -132,6 +147,9 @@ def _coverage(md: list[str], results: Sequence[CellResult]) -> list[str]:
     line = next((ln for ln in md if ln.startswith("tested: ")), None)
     if line is None:
         return ["compat.md: no coverage line"]
+    # A suite's session that came back as its tests: the tests are the cells that ran.
+    sessions = {r.parent for r in results if r.parent}
+    results = [r for r in results if r.cell_id not in sessions]
     counts = Counter(str(r.outcome) for r in results)
     ran = sum(r.outcome is not Outcome.NOT_RUN for r in results)
     tested = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})
@@ -316,6 +334,131 @@ def _other_part(where: str, part: str, ran: Sequence[CellResult], value: Mapping
     said_bad, hidden_bad = _values(fails_text, tested)
     return (_same(f"{where} '{variant} works on'", said_good, hidden_good, good)
             + _same(f"{where} '{variant} fails on'", said_bad, hidden_bad, bad))
+
+
+_SUITE_ROW = re.compile(r"^(?P<column>.+) \(`(?P<env>[^`]*)`\)$")
+_SUITE_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+_CLAIM_WORDS = ("fails", "skipped", "not collected")
+
+
+def _test_word(result: CellResult | None) -> str:
+    """What a claim calls a test's outcome in one column (None: not collected there)."""
+    if result is None:
+        return "not collected"
+    if result.outcome.failed or result.outcome is Outcome.MISSING:
+        return "fails"
+    return "skipped" if result.outcome is Outcome.SKIP else "passes"
+
+
+def _suite(section: _Section, results: Sequence[CellResult],
+           versions: Mapping[str, dict[str, str]]) -> list[str]:
+    """A suite's totals are its tests' records counted by pytest's word; "same everywhere"
+    counts the tests with one outcome in every column; each differing test's outcomes are
+    the record's, and its claim ("fails with numpy 2.4.6") names exactly the columns where
+    it does that."""
+    where = f"compat.md suite {section.case}"
+    problems: list[str] = []
+    tests = [r for r in results if r.parent]
+    columns: list[tuple[str, str]] = []
+    names: dict[str, tuple[str, str]] = {}
+    for row in section.rows:
+        match = _SUITE_ROW.match(_unescape(row[0]))
+        if match is None:
+            problems.append(f"{where}: an unreadable totals row {row[0]!r}")
+            continue
+        hw = match["column"].rsplit(" @", 1)[-1]
+        key = (match["env"], hw)
+        columns.append(key)
+        names[match["column"]] = key
+        mine = Counter(str(r.details.get("pytest") or "") for r in tests
+                       if (r.environment, r.hardware_target) == key)
+        said = dict(zip(section.header[2:2 + len(_SUITE_WORDS)], row[2:2 + len(_SUITE_WORDS)],
+                        strict=False))
+        for word in _SUITE_WORDS:
+            if said.get(word) != str(mine.get(word, 0)):
+                problems.append(f"{where} {match['column']}: says {said.get(word)} {word}; "
+                                f"the record has {mine.get(word, 0)}")
+    by_test: dict[str, dict[tuple[str, str], CellResult]] = defaultdict(dict)
+    for r in tests:
+        by_test[r.variant][(r.environment, r.hardware_target)] = r
+    same: Counter[str] = Counter()
+    differ: set[str] = set()
+    for test, got in by_test.items():
+        words = {_test_word(got.get(k)) for k in columns}
+        if len(words) == 1:
+            same[words.pop()] += 1
+        else:
+            differ.add(test)
+    said_same = {w: int(n) for n, w in re.findall(
+        r"(\d+) (pass|fail|skipped|not collected) everywhere", section.same)}
+    want_same = {{"passes": "pass", "fails": "fail"}.get(w, w): n for w, n in same.items()}
+    if said_same != want_same:
+        problems.append(f"{where}: says the same everywhere: {said_same}; the record: "
+                        f"{want_same}")
+    header = [_unescape(c) for c in section.differing_header[1:-2]]
+    shown_tests = set()
+    for row in section.differing:
+        test = _unescape(row[0]).strip("`")
+        shown_tests.add(test)
+        got = by_test.get(test, {})
+        for name, mark in zip(header, row[1:-2], strict=False):
+            column = names.get(name)
+            result = got.get(column) if column else None
+            want = f"{result.outcome}" if result else "not collected"
+            if mark.split(" ")[-1] != want.split(" ")[-1] or (result is None) != (
+                    mark == "not collected"):
+                problems.append(f"{where} {test} {name}: shows {mark!r}; the record: {want}")
+        problems += _claim(f"{where} {test}", _unescape(row[-2]), got, columns, versions)
+    if shown_tests != differ:
+        problems.append(f"{where}: lists {len(shown_tests)} differing tests; the record has "
+                        f"{len(differ)} ({sorted(differ ^ shown_tests)[:3]} ...)")
+    return problems
+
+
+def _claim(where: str, text: str, got: Mapping[tuple[str, str], CellResult],
+           columns: Sequence[tuple[str, str]], versions: Mapping[str, dict[str, str]]
+           ) -> list[str]:
+    """``fails with numpy 2.4.6`` / ``fails with torch 2.0.1, 2.2.2 with numpy 2.4.6; ...`` /
+    ``fails in COLUMN, COLUMN``: the columns it names are those where the test does that."""
+    word = next((w for w in _CLAIM_WORDS if text.startswith(w + " ")), None)
+    if word is None:
+        return [f"{where}: an unreadable claim {text!r}"]
+    rest = text[len(word) + 1:]
+    doing = {k for k in columns if _test_word(got.get(k)) == word}
+    if rest.startswith("in "):
+        named = set(rest[3:].split(", "))
+        want = {f"{_column_label(k, columns, versions)}" for k in doing}
+        return [] if named == want else [f"{where}: says {text!r}; the record: {sorted(want)}"]
+    combos: list[dict[str, set[str]]] = []
+    for group in rest.removeprefix("with ").split("; "):
+        parts: dict[str, set[str]] = {}
+        for part in group.split(" with "):
+            name, _, values = part.partition(" ")
+            parts[name] = set(values.split(", "))
+        combos.append(parts)
+
+    def matches(key: tuple[str, str]) -> bool:
+        have = {**versions.get(key[0], {}), "hardware": key[1]}
+        return any(all(have.get(p, "—") in vs for p, vs in c.items()) for c in combos)
+
+    named_cols = {k for k in columns if matches(k)}
+    if named_cols != doing:
+        return [f"{where}: says {text!r}; it {word} in {sorted(doing)}, and the claim names "
+                f"{sorted(named_cols)}"]
+    return []
+
+
+def _column_label(key: tuple[str, str], columns: Sequence[tuple[str, str]],
+                  versions: Mapping[str, dict[str, str]]) -> str:
+    """A column's name as the table heads it: the versions that vary between the columns."""
+    rows = [{**versions.get(k[0], {}), "hardware": k[1]} for k in columns]
+    hardware = {k[1] for k in columns}
+    names = by_priority(p for p in {p for r in rows for p in r if p != "hardware"}
+                        if len({r.get(p, "—") for r in rows}) > 1)
+    if len(hardware) > 1:
+        names.append("hardware")
+    mine = {**versions.get(key[0], {}), "hardware": key[1]}
+    return (" · ".join(f"{p} {mine.get(p, '—')}" for p in names) or key[0]) + f" @{key[1]}"
 
 
 def _combos(text: str, packages: Sequence[str]) -> set[tuple[str, ...]]:

@@ -17,14 +17,11 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from harness.core.results import CellResult, Outcome
+from harness.report.site.suites import SuiteTable, suite_names, suite_table
+from harness.report.site.versions import PRIORITY, combinations, version_sort_key
 
-#: Which package a verdict speaks of first, when several vary.
-PRIORITY = ("torch", "transformer-engine", "flash-attn", "transformers", "transformer-lens",
-            "mergekit", "llm-foundry", "mosaicml", "flashinfer-python", "numpy", "cuda",
-            "python", "backend")
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
@@ -139,6 +136,7 @@ class Site:
     changes: tuple[dict[str, Any], ...] = ()
     since: str | None = None
     links: dict[str, str] = field(default_factory=dict)  # cell id -> log link
+    suites: tuple[SuiteTable, ...] = ()  # one per test suite
 
 
 def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
@@ -174,13 +172,6 @@ def row_versions(env: Mapping[str, Any], results: Sequence[CellResult]) -> dict[
     return {k: v for k, v in versions.items() if k not in _NOT_SHOWN}
 
 
-def version_sort_key(value: str) -> tuple[int, Any]:
-    try:
-        return (0, Version(value.lstrip("=")))
-    except InvalidVersion:
-        return (1, value)
-
-
 def _unbuildable(results: Sequence[CellResult]) -> str | None:
     """An environment whose every cell that ran is ERROR without a fingerprint: it never
     built. Returns the reason's first line."""
@@ -202,13 +193,16 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
     by_case: dict[str, list[CellResult]] = defaultdict(list)
     for r in results:
         by_case[r.case_id].append(r)
+    suites = suite_names(results, cases)
     failures = tuple(_failure_table(c, rs, versions, cases, broken, links)
-                     for c, rs in by_case.items() if c != PROBES)
+                     for c, rs in by_case.items() if c != PROBES and c not in suites)
     probes = by_case.get(PROBES, [])
     return Site(header=_header(results, meta), failures=failures,
                 grid=_grid(probes, versions, cases) if probes else None,
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
-                since=since, links=dict(links))
+                since=since, links=dict(links),
+                suites=tuple(suite_table(c, rs, versions, cases, links)
+                             for c, rs in by_case.items() if c in suites))
 
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
@@ -227,6 +221,7 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         machines.add(f"{r.node or '?'}: {hw.get('cpu', 'CPU')} × {hw.get('cpus', '?')}"
                      + (f", {gpus}" if gpus else ", no GPU"))
     created = min((float(m.get("created") or 0) for m in meta), default=0.0)
+    results = counted(results)
     counts: dict[str, int] = defaultdict(int)
     for r in results:
         counts[str(r.outcome)] += 1
@@ -239,6 +234,13 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         not_tested=tuple(h for h in targets if h not in tested),
         ran=sum(r.outcome is not Outcome.NOT_RUN for r in results), cells=len(results),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]))
+
+
+def counted(results: Sequence[CellResult]) -> Sequence[CellResult]:
+    """The results a coverage line counts: a suite's session that came back as its tests is
+    counted as those tests, not once more."""
+    parents = {r.parent for r in results if r.parent}
+    return [r for r in results if r.cell_id not in parents] if parents else results
 
 
 def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[str]:
@@ -430,24 +432,6 @@ def probe_packages(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> tupl
     named = dict.fromkeys(name for req in meta.get("requires") or ()
                           for name in req.get("packages") or {})
     return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
-
-
-def combinations(found: Iterable[tuple[str, ...]], packages: Sequence[str]) -> tuple[str, ...]:
-    """Version combinations as a reader takes them in: one package, its versions in order
-    (``2.0.1, 2.2.2``); several, the first package's versions for each value of the rest
-    (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
-    combos = set(found)
-    if len(packages) == 1:
-        return tuple(sorted({c[0] for c in combos}, key=version_sort_key))
-    by_rest: dict[tuple[str, ...], set[str]] = defaultdict(set)
-    for combo in combos:
-        by_rest[combo[1:]].add(combo[0])
-    out = []
-    for rest in sorted(by_rest, key=lambda r: [version_sort_key(v) for v in r]):
-        firsts = ", ".join(sorted(by_rest[rest], key=version_sort_key))
-        others = " ".join(f"{p} {v}" for p, v in zip(packages[1:], rest, strict=True))
-        out.append(f"{packages[0]} {firsts} with {others}")
-    return tuple(out)
 
 
 def probe_combinations(results: Iterable[CellResult], versions: Mapping[str, dict[str, str]],

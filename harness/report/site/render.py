@@ -22,6 +22,7 @@ from harness.core import jsonio
 from harness.core.results import Outcome
 from harness.report.site.heatmap import write_png
 from harness.report.site.model import FailureTable, Grid, Header, Site
+from harness.report.site.suites import SuiteTable
 
 SYMBOLS = {
     Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
@@ -125,6 +126,9 @@ def markdown(site: Site) -> Iterator[str]:
     for f in site.failures:
         yield ""
         yield from _failure_md(f)
+    for t in site.suites:
+        yield ""
+        yield from suite_md(t)
     if site.grid and site.grid.rows and not site.grid.hardware:
         yield from ["", "## Capability grid", "", "No probe ran here."]
     elif site.grid and site.grid.rows:
@@ -154,6 +158,10 @@ def summary_text(site: Site) -> str:
     what changed (news first, with the versions that moved; the first 50), not the table."""
     lines = [_about(site.header), _coverage(site.header)]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
+    for t in site.suites:
+        lines.append(f"suite {t.suite}: " + "; ".join(
+            f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
+            for row in t.totals) + f" — {len(t.differing)} tests differ")
     if site.since is not None:
         lines.append(f"## Changes since {site.since}: {len(site.changes)}")
         for c in site.changes[:50]:  # diff_runs puts new failures first
@@ -206,6 +214,43 @@ def _failure_md(f: FailureTable) -> list[str]:
         notes.append(f"{f.not_run_rows} more environments not run this time")
     notes += [f"could not build `{e}`: {_cell(why)}" for e, why in f.unbuildable]
     return [*lines, *(["", "; ".join(notes) + "."] if notes else [])]
+
+
+_SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
+
+
+def suite_md(t: SuiteTable) -> list[str]:
+    """A test suite: its totals per environment, then the tests whose outcome differs, each
+    with the versions that decide it."""
+    lines = [f"## Suite {t.suite}: `{t.target}`", ""]
+    words = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    if t.totals:
+        lines += ["| environment | result | " + " | ".join(words) + " | imported |",
+                  "|---|---|" + "---|" * len(words) + "---|"]
+        for row in t.totals:
+            counts = dict(row.counts)
+            result = f"{SYMBOLS[row.outcome]} {row.outcome}" + (
+                f": {row.reason}" if row.reason else "")
+            lines.append(f"| {_cell(row.column.name)} (`{row.column.environment}`) | "
+                         f"{_cell(result)} | " + " | ".join(str(counts.get(w, 0)) for w in words)
+                         + f" | {_cell(row.imported) or '—'} |")
+    else:
+        lines.append("_No session of this suite ran here._")
+    if t.not_run:
+        lines += ["", "Not run: " + "; ".join(f"{_cell(c)} ({_cell(why)})"
+                                             for c, why in t.not_run) + "."]
+    same = ", ".join(f"{n} {_SAME.get(w, w)} everywhere" for w, n in t.same)
+    lines += ["", f"**Same in every environment:** {same or 'no test'}."]
+    if not t.differing:
+        return [*lines, "", "**Differing:** no test's outcome differs between environments."]
+    lines += ["", f"**Differing:** {len(t.differing)} tests.", "",
+              "| test | " + " | ".join(_cell(c.name) for c in t.columns) + " | decided by | "
+              "first reason |", "|---|" + "---|" * (len(t.columns) + 2)]
+    for d in t.differing:
+        marks = [f"{SYMBOLS[o]} {o}" if o is not None else "not collected" for o in d.outcomes]
+        lines.append(f"| `{_cell(d.test)}` | " + " | ".join(marks) + f" | {_cell(d.claim.text)} | "
+                     + _cell(d.first.splitlines()[0] if d.first else "—") + " |")
+    return lines
 
 
 def _cell(text: str) -> str:

@@ -1,0 +1,46 @@
+"""How versions read and sort in the report: shared by its failure tables, its capability grid
+and its test-suite tables."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+#: Which package a verdict speaks of first, when several vary.
+PRIORITY = ("torch", "transformer-engine", "flash-attn", "transformers", "transformer-lens",
+            "mergekit", "llm-foundry", "mosaicml", "flashinfer-python", "numpy", "cuda",
+            "python", "backend")
+
+
+def by_priority(names: Iterable[str]) -> list[str]:
+    """Package names as tables order them: ``PRIORITY`` first, then by name."""
+    return sorted(names, key=lambda k: (PRIORITY.index(k) if k in PRIORITY else len(PRIORITY),
+                                        k))
+
+
+def version_sort_key(value: str) -> tuple[int, Any]:
+    try:
+        return (0, Version(value.lstrip("=")))
+    except InvalidVersion:
+        return (1, value)
+
+
+def combinations(found: Iterable[tuple[str, ...]], packages: Sequence[str]) -> tuple[str, ...]:
+    """Version combinations as a reader takes them in: one package, its versions in order
+    (``2.0.1, 2.2.2``); several, the first package's versions for each value of the rest
+    (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
+    combos = set(found)
+    if len(packages) == 1:
+        return tuple(sorted({c[0] for c in combos}, key=version_sort_key))
+    by_rest: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    for combo in combos:
+        by_rest[combo[1:]].add(combo[0])
+    out = []
+    for rest in sorted(by_rest, key=lambda r: [version_sort_key(v) for v in r]):
+        firsts = ", ".join(sorted(by_rest[rest], key=version_sort_key))
+        others = " ".join(f"{p} {v}" for p, v in zip(packages[1:], rest, strict=True))
+        out.append(f"{packages[0]} {firsts} with {others}")
+    return tuple(out)

@@ -1,0 +1,109 @@
+"""A test suite's report: totals per environment, the tests that differ with the versions that
+decide them (both axes), tests the same everywhere counted, and a check that can fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.core.results import CellResult, Outcome
+from harness.records.store import RunStore
+from harness.report.build import write_report
+from harness.report.check import check_run
+from harness.report.site.model import build_site
+
+TORCH = ("2.0.1", "2.2.2", "2.5.1")
+NUMPY = ("1.26.4", "2.4.6")
+SUITE = {"lib::(session)": {"case": "lib", "variant": "(session)",
+                            "suite": {"name": "lib", "pyargs": "lib.tests", "path": None}}}
+WORD = {Outcome.PASS: "passed", Outcome.FAIL: "failed", Outcome.SKIP: "skipped"}
+
+
+def env(torch: str, numpy: str) -> str:
+    return f"lib:torch={torch},numpy={numpy}"
+
+
+def result(torch: str, numpy: str, variant: str, outcome: Outcome, **fields: object
+           ) -> CellResult:
+    name = env(torch, numpy)
+    return CellResult(run_id="r", cell_id=f"{name}/{variant}", environment=name,
+                      values={"torch": torch, "numpy": numpy}, env_key=name, backend="uv",
+                      case_id="lib", variant=variant, nodeid=variant, hardware_target="cpu",
+                      outcome=outcome, fingerprint={"key": {"torch": torch, "numpy": numpy}},
+                      **fields)  # type: ignore[arg-type]
+
+
+def suite_run() -> list[CellResult]:
+    """torch's numpy bridge fails with numpy 2 before torch 2.5; a test skipped with numpy 1;
+    one that exists only from torch 2.2 on; 50 that pass everywhere."""
+    out = []
+    for torch in TORCH:
+        for numpy in NUMPY:
+            session = f"{env(torch, numpy)}/(session)"
+            tests = {f"tests/test_ok.py::test_{i}": Outcome.PASS for i in range(50)}
+            tests["tests/test_bridge.py::test_from_numpy"] = (
+                Outcome.FAIL if numpy == "2.4.6" and torch != "2.5.1" else Outcome.PASS)
+            tests["tests/test_new.py::test_numpy2_only"] = (
+                Outcome.SKIP if numpy == "1.26.4" else Outcome.PASS)
+            if torch != "2.0.1":
+                tests["tests/test_compile.py::test_new_api"] = Outcome.PASS
+            children = [result(torch, numpy, t, o, parent=session,
+                               details={"pytest": WORD[o]},
+                               reason="RuntimeError: Numpy is not available"
+                               if o is Outcome.FAIL else "")
+                        for t, o in tests.items()]
+            counts: dict[str, int] = {}
+            for o in tests.values():
+                counts[WORD[o]] = counts.get(WORD[o], 0) + 1
+            out += children
+            out.append(result(torch, numpy, "(session)",
+                              Outcome.FAIL if "failed" in counts else Outcome.PASS,
+                              details={"suite": {"counts": counts, "imported": [
+                                  {"name": "lib", "version": "1.0", "installed": True,
+                                   "file": ".../site-packages/lib/__init__.py"}]}}))
+    return out
+
+
+def envs() -> dict[str, dict[str, object]]:
+    return {env(t, n): {"requirements": [f"torch=={t}", f"numpy=={n}"], "backend": "uv"}
+            for t in TORCH for n in NUMPY}
+
+
+def test_the_differing_tests_name_the_combination_that_decides_them() -> None:
+    site = build_site(suite_run(), envs(), SUITE, [{"run_id": "r"}], {})
+    assert site.failures == ()  # a suite is not a documented failure
+    (table,) = site.suites
+    assert table.varying == ("torch", "numpy")
+    assert dict(table.same) == {"passes": 50}
+    claims = {d.test: d.claim.text for d in table.differing}
+    assert claims == {
+        "tests/test_bridge.py::test_from_numpy":
+            "fails with torch 2.0.1, 2.2.2 with numpy 2.4.6",
+        "tests/test_new.py::test_numpy2_only": "skipped with numpy 1.26.4",
+        "tests/test_compile.py::test_new_api": "not collected with torch 2.0.1"}
+    first = next(d for d in table.differing if d.test.endswith("test_from_numpy"))
+    assert first.first == "RuntimeError: Numpy is not available"
+    totals = {t.column.name: dict(t.counts) for t in table.totals}
+    assert totals["torch 2.0.1 · numpy 2.4.6 @cpu"] == {"passed": 51, "failed": 1}
+    assert site.header.cells == 6 * 52 + 4  # the tests, not their sessions once more
+
+
+def test_the_suite_report_agrees_with_its_record_and_the_check_can_fail(
+        tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path / "reports", {"planned": [], "environments": envs()},
+                            cases=SUITE)
+    store.extend(suite_run())
+    out = tmp_path / "report"
+    write_report([store], out)
+    assert check_run([store], out) == []
+    md = out / "compat.md"
+    text = md.read_text(encoding="utf-8")
+    assert "| tests/test_new.py::test_numpy2_only" not in text  # test ids are code
+    assert "**Same in every environment:** 50 pass everywhere." in text
+    md.write_text(text.replace("fails with torch 2.0.1, 2.2.2 with numpy 2.4.6",
+                               "fails with numpy 2.4.6", 1)
+                  .replace("50 pass everywhere", "51 pass everywhere", 1)
+                  .replace("| 51 | 1 | 0 | 0 |", "| 51 | 0 | 0 | 0 |", 1), encoding="utf-8")
+    problems = check_run([store], out)
+    assert any("test_from_numpy: says 'fails with numpy 2.4.6'" in p for p in problems), problems
+    assert any("says the same everywhere" in p for p in problems), problems
+    assert any("says 0 failed; the record has 1" in p for p in problems), problems
