@@ -88,6 +88,7 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
         problems += _since(since, results, previous)
     problems += _html_copies(report_dir, md, grid)
     problems += _failure_pages(report_dir, [s for s in sections if not s.suite])
+    problems += _suite_pages(report_dir, [s for s in sections if s.suite])
     return problems
 
 
@@ -603,6 +604,33 @@ def _failure_pages(report_dir: Path, sections: Sequence[_Section]) -> list[str]:
             if md_rows.get(env) != shown:
                 problems.append(f"{page.name}: {env} shows {shown}; compat.md "
                                 f"{md_rows.get(env)}")
+    return problems
+
+
+def _mark(text: str) -> str:
+    """A test's outcome in a column as the page shows it: ``✅ PASS`` reads ``PASS``."""
+    return text if text == "not collected" else text.split(" ")[-1]
+
+
+def _suite_pages(report_dir: Path, sections: Sequence[_Section]) -> list[str]:
+    """Each suite's page shows compat.md's differing tests: the same outcomes and claims."""
+    problems = []
+    for section in sections:
+        page = report_dir / f"suite-{re.sub(r'[^a-z0-9_-]+', '-', section.case.lower())}.html"
+        if not page.is_file():
+            problems.append(f"{page.name}: missing, though compat.md has the suite")
+            continue
+        table = re.search(r'<table class="grid" id="differing">(.*?)</table>',
+                          page.read_text(encoding="utf-8"), re.S)
+        shown = [] if table is None else [
+            [_text(th), *(_text(td) for td in re.findall(r"<td[^>]*>(.*?)</td>", tds, re.S))]
+            for th, tds in re.findall(r'<tr><th class="row">(.*?)</th>(.*?)</tr>', table[1],
+                                      re.S)]
+        said = [[_unescape(row[0]).strip("`"),
+                 *(_mark(_unescape(c)) for c in row[1:-2]),
+                 *(_unescape(c) for c in row[-2:])] for row in section.differing]
+        if shown != said:
+            problems.append(f"{page.name}: its differing tests are not compat.md's")
     return problems
 
 

@@ -107,3 +107,17 @@ def test_the_suite_report_agrees_with_its_record_and_the_check_can_fail(
     assert any("test_from_numpy: says 'fails with numpy 2.4.6'" in p for p in problems), problems
     assert any("says the same everywhere" in p for p in problems), problems
     assert any("says 0 failed; the record has 1" in p for p in problems), problems
+
+
+def test_the_suite_page_must_show_what_compat_md_says(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path / "reports", {"planned": [], "environments": envs()},
+                            cases=SUITE)
+    store.extend(suite_run())
+    out = tmp_path / "report"
+    write_report([store], out)
+    page = out / "suite-lib.html"
+    text = page.read_text(encoding="utf-8")
+    claim = "<td>skipped with numpy 1.26.4</td>"
+    assert claim in text
+    page.write_text(text.replace(claim, "<td>skipped with numpy 2.4.6</td>"), encoding="utf-8")
+    assert check_run([store], out) == ["suite-lib.html: its differing tests are not compat.md's"]

@@ -107,6 +107,10 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
             put(name, failure.render(
                 **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
                 first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names))
+    suite = env.get_template("suite.html.j2")
+    for t in site.suites:
+        put(f"suite-{t.slug}.html", suite.render(**common, t=t, words=SUITE_WORDS,
+                                                 same_words=_SAME))
     paths["heatmap"] = out_dir / "heatmap.png"
     return paths
 
@@ -217,13 +221,15 @@ def _failure_md(f: FailureTable) -> list[str]:
 
 
 _SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
+#: A suite's totals columns: pytest's own words, in the order its summary line uses.
+SUITE_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 def suite_md(t: SuiteTable) -> list[str]:
     """A test suite: its totals per environment, then the tests whose outcome differs, each
     with the versions that decide it."""
     lines = [f"## Suite {t.suite}: `{t.target}`", ""]
-    words = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+    words = SUITE_WORDS
     if t.totals:
         lines += ["| environment | result | " + " | ".join(words) + " | imported |",
                   "|---|---|" + "---|" * len(words) + "---|"]
