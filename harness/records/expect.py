@@ -58,7 +58,12 @@ def judge(results: Iterable[CellResult], rules: Sequence[Rule] = (),
           baseline: Baseline | None = None) -> list[Verdict]:
     verdicts = []
     holding_for = _Holding(rules)
+    results = list(results)
+    # A suite's session that came back as its tests is judged as those tests, not once more.
+    sessions = {r.parent for r in results if r.parent}
     for result in results:
+        if result.cell_id in sessions:
+            continue
         expected: frozenset[Outcome] = frozenset()
         why = ""
         holding = holding_for(result)
@@ -140,6 +145,11 @@ def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
     for why, n in Counter(v.why for v in known).most_common():
         lines.append(f"  known: {n} cells: {why}")
+    # A suite's tests: first how many deviate per environment, a line each.
+    per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
+                         v.status) for v in verdicts if v.deviates and v.result.parent)
+    for (suite, env, hw, status), n in sorted(per_suite.items()):
+        lines.append(f"  suite {suite} in {env} @{hw}: {n} {status}")
     for v in [v for v in verdicts if v.deviates][:limit]:
         r = v.result
         wanted = "/".join(sorted(str(o) for o in v.expected)) or "fine"
