@@ -30,6 +30,7 @@ from typing import Any
 
 import harness_probe
 import pytest
+from harness_events import Events
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -203,23 +204,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "caveat(text): why a PASS is not a fix (harness_case)")
     config.addinivalue_line("markers", "isolate: needs a pytest process of its own")
     path = config.getoption("--harness-events")
-    config.stash[_WRITER] = _Events(path) if path else None
+    config.stash[_WRITER] = Events(path) if path else None
 
 
-_WRITER = pytest.StashKey["_Events | None"]()
+_WRITER = pytest.StashKey["Events | None"]()
 _STATE = pytest.StashKey[dict[str, Any]]()
-
-
-class _Events:
-    """One JSON object per line, flushed and fsynced, so a crash right after loses nothing."""
-
-    def __init__(self, path: str) -> None:
-        self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
-
-    def write(self, **event: Any) -> None:
-        self.fh.write(json.dumps(event, default=str) + "\n")
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -19,7 +19,6 @@ way to go on in a fresh process after a test crashed the last one.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import sysconfig
@@ -29,18 +28,7 @@ from typing import Any
 
 import harness_probe
 import pytest
-
-
-class _Events:
-    """One JSON object per line, flushed and fsynced, so a crash right after loses nothing."""
-
-    def __init__(self, path: str) -> None:
-        self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
-
-    def write(self, **event: Any) -> None:
-        self.fh.write(json.dumps(event, default=str) + "\n")
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
+from harness_events import Events
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--harness-suite-events")
     if path:
-        config.pluginmanager.register(_Recorder(config, _Events(path)), "harness-suite-events")
+        config.pluginmanager.register(_Recorder(config, Events(path)), "harness-suite-events")
 
 
 @pytest.hookimpl(trylast=True)
@@ -76,7 +64,7 @@ class _Recorder:
     """The events of one session; a plugin object, so that hooks without a config (a
     collect report, a test's log start) reach the session's file."""
 
-    def __init__(self, config: pytest.Config, events: _Events) -> None:
+    def __init__(self, config: pytest.Config, events: Events) -> None:
         self.config, self.events = config, events
         self.phases: dict[str, list[pytest.TestReport]] = {}
 

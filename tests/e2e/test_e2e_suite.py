@@ -107,9 +107,10 @@ def test_the_suite_page_says_what_differs_and_why(
     assert "## Suite torch-top:" in md
     # torch 2.0.1 was built against numpy 1; the test exists only from torch 2.1 on. The
     # folder is inside this repository: pytest takes its rootdir from our pyproject.toml.
-    assert re.search(r"`tests/data/torch_suite/test_torch_top.py::test_from_numpy` .*\| fails with torch 2\.0\.1 "
-                     r"with numpy 2\.", md), md
-    assert re.search(r"`tests/data/torch_suite/test_torch_top.py::test_compiler_namespace` .*\| not collected with "
-                     r"torch 2\.0\.1 \|", md), md
+    folder = "tests/data/torch_suite/test_torch_top.py"
+    assert re.search(rf"`{folder}::test_from_numpy` .*\| fails with torch 2\.0\.1 with numpy 2\.",
+                     md), md
+    assert re.search(rf"`{folder}::test_compiler_namespace` .*\| not collected with torch "
+                     r"2\.0\.1 \|", md), md
     assert "failure-einops" not in md and not list(
         report_dir(workdir / "reports").glob("failure-*.html"))  # no documented failure

@@ -1,0 +1,20 @@
+"""The events file the in-environment plugins write and the harness reads as it grows
+(``run.watch``). Stdlib only: put on PYTHONPATH inside the environment, never installed."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+class Events:
+    """One JSON object per line, flushed and fsynced, so a crash right after loses nothing."""
+
+    def __init__(self, path: str) -> None:
+        self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session
+
+    def write(self, **event: Any) -> None:
+        self.fh.write(json.dumps(event, default=str) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
