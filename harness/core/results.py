@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
@@ -86,6 +87,14 @@ class CellResult:
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
         """A record from its line (``data`` is copied, not kept: see ``adopt``)."""
         return adopt(dict(data))
+
+
+def counted(results: Sequence[CellResult]) -> Sequence[CellResult]:
+    """The results that count as cells: a suite's session that came back as its tests
+    (``parent``) is those tests, not one cell more. The coverage line, the judging and the
+    consistency check all count this way."""
+    sessions = {r.parent for r in results if r.parent}
+    return [r for r in results if r.cell_id not in sessions] if sessions else results
 
 
 def adopt(row: dict[str, Any]) -> CellResult:

@@ -196,7 +196,7 @@ class _Reader:
             "image": self.string, "packages": self._packages, "index": self.strings,
             "env": self._env, "timeout": self._timeout, "network": self._bool,
             "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
-            "retries": self._retries, "suites": self._suite_names,
+            "retries": self._retries, "suites": self.strings,
             "base": self.string,
         }
         for key, value in raw.items():
@@ -326,9 +326,6 @@ class _Reader:
                          f"{format_path((*path, i))}")
             for i, p in enumerate(patterns)
         )
-
-    def _suite_names(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        return self.strings(path, value)
 
     def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
         """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which

@@ -29,7 +29,7 @@ from typing import Any
 
 from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
 from harness.records.baseline import Baseline
 from harness.records.select import choose_records
@@ -58,12 +58,8 @@ def judge(results: Iterable[CellResult], rules: Sequence[Rule] = (),
           baseline: Baseline | None = None) -> list[Verdict]:
     verdicts = []
     holding_for = _Holding(rules)
-    results = list(results)
     # A suite's session that came back as its tests is judged as those tests, not once more.
-    sessions = {r.parent for r in results if r.parent}
-    for result in results:
-        if result.cell_id in sessions:
-            continue
+    for result in counted(list(results)):
         expected: frozenset[Outcome] = frozenset()
         why = ""
         holding = holding_for(result)

@@ -159,24 +159,24 @@ class RunStore:
         line that points at them (a kill in between leaves files, never a dangling line).
         A suite's session: each test's result first, then the session's (what --resume
         looks for)."""
-        if run.children:
-            stem = run.log_name or run.result.cell_id
-            stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
-            if run.log:  # the session's log, which every test's result points at
-                atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
-                                   self.redactor.data(run.log))
-            for child in run.children:
-                shown = replace(child.result, log=f"logs/{stem}.log") if run.log else child.result
-                self.record(replace(child, result=shown))
-        result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
-        stem = run.log_name or result.cell_id
-        stem = stem if result.attempt == 1 else f"{stem}.{result.attempt}"
+        log = None
         if run.log:
             # Cells of one process share its log: each record rewrites it with what the
             # process had written by then, which only grows.
+            stem = run.log_name or run.result.cell_id
+            stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
             atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
                                self.redactor.data(run.log))
-            result = replace(result, log=f"logs/{stem}.log")
+            log = f"logs/{stem}.log"
+        for child in run.children:  # a suite's tests, pointing at their session's log
+            self._keep(child, log)
+        return self._keep(run, log)
+
+    def _keep(self, run: CellRun, log: str | None) -> CellResult:
+        """The run's events and fingerprint, then its result line (pointing at ``log``)."""
+        result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
+        if log is not None:
+            result = replace(result, log=log)
         stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
         if run.events:
             (self.run_dir / "events" / f"{stem}.jsonl").write_text(

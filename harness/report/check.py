@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, counted
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
 from harness.report.site.model import (
@@ -148,9 +148,7 @@ def _coverage(md: list[str], results: Sequence[CellResult]) -> list[str]:
     line = next((ln for ln in md if ln.startswith("tested: ")), None)
     if line is None:
         return ["compat.md: no coverage line"]
-    # A suite's session that came back as its tests: the tests are the cells that ran.
-    sessions = {r.parent for r in results if r.parent}
-    results = [r for r in results if r.cell_id not in sessions]
+    results = counted(results)  # a suite's session is its tests
     counts = Counter(str(r.outcome) for r in results)
     ran = sum(r.outcome is not Outcome.NOT_RUN for r in results)
     tested = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})

@@ -28,8 +28,8 @@ from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
 from harness.run.suite import run_session
-from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
-from harness.run.watch import Watch, cell_variables, read_log, tail
+from harness.run.supervise import EnvCache, ProcessGuard, guarded, raise_if_cancelled
+from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
@@ -85,7 +85,6 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
 
 
 SLICE = 1.0  # how often a running process's events are read: results stream out this fast
-EXIT_GRACE = 30.0  # what a process whose cases all ended gets to exit on its own
 
 
 def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
@@ -120,11 +119,9 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                                                              reason=str(exc))),
                                        fingerprint=env.summary, **place))
         return
-    if guard is not None:
-        guard.add(process)
     watch = Watch(events_path, env.spec.timeout)
     code: int | None = None
-    try:
+    with guarded(guard, process):
         while True:
             try:
                 code = process.wait(SLICE)
@@ -151,11 +148,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                 code = process.wait(60)
                 watch.timed_out = True
                 break
-    finally:
-        if guard is not None:
-            guard.discard(process)
-    if guard is not None and guard.cancelled.is_set():
-        raise Cancelled
+    raise_if_cancelled(guard)
     watch.oom = bool(getattr(process, "oom_killed", False))
     for nodeid, finish in watch.read():  # what it wrote between the last look and its end
         if nodeid in by_node:

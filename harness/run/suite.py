@@ -25,15 +25,14 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cells import Cell
 from harness.plan.suites import suite_cell_id
 from harness.run.classify import Ending, classify
-from harness.run.supervise import Cancelled, ProcessGuard
-from harness.run.watch import Watch, cell_variables, read_log, tail
+from harness.run.supervise import ProcessGuard, guarded, raise_if_cancelled
+from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
 
 #: Files that make a folder pytest's rootdir, in the order pytest reads them, and the section
 #: that must be there (None: the file's presence is enough).
 CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
                 ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
                 ("setup.cfg", "[tool:pytest]"))
-EXIT_GRACE = 30.0  # what a process whose tests all ended gets to exit on its own
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 
 
@@ -101,13 +100,13 @@ def run_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None,
         processes += 1
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell.cell_id), dir=scratch_root))
         try:
-            ended = _one_process(session, suite, backend, gpu, scratch, guard, only)
+            done = _one_process(session, suite, backend, gpu, scratch, guard, only)
             log += read_log(scratch / "cell.log")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        if ended is not None:  # it reached no test, or every test it was given ran
+        if done:  # it reached no test, or every test it was given ran
             break
-        only = [n for n in session.collected if n not in session.settled]
+        only = [n for n in session.collected if n not in session.children]
         if not only:
             break
     return CellRun(result=session.summary(processes), log=log, log_name=cell.cell_id,
@@ -124,9 +123,7 @@ class _Session:
         self.collected: list[str] = []  # pytest's node ids, in its order
         self.collect_errors: dict[str, str] = {}
         self.imported: list[dict[str, Any]] = []
-        self.children: dict[str, CellRun] = {}  # by pytest node id
-        self.counts: Counter[str] = Counter()  # pytest's words: passed, failed, xfailed...
-        self.settled: set[str] = set()
+        self.children: dict[str, CellRun] = {}  # each test that ended, by pytest node id
         self.failure: str | None = None  # the session itself failed (no collection)
 
     def order(self) -> list[str]:
@@ -181,16 +178,16 @@ class _Session:
             **fields, **self.place)
         self.children[nodeid] = CellRun(result=result, log_name=cell.cell_id,
                                         events=(event,) if event else ())
-        self.settled.add(nodeid)
-        self.counts[str(pytest_word or outcome.lower())] += 1
 
     def summary(self, processes: int) -> CellResult:
         """The session's own result: FAIL when a test failed or did not collect, ERROR when
         the suite never collected or imported the package under test from elsewhere."""
         outcomes = Counter(run.result.outcome for run in self.children.values())
+        # pytest's own words (passed, failed, xfailed...), counted as its summary line does
+        counts = Counter(str(run.result.details.get("pytest") or run.result.outcome.lower())
+                         for run in self.children.values())
         shadowed = [i for i in self.imported if not i.get("installed")]
-        words = ", ".join(f"{n} {w}" for w, n in sorted(self.counts.items(),
-                                                        key=lambda kv: -kv[1]))
+        words = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         if self.failure is not None:
             outcome, reason = Outcome.ERROR, self.failure
         elif shadowed:
@@ -208,7 +205,7 @@ class _Session:
             outcome, reason = Outcome.PASS, words
         if processes > 1:
             reason += f" ({processes} pytest processes: a test took one down)"
-        details = {"suite": {"collected": len(self.collected), "counts": dict(self.counts),
+        details = {"suite": {"collected": len(self.collected), "counts": dict(counts),
                              "outcomes": {str(o): n for o, n in outcomes.items()},
                              "collect_errors": self.collect_errors,
                              "imported": self.imported, "processes": processes}}
@@ -223,11 +220,10 @@ class _Session:
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
-                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None
-                 ) -> int | None:
-    """One pytest process over the suite (or the tests in ``only``). Returns its exit status
-    when it needs no successor: it ran every test it was given, or reached none; None when a
-    test took it down and others wait."""
+                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None) -> bool:
+    """One pytest process over the suite (or the tests in ``only``). True when it needs no
+    successor (it ran every test it was given, or reached none); False when a test took it
+    down and others may wait."""
     env, cell = session.env, session.cell
     events_path = scratch / "events.jsonl"
     only_path = None
@@ -246,23 +242,21 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
         process = backend.launch(env, request)
     except (OSError, HarnessError) as exc:
         session.failure = f"could not start pytest: {exc}"
-        return -1
-    if guard is not None:
-        guard.add(process)
+        return True
     watch = Watch(events_path, timeout)
     code: int | None = None
-    try:
+    with guarded(guard, process):
         while code is None:
             try:
                 code = process.wait(1.0)
             except InfraError as exc:
                 process.kill()
                 session.failure = f"the machine failed: {exc}"
-                return -1
+                return True
             _take(session, watch)
             every = only if only is not None else session.collected
             if (code is None and session.collected and watch.current is None
-                    and all(n in session.settled for n in every)
+                    and all(n in session.children for n in every)
                     and time.time() > watch.last_activity + EXIT_GRACE):
                 process.kill()  # every test has its result; it hangs on the way out
                 code = process.wait(60)
@@ -270,23 +264,19 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
                 process.kill()
                 code = process.wait(60)
                 watch.timed_out = True
-    finally:
-        if guard is not None:
-            guard.discard(process)
-    if guard is not None and guard.cancelled.is_set():
-        raise Cancelled
+    raise_if_cancelled(guard)
     watch.oom = bool(getattr(process, "oom_killed", False))
     _take(session, watch)
     code = -9 if code is None else code
     if watch.current is not None:  # a test took the process down, or hung
         session.died(watch.current, code, watch)
-        return None
+        return False
     if not any(e.get("event") == "collected" for e in watch.events) and not session.collected:
         last = tail(scratch / "cell.log")
         session.failure = (f"pytest ended (exit {code}) before it collected the suite: {last}"
                            if not watch.timed_out else
                            f"collecting the suite took over {timeout:g} s")
-    return code
+    return True
 
 
 def _take(session: _Session, watch: Watch) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +44,24 @@ class ProcessGuard:
             live = list(self._live)
         for process in live:
             process.kill()
+
+
+@contextmanager
+def guarded(guard: ProcessGuard | None, process: Process) -> Iterator[None]:
+    """Ctrl-C or SIGTERM kills ``process`` while the block runs (it is ``guard``'s)."""
+    if guard is not None:
+        guard.add(process)
+    try:
+        yield
+    finally:
+        if guard is not None:
+            guard.discard(process)
+
+
+def raise_if_cancelled(guard: ProcessGuard | None) -> None:
+    """``Cancelled`` when the executor was shut down: what the process said is not a result."""
+    if guard is not None and guard.cancelled.is_set():
+        raise Cancelled
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFF
             "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "PYTHONDONTWRITEBYTECODE": "1"}
+EXIT_GRACE = 30.0  # what a process whose tests all ended gets to exit on its own
 LOG_LIMIT = 4 * 1024 * 1024  # a cell that prints gigabytes keeps its head and its tail
 
 

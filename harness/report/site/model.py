@@ -18,7 +18,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, counted
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, version_sort_key
 
@@ -234,13 +234,6 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         not_tested=tuple(h for h in targets if h not in tested),
         ran=sum(r.outcome is not Outcome.NOT_RUN for r in results), cells=len(results),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]))
-
-
-def counted(results: Sequence[CellResult]) -> Sequence[CellResult]:
-    """The results a coverage line counts: a suite's session that came back as its tests is
-    counted as those tests, not once more."""
-    parents = {r.parent for r in results if r.parent}
-    return [r for r in results if r.cell_id not in parents] if parents else results
 
 
 def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[str]:

@@ -127,9 +127,8 @@ def suite_table(suite: str, results: Sequence[CellResult],
     sessions = [r for r in results if r.variant == SESSION]
     tests = [r for r in results if r.variant != SESSION]
     ran = [s for s in sessions if s.outcome is not Outcome.NOT_RUN]
-    keys = list(dict.fromkeys((s.environment, s.hardware_target) for s in ran))
-    keys += [(t.environment, t.hardware_target) for t in tests
-             if (t.environment, t.hardware_target) not in set(keys)]
+    keys = list(dict.fromkeys([*((s.environment, s.hardware_target) for s in ran),
+                               *((t.environment, t.hardware_target) for t in tests)]))
     hardware = {hw for _, hw in keys}
     rows = {k: {**versions.get(k[0], {}), "hardware": k[1]} for k in keys}
     varying = _varying([rows[k] for k in keys], hardware)
