@@ -29,6 +29,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-cells", type=int, metavar="N",
                    help="refuse a matrix that expands past N cells (default 100,000; also "
                         "HARNESS_MAX_CELLS)")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="replace an axis's values with this one, or add it where the matrix "
+                        "names the key nowhere (torch=2.6.0; several: te=2.8.0,flash_attn=*)")
     _find_links(p)
 
 
@@ -70,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "hardware target; never more than 256)")
     p.add_argument("--durations-from", metavar="RUN",
                    help="balance shards by the cell durations of this run (id or folder)")
+    p.add_argument("--refresh", action="store_true",
+                   help="ask the index again for the matrix's release queries (and rewrite "
+                        "the lock)")
+
+    p = sub.add_parser("lock", help="resolve the matrix's release queries against the index "
+                       "and write them to the lock beside it (matrix.lock.json)")
+    p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
+    _find_links(p)
 
     p = sub.add_parser("run", help="build environments, run the cells, write the table")
     _common(p)
@@ -97,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a pytest process per cell (default: a case module's cells of one "
                         "environment share one, and a crash restarts at the next cell)")
     p.add_argument("--refresh", action="store_true",
-                   help="rebuild every environment once, so '*' and range pins take the "
-                        "newest releases (what resolved is in the run record)")
+                   help="ask the index again for the matrix's release queries, and rebuild "
+                        "every environment once, so '*' and range pins take the newest "
+                        "releases (what resolved is in the run record)")
     _expectations(p, DEFAULT_FAIL_ON)
 
     p = sub.add_parser("report", help="write a run's report site (index, a page per failure, "
@@ -191,7 +203,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 #: Commands that read or build a fleet's records at once, then exit (``harness.bulk``).
-BATCH = frozenset({"plan", "merge", "report", "history", "baseline"})
+BATCH = frozenset({"plan", "lock", "merge", "report", "history", "baseline"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -228,7 +240,8 @@ COMMANDS = {"plan": "plan:cmd_plan", "run": "run:cmd_run", "report": "records:cm
             "merge": "records:cmd_merge", "baseline": "records:cmd_baseline",
             "history": "records:cmd_history", "envs": "envs:cmd_envs",
             "wheelhouse": "envs:cmd_wheelhouse", "images": "envs:cmd_images",
-            "doctor": "machine:cmd_doctor", "cases": "machine:cmd_cases"}
+            "doctor": "machine:cmd_doctor", "cases": "machine:cmd_cases",
+            "lock": "plan:cmd_lock"}
 
 
 def command(name: str) -> Callable[[argparse.Namespace], int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from harness.core.reaper import Registry
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun
 from harness.matrix.load import load_matrix
+from harness.matrix.lock import Releases
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, filter_plan, make_plan
@@ -30,6 +32,7 @@ from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
 from harness.records import expect
 from harness.records.baseline import load_baseline
+from harness.records.compare import bumped
 from harness.records.runs import newest_first, previous_run
 from harness.records.store import RunStore
 from harness.report.build import diff_runs, write_report
@@ -72,6 +75,7 @@ class RunOptions:
     batch: bool = True  # cells of one module share a pytest process (--isolate-cells: never)
     fail_on: str = DEFAULT_FAIL_ON  # what makes the exit code 1 (core.defaults.FAIL_ON)
     baseline: str | None = None  # a baseline file or a run: what each cell is expected to be
+    sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: axis values replaced or added
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,9 +96,19 @@ Step = Callable[[RunState], "RunState | int"]
 
 def load_spec(state: RunState) -> RunState:
     folders = find_links_folders(state.options.find_links)
-    matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells)
-    spec = with_find_links(matrix, folders,
-                           offline=offline_from_environment(state.options.offline))
+    offline = offline_from_environment(state.options.offline)
+    releases = Releases.for_matrix(
+        state.options.matrix, find_links=tuple(str(f) for f in folders),
+        mode="offline" if offline else "refresh" if state.options.refresh else "lock")
+    matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells,
+                         releases=releases, overrides=state.options.sets)
+    if not offline:
+        releases.save()
+    for line in [*matrix.set_notes, *releases.changes(),
+                 *(line for r in matrix.resolutions for line in r.lines()
+                   if r.source != "lock" or r.left_out)]:
+        print(f"harness: {line}", file=sys.stderr)
+    spec = with_find_links(matrix, folders, offline=offline)
     if state.options.refresh:
         now = time.time()
         spec = replace(spec, environments=tuple(replace(e, refresh_before=now)
@@ -178,6 +192,10 @@ def open_store(state: RunState) -> RunState | int:
         "environments": {e.name: e.to_dict() for e in state.plan.environments},
         "planned": [c.to_dict() for c in state.plan.cells],
         "shard": opts.shard,
+        # What the matrix's release queries resolved to, and the --set values: what makes
+        # this plan the one it is, beside the matrix file.
+        "releases": [r.to_dict() for r in state.spec.resolutions],
+        "set": dict(state.spec.sets),
         "expect": [rule.to_dict() for rule in state.spec.expect] if state.spec else [],
         # A shard knows the whole plan: a merge shows the cells of a shard that never came.
         "full_plan": [c.to_dict() for c in (state.full_plan or state.plan).cells]
@@ -272,7 +290,8 @@ def publish_ci(store: RunStore, reports_dir: Path,
         return
     before = previous_run(reports_dir, store.run_dir)
     results = list(results) if results is not None else store.results()
-    changes = diff_runs(RunStore(before).results(), results) if before else []
+    changes = (diff_runs(RunStore(before).results(), results, bumped([store.meta]))
+               if before else [])
     publish(store.run_id, results, changes, before.name if before else None)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.core.defaults import DEFAULT_FAIL_ON, RETRIES
+from harness.matrix.overrides import parse_sets
 from harness.workflow import RunOptions
 
 
@@ -27,4 +28,5 @@ def run_options(args: argparse.Namespace) -> RunOptions:
                       batch=not getattr(args, "isolate_cells", False),
                       verbose=getattr(args, "verbose", False),
                       fail_on=getattr(args, "fail_on", None) or DEFAULT_FAIL_ON,
-                      baseline=getattr(args, "baseline", None))
+                      baseline=getattr(args, "baseline", None),
+                      sets=parse_sets(getattr(args, "sets", [])))

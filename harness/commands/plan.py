@@ -7,6 +7,9 @@ import json
 import sys
 
 from harness.commands.options import run_options
+from harness.matrix.load import load_matrix
+from harness.matrix.lock import Releases
+from harness.matrix.sources import find_links_folders, offline_from_environment
 from harness.plan.cells import json_lines
 from harness.plan.shard import fit_shards, shard_jobs
 from harness.workflow import RunState, load_spec, plan_cells, probe_targets, shard_durations
@@ -41,4 +44,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
              for r in [header, *rows]]
     sys.stdout.write("\n".join(lines) + "\n")
     print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
+    return 0
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    """Ask the index for every release query of the matrix; write the lock; say what moved."""
+    folders = find_links_folders(tuple(args.find_links))
+    offline = offline_from_environment(args.offline)
+    releases = Releases.for_matrix(args.matrix, find_links=tuple(str(f) for f in folders),
+                                   mode="offline" if offline else "refresh")
+    spec = load_matrix(args.matrix, releases=releases)
+    changes = releases.changes()
+    written = releases.save()
+    for resolution in spec.resolutions:
+        print("\n".join(resolution.lines()))
+    print("\n".join(changes) if changes else "no release came or went since the lock")
+    print(f"{'wrote' if written else 'unchanged:'} {releases.path}" if spec.resolutions
+          else f"{args.matrix} has no release query (an axis like torch: {{releases: '>=2.0'}})")
     return 0

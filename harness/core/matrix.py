@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name
 
 from harness.core.defaults import MAX_CELLS
 from harness.core.errors import SpecError, UsageError
+from harness.core.releases import Resolution
 from harness.core.rules import Rule
 
 #: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
@@ -179,6 +180,10 @@ class MatrixSpec:
     expect: tuple[Rule, ...] = ()  # what some cells are known to show (harness.expect)
     max_cells: int = MAX_CELLS  # a plan past it is refused (--max-cells)
     suites: tuple[SuiteSpec, ...] = ()
+    # What the matrix's release queries resolved to (harness.matrix.lock), for the record.
+    resolutions: tuple[Resolution, ...] = ()
+    sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE, as given
+    set_notes: tuple[str, ...] = ()  # where each --set landed
 
     @property
     def needs_cases(self) -> bool:

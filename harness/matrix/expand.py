@@ -7,24 +7,53 @@ then ``include`` (extend every original combination it does not overwrite, else 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 Combo = dict[str, Any]
+Follower = Callable[[Combo], Sequence[Mapping[str, Any]]]
 
 
-def product(axes: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Combo]:
+def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
+            follow: Mapping[str, Follower] | None = None) -> list[Combo]:
     """Cross the axes. Each axis value is a mapping: one key for a plain axis, several for a
-    linked axis whose keys move together (conda-forge's zip_keys)."""
+    linked axis whose keys move together (conda-forge's zip_keys). An axis in ``follow``
+    takes the values its function gives for each combination of the other axes (a release
+    query answered for that combination's Python); keys keep the axes' order."""
     if not axes:
         return []
-    combos = []
-    for choice in itertools.product(*axes.values()):
-        combo: Combo = {}
-        for part in choice:
-            combo.update(part)
-        combos.append(combo)
-    return combos
+    follow = follow or {}
+    fixed = [axis for axis in axes if axis not in follow]
+    followed = [axis for axis in axes if axis in follow]
+    # Each combination with its values' positions along the axes, in the axes' order: sorted
+    # by them, the combinations come in the order itertools.product gives a plain matrix. A
+    # followed axis's position is its value's among all it took (oldest release first).
+    placed: list[tuple[tuple[Any, ...], Combo]] = []
+    for picks in itertools.product(*(range(len(axes[axis])) for axis in fixed)):
+        at = dict(zip(fixed, picks, strict=True))
+        base: Combo = {}
+        for axis in fixed:
+            base.update(axes[axis][at[axis]])
+        values = {axis: follow[axis](base) for axis in followed}
+        for more in itertools.product(*(range(len(values[axis])) for axis in followed)):
+            at.update(zip(followed, more, strict=True))
+            combo: Combo = {}
+            for axis in axes:
+                combo.update(values[axis][at[axis]] if axis in values else axes[axis][at[axis]])
+            placed.append((tuple(_rank(combo[axis]) if axis in values else at[axis]
+                                 for axis in axes), combo))
+    if followed:
+        placed.sort(key=lambda item: item[0])
+    return [combo for _, combo in placed]
+
+
+def _rank(value: Any) -> tuple[int, Any]:
+    try:
+        return (0, Version(str(value)))
+    except InvalidVersion:
+        return (1, str(value))
 
 
 def matches(combo: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
@@ -58,6 +87,9 @@ def expand(
     axes: Mapping[str, Sequence[Mapping[str, Any]]],
     exclude: Sequence[Mapping[str, Any]] = (),
     include: Sequence[Mapping[str, Any]] = (),
+    follow: Mapping[str, Follower] | None = None,
 ) -> list[Combo]:
+    combos = product(axes, follow)
     original_keys = {key for values in axes.values() for value in values for key in value}
-    return apply_include(apply_exclude(product(axes), exclude), include, original_keys)
+    original_keys |= {key for combo in combos for key in combo}  # with what queries gave
+    return apply_include(apply_exclude(combos, exclude), include, original_keys)

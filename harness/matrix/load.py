@@ -29,9 +29,13 @@ from harness.core.matrix import (
     requirement_name,
     short_value,
 )
+from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
 from harness.core.results import Outcome
 from harness.core.rules import Rule
 from harness.matrix.expand import expand
+from harness.matrix.lock import Releases
+from harness.matrix.overrides import apply_sets
+from harness.matrix.releases import valid_specifier
 from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
@@ -47,9 +51,21 @@ MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
 T = TypeVar("T")
 
 
-def load_matrix(path: str | Path, *, max_cells: int | None = None) -> MatrixSpec:
-    """``path``'s matrix; ``max_cells`` (default: ``cell_limit()``) refuses a larger one."""
+def load_matrix(path: str | Path, *, max_cells: int | None = None,
+                releases: Resolver | None = None,
+                overrides: tuple[tuple[str, str], ...] = ()) -> MatrixSpec:
+    """``path``'s matrix; ``max_cells`` (default: ``cell_limit()``) refuses a larger one.
+
+    Release queries are answered by ``releases`` (default: the lock beside the matrix, then
+    the index, and the lock is written when the index was asked). ``overrides`` replace or
+    add axis values (``--set torch=2.6.0``).
+    """
     path = Path(path)
+    if releases is None:
+        lock = Releases.for_matrix(path)
+        spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides)
+        lock.save()
+        return spec
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -60,14 +76,17 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None) -> MatrixSpec
         line = data[: exc.start].count(b"\n") + 1
         raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
                         file=str(path), line=line) from None
-    return parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells)
+    return parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells,
+                        releases=releases, overrides=overrides)
 
 
-def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None
-                 ) -> MatrixSpec:
+def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None,
+                 releases: Resolver | None = None,
+                 overrides: tuple[tuple[str, str], ...] = ()) -> MatrixSpec:
     src = load_source(text, file)
+    set_notes = apply_sets(src.data, overrides)
     limit = cell_limit(max_cells)
-    top = _Reader(src, limit)
+    top = _Reader(src, limit, releases)
     root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
                             "matrices", "environments", "runners", "expect", "suites"})
     version = root.get("version", 1)
@@ -110,9 +129,12 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     runners = {str(hw): top.strings(("runners", hw), labels)
                for hw, labels in top.mapping(("runners",), None, optional=True).items()}
-    expect = top.expectations(("expect",), {env.name for env in envs})
+    # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
+    expect = top.expectations(("expect",), {env.name for env in envs}, strict=not overrides)
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
                       runners=runners, expect=expect, suites=suites,
+                      resolutions=tuple(top.resolutions.values()), sets=overrides,
+                      set_notes=tuple(set_notes),
                       cases_dir_line=src.line(("cases_dir",)),
                       body_line=src.line(("matrices",) if "matrices" in root
                                          else ("environments",)))
@@ -139,9 +161,11 @@ def requirement_for(dist: str, value: str) -> str:
 class _Reader:
     """Typed access to the parsed YAML; every failure is a one-line SpecError at its line."""
 
-    def __init__(self, src: Source, max_cells: int) -> None:
+    def __init__(self, src: Source, max_cells: int, releases: Resolver | None = None) -> None:
         self.src = src
         self.max_cells = max_cells
+        self.releases = releases
+        self.resolutions: dict[tuple[str, str], Resolution] = {}
 
     def at(self, path: KeyPath) -> Any:
         node = self.src.data
@@ -204,15 +228,18 @@ class _Reader:
                 out[key] = checks[key]((*path, key), value)
         return out
 
-    def expectations(self, path: KeyPath, names: set[str]) -> tuple[Rule, ...]:
+    def expectations(self, path: KeyPath, names: set[str], *, strict: bool = True
+                     ) -> tuple[Rule, ...]:
         raw = self.at(path)
         if raw is None:
             return ()
         if not isinstance(raw, list):
             raise self.src.error(path, f"expected a list of rules, got {_kind(raw)}")
-        return tuple(self._rule((*path, i), names) for i in range(len(raw)))
+        rules = (self._rule((*path, i), names if strict else None) for i in range(len(raw)))
+        return tuple(rule for rule in rules
+                     if strict or any(fnmatchcase(n, rule.environment) for n in names))
 
-    def _rule(self, path: KeyPath, names: set[str]) -> Rule:
+    def _rule(self, path: KeyPath, names: set[str] | None) -> Rule:
         raw = self.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
                                   "why"})
         for key in ("outcome", "why"):
@@ -221,7 +248,7 @@ class _Reader:
         globs = {k: self.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
                  if k in raw}
         env_glob = globs.get("environment", "*")
-        if not any(fnmatchcase(n, env_glob) for n in names):
+        if names is not None and not any(fnmatchcase(n, env_glob) for n in names):
             raise self.src.error((*path, "environment"),
                                  f"{env_glob!r} matches no environment of this matrix")
         outcomes = set()
@@ -383,19 +410,26 @@ class _Reader:
         raw_axes = self.mapping((*path, "axes"), None)
         if not raw_axes:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
+        queries = {axis: self._query((*path, "axes", axis), str(axis), values, distributions)
+                   for axis, values in raw_axes.items() if isinstance(values, dict)}
         for axis, values in raw_axes.items():
-            if not isinstance(values, list) or not values:
-                raise self.src.error((*path, "axes", axis),
-                                     f"an axis is a non-empty list, got {_kind(values)}")
-        size = math.prod(len(values) for values in raw_axes.values())
+            if axis not in queries and (not isinstance(values, list) or not values):
+                raise self.src.error((*path, "axes", axis), "an axis is a non-empty list or "
+                                     f"a release query (releases: ...), got {_kind(values)}")
+        # A query's size is known once resolved; the whole plan is counted again then.
+        size = math.prod(len(values) for a, values in raw_axes.items() if a not in queries)
         if size > self.max_cells:
             raise self.src.error((*path, "axes"), f"the axes cross into {size:,} environments, "
                                  f"over the limit of {self.max_cells:,} cells (--max-cells)")
-        variables = self._variables(path, raw, raw_axes, distributions)
+        listed = {a: v for a, v in raw_axes.items() if a not in queries}
+        pinned = {k for _, when in queries.values() for pins in when for k in pins[1]}
+        variables = self._variables(path, raw, listed, distributions) - pinned - set(queries)
         axes: dict[str, list[dict[str, Any]]] = {}
         for axis, values in raw_axes.items():
-            axes[axis] = self._axis((*path, "axes", axis), axis, values, variables)
-        axis_keys = {k for values in axes.values() for value in values for k in value}
+            axes[axis] = [] if axis in queries else self._axis(
+                (*path, "axes", axis), axis, values, variables)
+        axis_keys = ({k for values in axes.values() for value in values for k in value}
+                     | set(queries) | pinned)
         exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
                                  variables)
         # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
@@ -404,11 +438,80 @@ class _Reader:
         shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
-                     if axis in value and k != axis}
+                     if axis in value and k != axis} | pinned
+        follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings)
+                  for axis, (query, when) in queries.items()}
         return [self._env_spec(combo, settings, distributions, name=name,
                                origin=f"matrices.{name}", axis_keys=shown,
                                hidden=followers, variables=variables)
-                for combo in expand(axes, exclude, include)]
+                for combo in expand(axes, exclude, include, follow=follow)]
+
+    def _query(self, path: KeyPath, axis: str, raw: Any, distributions: dict[str, str]
+               ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
+        """An axis that follows the index: ``{releases: ">=2.0,<3", pick: latest-patch,
+        latest: 3, pre: false, yanked: false, sdist: false, when: {"<2.5": {pins}}}``."""
+        raw = self.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
+                                  "when"})
+        if axis in SETTING_KEYS:
+            raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
+                                 "package's axis")
+        releases = self.string((*path, "releases"), raw["releases"],
+                               what="a version specifier like '>=2.0,<3'"
+                               ) if "releases" in raw else ""
+        if releases and not valid_specifier(releases):
+            raise self.src.error((*path, "releases"), f"{releases!r} is not a version "
+                                 "specifier like '>=2.0,<3'")
+        pick = self.string((*path, "pick"), raw.get("pick", "latest-patch"))
+        if pick not in PICKS:
+            raise self.src.error((*path, "pick"), f"unknown pick {pick!r}; expected one of: "
+                                 + ", ".join(PICKS))
+        latest = raw.get("latest")
+        if latest is not None and (isinstance(latest, bool) or not isinstance(latest, int)
+                                   or latest < 1):
+            raise self.src.error((*path, "latest"), "expected a number of minor series "
+                                 f"(1 or more), got {_kind(latest)}")
+        flags = {k: self._bool((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
+                 if k in raw}
+        when = []
+        for spec_text in self.mapping((*path, "when"), None, optional=True):
+            if not valid_specifier(spec_text):
+                raise self.src.error((*path, "when", spec_text), f"{spec_text!r} is not a "
+                                     "version specifier like '<2.5'")
+            table = self.mapping((*path, "when", spec_text), None)
+            for key in table:
+                if key == axis or key in SETTING_KEYS:
+                    raise self.src.error((*path, "when", spec_text, key), f"a when: table "
+                                         f"pins other packages, not {key!r}")
+            when.append((SpecifierSet(spec_text), {
+                k: self._value((*path, "when", spec_text, k), k, v) for k, v in table.items()}))
+        dist = requirement_name(distributions.get(axis, axis))
+        return ReleaseQuery(dist=dist, releases=releases, pick=pick, latest=latest,
+                            **flags), when
+
+    def _follower(self, path: KeyPath, axis: str, query: ReleaseQuery,
+                  when: list[tuple[SpecifierSet, dict[str, Any]]], settings: dict[str, Any]
+                  ) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+        """The values a query axis takes beside one combination of the other axes: the
+        releases for that combination's Python and indexes, each with its when: pins."""
+        def values(combo: dict[str, Any]) -> list[dict[str, Any]]:
+            python = str(combo.get("python", settings.get("python", "3.11")))
+            indexes = tuple(combo.get("index", settings.get("index", ())))
+            if self.releases is None:
+                raise self.src.error(path, "a release query needs the index or the lock: "
+                                     "load the matrix from its file")
+            found = self.releases.resolve(query, python, indexes)
+            self.resolutions[(query.text, found.target.key)] = found
+            if not found.versions:
+                raise self.src.error(path, f"{query.text} matches no release for Python "
+                                     f"{python}" + "".join(f"; {v}: {why}"
+                                                           for v, why in found.left_out[:3]))
+            out = []
+            for version in found.versions:
+                pins = next((p for spec, p in when if spec.contains(version, prereleases=True)),
+                            {})
+                out.append({axis: version, **pins})
+            return out
+        return values
 
     def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any],
                    distributions: dict[str, str]) -> set[str]:

@@ -76,18 +76,32 @@ def previous_run(reports_dir: Path, current: Path) -> Path | None:
     """The newest run under ``reports_dir`` created before ``current`` that covered the same
     slice (the same filters and shard: a full run is compared with a full run, never with a
     ``-k`` slice). CI restores them from its history; a run made later never counts, so a
-    re-render says the same."""
-    mine, scope = run_order(current), _scope(read_meta(current))
+    re-render says the same.
+
+    A run with ``--set`` (a bump) is compared with the newest run of its slice without one,
+    else the newest full run; a run without is never compared with a bump."""
+    meta = read_meta(current)
+    mine, scope = run_order(current), _scope(meta)
     here = current.resolve()
     earlier = [p for p in ordered_runs(reports_dir / "runs", with_results=True)
-               if p.resolve() != here and run_order(p) < mine
-               and _scope(read_meta(p)) == scope]
-    return earlier[-1] if earlier else None
+               if p.resolve() != here and run_order(p) < mine]
+    wanted = [scope]
+    if meta and meta.get("set"):
+        wanted = [_scope({**meta, "set": {}}), _scope({})]
+    scopes = {p: _scope(read_meta(p)) for p in earlier}
+    for want in wanted:
+        found = [p for p in earlier if scopes[p] == want]
+        if found:
+            return found[-1]
+    return None
 
 
 def _scope(meta: dict[str, Any] | None) -> str:
-    """What part of the matrix a run covered: its filters and shard (a merge: everything)."""
+    """What part of the matrix a run covered: its filters and shard (a merge: everything),
+    and what its --set replaced."""
     if meta is None:
         return "?"
     filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}
-    return json.dumps([filters, meta.get("shard")], sort_keys=True)
+    # Older records have no "set": the same scope as an empty one (dropped when empty).
+    sets = meta.get("set") or {}
+    return json.dumps([filters, meta.get("shard")] + ([sets] if sets else []), sort_keys=True)

@@ -16,6 +16,7 @@ from harness.core import jsonio
 from harness.core.bulk import side_by_side
 from harness.core.results import CellResult, Outcome
 from harness.records.baseline import Baseline
+from harness.records.compare import bumped, match_previous
 from harness.records.expect import Verdict, judge_runs, summary_lines
 from harness.records.history import write_index
 from harness.records.select import choose_records, merged_cases, merged_environments
@@ -132,7 +133,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     summary = summary_line(columns)
     cases = merged_cases(stores)
     environments = merged_environments(metas)
-    changes = diff_runs(previous.results(), results) if previous is not None else []
+    moved = bumped(metas)
+    changes = diff_runs(previous.results(), results, moved) if previous is not None else []
     since = previous.run_id if previous is not None else None
     name = ", ".join(s.run_id for s in stores)
     paths: dict[str, Path] = {"md": out_dir / "compat.md", "summary": out_dir / "summary.txt",
@@ -169,7 +171,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     side_by_side(data_files, site_files, "writing compat.csv, compat.json and junit.xml")
     if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
         problems = check_report(out_dir, results, environments, cases,
-                                previous.results() if previous is not None else None)
+                                previous.results() if previous is not None else None, moved)
         if problems:
             raise RuntimeError("the report contradicts its record:\n" + "\n".join(problems))
     return paths
@@ -280,7 +282,8 @@ def _case_lines(cases: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def diff_runs(old: list[CellResult], new: list[CellResult]) -> list[dict[str, Any]]:
+def diff_runs(old: list[CellResult], new: list[CellResult], moved: Sequence[str] = ()
+              ) -> list[dict[str, Any]]:
     """What changed between two runs, cell by cell, matched by logical key (environment,
     ``case::variant``, hardware), not by content id, which a pin change renames.
 
@@ -288,8 +291,13 @@ def diff_runs(old: list[CellResult], new: list[CellResult]) -> list[dict[str, An
     different outcome: a documented failure that stopped reproducing is news), ``still
     failing`` (listed when its outcome or reason changed), ``new cell``, ``gone``, and
     ``versions changed`` (same outcome, different packages: the key versions or the freeze).
-    New failures come first."""
-    before = {r.logical_key: r for r in old}
+    New failures come first.
+
+    ``moved``: the keys a ``--set`` bump replaced (``torch``): a cell is then matched with
+    the cell of the run before whose environment differs only in those keys (of several,
+    the one with the newest release: the bump is from there), and cells the bump left
+    behind are not "gone"."""
+    before = match_previous(old, new, moved)
     after = {r.logical_key: r for r in new}
     changes = []
     for key, now in after.items():
@@ -305,7 +313,7 @@ def diff_runs(old: list[CellResult], new: list[CellResult]) -> list[dict[str, An
         elif _versions(was) != _versions(now) and _versions(was) and _versions(now):
             changes.append(_change("versions changed", key, was, now))
     changes += [_change("gone", key, was, None) for key, was in before.items()
-                if key not in after]
+                if key not in after and not moved]
     order = {k: i for i, k in enumerate(("new failure", "fixed", "changed", "still failing",
                                          "versions changed", "new cell", "gone"))}
     changes.sort(key=lambda c: (order[c["class"]], c["environment"], c["case"],

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.results import CellResult, Outcome, counted
+from harness.records.compare import bumped, match_previous
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
 from harness.report.site.model import (
@@ -60,7 +61,8 @@ class _Section:
 def check_report(report_dir: Path, results: Sequence[CellResult],
                  environments: Mapping[str, Mapping[str, Any]],
                  cases: Mapping[str, Mapping[str, Any]],
-                 previous: Sequence[CellResult] | None = None) -> list[str]:
+                 previous: Sequence[CellResult] | None = None,
+                 moved: Sequence[str] = ()) -> list[str]:
     """Contradictions between the report in ``report_dir`` and the results it reports."""
     md = (report_dir / "compat.md").read_text(encoding="utf-8").splitlines()
     by_env: dict[str, list[CellResult]] = defaultdict(list)
@@ -85,7 +87,7 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
         problems += _verdict(section, mine, cases, broken)
     problems += _grid(grid, by_case.get(PROBES, []), versions, cases)
     if previous is not None:
-        problems += _since(since, results, previous)
+        problems += _since(since, results, previous, moved)
     problems += _html_copies(report_dir, md, grid)
     problems += _failure_pages(report_dir, [s for s in sections if not s.suite])
     problems += _suite_pages(report_dir, [s for s in sections if s.suite])
@@ -514,9 +516,9 @@ def _grid(rows: list[list[str]], results: Sequence[CellResult],
 
 
 def _since(lines: list[str], results: Sequence[CellResult],
-           previous: Sequence[CellResult]) -> list[str]:
+           previous: Sequence[CellResult], moved: Sequence[str] = ()) -> list[str]:
     now = {r.logical_key: str(r.outcome) for r in results}
-    before = {r.logical_key: str(r.outcome) for r in previous}
+    before = {k: str(r.outcome) for k, r in match_previous(previous, results, moved).items()}
     problems = []
     for line in lines:
         match = _CHANGE.match(line)
@@ -564,7 +566,7 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
     # The run before as the report's "what changed" read it (diff_runs over its results).
     before = previous.results() if previous is not None else None
     return check_report(report_dir, results, merged_environments(s.meta for s in stores),
-                        merged_cases(stores), before)
+                        merged_cases(stores), before, bumped(s.meta for s in stores))
 
 
 _PAGE_ROW = re.compile(r'<tr><th class="row" title="([^"]*)">.*?</th>(.*?)</tr>', re.S)

@@ -13,11 +13,11 @@ from harness.records.store import RunStore
 
 
 def make_run(reports: Path, run_id: str, created: float, *, filters: dict[str, object] | None
-             = None, results: bool = True) -> Path:
+             = None, results: bool = True, sets: dict[str, str] | None = None) -> Path:
     run = reports / "runs" / run_id
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"run_id": run_id, "created": created,
-                                              "filters": filters or {}}))
+                                              "filters": filters or {}, "set": sets or {}}))
     if results:
         (run / "results.jsonl").write_text("")
     return run
@@ -50,6 +50,19 @@ def test_the_previous_run_covered_the_same_slice(tmp_path: Path) -> None:
     now = make_run(tmp_path, "4-full", 300.0)
     assert previous_run(tmp_path, now) == full
     assert latest_run(tmp_path) == now
+
+
+def test_a_bump_is_compared_with_its_slice_unbumped_else_the_full_run(tmp_path: Path) -> None:
+    full = make_run(tmp_path, "1-full", 100.0)
+    cpu = {"only": ["env=cpu:*"]}
+    sliced = make_run(tmp_path, "2-cpu", 200.0, filters=cpu)
+    bump = make_run(tmp_path, "3-bump", 300.0, filters=cpu, sets={"torch": "2.6.0"})
+    assert previous_run(tmp_path, bump) == sliced
+    other = make_run(tmp_path, "4-bump", 400.0, filters={"keyword": "probes*"},
+                     sets={"torch": "2.6.0"})
+    assert previous_run(tmp_path, other) == full  # no unbumped run of its slice
+    # A night's run is never compared with a bump of the night before.
+    assert previous_run(tmp_path, make_run(tmp_path, "5-cpu", 500.0, filters=cpu)) == sliced
 
 
 def test_history_reads_runs_in_the_same_order(tmp_path: Path) -> None:

@@ -1,0 +1,112 @@
+"""Axes that follow the index: what a query asks for, and what it resolved to.
+
+A matrix axis may be a query (``torch: {releases: ">=2.0,<3", pick: latest-patch}``) instead
+of a list. ``harness.matrix.releases`` answers it from a package's files on the index;
+``harness.matrix.lock`` keeps the answer next to the matrix, so that a plan is reproducible
+and a machine without the index plans from the lock.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+#: How a query picks among the matching releases.
+PICKS = ("latest-patch", "all")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseQuery:
+    """The releases of ``dist`` an axis takes: those in ``releases`` (a specifier), each
+    minor's newest patch (``pick: latest-patch``, the default) or every one (``all``), of the
+    ``latest`` newest minor series only when given. Pre-releases, yanked releases and releases
+    with no wheel for the environment (``sdist: true`` accepts a source-only one) are left out
+    unless asked for."""
+
+    dist: str  # the distribution (``transformer-engine``), canonical
+    releases: str = ""  # a specifier; "" is any
+    pick: str = "latest-patch"
+    latest: int | None = None
+    pre: bool = False
+    yanked: bool = False
+    sdist: bool = False
+
+    @property
+    def text(self) -> str:
+        """The query as one stable line: the lock's key, and how the plan names it."""
+        parts = [self.dist + (self.releases or " (any release)"), f"pick={self.pick}"]
+        parts += [f"latest={self.latest}"] if self.latest is not None else []
+        parts += [name for name in ("pre", "yanked", "sdist") if getattr(self, name)]
+        return " ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dist": self.dist, "releases": self.releases, "pick": self.pick,
+                "latest": self.latest, "pre": self.pre, "yanked": self.yanked,
+                "sdist": self.sdist}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Where the releases must install: a Python, a platform, and the places packages come
+    from (the matrix's indexes, the run's --find-links folders; ``offline``: folders only)."""
+
+    python: str  # "3.11"
+    platform: str  # the machine's system and architecture, as wheels name it: linux_x86_64
+    indexes: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    offline: bool = False
+
+    @property
+    def key(self) -> str:
+        """What a lock entry is found by. Not the folders, nor offline: they say where
+        packages come from on this machine, and the lock is what an offline machine reads."""
+        return json.dumps([self.python, self.platform, list(self.indexes)],
+                          separators=(",", ":"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    """What a query resolved to for one target: the versions, oldest first, and each release
+    the query matched but left out, with why (``"2.4.0": "no wheel for cp313"``)."""
+
+    query: ReleaseQuery
+    target: Target
+    versions: tuple[str, ...]
+    left_out: tuple[tuple[str, str], ...] = ()
+    resolved_at: float = 0.0
+    source: str = "index"  # "index": asked now; "lock": read from the lock file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"query": self.query.to_dict(), "text": self.query.text,
+                "python": self.target.python, "platform": self.target.platform,
+                "indexes": list(self.target.indexes), "find_links": list(self.target.find_links),
+                "offline": self.target.offline, "versions": list(self.versions),
+                "left_out": dict(self.left_out), "resolved_at": self.resolved_at,
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Resolution:
+        query = ReleaseQuery(**data["query"])
+        target = Target(python=data["python"], platform=data["platform"],
+                        indexes=tuple(data.get("indexes", ())),
+                        find_links=tuple(data.get("find_links", ())),
+                        offline=bool(data.get("offline", False)))
+        return cls(query=query, target=target, versions=tuple(data["versions"]),
+                   left_out=tuple(dict(data.get("left_out", {})).items()),
+                   resolved_at=float(data.get("resolved_at", 0.0)),
+                   source=data.get("source", "lock"))
+
+    def lines(self) -> list[str]:
+        """How a plan says what the query became."""
+        head = (f"{self.query.text} for Python {self.target.python}: "
+                + (", ".join(self.versions) or "no release")
+                + f" (from the {self.source})")
+        return [head, *(f"  left out {v}: {why}" for v, why in self.left_out)]
+
+
+class Resolver(Protocol):
+    """What answers a matrix's release queries while it loads (``harness.matrix.lock``)."""
+
+    def resolve(self, query: ReleaseQuery, python: str, indexes: tuple[str, ...]
+                ) -> Resolution: ...

@@ -1,0 +1,135 @@
+"""The lock: what each release query of a matrix resolved to, kept next to the matrix.
+
+``matrix.yaml`` -> ``matrix.lock.json``. A plan reads a query's answer from the lock when
+the lock has it (so two machines plan the same cells, and a machine without the index plans
+at all), asks the index when not, and writes what it asked. ``harness lock`` and
+``--refresh`` ask the index again and say which releases came and went.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness.core.atomic import write_text
+from harness.core.errors import UsageError
+from harness.core.releases import ReleaseQuery, Resolution, Target
+from harness.matrix.index import project_files
+from harness.matrix.releases import machine_platform, select
+
+LOCK_FORMAT = "ml-compat-harness lock 1"
+MODES = ("lock", "refresh", "offline")
+
+Key = tuple[str, str]  # (query text, target key)
+
+
+def lock_path(matrix: Path) -> Path:
+    """``matrix.yaml`` -> ``matrix.lock.json``, beside it."""
+    return matrix.with_name(matrix.stem + ".lock.json")
+
+
+@dataclass
+class Releases:
+    """Answers a matrix's release queries (``harness.matrix.load`` calls ``resolve``).
+
+    ``mode``: ``lock`` reads the lock and asks the index only for what it lacks;
+    ``refresh`` asks the index for everything; ``offline`` never asks an index (the lock,
+    then the --find-links folders).
+    """
+
+    path: Path
+    mode: str = "lock"
+    find_links: tuple[str, ...] = ()
+    locked: dict[Key, Resolution] = field(default_factory=dict)
+    used: dict[Key, Resolution] = field(default_factory=dict)
+
+    @classmethod
+    def for_matrix(cls, matrix: Path, *, mode: str = "lock",
+                   find_links: tuple[str, ...] = ()) -> Releases:
+        path = lock_path(matrix)
+        return cls(path=path, mode=mode, find_links=find_links, locked=read_lock(path))
+
+    def resolve(self, query: ReleaseQuery, python: str, indexes: tuple[str, ...]
+                ) -> Resolution:
+        target = Target(python=python, platform=machine_platform(), indexes=indexes,
+                        find_links=self.find_links, offline=self.mode == "offline")
+        key = (query.text, target.key)
+        if key in self.used:
+            return self.used[key]
+        found = self.locked.get(key)
+        if found is not None and self.mode != "refresh":
+            resolution = replace(found, source="lock")
+        elif self.mode == "offline" and not self.find_links:
+            raise UsageError(f"{query.text} (Python {python}) is not in {self.path.name}, and "
+                             "--offline asks no index: run `harness lock` where the index is "
+                             "reachable, or give --find-links")
+        else:
+            files = project_files(query.dist, indexes=indexes, find_links=self.find_links,
+                                  offline=self.mode == "offline")
+            resolution = select(query, files, target, resolved_at=time.time())
+        self.used[key] = resolution
+        return resolution
+
+    def changes(self) -> list[str]:
+        """What moved since the lock was written: releases new to a query, and gone."""
+        lines = []
+        for key, now in sorted(self.used.items()):
+            before = self.locked.get(key)
+            if before is None:
+                lines.append(f"new query: {now.query.text} (Python {now.target.python}): "
+                             + (", ".join(now.versions) or "no release"))
+                continue
+            came = [v for v in now.versions if v not in before.versions]
+            went = [v for v in before.versions if v not in now.versions]
+            for verb, versions in (("new", came), ("gone", went)):
+                if versions:
+                    lines.append(f"{verb}: {now.query.dist} {', '.join(versions)} "
+                                 f"({now.query.text}, Python {now.target.python})")
+        return lines
+
+    def save(self) -> bool:
+        """Write what was resolved (entries of other platforms stay: a fleet shares one
+        lock). False when the lock already said it all (the file is not touched)."""
+        platform = machine_platform()
+        kept = {k: r for k, r in self.locked.items() if r.target.platform != platform}
+        kept.update(self.used)
+        if _entries(kept) == _entries(self.locked):
+            return False
+        write_text(self.path, json.dumps({"format": LOCK_FORMAT, "resolutions": _entries(kept)},
+                                         indent=1, sort_keys=True) + "\n")
+        self.locked = kept
+        return True
+
+
+def read_lock(path: Path) -> dict[Key, Resolution]:
+    if not path.is_file():
+        return {}
+    def unreadable(why: object) -> UsageError:
+        return UsageError(f"{path}: not a lock this harness reads ({why}); delete it and run "
+                          "`harness lock`")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise unreadable(exc) from None
+    if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
+        raise unreadable(f"format {data.get('format') if isinstance(data, dict) else None!r}")
+    try:
+        found = [Resolution.from_dict(entry) for entry in data["resolutions"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise unreadable(exc) from None
+    return {(r.query.text, r.target.key): r for r in found}
+
+
+def _entries(resolutions: dict[Key, Resolution]) -> list[dict[str, Any]]:
+    out = []
+    for _, resolution in sorted(resolutions.items()):
+        entry = resolution.to_dict()
+        # Where this machine's packages came from, and whether it was read or asked, are
+        # not what the query resolved to.
+        for name in ("source", "find_links", "offline"):
+            entry.pop(name)
+        out.append(entry)
+    return out

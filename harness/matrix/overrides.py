@@ -1,0 +1,154 @@
+"""``--set KEY=VALUE``: a bump without editing matrix.yaml.
+
+Applied to the parsed YAML before it is read, so the value is checked, named and hashed
+exactly as if it had been written there. A key that an axis, a linked axis, a ``when:``
+table, an include, a pin or a setting names is replaced there (an axis becomes that one
+value); a key the matrix names nowhere is added to every environment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from harness.core.errors import UsageError
+
+#: Settings ``--set`` may change: those that identify a combination.
+SETTABLE = ("backend", "python", "cuda", "image")
+_KEY = re.compile(r"[A-Za-z_][\w.-]*")
+_OPERATORS = ("<", ">", "=", "!", "~")
+
+
+def parse_sets(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``["torch=2.6.0", "te=2.8.0,flash_attn=*"]`` -> pairs, each checked (one line each)."""
+    out: dict[str, str] = {}
+    for text in texts:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            key, value = key.strip(), value.strip()
+            if not sep or not _KEY.fullmatch(key) or not value:
+                raise UsageError(f"--set {part}: expected KEY=VALUE, like torch=2.6.0")
+            if key not in SETTABLE and not _pin_like(key, value):
+                raise UsageError(f"--set {part}: {value!r} is not a version, a specifier, "
+                                 "'*' or a URL")
+            out[key] = value
+    return tuple(out.items())
+
+
+def _pin_like(key: str, value: str) -> bool:
+    if value == "*" or "://" in value:
+        return True
+    text = f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}=={value}"
+    try:
+        Requirement(text)
+    except InvalidRequirement:
+        return False
+    return True
+
+
+def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
+    """Change ``data`` (matrix.yaml as parsed) in place; one line per key, saying where."""
+    if not isinstance(data, dict):
+        return []
+    notes = []
+    for key, value in sets:
+        where = _replace(data, key, value)
+        if where:
+            notes.append(f"--set {key}={value}: replaced in {', '.join(where)}")
+        else:
+            _add(data, key, value)
+            notes.append(f"--set {key}={value}: named nowhere in the matrix; added to every "
+                         "environment")
+    return notes
+
+
+def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
+    where = []
+    defaults = data.get("defaults")
+    if isinstance(defaults, dict) and key in defaults:
+        defaults[key] = value
+        where.append("defaults")
+    for name, matrix in _mapping(data.get("matrices")).items():
+        if isinstance(matrix, dict) and _replace_in_matrix(matrix, key, value):
+            where.append(f"matrices.{name}")
+    for name, env in _mapping(data.get("environments")).items():
+        if not isinstance(env, dict):
+            continue
+        pins = env.get("pins")
+        if key in env or (isinstance(pins, dict) and key in pins):
+            (env if key in env else pins)[key] = value  # type: ignore[index]
+            where.append(f"environments.{name}")
+    return where
+
+
+def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
+    hit = False
+    if key in matrix:
+        matrix[key] = value
+        hit = True
+    axes = _mapping(matrix.get("axes"))
+    for axis, values in list(axes.items()):
+        if axis == key and isinstance(values, list) and values and all(
+                isinstance(v, dict) and key in v for v in values):
+            # A linked axis named for the key: its newest row, the key set (a bump takes
+            # what goes with the newest release it replaces).
+            newest = dict(max(values, key=lambda v: _order(v[key])))
+            newest[key] = value
+            axes[axis] = [newest]
+            hit = True
+        elif axis == key:
+            axes[axis] = [value]  # a plain axis, or a release query: this one value
+            hit = True
+        elif isinstance(values, list):
+            linked = [v for v in values if isinstance(v, dict) and key in v]
+            for item in linked:
+                item[key] = value
+            if linked:
+                axes[axis] = _unique(values)
+                hit = True
+        elif isinstance(values, dict):  # a release query: its when: table's pins
+            for pins in _mapping(values.get("when")).values():
+                if isinstance(pins, dict) and key in pins:
+                    pins[key] = value
+                    hit = True
+    for entry in matrix.get("include") or []:
+        if isinstance(entry, dict) and key in entry:
+            entry[key] = value
+            hit = True
+    return hit
+
+
+def _add(data: dict[str, Any], key: str, value: str) -> None:
+    for matrix in _mapping(data.get("matrices")).values():
+        if isinstance(matrix, dict) and isinstance(matrix.get("axes"), dict):
+            matrix["axes"][key] = [value]
+    for env in _mapping(data.get("environments")).values():
+        if isinstance(env, dict):
+            env.setdefault("pins", {})[key] = value
+
+
+def _order(value: Any) -> tuple[int, Version | str]:
+    try:
+        return (1, Version(str(value)))
+    except InvalidVersion:
+        return (0, str(value))
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    """Linked values that became equal once one key was set, once each, in order."""
+    seen, out = set(), []
+    for value in values:
+        mark = json.dumps(value, sort_keys=True, default=str)
+        if mark not in seen:
+            seen.add(mark)
+            out.append(value)
+    return out

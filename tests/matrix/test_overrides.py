@@ -1,0 +1,78 @@
+"""``--set KEY=VALUE``: a bump without editing matrix.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.core.errors import UsageError
+from harness.matrix.load import parse_matrix
+from harness.matrix.overrides import parse_sets
+
+MATRIX = """\
+version: 1
+matrices:
+  cpu:
+    axes:
+      torch:
+        - {torch: "2.0.1", transformers: "4.46.3"}
+        - {torch: "2.5.1", transformers: "4.46.3"}
+        - {torch: "2.15.0", transformers: "*"}
+      numpy: ["<2", ">=2"]
+  gpu:
+    cuda: "12.1"
+    axes:
+      te: ["2.2.0", "2.8.0"]
+environments:
+  pinned:
+    pins: {torch: "2.4.1"}
+expect:
+  - {environment: "cpu:torch=2.0.1*", outcome: PASS, why: a rule about a replaced release}
+"""
+
+
+def names(*sets: str) -> tuple[list[str], list[str]]:
+    spec = parse_matrix(MATRIX, file="matrix.yaml", base=Path(), overrides=parse_sets(sets))
+    return [e.name for e in spec.environments], list(spec.set_notes)
+
+
+def test_an_axis_becomes_the_one_value_the_newest_row_kept() -> None:
+    envs, notes = names("torch=2.6.0")
+    assert envs == ["cpu:torch=2.6.0,numpy<2", "cpu:torch=2.6.0,numpy>=2",
+                    "gpu:te=2.2.0", "gpu:te=2.8.0", "pinned"]
+    spec = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("torch", "2.6.0"),))
+    # The linked row of the newest release it replaces: transformers "*", not 4.46.3.
+    assert spec.environments[0].requirements == ("torch==2.6.0", "transformers", "numpy<2")
+    assert spec.environment("pinned").requirements == ("torch==2.6.0",)
+    assert notes == ["--set torch=2.6.0: replaced in matrices.cpu, environments.pinned"]
+    assert spec.expect == ()  # a rule about environments the bump replaced holds for none
+
+
+def test_several_keys_in_one_flag_and_a_key_named_nowhere_is_added() -> None:
+    envs, notes = names("te=2.9.0,flash_attn=*")
+    assert envs == ["cpu:torch=2.0.1,numpy<2,flash_attn=*", "cpu:torch=2.0.1,numpy>=2,"
+                    "flash_attn=*", "cpu:torch=2.5.1,numpy<2,flash_attn=*",
+                    "cpu:torch=2.5.1,numpy>=2,flash_attn=*", "cpu:torch=2.15.0,numpy<2,"
+                    "flash_attn=*", "cpu:torch=2.15.0,numpy>=2,flash_attn=*",
+                    "gpu:te=2.9.0,flash_attn=*", "pinned"]
+    assert notes == ["--set te=2.9.0: replaced in matrices.gpu",
+                     "--set flash_attn=*: named nowhere in the matrix; added to every "
+                     "environment"]
+
+
+def test_a_setting_is_replaced_where_it_is_set() -> None:
+    spec = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("cuda", "12.4"),))
+    assert spec.environment("gpu:te=2.2.0").cuda == "12.4"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("torch", "--set torch: expected KEY=VALUE, like torch=2.6.0"),
+    ("torch=", "--set torch=: expected KEY=VALUE"),
+    ("torch=2.6.0junk", "--set torch=2.6.0junk: '2.6.0junk' is not a version, a specifier, "
+                        "'*' or a URL"),
+])
+def test_a_bad_set_is_one_line(given: str, message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        parse_sets([given])
+    assert str(info.value).startswith(message)

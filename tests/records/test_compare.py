@@ -1,0 +1,44 @@
+"""Which earlier cell a cell is compared with: the same one, or, for a --set bump, the one
+the bump replaced."""
+
+from __future__ import annotations
+
+from harness.core.results import CellResult, Outcome
+from harness.records.compare import bumped, match_previous
+from harness.report.build import diff_runs
+
+
+def cell(torch: str, numpy: str, variant: str, outcome: Outcome) -> CellResult:
+    env = f"cpu:torch={torch},numpy{numpy}"
+    return CellResult(run_id="r", cell_id=f"{env}/{variant}", environment=env,
+                      values={"torch": torch, "numpy": numpy}, env_key=env, backend="uv",
+                      case_id="probes", variant=variant, nodeid=f"t.py::{variant}",
+                      hardware_target="cpu", outcome=outcome,
+                      fingerprint={"key": {"torch": torch}})
+
+
+NIGHT = [cell(t, n, "numpy_bridge", o) for t, n, o in (
+    ("2.0.1", ">=2", Outcome.REPRODUCED), ("2.5.1", ">=2", Outcome.PASS),
+    ("2.2.2", ">=2", Outcome.REPRODUCED), ("2.5.1", "<2", Outcome.PASS))]
+
+
+def test_a_bump_is_compared_with_the_newest_release_it_replaced() -> None:
+    bump = [cell("2.6.0", ">=2", "numpy_bridge", Outcome.FAIL),
+            cell("2.6.0", "<2", "numpy_bridge", Outcome.PASS),
+            cell("2.6.0", "<2", "new_probe", Outcome.PASS)]
+    paired = match_previous(NIGHT, bump, ("torch",))
+    assert {k[0]: v.environment for k, v in paired.items()} == {
+        "cpu:torch=2.6.0,numpy>=2": "cpu:torch=2.5.1,numpy>=2",
+        "cpu:torch=2.6.0,numpy<2": "cpu:torch=2.5.1,numpy<2"}
+    changes = diff_runs(NIGHT, bump, ("torch",))
+    assert [(c["class"], c["environment"], c["before"], c["after"]) for c in changes] == [
+        ("new failure", "cpu:torch=2.6.0,numpy>=2", "PASS", "FAIL"),
+        ("versions changed", "cpu:torch=2.6.0,numpy<2", "PASS", "PASS"),
+        ("new cell", "cpu:torch=2.6.0,numpy<2", "", "PASS")]  # nothing "gone"
+    assert changes[0]["versions"] == {"torch": "2.5.1 -> 2.6.0"}
+    # Without the bump's keys, nothing matches: every cell is new, every old one gone.
+    assert {c["class"] for c in diff_runs(NIGHT, bump)} == {"new cell", "gone"}
+
+
+def test_bumped_keys_come_from_the_records() -> None:
+    assert bumped([{"set": {"torch": "2.6.0"}}, {"set": {}}, {}]) == ("torch",)
