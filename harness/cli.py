@@ -113,6 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "releases (what resolved is in the run record)")
     _expectations(p, DEFAULT_FAIL_ON)
 
+    p = sub.add_parser("bisect", help="the first release of an axis where one cell's "
+                       "outcome changes: builds and runs only the releases binary search needs")
+    _common(p)
+    p.add_argument("--axis", required=True, help="the axis to bisect (torch, te, ...)")
+    p.add_argument("--good", metavar="VERSION",
+                   help="a release with the one outcome (with --bad; default: found in the "
+                        "newest run that has the cell)")
+    p.add_argument("--bad", metavar="VERSION", help="a release with the other outcome")
+    p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                   help="CPU slots for each probe's run")
+
     p = sub.add_parser("report", help="write a run's report site (index, a page per failure, "
                        "grid, every cell; md, csv, json, junit) and print its summary")
     p.add_argument("run_id", nargs="*", default=["latest"],
@@ -241,7 +252,7 @@ COMMANDS = {"plan": "plan:cmd_plan", "run": "run:cmd_run", "report": "records:cm
             "history": "records:cmd_history", "envs": "envs:cmd_envs",
             "wheelhouse": "envs:cmd_wheelhouse", "images": "envs:cmd_images",
             "doctor": "machine:cmd_doctor", "cases": "machine:cmd_cases",
-            "lock": "plan:cmd_lock"}
+            "lock": "plan:cmd_lock", "bisect": "bisect:cmd_bisect"}
 
 
 def command(name: str) -> Callable[[argparse.Namespace], int]:

@@ -184,6 +184,7 @@ class MatrixSpec:
     resolutions: tuple[Resolution, ...] = ()
     sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE, as given
     set_notes: tuple[str, ...] = ()  # where each --set landed
+    distributions: dict[str, str] = field(default_factory=dict)  # axis -> distribution
 
     @property
     def needs_cases(self) -> bool:

@@ -9,8 +9,11 @@ and a machine without the index plans from the lock.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+from packaging.version import InvalidVersion, Version
 
 #: How a query picks among the matching releases.
 PICKS = ("latest-patch", "all")
@@ -110,3 +113,27 @@ class Resolver(Protocol):
 
     def resolve(self, query: ReleaseQuery, python: str, indexes: tuple[str, ...]
                 ) -> Resolution: ...
+
+
+T = TypeVar("T")
+
+
+def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> T:
+    """Of ``items`` (rows of a linked axis, a run's cells), the one in force for release
+    ``value``: the newest whose version is at most ``value``, else the oldest; for a value
+    that is no version (``*``, ``<2``), the newest."""
+    ranked = sorted(items, key=lambda item: _rank(version_of(item)))
+    try:
+        target = Version(value.lstrip("="))
+    except InvalidVersion:
+        return ranked[-1]
+    below = [i for i in ranked if _rank(version_of(i)) <= (1, target)]
+    return below[-1] if below else ranked[0]
+
+
+def _rank(text: str) -> tuple[int, Any]:
+    """Versions in order, after anything that is not one."""
+    try:
+        return (1, Version(str(text).lstrip("=")))
+    except InvalidVersion:
+        return (0, str(text))

@@ -134,7 +134,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
                       runners=runners, expect=expect, suites=suites,
                       resolutions=tuple(top.resolutions.values()), sets=overrides,
-                      set_notes=tuple(set_notes),
+                      set_notes=tuple(set_notes), distributions=distributions,
                       cases_dir_line=src.line(("cases_dir",)),
                       body_line=src.line(("matrices",) if "matrices" in root
                                          else ("environments",)))

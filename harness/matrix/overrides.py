@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import UsageError
+from harness.core.releases import in_force
 
 #: Settings ``--set`` may change: those that identify a combination.
 SETTABLE = ("backend", "python", "cuda", "image")
@@ -95,11 +95,12 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
     for axis, values in list(axes.items()):
         if axis == key and isinstance(values, list) and values and all(
                 isinstance(v, dict) and key in v for v in values):
-            # A linked axis named for the key: its newest row, the key set (a bump takes
-            # what goes with the newest release it replaces).
-            newest = dict(max(values, key=lambda v: _order(v[key])))
-            newest[key] = value
-            axes[axis] = [newest]
+            # A linked axis named for the key: the row in force for the value (the newest
+            # release up to it; else the oldest), the key set: a bump, or a bisect's probe,
+            # takes what goes with the release it replaces.
+            row = dict(in_force(values, value, lambda v: v[key]))
+            row[key] = value
+            axes[axis] = [row]
             hit = True
         elif axis == key:
             axes[axis] = [value]  # a plain axis, or a release query: this one value
@@ -130,13 +131,6 @@ def _add(data: dict[str, Any], key: str, value: str) -> None:
     for env in _mapping(data.get("environments")).values():
         if isinstance(env, dict):
             env.setdefault("pins", {})[key] = value
-
-
-def _order(value: Any) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(str(value)))
-    except InvalidVersion:
-        return (0, str(value))
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
+from harness.core.releases import in_force
 from harness.core.results import CellResult
 
 LogicalKey = tuple[str, str, str]
@@ -17,7 +16,8 @@ def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
     """The cell of ``old`` each cell of ``new`` is compared with, by the new cell's logical
     key: the cell with the same logical key; or, for the keys a ``--set`` bump replaced
     (``moved``: ``torch``), the cell whose environment differs only in those keys (of
-    several, the one with the newest release: the bump is from there)."""
+    several, the one in force for the new value: the newest release up to it, else the
+    oldest; the bump is from there)."""
     if not moved:
         return {r.logical_key: r for r in old}
 
@@ -25,22 +25,17 @@ def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
         rest = tuple(sorted((k, v) for k, v in r.values.items() if k not in moved))
         return (r.environment.split(":", 1)[0], rest, r.case_id, r.variant, r.hardware_target)
 
-    def newest(r: CellResult) -> tuple[tuple[int, Any], ...]:
-        return tuple(_order(r.values.get(k, "")) for k in moved)
-
-    chosen: dict[tuple[Any, ...], CellResult] = {}
+    candidates: dict[tuple[Any, ...], list[CellResult]] = {}
     for r in old:
-        key = neutral(r)
-        if key not in chosen or newest(r) > newest(chosen[key]):
-            chosen[key] = r
-    return {r.logical_key: chosen[neutral(r)] for r in new if neutral(r) in chosen}
-
-
-def _order(value: str) -> tuple[int, Any]:
-    try:
-        return (1, Version(value.lstrip("=")))
-    except InvalidVersion:
-        return (0, value)
+        candidates.setdefault(neutral(r), []).append(r)
+    out = {}
+    for r in new:
+        found = candidates.get(neutral(r))
+        if found:
+            # Several keys moved: the first decides (a bump of one is the common case).
+            out[r.logical_key] = in_force(found, r.values.get(moved[0], ""),
+                                          lambda c: c.values.get(moved[0], ""))
+    return out
 
 
 def bumped(metas: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from harness.core import jsonio
 from harness.core.bulk import side_by_side
 from harness.core.results import CellResult, Outcome
 from harness.records.baseline import Baseline
+from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
 from harness.records.expect import Verdict, judge_runs, summary_lines
 from harness.records.history import write_index
@@ -157,7 +158,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         write_junit(results, f"ml-compat-harness {name}", paths["junit"])
 
     def site_files() -> None:  # the pages and their markdown twin
-        site = build_site(results, environments, cases, metas, logs, changes, since)
+        site = build_site(results, environments, cases, metas, logs, changes, since,
+                          bisects=_bisects(stores, {r.case_id for r in results}))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
         paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
         against = "\n".join(summary_lines(verdicts, limit=200))
@@ -171,7 +173,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     side_by_side(data_files, site_files, "writing compat.csv, compat.json and junit.xml")
     if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
         problems = check_report(out_dir, results, environments, cases,
-                                previous.results() if previous is not None else None, moved)
+                                previous.results() if previous is not None else None, moved,
+                                reports_dir_of(stores[0].run_dir))
         if problems:
             raise RuntimeError("the report contradicts its record:\n" + "\n".join(problems))
     return paths
@@ -282,6 +285,21 @@ def _case_lines(cases: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _bisects(stores: Sequence[RunStore], case_ids: set[str]) -> dict[str, list[str]]:
+    """What bisects found for these cases, newest per cell and axis (from the reports folder
+    of the first run)."""
+    where = reports_dir_of(stores[0].run_dir) if stores else None
+    newest: dict[tuple[Any, ...], BisectRecord] = {}
+    for record in read_bisects(where) if where else []:
+        if record.case in case_ids:
+            newest[(record.case, record.variant, record.hardware, record.origin,
+                    tuple(sorted(record.values.items())), record.axis)] = record
+    out: dict[str, list[str]] = {}
+    for record in newest.values():
+        out.setdefault(record.case, []).append(sentence(record))
+    return out
+
+
 def diff_runs(old: list[CellResult], new: list[CellResult], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
     """What changed between two runs, cell by cell, matched by logical key (environment,
@@ -338,6 +356,11 @@ def _change(kind: str, key: tuple[str, str, str], was: CellResult | None,
         "cell_id": either.cell_id if either else ""}
     if was is not None and now is not None:
         old_v, new_v = _versions(was), _versions(now)
+        # A bump's cells differ in the axis values it set, whether or not the fingerprint
+        # names that package among its key versions.
+        for name in set(was.values) | set(now.values):
+            if was.values.get(name) != now.values.get(name) and name not in old_v | new_v:
+                old_v[name], new_v[name] = was.values.get(name, "-"), now.values.get(name, "-")
         change["versions"] = {name: f"{old_v.get(name, '-')} -> {new_v.get(name, '-')}"
                               for name in sorted(set(old_v) | set(new_v))
                               if old_v.get(name) != new_v.get(name) and name != "(freeze)"}

@@ -19,11 +19,12 @@ import html
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.core.results import CellResult, Outcome, counted
+from harness.records.bisects import probe_result, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
@@ -62,7 +63,7 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
                  environments: Mapping[str, Mapping[str, Any]],
                  cases: Mapping[str, Mapping[str, Any]],
                  previous: Sequence[CellResult] | None = None,
-                 moved: Sequence[str] = ()) -> list[str]:
+                 moved: Sequence[str] = (), reports_dir: Path | None = None) -> list[str]:
     """Contradictions between the report in ``report_dir`` and the results it reports."""
     md = (report_dir / "compat.md").read_text(encoding="utf-8").splitlines()
     by_env: dict[str, list[CellResult]] = defaultdict(list)
@@ -84,7 +85,7 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
             problems += _suite(section, mine, versions)
             continue
         problems += _table(section, mine, versions, broken)
-        problems += _verdict(section, mine, cases, broken)
+        problems += _verdict(section, mine, cases, broken, reports_dir)
     problems += _grid(grid, by_case.get(PROBES, []), versions, cases)
     if previous is not None:
         problems += _since(since, results, previous, moved)
@@ -241,7 +242,8 @@ def _same(where: str, said: set[str], hidden: int, want: set[str]) -> list[str]:
 
 
 def _verdict(section: _Section, results: Sequence[CellResult],
-             cases: Mapping[str, Mapping[str, Any]], broken: set[str]) -> list[str]:
+             cases: Mapping[str, Mapping[str, Any]], broken: set[str],
+             reports_dir: Path | None = None) -> list[str]:
     where = f"compat.md {section.case} verdict"
     keys = [] if not section.header or section.header[0] == "environment" \
         else section.header[0].split(" · ")
@@ -289,6 +291,8 @@ def _verdict(section: _Section, results: Sequence[CellResult],
             else:
                 said, hidden = _values(text, tested)
                 problems += _same(f"{where} 'not affected'", said, hidden, clean)
+        elif part.startswith("bisect: "):
+            problems += _bisected(where, section.case, part, reports_dir)
         else:
             problems += _other_part(where, part, ran, value, tested, key, by_env, results)
     if affected and not claimed["affected"]:
@@ -296,6 +300,25 @@ def _verdict(section: _Section, results: Sequence[CellResult],
     if clean and not claimed["not affected"]:
         problems.append(f"{where}: does not say it did not reproduce on {sorted(clean)}")
     return problems
+
+
+def _bisected(where: str, case: str, part: str, reports_dir: Path | None) -> list[str]:
+    """A bisect's sentence holds when a bisect record of this case says it with the
+    outcomes its probes' runs recorded (not the outcomes the bisect record repeats)."""
+    if reports_dir is None:
+        return [f"{where}: says {part!r}, but the run is outside a reports folder"]
+    for record in read_bisects(reports_dir):
+        if record.case != case:
+            continue
+        last = probe_result(reports_dir, record, record.last)
+        first = probe_result(reports_dir, record, record.first)
+        if last is None or first is None:
+            continue  # its probes' runs are gone: it proves nothing
+        seen = replace(record, last={**record.last, "outcome": last[0], "signature": last[1]},
+                       first={**record.first, "outcome": first[0], "signature": first[1]})
+        if sentence(seen) == part:
+            return []
+    return [f"{where}: says {part!r}, which no bisect of {case} shows in its probes' runs"]
 
 
 def _other_part(where: str, part: str, ran: Sequence[CellResult], value: Mapping[str, str],
@@ -566,7 +589,8 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
     # The run before as the report's "what changed" read it (diff_runs over its results).
     before = previous.results() if previous is not None else None
     return check_report(report_dir, results, merged_environments(s.meta for s in stores),
-                        merged_cases(stores), before, bumped(s.meta for s in stores))
+                        merged_cases(stores), before, bumped(s.meta for s in stores),
+                        reports_dir_of(stores[0].run_dir) if stores else None)
 
 
 _PAGE_ROW = re.compile(r'<tr><th class="row" title="([^"]*)">.*?</th>(.*?)</tr>', re.S)

@@ -42,8 +42,14 @@ def test_an_axis_becomes_the_one_value_the_newest_row_kept() -> None:
     assert envs == ["cpu:torch=2.6.0,numpy<2", "cpu:torch=2.6.0,numpy>=2",
                     "gpu:te=2.2.0", "gpu:te=2.8.0", "pinned"]
     spec = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("torch", "2.6.0"),))
-    # The linked row of the newest release it replaces: transformers "*", not 4.46.3.
-    assert spec.environments[0].requirements == ("torch==2.6.0", "transformers", "numpy<2")
+    # The linked row in force for 2.6.0 (2.5.1's: transformers 4.46.3, not 2.15.0's "*").
+    assert spec.environments[0].requirements == ("torch==2.6.0", "transformers==4.46.3",
+                                                 "numpy<2")
+    later = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("torch", "2.16.0"),))
+    assert later.environments[0].requirements == ("torch==2.16.0", "transformers", "numpy<2")
+    older = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("torch", "1.13.1"),))
+    assert older.environments[0].requirements == ("torch==1.13.1", "transformers==4.46.3",
+                                                  "numpy<2")
     assert spec.environment("pinned").requirements == ("torch==2.6.0",)
     assert notes == ["--set torch=2.6.0: replaced in matrices.cpu, environments.pinned"]
     assert spec.expect == ()  # a rule about environments the bump replaced holds for none

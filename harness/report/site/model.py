@@ -184,7 +184,8 @@ def _unbuildable(results: Sequence[CellResult]) -> str | None:
 def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping[str, Any]],
                cases: Mapping[str, Mapping[str, Any]], meta: Sequence[Mapping[str, Any]],
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
-               since: str | None = None) -> Site:
+               since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None
+               ) -> Site:
     by_env: dict[str, list[CellResult]] = defaultdict(list)
     for r in results:
         by_env[r.environment].append(r)
@@ -194,7 +195,8 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
     for r in results:
         by_case[r.case_id].append(r)
     suites = suite_names(results, cases)
-    failures = tuple(_failure_table(c, rs, versions, cases, broken, links)
+    failures = tuple(_failure_table(c, rs, versions, cases, broken, links,
+                                    (bisects or {}).get(c, ()))
                      for c, rs in by_case.items() if c != PROBES and c not in suites)
     probes = by_case.get(PROBES, [])
     return Site(header=_header(results, meta), failures=failures,
@@ -243,7 +245,9 @@ def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[st
 def _failure_table(case: str, results: Sequence[CellResult],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
-                   links: Mapping[str, str]) -> FailureTable:
+                   links: Mapping[str, str], bisected: Sequence[str] = ()) -> FailureTable:
+    """``bisected``: what bisects of this case found (``records.bisects.sentence``), said
+    after the verdict's own parts."""
     meta = next((m for m in cases.values() if m.get("case") == case), {})
     # A variant that reproduces: declared so (its signatures), or seen doing it (records
     # made before case metadata was kept).
@@ -281,7 +285,7 @@ def _failure_table(case: str, results: Sequence[CellResult],
     tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
     not_tested = tuple(h for h in hardware if h not in tried)
     verdict = _verdict([r for r in results if r.environment in ran_set], versions, varying,
-                       repro, not_tested, table_broken)
+                       repro, not_tested, table_broken) + tuple(bisected)
     return FailureTable(
         case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
         title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),

@@ -1,0 +1,219 @@
+"""``harness bisect``: the first release of an axis where one cell's outcome changes.
+
+The cell is what ``-k``, ``--only`` and ``--hardware`` select, apart from the bisected axis.
+The good and bad values are given, or found in the newest run that has the cell (the first
+two neighbouring values whose outcomes differ). Each release probed is an ordinary run
+(``bisect-...`` under reports/runs) of the matrix with ``--set AXIS=RELEASE``; the finding
+goes to reports/bisects/, where the report's failure page reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from itertools import islice, pairwise
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from harness.commands.options import run_options
+from harness.core.errors import UsageError
+from harness.core.matrix import requirement_name
+from harness.core.releases import ReleaseQuery
+from harness.core.results import CellResult, Outcome
+from harness.matrix.lock import Releases
+from harness.matrix.sources import offline_from_environment
+from harness.plan.bisect import Probe, probes_needed, search
+from harness.plan.cells import Cell
+from harness.records.bisects import BisectRecord, write_bisect
+from harness.records.runs import newest_first
+from harness.records.store import RunStore
+from harness.workflow import RunOptions, RunState, execute, load_spec, plan_cells, probe_targets
+
+#: How many recent runs are searched for a value's outcome before probing it.
+LOOK_BACK = 10
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    options = replace(run_options(args), sets=(), report=False, fail_on="any")
+    axis = args.axis
+    if bool(args.good) != bool(args.bad):
+        raise UsageError("give both --good and --bad, or neither (found from the last run)")
+    cells, distributions = _selected(options, axis)
+    spec = cells[0]
+    origin = spec.env.origin
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    probed = 0
+
+    def probe(version: str) -> Probe:
+        nonlocal probed
+        probed += 1
+        run_id = f"bisect-{stamp}-{axis}-{version}"
+        print(f"bisect: probing {axis} {version} (run {run_id})", flush=True)
+        execute(RunState(options=replace(options, sets=((axis, version),), run_id=run_id)))
+        store = RunStore.open(options.reports_dir, run_id)
+        found = _one(store.results(), spec)
+        result = _probe(version, found, run_id)
+        said = "could not be built (skipped)" if result.skipped else result.shown
+        print(f"bisect: {axis} {version}: {said}", flush=True)
+        return result
+
+    if args.good:
+        good = _recorded(options, axis, args.good, spec) or probe(args.good)
+        bad = _recorded(options, axis, args.bad, spec) or probe(args.bad)
+    else:
+        good, bad = _from_last_run(options, axis, cells)
+        print(f"bisect: from run {bad.run_id or good.run_id}: {axis} {good.version} "
+              f"{good.shown}, {bad.version} {bad.shown}")
+    for end in (good, bad):
+        if end.skipped:
+            raise UsageError(f"{axis} {end.version}: its environment could not be built; "
+                             "bisect needs both ends to run")
+    if good.kind == bad.kind:
+        raise UsageError(f"{axis} {good.version} and {bad.version} both give {good.shown}: "
+                         "nothing to bisect")
+    candidates = _between(options, spec, distributions.get(axis, axis), good.version,
+                          bad.version)
+    print(f"bisect: {len(candidates)} releases of {axis} between {good.version} and "
+          f"{bad.version}; at most {probes_needed(len(candidates))} to build")
+    before = probed
+    boundary = search(candidates, good, bad, probe)
+    lines = [f"  {p.version}: {'could not be built (skipped)' if p.skipped else p.shown}"
+             + (f"  [{p.run_id}]" if p.run_id else "") for p in boundary.probes]
+    verb = _verb(boundary.last, boundary.first)
+    where = (f"first {verb} in {axis} {boundary.first.version} (last {boundary.last.shown}: "
+             f"{axis} {boundary.last.version})")
+    if boundary.untested:
+        where += (f"; or at {', '.join(boundary.untested)}, whose environments could not be "
+                  "built")
+    print(f"bisect: {spec.case.label} @{spec.hardware} in {origin}")
+    print("\n".join(lines) if lines else "  (no release between them: they are the boundary)")
+    print(f"bisect: {where}; {probed - before} of {len(candidates)} releases probed")
+    record = BisectRecord(
+        bisect_id=f"{stamp}-{spec.case.case_id}-{spec.case.variant}-{axis}".replace("/", "_"),
+        axis=axis, case=spec.case.case_id, variant=spec.case.variant, hardware=spec.hardware,
+        origin=origin, values={k: v for k, v in spec.env.values if k != axis},
+        last=boundary.last.to_dict(), first=boundary.first.to_dict(),
+        probes=[p.to_dict() for p in boundary.probes], untested=list(boundary.untested),
+        created=time.time(), package=requirement_name(distributions.get(axis, axis)))
+    print(f"bisect: recorded {write_bisect(options.reports_dir, record)}")
+    return 0
+
+
+def _verb(last: Probe, first: Probe) -> str:
+    """How the change reads: fixed, affected, or just another outcome."""
+    if last.outcome == "REPRODUCED" and first.outcome == "PASS":
+        return "fixed"
+    if last.outcome == "PASS" and first.outcome == "REPRODUCED":
+        return "affected"
+    return first.shown
+
+
+def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str]]:
+    """The selected cells along ``axis`` (one per value), which must be one cell apart
+    from it, and the matrix's axis -> distribution names."""
+    state = plan_cells(probe_targets(load_spec(RunState(options=options))))
+    assert state.plan is not None and state.spec is not None
+    cells = [c for c in state.plan.cells if axis in dict(c.env.values)]
+    if not cells:
+        raise UsageError(f"no selected cell's environment has an axis {axis!r}")
+    groups: dict[Any, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(_neutral(cell, axis), []).append(cell)
+    if len(groups) > 1:
+        shown = "; ".join(f"{c[0].env.name} {c[0].case.label} @{c[0].hardware}"
+                          for c in islice(groups.values(), 3))
+        raise UsageError(f"the selection holds {len(groups)} cells apart from {axis} ({shown}"
+                         f"{'; ...' if len(groups) > 3 else ''}): bisect follows one; narrow "
+                         "it with -k, --only or --hardware")
+    return (sorted(cells, key=lambda c: _version(dict(c.env.values)[axis]) or Version("0")),
+            state.spec.distributions)
+
+
+def _neutral(cell: Cell, axis: str) -> tuple[Any, ...]:
+    rest = tuple(sorted((k, v) for k, v in cell.env.values if k != axis))
+    return (cell.env.origin, rest, cell.case.label, cell.hardware)
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _one(results: Iterable[CellResult], like: Cell) -> CellResult:
+    """The result of the cell ``like`` stands for (the same but for the bisected axis)."""
+    found = [r for r in results if r.case_id == like.case.case_id
+             and r.variant == like.case.variant and r.hardware_target == like.hardware
+             and r.outcome is not Outcome.NOT_RUN and not r.parent]
+    if len(found) != 1:
+        raise UsageError(f"a probe ran {len(found)} cells of {like.case.label}, not one")
+    return found[0]
+
+
+def _probe(version: str, result: CellResult, run_id: str) -> Probe:
+    return Probe(version=version, outcome=str(result.outcome), signature=result.signature,
+                 reason=result.reason.strip().splitlines()[0] if result.reason.strip() else "",
+                 run_id=run_id,
+                 skipped=result.outcome is Outcome.ERROR and not result.fingerprint)
+
+
+def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe | None:
+    """``version``'s outcome for the cell, from the newest recent run that has that very cell
+    (the same content id: the same environment); None to probe it."""
+    state = plan_cells(probe_targets(load_spec(RunState(
+        options=replace(options, sets=((axis, version),))))))
+    assert state.plan is not None
+    wanted = {c.cell_id for c in state.plan.cells if _neutral(c, axis) == _neutral(like, axis)}
+    for run_dir in islice(newest_first(options.reports_dir), LOOK_BACK):
+        store = RunStore(run_dir)
+        for result in store.results():
+            if result.cell_id in wanted and result.outcome is not Outcome.NOT_RUN:
+                found = _probe(version, result, store.run_id)
+                if not found.skipped:
+                    return found
+    return None
+
+
+def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[Probe, Probe]:
+    """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest
+    run that has the cell."""
+    ids = {c.cell_id: dict(c.env.values)[axis] for c in cells}
+    for run_dir in islice(newest_first(options.reports_dir), LOOK_BACK):
+        store = RunStore(run_dir)
+        seen = [(ids[r.cell_id], r) for r in store.results()
+                if r.cell_id in ids and r.outcome is not Outcome.NOT_RUN]
+        probes = sorted((_probe(v, r, store.run_id) for v, r in seen),
+                        key=lambda p: _version(p.version) or Version("0"))
+        probes = [p for p in probes if not p.skipped and _version(p.version)]
+        for older, newer in pairwise(probes):
+            if older.kind != newer.kind:
+                return older, newer
+        if len(probes) > 1:
+            raise UsageError(f"in run {store.run_id}, {cells[0].case.label} gives "
+                             f"{probes[0].shown} at every {axis} it ran: nothing to bisect "
+                             "(or give --good and --bad)")
+    raise UsageError(f"no recent run has {cells[0].case.label} at two values of {axis}: run "
+                     "the matrix first, or give --good and --bad")
+
+
+def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str
+             ) -> list[str]:
+    """The releases strictly between ``good`` and ``bad`` on the environment's indexes, for
+    its Python, in the order from good to bad."""
+    low, high = _version(good), _version(bad)
+    if low is None or high is None:
+        raise UsageError(f"bisect goes between two releases of {distribution}, not {good!r} "
+                         f"and {bad!r}")
+    dist = requirement_name(distribution)
+    releases = Releases.for_matrix(options.matrix, find_links=tuple(
+        str(f) for f in options.find_links),
+        mode="offline" if offline_from_environment(options.offline) else "refresh")
+    lo, hi = sorted((low, high))
+    found = releases.resolve(ReleaseQuery(dist=dist, releases=f">{lo},<{hi}", pick="all"),
+                             like.env.python, like.env.index_urls)
+    versions = list(found.versions)
+    return versions if low < high else versions[::-1]

@@ -1,0 +1,124 @@
+"""Bisect records: where an outcome changes along an axis, with every probe's run.
+
+``reports/bisects/<id>.json``, one per ``harness bisect``. Each probe is an ordinary run
+under ``reports/runs``; the record says which, so a report's "first fixed in" line is
+checked against those runs' results, not against the record's say-so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.atomic import write_text
+from harness.core.errors import StoreError
+from harness.records.store import RunStore
+
+BISECT_FORMAT = "ml-compat-harness bisect 1"
+FOLDER = "bisects"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BisectRecord:
+    """What one bisect found, for the cell ``case::variant`` on ``hardware`` in the
+    environments of ``origin`` whose other values are ``values``."""
+
+    bisect_id: str
+    axis: str
+    case: str  # case id
+    variant: str
+    hardware: str
+    origin: str  # the matrix (or named environment) the cell's environments come from
+    values: dict[str, str]  # the cell's other axis values (not the bisected one)
+    last: dict[str, Any]  # plan.bisect.Probe.to_dict(): the last release with the outcome
+    first: dict[str, Any]  # ... and the first with another
+    probes: list[dict[str, Any]]
+    untested: list[str]  # releases between last and first that could not be built
+    created: float = 0.0
+    package: str = ""  # the axis's distribution, as the report's tables name it
+
+    @property
+    def exact(self) -> bool:
+        return not self.untested
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": BISECT_FORMAT, "bisect_id": self.bisect_id, "axis": self.axis,
+                "case": self.case, "variant": self.variant, "hardware": self.hardware,
+                "origin": self.origin, "values": self.values, "last": self.last,
+                "first": self.first, "probes": self.probes, "untested": self.untested,
+                "created": self.created, "package": self.package}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BisectRecord:
+        fields = {k: v for k, v in data.items() if k != "format"}
+        return cls(**fields)
+
+
+def write_bisect(reports_dir: Path, record: BisectRecord) -> Path:
+    folder = reports_dir / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{record.bisect_id}.json"
+    write_text(path, json.dumps(record.to_dict(), indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def read_bisects(reports_dir: Path) -> list[BisectRecord]:
+    """Every bisect under ``reports_dir``, oldest first (a newer one of the same cell wins
+    where a reader keeps one)."""
+    folder = reports_dir / FOLDER
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != BISECT_FORMAT:
+                continue  # another tool's file, or a newer format: not ours to read
+            found.append(BisectRecord.from_dict(data))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise StoreError(f"{path}: unreadable bisect record: {exc}") from None
+    return sorted(found, key=lambda r: (r.created, r.bisect_id))
+
+
+def reports_dir_of(run_dir: Path) -> Path | None:
+    """The reports folder a run folder sits in (``<reports>/runs/<id>``), where its bisects
+    are; None for a run folder kept anywhere else."""
+    return run_dir.parent.parent if run_dir.parent.name == "runs" else None
+
+
+def sentence(record: BisectRecord) -> str:
+    """How a failure page's verdict says what a bisect found (``harness.report.check``
+    reads it back)."""
+    last, first = record.last, record.first
+    verb = ("fixed" if (last["outcome"], first["outcome"]) == ("REPRODUCED", "PASS") else
+            "affected" if (last["outcome"], first["outcome"]) == ("PASS", "REPRODUCED") else
+            shown(first))
+    name = record.package or record.axis
+    text = (f"bisect: first {verb} in {name} {first['version']} (last {shown(last)}: "
+            f"{name} {last['version']}; {record.variant} @{record.hardware})")
+    if record.untested:
+        text += f"; or at {', '.join(record.untested)} (could not be built)"
+    return text
+
+
+def shown(probe: dict[str, Any]) -> str:
+    return str(probe["outcome"]) + (f" ({probe['signature']})" if probe.get("signature")
+                                    else "")
+
+
+def probe_result(reports_dir: Path, record: BisectRecord, probe: dict[str, Any]
+                 ) -> tuple[str, str | None] | None:
+    """What the run a probe names recorded for the bisected cell: (outcome, signature);
+    None when the run or the cell is not there."""
+    try:
+        store = RunStore.open(reports_dir, probe["run_id"])
+    except StoreError:
+        return None
+    for result in store.results():
+        if (result.case_id, result.variant, result.hardware_target) == (
+                record.case, record.variant, record.hardware) and str(
+                result.outcome) != "NOT_RUN" and not result.parent:
+            return (str(result.outcome), result.signature)
+    return None

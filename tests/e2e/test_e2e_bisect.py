@@ -1,0 +1,144 @@
+"""A bump and a bisect for real, against a local index: a folder of small real wheels of a
+package (``mlcompat-bisect-probe``, 1.0 ... 1.7, broken before 1.5) that a case reproduces
+the failure of. Environments are built by uv, cells run by pytest, the report checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.records.bisects import read_bisects
+from harness.records.store import RunStore
+from tests.conftest import ROOT, write_matrix
+from tests.packages import make_wheel
+
+VERSIONS = [f"1.{i}" for i in range(8)]
+CASE = '''\
+"""A package that was broken before 1.5."""
+
+from harness_case import Signature
+
+OLD = Signature("old-probe", "ValueError", r"the probe package is broken")
+
+
+@OLD.reproduces
+def test_repro() -> None:
+    import mlcompat_bisect_probe as probe
+
+    if probe.BROKEN:
+        raise ValueError("the probe package is broken")
+'''
+MATRIX = """\
+version: 1
+cases_dir: cases
+defaults: {python: "@PY@", timeout: 300}
+matrices:
+  m:
+    hardware: [cpu]
+    axes:
+      probe: ["1.0", "1.7"]
+distributions:
+  probe: mlcompat-bisect-probe
+"""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("bisect")
+    wheels = root / "wheels"
+    wheels.mkdir()
+    for version in VERSIONS:
+        broken = tuple(int(p) for p in version.split(".")) < (1, 5)
+        make_wheel(wheels, "mlcompat-bisect-probe", version,
+                   {"mlcompat_bisect_probe/__init__.py": f"BROKEN = {broken}\n"})
+    cases = root / "cases"
+    cases.mkdir()
+    (cases / "pytest.ini").write_text("[pytest]\n")
+    (cases / "test_probe.py").write_text(CASE)
+    write_matrix(root / "matrix.yaml", MATRIX)
+    return root
+
+
+def harness(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(workdir / "cache")}
+    wheels = ["--find-links", str(workdir / "wheels")] if args[0] != "report" else []
+    done = subprocess.run([sys.executable, "-m", "harness", "--reports",
+                           str(workdir / "reports"), *args, *wheels], cwd=workdir, env=env,
+                          capture_output=True, text=True, check=False, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def night(workdir: Path) -> RunStore:
+    harness(workdir, "run", "-j", "2", "--run-id", "night")
+    return RunStore.open(workdir / "reports", "night")
+
+
+def outcomes(store: RunStore) -> dict[str, str]:
+    return {r.environment: str(r.outcome) for r in store.results()}
+
+
+def test_the_night_run_sees_both_outcomes(night: RunStore) -> None:
+    assert outcomes(night) == {"m:probe=1.0": "REPRODUCED", "m:probe=1.7": "PASS"}
+
+
+def test_bisect_builds_only_what_binary_search_needs(workdir: Path, night: RunStore) -> None:
+    done = harness(workdir, "bisect", "--axis", "probe", "-k", "probe::repro")
+    out = done.stdout
+    assert "from run night: probe 1.0 REPRODUCED (old-probe), 1.7 PASS" in out
+    assert "6 releases of probe between 1.0 and 1.7; at most 3 to build" in out
+    assert ("first fixed in probe 1.5 (last REPRODUCED (old-probe): probe 1.4)") in out
+    (record,) = read_bisects(workdir / "reports")
+    assert (record.last["version"], record.first["version"]) == ("1.4", "1.5")
+    probes = [p["run_id"] for p in record.probes]
+    assert 1 <= len(probes) <= 3  # ceil(log2(6)) + 1 = 4 allowed; binary search needs 3
+    # Each probe is an ordinary run with its one cell, of the release it probed.
+    for probe in record.probes:
+        store = RunStore.open(workdir / "reports", probe["run_id"])
+        assert store.meta["set"] == {"probe": probe["version"]}
+        assert [r.environment for r in store.results()] == [f"m:probe={probe['version']}"]
+    # The failure page says it, and the check proves it from the probes' runs.
+    report = harness(workdir, "report", "night", "--check")
+    assert "follows from the record" in report.stdout
+    page = (night.run_dir / "report" / "compat.md").read_text()
+    assert ("bisect: first fixed in mlcompat-bisect-probe 1.5 (last REPRODUCED (old-probe): "
+            "mlcompat-bisect-probe 1.4; repro @cpu)") in page
+
+
+def test_a_bump_in_one_line_says_what_changed(workdir: Path, night: RunStore) -> None:
+    done = harness(workdir, "run", "--set", "probe=1.3", "--run-id", "bump")
+    assert "--set probe=1.3: replaced in matrices.m" in done.stderr
+    bump = RunStore.open(workdir / "reports", "bump")
+    assert outcomes(bump) == {"m:probe=1.3": "REPRODUCED"}
+    data = json.loads((bump.run_dir / "report" / "compat.json").read_text())
+    assert data["since"] == "night"
+    (change,) = data["changes"]
+    # Compared with the cell of the release in force for 1.3 (the newest up to it: 1.0's).
+    assert change["versions"] == {"probe": "1.0 -> 1.3"}
+    assert (change["class"], change["before"], change["after"]) == (
+        "versions changed", "REPRODUCED", "REPRODUCED")
+
+
+def test_a_query_axis_against_the_local_index_and_the_lock(workdir: Path) -> None:
+    matrix = workdir / "query.yaml"
+    write_matrix(matrix, MATRIX.replace('probe: ["1.0", "1.7"]',
+                                        'probe: {releases: ">=1.2,<1.6", pick: all}'))
+    plan = harness(workdir, "plan", "-m", str(matrix))
+    assert "4 cells in 4 environments" in plan.stdout
+    locked = json.loads((workdir / "query.lock.json").read_text())
+    assert locked["resolutions"][0]["versions"] == ["1.2", "1.3", "1.4", "1.5"]
+    (workdir / "wheels" / "mlcompat_bisect_probe-1.3-py3-none-any.whl").rename(
+        workdir / "moved.whl")  # a release leaves the index: the lock still plans it
+    try:
+        assert "4 cells" in harness(workdir, "plan", "-m", str(matrix), "--offline").stdout
+        relocked = harness(workdir, "lock", "-m", str(matrix))
+        assert "gone: mlcompat-bisect-probe 1.3" in relocked.stdout
+    finally:
+        (workdir / "moved.whl").rename(
+            workdir / "wheels" / "mlcompat_bisect_probe-1.3-py3-none-any.whl")
