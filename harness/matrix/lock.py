@@ -18,7 +18,7 @@ from harness.core.atomic import write_text
 from harness.core.errors import UsageError
 from harness.core.releases import ReleaseQuery, Resolution, Target
 from harness.matrix.index import project_files
-from harness.matrix.releases import machine_platform, select
+from harness.matrix.releases import IndexFile, machine_platform, select
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
 MODES = ("lock", "refresh", "offline")
@@ -45,6 +45,7 @@ class Releases:
     find_links: tuple[str, ...] = ()
     locked: dict[Key, Resolution] = field(default_factory=dict)
     used: dict[Key, Resolution] = field(default_factory=dict)
+    files: dict[tuple[str, tuple[str, ...]], list[IndexFile]] = field(default_factory=dict)
 
     @classmethod
     def for_matrix(cls, matrix: Path, *, mode: str = "lock",
@@ -67,8 +68,12 @@ class Releases:
                              "--offline asks no index: run `harness lock` where the index is "
                              "reachable, or give --find-links")
         else:
-            files = project_files(query.dist, indexes=indexes, find_links=self.find_links,
-                                  offline=self.mode == "offline")
+            where = (query.dist, indexes)
+            if where not in self.files:  # one listing per project and index, every Python
+                self.files[where] = project_files(query.dist, indexes=indexes,
+                                                  find_links=self.find_links,
+                                                  offline=self.mode == "offline")
+            files = self.files[where]
             resolution = select(query, files, target, resolved_at=time.time())
         self.used[key] = resolution
         return resolution

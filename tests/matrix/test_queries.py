@@ -201,3 +201,21 @@ def test_an_extra_index_over_http_json(tmp_path: Path, index: Path, served: str)
     assert resolution.versions == ("2.2.2", "2.5.1", "2.6.0")  # both indexes count
     assert resolution.left_out == (("2.7.0", "yanked"),)
     assert resolution.target.indexes == (served,)
+
+
+@pytest.mark.slow
+def test_real_torch_releases_from_pypi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyPI as it is: torch's 2.0-2.5 series, each one's newest patch, for Python 3.11; and
+    for 3.13, the releases without a cp313 wheel are left out, each said."""
+    for name in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
+        monkeypatch.delenv(name, raising=False)
+    path = matrix(tmp_path, "version: 1\nmatrices:\n  cpu:\n    axes:\n"
+                  "      torch: {releases: '>=2.0,<2.6'}\n      python: ['3.11', '3.13']\n")
+    spec = load_matrix(path)
+    by_python = {r.target.python: r for r in spec.resolutions}
+    assert by_python["3.11"].versions == ("2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1")
+    assert by_python["3.13"].versions == ("2.5.1",)
+    assert [v for v, _ in by_python["3.13"].left_out] == ["2.0.1", "2.1.2", "2.2.2", "2.3.1",
+                                                          "2.4.1"]
+    assert [e.name for e in spec.environments][-2:] == ["cpu:torch=2.5.1,python=3.11",
+                                                        "cpu:torch=2.5.1,python=3.13"]
