@@ -136,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="then check that every claim of the report (counts, tables, verdicts, "
                         "the grid, what changed) follows from the record; exit 1 if not")
+    p.add_argument("--status", type=Path, metavar="FILE",
+                   help="also write a badge's JSON (shields.io endpoint): cells as documented, "
+                        "new failures since the run before")
     _expectations(p, None)
 
     p = sub.add_parser("merge", help="merge the run folders of a plan's shards into one run")

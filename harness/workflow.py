@@ -4,6 +4,7 @@ or an int: the exit code that ends the run there (nox's workflow shape)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import time
@@ -22,7 +23,7 @@ from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
 from harness.core.reaper import Registry
 from harness.core.redact import Redactor
-from harness.core.results import CellResult, CellRun
+from harness.core.results import CellResult, CellRun, counted
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
@@ -32,11 +33,11 @@ from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
 from harness.records import expect
 from harness.records.baseline import load_baseline
-from harness.records.compare import bumped
+from harness.records.compare import bumped, new_releases
 from harness.records.runs import newest_first, previous_run
 from harness.records.store import RunStore
 from harness.report.build import diff_runs, write_report
-from harness.report.ci import publish
+from harness.report.ci import publish, status_badge
 from harness.run.cell import static_result
 from harness.run.classify import Ending, classify
 from harness.run.dispatch import DispatchStats, dispatch
@@ -292,7 +293,20 @@ def publish_ci(store: RunStore, reports_dir: Path,
     results = list(results) if results is not None else store.results()
     changes = (diff_runs(RunStore(before).results(), results, bumped([store.meta]))
                if before else [])
-    publish(store.run_id, results, changes, before.name if before else None)
+    releases = new_releases(store.meta, RunStore(before).meta) if before else []
+    publish(store.run_id, results, changes, before.name if before else None, releases)
+
+
+def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, Any]:
+    """The badge JSON for ``store`` (``report.ci.status_badge``), against the run before."""
+    before = previous_run(reports_dir, store.run_dir)
+    results = store.results()
+    changes = (diff_runs(RunStore(before).results(), results, bumped([store.meta]))
+               if before else [])
+    badge = status_badge(counted(results), changes, before.name if before else None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(badge) + "\n")
+    return badge
 
 
 def exit_code(state: RunState) -> int:

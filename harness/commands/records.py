@@ -15,7 +15,7 @@ from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.report.build import write_report
 from harness.report.check import check_run
-from harness.workflow import judged_exit, publish_ci, publish_report
+from harness.workflow import judged_exit, publish_ci, publish_report, write_status
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -29,6 +29,11 @@ def cmd_report(args: argparse.Namespace) -> int:
                              baseline=_baseline(args), previous=previous)
     sys.stdout.write(paths["summary"].read_text(encoding="utf-8"))
     print(f"site: {paths['index.html']}")
+    if args.status:
+        if len(stores) != 1:
+            raise UsageError("--status describes one run; give one run id")
+        badge = write_status(stores[0], args.reports, args.status)
+        print(f"status: {args.status} ({badge['message']})")
     if args.check:
         problems = check_run(stores, paths["md"].parent, previous)
         for problem in problems:

@@ -44,3 +44,21 @@ def bumped(metas: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     for meta in metas:
         keys.update(dict.fromkeys(meta.get("set") or {}))
     return tuple(keys)
+
+
+def new_releases(now: Mapping[str, Any], before: Mapping[str, Any] | None
+                 ) -> list[tuple[str, str]]:
+    """(distribution, version) that a run's release queries took and the run before's did
+    not: a release that came out since (records' ``releases``)."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for entry in (before or {}).get("releases") or []:
+        seen.setdefault((entry["text"], entry["python"]), set()).update(entry["versions"])
+    out: dict[tuple[str, str], None] = {}
+    for entry in now.get("releases") or []:
+        old = seen.get((entry["text"], entry["python"]))
+        if old is None:
+            continue  # a query the run before did not have: nothing came, it is new itself
+        for version in entry["versions"]:
+            if version not in old:
+                out[(entry["query"]["dist"], version)] = None
+    return list(out)

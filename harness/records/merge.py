@@ -57,6 +57,8 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
         "planned": planned, "executor": {"executor": "merge"},
         "expect": recorded_rules(metas),
+        # Every shard planned from the same lock: the first one's resolutions are the run's.
+        "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
     }, run_id=run_id, cases=_union(s.cases for s in sources)))
     out = report.store
     for source in sources:  # what each environment held, from whichever shard built it

@@ -12,7 +12,10 @@ from harness.core.results import CellResult, Outcome
 
 
 def step_summary(run_id: str, results: Sequence[CellResult],
-                 changes: Sequence[dict[str, Any]], since: str | None) -> str:
+                 changes: Sequence[dict[str, Any]], since: str | None,
+                 releases: Sequence[tuple[str, str]] = ()) -> str:
+    """``releases``: (distribution, version) new to the matrix's release queries since the
+    run before; each is named with how its cells did."""
     counts = Counter(str(r.outcome) for r in results)
     order = [str(o) for o in Outcome if str(o) in counts]
     lines = [f"### Compatibility matrix `{run_id}`", "",
@@ -22,6 +25,10 @@ def step_summary(run_id: str, results: Sequence[CellResult],
         new = [c for c in changes if c["class"] == "new failure"]
         fixed = [c for c in changes if c["class"] == "fixed"]
         lines.append(f"Since `{since}`: {len(new)} new failures, {len(fixed)} fixed.")
+        for dist, version in releases:
+            mine = [r for r in results if version in r.values.values()]
+            failing = sum(not r.outcome.ok for r in mine)
+            lines.append(f"- new: {dist} {version} — {failing} of {len(mine)} cells fail")
         for title, group in (("New failures", new), ("Fixed", fixed)):
             if group:
                 lines += ["", f"**{title}**", ""]
@@ -31,6 +38,19 @@ def step_summary(run_id: str, results: Sequence[CellResult],
     if url:
         lines += ["", f"Full table: the `compatibility-table` artifact of [this run]({url})."]
     return "\n".join(lines) + "\n"
+
+
+def status_badge(results: Sequence[CellResult], changes: Sequence[dict[str, Any]],
+                 since: str | None) -> dict[str, Any]:
+    """What a README badge reads (shields.io's endpoint format): how many cells work, and
+    how many newly fail since ``since``; red when any does, else green."""
+    counts = Counter(r.outcome for r in results)
+    works = counts[Outcome.PASS] + counts[Outcome.REPRODUCED]
+    ran = sum(n for o, n in counts.items() if o not in (Outcome.NOT_RUN, Outcome.MISSING))
+    new = sum(c["class"] == "new failure" for c in changes) if since else 0
+    message = f"{works}/{ran} as documented" + (f", {new} new failures" if new else "")
+    return {"schemaVersion": 1, "label": "compatibility", "message": message,
+            "color": "red" if new else "green" if works == ran else "yellow"}
 
 
 def failure_annotations(changes: Sequence[dict[str, Any]]) -> list[str]:
@@ -45,12 +65,12 @@ def failure_annotations(changes: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def publish(run_id: str, results: Sequence[CellResult], changes: Sequence[dict[str, Any]],
-            since: str | None) -> None:
+            since: str | None, releases: Sequence[tuple[str, str]] = ()) -> None:
     """Write the summary and print the annotations when running under GitHub Actions."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target:
         with open(target, "a", encoding="utf-8") as fh:
-            fh.write(step_summary(run_id, results, changes, since))
+            fh.write(step_summary(run_id, results, changes, since, releases))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in failure_annotations(changes):
             print(line)

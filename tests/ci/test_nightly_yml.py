@@ -20,7 +20,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
 def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     flow = yaml.safe_load(WORKFLOW.read_text())
     jobs = flow["jobs"]
-    assert list(jobs) == ["plan", "shard", "merge"]
+    assert list(jobs) == ["plan", "shard", "merge", "pages"]
     assert jobs["shard"]["needs"] == "plan" and jobs["merge"]["needs"] == "shard"
     assert jobs["shard"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert jobs["shard"]["runs-on"] == "${{ matrix.runs-on }}"  # from `runners:`
@@ -30,8 +30,9 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
                 for step in job["steps"] for line in str(step.get("run", "")).splitlines()
                 if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
                 or " harness " in f" {line}"]
-    # plan, run a shard, merge, check its report, prune the history, show it
-    assert len(commands) == 6
+    # refresh the lock, plan, run a shard, merge, check its report, prune the history, show
+    # it, the badge's status
+    assert len(commands) == 8
     for command in commands:
         words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
         words = [w.strip('"') for w in words]
@@ -50,6 +51,15 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     cached = [s["with"]["path"] for s in jobs["merge"]["steps"]
               if "actions/cache" in s.get("uses", "")]
     assert cached == ["reports/runs", "reports/runs"]  # restored, then saved
+    # The lock refreshed once, in the plan job, is what every shard and the merge plan from.
+    assert any(str(s.get("run", "")).startswith("harness lock") for s in jobs["plan"]["steps"])
+    for job in ("shard", "merge"):
+        assert any(s.get("with", {}).get("name") == "matrix-lock"
+                   for s in jobs[job]["steps"] if "download-artifact" in s.get("uses", ""))
+    # Pages only when asked: a fork's schedule publishes nothing.
+    wanted = "(inputs.publish || vars.HARNESS_PUBLISH_PAGES == 'true')"
+    assert wanted in jobs["pages"]["if"] and jobs["pages"]["needs"] == "merge"
+    assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
 
 
 def actionlint() -> Path | None:

@@ -4,8 +4,9 @@ the bump replaced."""
 from __future__ import annotations
 
 from harness.core.results import CellResult, Outcome
-from harness.records.compare import bumped, match_previous
+from harness.records.compare import bumped, match_previous, new_releases
 from harness.report.build import diff_runs
+from harness.report.ci import status_badge, step_summary
 
 
 def cell(torch: str, numpy: str, variant: str, outcome: Outcome) -> CellResult:
@@ -42,3 +43,19 @@ def test_a_bump_is_compared_with_the_newest_release_it_replaced() -> None:
 
 def test_bumped_keys_come_from_the_records() -> None:
     assert bumped([{"set": {"torch": "2.6.0"}}, {"set": {}}, {}]) == ("torch",)
+
+
+def test_a_release_new_to_a_query_is_named_with_how_its_cells_did() -> None:
+    def meta(*versions: str) -> dict[str, object]:
+        return {"releases": [{"text": "torch>=2.0 pick=latest-patch", "python": "3.11",
+                              "query": {"dist": "torch"}, "versions": list(versions)}]}
+    assert new_releases(meta("2.5.1", "2.6.0"), meta("2.5.1")) == [("torch", "2.6.0")]
+    assert new_releases(meta("2.5.1"), None) == []
+    results = [cell("2.6.0", ">=2", "numpy_bridge", Outcome.FAIL),
+               cell("2.6.0", "<2", "numpy_bridge", Outcome.PASS),
+               cell("2.5.1", "<2", "numpy_bridge", Outcome.PASS)]
+    summary = step_summary("n2", results, [], "n1", [("torch", "2.6.0")])
+    assert "- new: torch 2.6.0 — 1 of 2 cells fail" in summary
+    badge = status_badge(results, [{"class": "new failure"}], "n1")
+    assert badge == {"schemaVersion": 1, "label": "compatibility",
+                     "message": "2/3 as documented, 1 new failures", "color": "red"}
