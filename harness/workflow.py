@@ -249,6 +249,11 @@ def report(state: RunState) -> RunState:
         paths = publish_report(state.store, opts.reports_dir, baseline=baseline)
         print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml, "
               "heatmap.png)")
+        if opts.sets:  # a bump: what it changed is the point of running it
+            summary = paths["summary"].read_text(encoding="utf-8")
+            _, found, changes = summary.partition("## Changes since")
+            print(f"what changed since{changes.rstrip()}" if found else
+                  "what changed: no earlier run of this slice (or a full run) to compare with")
         publish_ci(state.store, opts.reports_dir)
     return state
 

@@ -109,11 +109,30 @@ def test_bisect_builds_only_what_binary_search_needs(workdir: Path, night: RunSt
     page = (night.run_dir / "report" / "compat.md").read_text()
     assert ("bisect: first fixed in mlcompat-bisect-probe 1.5 (last REPRODUCED (old-probe): "
             "mlcompat-bisect-probe 1.4; repro @cpu)") in page
+    # A record that says other than its probes' runs is caught.
+    path = next((workdir / "reports" / "bisects").glob("*.json"))
+    kept = path.read_text()
+    data = json.loads(kept)
+    data["first"]["outcome"] = "FAIL"
+    path.write_text(json.dumps(data))
+    # Not the suite's own check of every report written: the command's, as a user runs it.
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CHECK_REPORTS"}
+    try:
+        caught = subprocess.run([sys.executable, "-m", "harness", "--reports",
+                                 str(workdir / "reports"), "report", "night", "--check"],
+                                env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                                text=True, check=False)
+    finally:
+        path.write_text(kept)
+    assert caught.returncode == 1, caught.stderr
+    assert "which no bisect of probe shows in its probes' runs" in caught.stdout
 
 
 def test_a_bump_in_one_line_says_what_changed(workdir: Path, night: RunStore) -> None:
     done = harness(workdir, "run", "--set", "probe=1.3", "--run-id", "bump")
     assert "--set probe=1.3: replaced in matrices.m" in done.stderr
+    assert ("what changed since night: 1\n- versions changed: m:probe=1.3 probe::repro @cpu: "
+            "REPRODUCED -> REPRODUCED [probe 1.0 -> 1.3]") in done.stdout
     bump = RunStore.open(workdir / "reports", "bump")
     assert outcomes(bump) == {"m:probe=1.3": "REPRODUCED"}
     data = json.loads((bump.run_dir / "report" / "compat.json").read_text())
