@@ -116,7 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bisect", help="the first release of an axis where one cell's "
                        "outcome changes: builds and runs only the releases binary search needs")
     _common(p)
-    p.add_argument("--axis", required=True, help="the axis to bisect (torch, te, ...)")
+    p.add_argument("--axis", help="the axis to bisect (torch, te, ...)")
+    p.add_argument("--between", nargs=2, metavar=("GOOD_RUN", "BAD_RUN"),
+                   help="instead of an axis: the smallest set of the package changes between "
+                        "two runs' environments of the cell that flips it (delta debugging)")
     p.add_argument("--good", metavar="VERSION",
                    help="a release with the one outcome (with --bad; default: found in the "
                         "newest run that has the cell)")

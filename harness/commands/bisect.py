@@ -18,6 +18,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from harness.commands.between import between_runs
 from harness.commands.options import run_options
 from harness.core.errors import UsageError
 from harness.core.matrix import requirement_name
@@ -38,6 +39,12 @@ LOOK_BACK = 10
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     options = replace(run_options(args), sets=(), report=False, fail_on="any")
+    if args.between:
+        if args.axis or args.good or args.bad:
+            raise UsageError("--between compares two runs; --axis/--good/--bad bisect one axis")
+        return between_runs(options, *args.between)
+    if not args.axis:
+        raise UsageError("give --axis (a release bisect) or --between GOOD_RUN BAD_RUN")
     axis = args.axis
     if bool(args.good) != bool(args.bad):
         raise UsageError("give both --good and --bad, or neither (found from the last run)")

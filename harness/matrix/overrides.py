@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from harness.core.errors import UsageError
 from harness.core.releases import in_force
@@ -56,13 +57,21 @@ def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
     if not isinstance(data, dict):
         return []
     notes = []
-    for key, value in sets:
+    # A distribution's own name stands for the axis named after it (transformer-engine: te).
+    aliases = {}
+    for axis, dist in _mapping(data.get("distributions")).items():
+        try:
+            aliases[canonicalize_name(Requirement(str(dist)).name)] = str(axis)
+        except InvalidRequirement:
+            continue  # the loader says what is wrong with it, at its line
+    for given, value in sets:
+        key = aliases.get(canonicalize_name(given), given)
         where = _replace(data, key, value)
         if where:
-            notes.append(f"--set {key}={value}: replaced in {', '.join(where)}")
+            notes.append(f"--set {given}={value}: replaced in {', '.join(where)}")
         else:
             _add(data, key, value)
-            notes.append(f"--set {key}={value}: named nowhere in the matrix; added to every "
+            notes.append(f"--set {given}={value}: named nowhere in the matrix; added to every "
                          "environment")
     return notes
 
@@ -70,9 +79,12 @@ def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
     where = []
     defaults = data.get("defaults")
-    if isinstance(defaults, dict) and key in defaults:
-        defaults[key] = value
-        where.append("defaults")
+    if isinstance(defaults, dict):
+        in_packages = _in_packages(defaults, key, value)
+        if key in defaults:
+            defaults[key] = value
+        if key in defaults or in_packages:
+            where.append("defaults")
     for name, matrix in _mapping(data.get("matrices")).items():
         if isinstance(matrix, dict) and _replace_in_matrix(matrix, key, value):
             where.append(f"matrices.{name}")
@@ -80,14 +92,17 @@ def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
         if not isinstance(env, dict):
             continue
         pins = env.get("pins")
+        in_packages = _in_packages(env, key, value)
         if key in env or (isinstance(pins, dict) and key in pins):
             (env if key in env else pins)[key] = value  # type: ignore[index]
+            where.append(f"environments.{name}")
+        elif in_packages:
             where.append(f"environments.{name}")
     return where
 
 
 def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
-    hit = False
+    hit = _in_packages(matrix, key, value)
     if key in matrix:
         matrix[key] = value
         hit = True
@@ -122,6 +137,32 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
             entry[key] = value
             hit = True
     return hit
+
+
+def _in_packages(holder: dict[str, Any], key: str, value: str) -> bool:
+    """Replace a requirement of ``key`` in ``holder``'s ``packages:`` list (a package the
+    matrix pins only there: ``mergekit==0.0.5.1``); whether there was one."""
+    packages = holder.get("packages")
+    if not isinstance(packages, list):
+        return False
+    hit = False
+    for i, line in enumerate(packages):
+        try:
+            name = canonicalize_name(Requirement(str(line)).name)
+        except InvalidRequirement:
+            continue  # the loader says what is wrong with it, at its line
+        if name == canonicalize_name(key):
+            packages[i] = _requirement(key, value)
+            hit = True
+    return hit
+
+
+def _requirement(key: str, value: str) -> str:
+    if value == "*":
+        return key
+    if "://" in value:
+        return f"{key} @ {value}"
+    return f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}=={value}"
 
 
 def _add(data: dict[str, Any], key: str, value: str) -> None:

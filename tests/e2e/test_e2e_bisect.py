@@ -161,3 +161,57 @@ def test_a_query_axis_against_the_local_index_and_the_lock(workdir: Path) -> Non
     finally:
         (workdir / "moved.whl").rename(
             workdir / "wheels" / "mlcompat_bisect_probe-1.3-py3-none-any.whl")
+
+
+PAIR_CASE = '''\
+"""Two packages that break only together."""
+
+from harness_case import Signature
+
+CLASH = Signature("clash", "ValueError", r"the new a and the new b clash")
+
+
+@CLASH.reproduces
+def test_both() -> None:
+    import mlcompat_ddmin_a as a
+    import mlcompat_ddmin_b as b
+
+    if a.NEW and b.NEW:
+        raise ValueError("the new a and the new b clash")
+'''
+PAIR = """\
+version: 1
+cases_dir: pair_cases
+defaults: {python: "@PY@", timeout: 300}
+matrices:
+  pair:
+    hardware: [cpu]
+    axes:
+      a: ["1.0"]
+    packages: ["mlcompat-ddmin-b==1.0", "mlcompat-ddmin-c==1.0"]
+distributions:
+  a: mlcompat-ddmin-a
+"""
+
+
+def test_between_two_runs_finds_the_packages_that_flip_together(workdir: Path) -> None:
+    for name in ("a", "b", "c"):
+        for version in ("1.0", "2.0"):
+            make_wheel(workdir / "wheels", f"mlcompat-ddmin-{name}", version,
+                       {f"mlcompat_ddmin_{name}/__init__.py": f"NEW = {version == '2.0'}\n"})
+    cases = workdir / "pair_cases"
+    cases.mkdir()
+    (cases / "pytest.ini").write_text("[pytest]\n")
+    (cases / "test_pair.py").write_text(PAIR_CASE)
+    matrix = write_matrix(workdir / "pair.yaml", PAIR)
+    harness(workdir, "run", "-m", str(matrix), "--run-id", "pair-good")
+    # The bump that broke it moved three packages at once (two named only in packages:).
+    harness(workdir, "run", "-m", str(matrix), "--run-id", "pair-bad", "--set",
+            "a=2.0,mlcompat-ddmin-b=2.0,mlcompat-ddmin-c=2.0")
+    assert [str(r.outcome) for r in RunStore.open(workdir / "reports", "pair-bad").results()
+            ] == ["REPRODUCED"]
+    done = harness(workdir, "bisect", "-m", str(matrix), "--between", "pair-good", "pair-bad",
+                   "-k", "pair::both")
+    assert "3 packages moved" in done.stdout
+    assert ("flips when mlcompat-ddmin-a 1.0 → 2.0 and mlcompat-ddmin-b 1.0 → 2.0 move "
+            "together") in done.stdout

@@ -82,3 +82,15 @@ def test_a_bad_set_is_one_line(given: str, message: str) -> None:
     with pytest.raises(UsageError) as info:
         parse_sets([given])
     assert str(info.value).startswith(message)
+
+
+def test_a_distribution_name_stands_for_its_axis_and_packages_lists_are_replaced() -> None:
+    text = MATRIX.replace("version: 1\n", "version: 1\ndistributions: {te: "
+                          "'transformer-engine[pytorch]'}\n").replace(
+        '    cuda: "12.1"\n', '    cuda: "12.1"\n    packages: ["einops==0.8.1", "numpy<2"]\n')
+    spec = parse_matrix(text, file="m", base=Path(),
+                        overrides=parse_sets(["transformer-engine=2.9.0,einops=0.8.0"]))
+    assert [e.requirements for e in spec.environments if e.name.startswith("gpu")] == [
+        ("transformer-engine[pytorch]==2.9.0", "einops==0.8.0", "numpy<2")]
+    assert list(spec.set_notes) == ["--set transformer-engine=2.9.0: replaced in matrices.gpu",
+                                    "--set einops=0.8.0: replaced in matrices.gpu"]

@@ -1,0 +1,62 @@
+"""Delta debugging (Zeller's ddmin) over the package changes between two runs: the smallest
+set of them that, applied alone to the good environment, gives the bad outcome. Pure: the
+trials are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Trial(Generic[T]):
+    changes: tuple[T, ...]
+    flips: bool | None  # None: the trial could not be built (said, and not counted)
+
+
+def ddmin(changes: Sequence[T], flips: Callable[[tuple[T, ...]], bool | None]
+          ) -> tuple[tuple[T, ...], tuple[Trial[T], ...]]:
+    """A 1-minimal subset of ``changes`` that flips (each change in it is needed), and every
+    trial run. ``changes`` as a whole is taken to flip (it is the bad run), none to not."""
+    current = tuple(changes)
+    trials: list[Trial[T]] = []
+    tried: dict[tuple[T, ...], bool | None] = {current: True, (): False}
+
+    def test(subset: tuple[T, ...]) -> bool | None:
+        if subset not in tried:
+            tried[subset] = flips(subset)
+            trials.append(Trial(subset, tried[subset]))
+        return tried[subset]
+
+    n = 2
+    while len(current) >= 2:
+        chunks = _split(current, n)
+        for chunk in chunks:  # one part alone flips: search in it
+            if test(chunk):
+                current, n = chunk, 2
+                break
+        else:
+            for chunk in chunks:  # or all but one part: that part is not needed
+                rest = tuple(c for c in current if c not in chunk)
+                if n > 2 and test(rest):
+                    current, n = rest, max(n - 1, 2)
+                    break
+            else:
+                if n >= len(current):
+                    break
+                n = min(len(current), 2 * n)
+    return current, tuple(trials)
+
+
+def _split(items: tuple[T, ...], n: int) -> list[tuple[T, ...]]:
+    size, extra = divmod(len(items), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(items[start:end])
+        start = end
+    return [c for c in out if c]
