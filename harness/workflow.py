@@ -294,24 +294,30 @@ def publish_ci(store: RunStore, reports_dir: Path,
 
     if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
         return
-    before = previous_run(reports_dir, store.run_dir)
-    results = list(results) if results is not None else store.results()
-    changes = (diff_runs(RunStore(before).results(), results, bumped([store.meta]))
-               if before else [])
-    releases = new_releases(store.meta, RunStore(before).meta) if before else []
-    publish(store.run_id, results, changes, before.name if before else None, releases)
+    before, results, changes = _against_previous(store, reports_dir, results)
+    releases = new_releases(store.meta, before.meta) if before else []
+    publish(store.run_id, results, changes, before.run_id if before else None, releases)
 
 
 def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, Any]:
     """The badge JSON for ``store`` (``report.ci.status_badge``), against the run before."""
-    before = previous_run(reports_dir, store.run_dir)
-    results = store.results()
-    changes = (diff_runs(RunStore(before).results(), results, bumped([store.meta]))
-               if before else [])
-    badge = status_badge(counted(results), changes, before.name if before else None)
+    before, results, changes = _against_previous(store, reports_dir)
+    badge = status_badge(counted(results), changes, before.run_id if before else None)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(badge) + "\n")
     return badge
+
+
+def _against_previous(store: RunStore, reports_dir: Path,
+                      results: Sequence[CellResult] | None = None
+                      ) -> tuple[RunStore | None, list[CellResult], list[dict[str, Any]]]:
+    """The run before ``store`` (``records.runs.previous_run``), ``store``'s results, and
+    what changed since (a bump's cells against the cells it replaced)."""
+    found = previous_run(reports_dir, store.run_dir)
+    before = RunStore(found) if found else None
+    mine = list(results) if results is not None else store.results()
+    changes = diff_runs(before.results(), mine, bumped([store.meta])) if before else []
+    return before, mine, changes
 
 
 def exit_code(state: RunState) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 from harness.core.errors import UsageError
 from harness.core.results import CellResult, Outcome
 from harness.plan.ddmin import ddmin
+from harness.records.bisects import write_finding
 from harness.records.store import RunStore
 from harness.workflow import RunOptions, RunState, execute
 
@@ -63,7 +64,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
             f"{good.variant}", hardware=(good.hardware_target,))))
         found = [r for r in RunStore.open(options.reports_dir, run_id).results()
                  if r.outcome is not Outcome.NOT_RUN and not r.parent]
-        if len(found) != 1 or (found[0].outcome is Outcome.ERROR and not found[0].fingerprint):
+        if len(found) != 1 or found[0].unbuilt:
             print(f"bisect: trial {count}: could not be built; it says nothing")
             return None
         result = (str(found[0].outcome), found[0].signature)
@@ -76,15 +77,12 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
     print(f"bisect: flips when {moved}{together} ({len(trials)} trials"
           + (f", {sum(t.flips is None for t in trials)} could not be built" if any(
               t.flips is None for t in trials) else "") + ")")
-    record = options.reports_dir / "bisects" / f"between-{stamp}.json"
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({
+    record = write_finding(options.reports_dir, f"between-{stamp}", {
         "format": "ml-compat-harness between 1", "good_run": good_store.run_id,
         "bad_run": bad_store.run_id, "case": good.case_id, "variant": good.variant,
         "hardware": good.hardware_target, "changes": changes,
         "culprits": [list(c) for c in culprits],
-        "trials": [{"changes": [c[0] for c in t.changes], "flips": t.flips} for t in trials],
-    }, indent=1) + "\n")
+        "trials": [{"changes": [c[0] for c in t.changes], "flips": t.flips} for t in trials]})
     print(f"bisect: recorded {record}")
     return 0
 

@@ -28,7 +28,7 @@ from harness.matrix.lock import Releases
 from harness.matrix.sources import offline_from_environment
 from harness.plan.bisect import Probe, probes_needed, search
 from harness.plan.cells import Cell
-from harness.records.bisects import BisectRecord, write_bisect
+from harness.records.bisects import BisectRecord, cell_results, sentence, write_bisect
 from harness.records.runs import newest_first
 from harness.records.store import RunStore
 from harness.workflow import RunOptions, RunState, execute, load_spec, plan_cells, probe_targets
@@ -87,17 +87,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
           f"{bad.version}; at most {probes_needed(len(candidates))} to build")
     before = probed
     boundary = search(candidates, good, bad, probe)
-    lines = [f"  {p.version}: {'could not be built (skipped)' if p.skipped else p.shown}"
-             + (f"  [{p.run_id}]" if p.run_id else "") for p in boundary.probes]
-    verb = _verb(boundary.last, boundary.first)
-    where = (f"first {verb} in {axis} {boundary.first.version} (last {boundary.last.shown}: "
-             f"{axis} {boundary.last.version})")
-    if boundary.untested:
-        where += (f"; or at {', '.join(boundary.untested)}, whose environments could not be "
-                  "built")
-    print(f"bisect: {spec.case.label} @{spec.hardware} in {origin}")
-    print("\n".join(lines) if lines else "  (no release between them: they are the boundary)")
-    print(f"bisect: {where}; {probed - before} of {len(candidates)} releases probed")
     record = BisectRecord(
         bisect_id=f"{stamp}-{spec.case.case_id}-{spec.case.variant}-{axis}".replace("/", "_"),
         axis=axis, case=spec.case.case_id, variant=spec.case.variant, hardware=spec.hardware,
@@ -105,17 +94,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         last=boundary.last.to_dict(), first=boundary.first.to_dict(),
         probes=[p.to_dict() for p in boundary.probes], untested=list(boundary.untested),
         created=time.time(), package=requirement_name(distributions.get(axis, axis)))
+    print(f"bisect: {spec.case.label} @{spec.hardware} in {origin}")
+    print("\n".join(f"  {p.version}: {'could not be built (skipped)' if p.skipped else p.shown}"
+                    + (f"  [{p.run_id}]" if p.run_id else "") for p in boundary.probes)
+          or "  (no release between them: they are the boundary)")
+    # What the failure page will say, word for word.
+    print(f"{sentence(record)}; {probed - before} of {len(candidates)} releases probed")
     print(f"bisect: recorded {write_bisect(options.reports_dir, record)}")
     return 0
-
-
-def _verb(last: Probe, first: Probe) -> str:
-    """How the change reads: fixed, affected, or just another outcome."""
-    if last.outcome == "REPRODUCED" and first.outcome == "PASS":
-        return "fixed"
-    if last.outcome == "PASS" and first.outcome == "REPRODUCED":
-        return "affected"
-    return first.shown
 
 
 def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str]]:
@@ -153,9 +139,7 @@ def _version(text: str) -> Version | None:
 
 def _one(results: Iterable[CellResult], like: Cell) -> CellResult:
     """The result of the cell ``like`` stands for (the same but for the bisected axis)."""
-    found = [r for r in results if r.case_id == like.case.case_id
-             and r.variant == like.case.variant and r.hardware_target == like.hardware
-             and r.outcome is not Outcome.NOT_RUN and not r.parent]
+    found = cell_results(results, like.case.case_id, like.case.variant, like.hardware)
     if len(found) != 1:
         raise UsageError(f"a probe ran {len(found)} cells of {like.case.label}, not one")
     return found[0]
@@ -165,7 +149,7 @@ def _probe(version: str, result: CellResult, run_id: str) -> Probe:
     return Probe(version=version, outcome=str(result.outcome), signature=result.signature,
                  reason=result.reason.strip().splitlines()[0] if result.reason.strip() else "",
                  run_id=run_id,
-                 skipped=result.outcome is Outcome.ERROR and not result.fingerprint)
+                 skipped=result.unbuilt)
 
 
 def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe | None:

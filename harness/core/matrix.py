@@ -215,6 +215,23 @@ class MatrixSpec:
         raise UsageError(f"no environment named {name!r} in {self.file}")
 
 
+#: What a pin that is a specifier, not a version, starts with (``<2``, ``>=2.1``, ``~=1.4``).
+OPERATORS = ("<", ">", "=", "!", "~")
+
+
+def requirement_for(dist: str, value: str) -> str:
+    """``torch`` + ``2.1.2`` -> ``torch==2.1.2``; ``numpy`` + ``<2`` -> ``numpy<2``;
+    a URL -> ``name @ url``; ``*`` -> unpinned."""
+    value = value.strip()
+    if value == "*":
+        return dist
+    if "://" in value:
+        return f"{dist} @ {value}"
+    if value.startswith(OPERATORS):
+        return f"{dist}{value}"
+    return f"{dist}=={value}"
+
+
 @lru_cache(maxsize=4096)
 def requirement_name(requirement: str) -> str:
     """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized). Cached:

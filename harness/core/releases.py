@@ -122,17 +122,17 @@ def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> 
     """Of ``items`` (rows of a linked axis, a run's cells), the one in force for release
     ``value``: the newest whose version is at most ``value``, else the oldest; for a value
     that is no version (``*``, ``<2``), the newest."""
-    ranked = sorted(items, key=lambda item: _rank(version_of(item)))
+    ranked = sorted(items, key=lambda item: release_order(version_of(item)))
     try:
         target = Version(value.lstrip("="))
     except InvalidVersion:
         return ranked[-1]
-    below = [i for i in ranked if _rank(version_of(i)) <= (1, target)]
+    below = [i for i in ranked if release_order(version_of(i)) <= (1, target)]
     return below[-1] if below else ranked[0]
 
 
-def _rank(text: str) -> tuple[int, Any]:
-    """Versions in order, after anything that is not one."""
+def release_order(text: str) -> tuple[int, Any]:
+    """A sort key: versions in order, after anything that is not one (``*``, ``<2``)."""
     try:
         return (1, Version(str(text).lstrip("=")))
     except InvalidVersion:

@@ -69,6 +69,11 @@ class CellResult:
     parent: str = ""
 
     @property
+    def unbuilt(self) -> bool:
+        """Its environment never built: ERROR with no fingerprint (nothing was imported)."""
+        return self.outcome is Outcome.ERROR and not self.fingerprint
+
+    @property
     def logical_key(self) -> tuple[str, str, str]:
         """What the cell is to a reader, stable across pin changes: environment name,
         ``case::variant``, hardware target. The content key (``cell_id``) changes with pins."""

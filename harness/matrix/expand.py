@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from harness.core.releases import release_order
 
 Combo = dict[str, Any]
 Follower = Callable[[Combo], Sequence[Mapping[str, Any]]]
@@ -42,18 +42,11 @@ def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
             combo: Combo = {}
             for axis in axes:
                 combo.update(values[axis][at[axis]] if axis in values else axes[axis][at[axis]])
-            placed.append((tuple(_rank(combo[axis]) if axis in values else at[axis]
+            placed.append((tuple(release_order(combo[axis]) if axis in values else at[axis]
                                  for axis in axes), combo))
     if followed:
         placed.sort(key=lambda item: item[0])
     return [combo for _, combo in placed]
-
-
-def _rank(value: Any) -> tuple[int, Any]:
-    try:
-        return (0, Version(str(value)))
-    except InvalidVersion:
-        return (1, str(value))
 
 
 def matches(combo: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:

@@ -21,11 +21,13 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
     BACKEND_NAMES,
     DEFAULT_TIMEOUT,
+    OPERATORS,
     BuildSetting,
     CaseSelector,
     EnvSpec,
     MatrixSpec,
     SuiteSpec,
+    requirement_for,
     requirement_name,
     short_value,
 )
@@ -44,7 +46,6 @@ SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env"
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
-_OPERATORS = ("<", ">", "=", "!", "~")
 
 MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
 
@@ -143,19 +144,6 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
 def _with_builds(env: EnvSpec, builds: tuple[BuildSetting, ...]) -> EnvSpec:
     names = {requirement_name(r) for r in env.requirements}
     return replace(env, builds=tuple(b for b in builds if b.applies_to(names)))
-
-
-def requirement_for(dist: str, value: str) -> str:
-    """``torch`` + ``2.1.2`` -> ``torch==2.1.2``; ``numpy`` + ``<2`` -> ``numpy<2``;
-    a URL -> ``name @ url``; ``*`` -> unpinned."""
-    value = value.strip()
-    if value == "*":
-        return dist
-    if "://" in value:
-        return f"{dist} @ {value}"
-    if value.startswith(_OPERATORS):
-        return f"{dist}{value}"
-    return f"{dist}=={value}"
 
 
 class _Reader:
@@ -648,7 +636,7 @@ def _version_like(key: str, text: str) -> bool:
         return True
     try:
         Requirement(requirement_for(key, text))
-        if not text.startswith(_OPERATORS):
+        if not text.startswith(OPERATORS):
             Version(text)
     except (InvalidRequirement, InvalidVersion):
         return False
@@ -671,7 +659,7 @@ def _shown(value: Any) -> str:
 
 
 def _label(key: str, value: str) -> str:
-    return f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}={value}"
+    return f"{key}{value}" if value.startswith(OPERATORS) else f"{key}={value}"
 
 
 def _kind(value: Any) -> str:

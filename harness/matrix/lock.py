@@ -21,7 +21,6 @@ from harness.matrix.index import project_files
 from harness.matrix.releases import IndexFile, machine_platform, select
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
-MODES = ("lock", "refresh", "offline")
 
 Key = tuple[str, str]  # (query text, target key)
 

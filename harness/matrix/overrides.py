@@ -17,12 +17,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.errors import UsageError
+from harness.core.matrix import requirement_for
 from harness.core.releases import in_force
 
 #: Settings ``--set`` may change: those that identify a combination.
 SETTABLE = ("backend", "python", "cuda", "image")
 _KEY = re.compile(r"[A-Za-z_][\w.-]*")
-_OPERATORS = ("<", ">", "=", "!", "~")
 
 
 def parse_sets(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
@@ -42,11 +42,8 @@ def parse_sets(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
 
 
 def _pin_like(key: str, value: str) -> bool:
-    if value == "*" or "://" in value:
-        return True
-    text = f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}=={value}"
     try:
-        Requirement(text)
+        Requirement(requirement_for(key, value))
     except InvalidRequirement:
         return False
     return True
@@ -152,17 +149,9 @@ def _in_packages(holder: dict[str, Any], key: str, value: str) -> bool:
         except InvalidRequirement:
             continue  # the loader says what is wrong with it, at its line
         if name == canonicalize_name(key):
-            packages[i] = _requirement(key, value)
+            packages[i] = requirement_for(key, value)
             hit = True
     return hit
-
-
-def _requirement(key: str, value: str) -> str:
-    if value == "*":
-        return key
-    if "://" in value:
-        return f"{key} @ {value}"
-    return f"{key}{value}" if value.startswith(_OPERATORS) else f"{key}=={value}"
 
 
 def _add(data: dict[str, Any], key: str, value: str) -> None:

@@ -8,12 +8,14 @@ checked against those runs' results, not against the record's say-so.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.core.atomic import write_text
 from harness.core.errors import StoreError
+from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
 
 BISECT_FORMAT = "ml-compat-harness bisect 1"
@@ -57,10 +59,15 @@ class BisectRecord:
 
 
 def write_bisect(reports_dir: Path, record: BisectRecord) -> Path:
+    return write_finding(reports_dir, record.bisect_id, record.to_dict())
+
+
+def write_finding(reports_dir: Path, name: str, data: dict[str, Any]) -> Path:
+    """A bisect's (or a ``--between``'s) finding, as ``reports/bisects/<name>.json``."""
     folder = reports_dir / FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{record.bisect_id}.json"
-    write_text(path, json.dumps(record.to_dict(), indent=1, sort_keys=True) + "\n")
+    path = folder / f"{name}.json"
+    write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
 
 
@@ -94,7 +101,7 @@ def sentence(record: BisectRecord) -> str:
     last, first = record.last, record.first
     verb = ("fixed" if (last["outcome"], first["outcome"]) == ("REPRODUCED", "PASS") else
             "affected" if (last["outcome"], first["outcome"]) == ("PASS", "REPRODUCED") else
-            shown(first))
+            shown(first))  # PASS -> FAIL, or another signature: the outcome itself
     name = record.package or record.axis
     text = (f"bisect: first {verb} in {name} {first['version']} (last {shown(last)}: "
             f"{name} {last['version']}; {record.variant} @{record.hardware})")
@@ -116,9 +123,14 @@ def probe_result(reports_dir: Path, record: BisectRecord, probe: dict[str, Any]
         store = RunStore.open(reports_dir, probe["run_id"])
     except StoreError:
         return None
-    for result in store.results():
-        if (result.case_id, result.variant, result.hardware_target) == (
-                record.case, record.variant, record.hardware) and str(
-                result.outcome) != "NOT_RUN" and not result.parent:
-            return (str(result.outcome), result.signature)
+    for result in cell_results(store.results(), record.case, record.variant, record.hardware):
+        return (str(result.outcome), result.signature)
     return None
+
+
+def cell_results(results: Iterable[CellResult], case: str, variant: str, hardware: str
+                 ) -> list[CellResult]:
+    """The results of ``case::variant`` on ``hardware`` that ran: in a probe's run (one
+    environment), the bisected cell."""
+    return [r for r in results if (r.case_id, r.variant, r.hardware_target) == (
+        case, variant, hardware) and r.outcome is not Outcome.NOT_RUN and not r.parent]

@@ -168,7 +168,7 @@ def _coverage(md: list[str], results: Sequence[CellResult]) -> list[str]:
 
 def _unbuildable(results: Sequence[CellResult]) -> bool:
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
-    return bool(ran) and all(r.outcome is Outcome.ERROR and not r.fingerprint for r in ran)
+    return bool(ran) and all(r.unbuilt for r in ran)
 
 
 def _table(section: _Section, results: Sequence[CellResult],

@@ -93,7 +93,8 @@ def test_bisect_builds_only_what_binary_search_needs(workdir: Path, night: RunSt
     out = done.stdout
     assert "from run night: probe 1.0 REPRODUCED (old-probe), 1.7 PASS" in out
     assert "6 releases of probe between 1.0 and 1.7; at most 3 to build" in out
-    assert ("first fixed in probe 1.5 (last REPRODUCED (old-probe): probe 1.4)") in out
+    assert ("bisect: first fixed in mlcompat-bisect-probe 1.5 (last REPRODUCED (old-probe): "
+            "mlcompat-bisect-probe 1.4; repro @cpu); 3 of 6 releases probed") in out
     (record,) = read_bisects(workdir / "reports")
     assert (record.last["version"], record.first["version"]) == ("1.4", "1.5")
     probes = [p["run_id"] for p in record.probes]

@@ -176,7 +176,7 @@ def _unbuildable(results: Sequence[CellResult]) -> str | None:
     """An environment whose every cell that ran is ERROR without a fingerprint: it never
     built. Returns the reason's first line."""
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
-    if ran and all(r.outcome is Outcome.ERROR and not r.fingerprint for r in ran):
+    if ran and all(r.unbuilt for r in ran):
         return ran[0].reason.strip().splitlines()[0] if ran[0].reason.strip() else "ERROR"
     return None
 
