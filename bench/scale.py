@@ -309,6 +309,9 @@ class Runner:
                ) -> list[Future[CellRun]]:
         raise NotImplementedError("the scale benchmark runs no cell")
 
+    def partials(self) -> list[CellRun]:
+        return []
+
     def shutdown(self, *, cancel: bool = False) -> None:
         return None
 

@@ -160,14 +160,16 @@ class RunStore:
         A suite's session: each test's result first, then the session's (what --resume
         looks for)."""
         log = None
+        stem = run.log_name or run.result.cell_id
+        stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
         if run.log:
             # Cells of one process share its log: each record rewrites it with what the
             # process had written by then, which only grows.
-            stem = run.log_name or run.result.cell_id
-            stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
             atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
                                self.redactor.data(run.log))
             log = f"logs/{stem}.log"
+        elif run.log_name and (self.run_dir / "logs" / f"{stem}.log").is_file():
+            log = f"logs/{stem}.log"  # a suite's test: its session's log, written already
         for child in run.children:  # a suite's tests, pointing at their session's log
             self._keep(child, log)
         return self._keep(run, log)

@@ -27,7 +27,7 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
-from harness.run.suite import run_session
+from harness.run.suite import iter_session
 from harness.run.supervise import EnvCache, ProcessGuard, guarded, raise_if_cancelled
 from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
 
@@ -36,10 +36,13 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
              envs: EnvCache | None = None, guard: ProcessGuard | None = None,
              node: str | None = None, run_id: str = "", attempt: int = 1,
              scratch_root: Path | None = None) -> CellRun:
-    """Run one cell to its end and return what happened. Raises only ``Cancelled``."""
-    (run,) = iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
-                        node=node, run_id=run_id, attempt=attempt, scratch_root=scratch_root)
-    return run
+    """Run one cell to its end and return what happened (a suite's session with its tests as
+    ``children``). Raises only ``Cancelled``."""
+    runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
+                           node=node, run_id=run_id, attempt=attempt,
+                           scratch_root=scratch_root))
+    (own,) = (r for r in runs if r.result.cell_id == cell.cell_id)
+    return replace(own, children=tuple(r for r in runs if r is not own))
 
 
 def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
@@ -47,7 +50,9 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
                node: str | None = None, run_id: str = "", attempt: int = 1,
                scratch_root: Path | None = None) -> Iterator[CellRun]:
     """Run cells of one environment and one hardware target in as few pytest processes as
-    they allow, yielding each cell's run as it ends (within a second).
+    they allow, yielding each cell's run as it ends (within a second). A test suite's session
+    yields each of its tests' runs (``result.parent`` names the session, not a planned cell)
+    before its own.
 
     One process runs them all; after a crash or a timeout, a fresh one starts at the next
     cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
@@ -63,9 +68,9 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
                           log=realized.log.encode(), env_built=None)
         return
     if cells[0].case.suite is not None:  # a test suite's session: always alone
-        from_suite = run_session(cells[0], env, backend, gpu, guard=guard, place=place,
-                                 scratch_root=scratch_root)
-        yield replace(from_suite, env_built=realized.built)
+        for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
+                                scratch_root=scratch_root):
+            yield run if run.result.parent else replace(run, env_built=realized.built)
         return
     remaining = list(cells)
     built = realized.built

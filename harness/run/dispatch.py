@@ -6,7 +6,8 @@ slots; a case marked ``isolate`` goes alone. Batches go in longest-expected-firs
 earlier runs' durations), so one long batch does not start last and stretch the run. A cell
 whose machine failed (``infra``) is submitted again, alone, up to ``retries`` more times;
 after that it is an ERROR that names the cause, and ``--resume`` runs it again. Ctrl-C or
-SIGTERM cancels what runs; what finished is already on disk.
+SIGTERM cancels what runs; what finished is already on disk, a suite's tests included (each
+is recorded as it ends, not when its session does).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from harness.plan.cells import Cell
 from harness.run.cell import static_result
 from harness.run.classify import Ending, classify, flaky, next_try
 from harness.run.executors import Executor
+
+PARTIALS_EVERY = 0.5  # seconds: how soon a suite's test is on disk after it ends
 
 
 class Recorder(Protocol):
@@ -134,7 +137,11 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
     first_failure: dict[str, CellResult] = {}
     try:
         while futures:
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            done, _ = wait(futures, timeout=PARTIALS_EVERY, return_when=FIRST_COMPLETED)
+            # First: a session's tests arrive before its future resolves, and are recorded
+            # before it (--resume looks for the session's line).
+            for partial in executor.partials():
+                store.record(partial)
             for future in done:
                 cell, attempt = futures.pop(future)
                 run = _collect(future, cell, store.run_id, attempt)

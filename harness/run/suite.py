@@ -6,6 +6,9 @@ exist are that environment's. A test that crashes or hangs its process is that t
 or TIMEOUT, and the tests it did not reach run on in a fresh process (``--harness-suite-only``),
 as a batch of cases does. The session's own result sums its tests up; each test's result has
 its own cell id and names the session as its ``parent``.
+
+Each test's run is yielded as it ends (within a second), ahead of the session's, so the driver
+records it then: a harness killed in the middle of a suite keeps every test that ended.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import shutil
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Generator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,7 @@ CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
                 ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
                 ("setup.cfg", "[tool:pytest]"))
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
+LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
 
 def suite_argv(suite: SuiteSpec, events: Path, only: Path | None) -> tuple[str, ...]:
@@ -85,23 +91,22 @@ def stable_nodeid(nodeid: str) -> str:
     return nodeid
 
 
-def run_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None, *,
-                guard: ProcessGuard | None, place: dict[str, Any],
-                scratch_root: Path | None = None) -> CellRun:
-    """Run the suite of ``cell`` to its end: the session's run, its tests' runs as children.
-    Raises only ``Cancelled``."""
+def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None, *,
+                 guard: ProcessGuard | None, place: dict[str, Any],
+                 scratch_root: Path | None = None) -> Iterator[CellRun]:
+    """Run the suite of ``cell`` to its end, yielding each test's run as it ends, then the
+    session's own. Raises only ``Cancelled``."""
     suite = cell.case.suite
     assert suite is not None
     session = _Session(cell, env, place)
     only: list[str] | None = None  # None: every test pytest collects
-    log = b""
     processes = 0
     while processes < MAX_PROCESSES:
         processes += 1
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell.cell_id), dir=scratch_root))
         try:
-            done = _one_process(session, suite, backend, gpu, scratch, guard, only)
-            log += read_log(scratch / "cell.log")
+            done = yield from _one_process(session, suite, backend, gpu, scratch, guard, only)
+            session.log += read_log(scratch / "cell.log")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if done:  # it reached no test, or every test it was given ran
@@ -109,9 +114,9 @@ def run_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None,
         only = [n for n in session.collected if n not in session.children]
         if not only:
             break
-    return CellRun(result=session.summary(processes), log=log, log_name=cell.cell_id,
-                   fingerprint=env.fingerprint,
-                   children=tuple(session.children[n] for n in session.order()))
+    yield from session.fresh(b"")  # a test the last process's end settled
+    yield CellRun(result=session.summary(processes), log=session.log, log_name=cell.cell_id,
+                  fingerprint=env.fingerprint)
 
 
 class _Session:
@@ -125,6 +130,24 @@ class _Session:
         self.imported: list[dict[str, Any]] = []
         self.children: dict[str, CellRun] = {}  # each test that ended, by pytest node id
         self.failure: str | None = None  # the session itself failed (no collection)
+        self.log = b""  # what the processes that ended wrote
+        self.sent: set[str] = set()  # the tests already yielded
+        self.log_sent_at = 0.0
+
+    def fresh(self, current_log: bytes) -> Iterator[CellRun]:
+        """The tests that ended since the last call, in pytest's order. The first carries the
+        session's log so far, at most every LOG_EVERY seconds (the others point at the same
+        file): a test's log link works while the suite runs, and a chatty suite's log is not
+        rewritten once per test."""
+        new = [n for n in self.order() if n not in self.sent]
+        attach = bool(new) and time.monotonic() - self.log_sent_at >= LOG_EVERY
+        for i, nodeid in enumerate(new):
+            self.sent.add(nodeid)
+            run = self.children[nodeid]
+            if i == 0 and attach:
+                self.log_sent_at = time.monotonic()
+                run = replace(run, log=self.log + current_log)
+            yield run
 
     def order(self) -> list[str]:
         known = [n for n in self.collected if n in self.children]
@@ -220,10 +243,11 @@ class _Session:
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
-                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None) -> bool:
-    """One pytest process over the suite (or the tests in ``only``). True when it needs no
-    successor (it ran every test it was given, or reached none); False when a test took it
-    down and others may wait."""
+                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None
+                 ) -> Generator[CellRun, None, bool]:
+    """One pytest process over the suite (or the tests in ``only``), yielding each test as it
+    ends. Returns True when it needs no successor (it ran every test it was given, or reached
+    none); False when a test took it down and others may wait."""
     env, cell = session.env, session.cell
     events_path = scratch / "events.jsonl"
     only_path = None
@@ -243,6 +267,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     except (OSError, HarnessError) as exc:
         session.failure = f"could not start pytest: {exc}"
         return True
+    log = scratch / "cell.log"
     watch = Watch(events_path, timeout)
     code: int | None = None
     with guarded(guard, process):
@@ -254,6 +279,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
                 session.failure = f"the machine failed: {exc}"
                 return True
             _take(session, watch)
+            yield from session.fresh(read_log(log))
             every = only if only is not None else session.collected
             if (code is None and session.collected and watch.current is None
                     and all(n in session.children for n in every)
@@ -270,9 +296,11 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     code = -9 if code is None else code
     if watch.current is not None:  # a test took the process down, or hung
         session.died(watch.current, code, watch)
+        yield from session.fresh(read_log(log))
         return False
+    yield from session.fresh(read_log(log))
     if not any(e.get("event") == "collected" for e in watch.events) and not session.collected:
-        last = tail(scratch / "cell.log")
+        last = tail(log)
         session.failure = (f"pytest ended (exit {code}) before it collected the suite: {last}"
                            if not watch.timed_out else
                            f"collecting the suite took over {timeout:g} s")

@@ -243,3 +243,32 @@ def test_a_case_may_declare_its_own_retries(tmp_path: Path) -> None:
     final = results(tmp_path)[-1]
     assert (final["outcome"], final["attempt"]) == ("FLAKY", 2)
     assert "(1 of 1 retries)" in proc.stdout + proc.stderr
+
+
+def test_a_suites_tests_are_on_disk_as_they_end_and_survive_kill_9(tmp_path: Path) -> None:
+    """The harness killed in the middle of a suite keeps each test that ended, with a log."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_s.py").write_text(
+        "import time\n\ndef test_quick():\n    print('quick ran')\n\n"
+        "def test_slow():\n    time.sleep(120)\n")
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\nsuites: {{mine: {{path: {suite}, args: [-s]}}}}\n"
+        "environments:\n  host: {backend: host, python: '@PY@', suites: [mine], "
+        "timeout: 300}\n"))
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
+         str(m)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 100
+    rows: list[dict[str, object]] = []
+    while time.monotonic() < deadline and not rows:
+        if list((tmp_path / "r" / "runs").glob("*/results.jsonl")):
+            rows = results(tmp_path)
+        time.sleep(0.1)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    assert [(r["variant"], r["outcome"]) for r in rows] == [("test_s.py::test_quick", "PASS")]
+    (run_dir,) = (tmp_path / "r" / "runs").iterdir()
+    assert "quick ran" in (run_dir / str(rows[0]["log"])).read_text()

@@ -19,7 +19,7 @@ from harness.envs.host import HostBackend
 from harness.matrix.load import parse_matrix
 from harness.plan.cells import make_plan
 from harness.plan.suites import suite_cell_id
-from harness.run.cell import iter_batch
+from harness.run.cell import iter_batch, run_cell
 from harness.run.suite import rootdir, stable_nodeid
 from tests.conftest import DATA, PY
 
@@ -42,8 +42,7 @@ def session(tmp_path: Path, folder: Path, *, env: str = "", args: str = "[]",
         f"environments:\n  host: {{backend: host, python: '{PY}', suites: [mine], "
         f"timeout: {timeout}}}\n", file="m.yaml", base=tmp_path)
     (cell,) = make_plan(spec, (), ("cpu",)).cells
-    (run,) = iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path)
-    return run
+    return run_cell(cell, HostBackend(tmp_path), None, cases_dir=tmp_path)
 
 
 def bare_pytest_counts(folder: Path, env: dict[str, str]) -> dict[str, int]:
@@ -133,6 +132,49 @@ def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path)
     assert run.children == () and run.result.outcome == "ERROR"
     assert run.result.reason.startswith("pytest ended (exit 4) before it collected the suite")
     assert "SUITE_BACKENDS is not set" in run.result.reason
+
+
+WAITING_SUITE = """\
+import os, pathlib, time
+
+def test_first():
+    pass
+
+def test_second():
+    go = pathlib.Path(os.environ["SUITE_GO"])
+    deadline = time.monotonic() + 60
+    while not go.exists():
+        assert time.monotonic() < deadline, "never told to go"
+        time.sleep(0.05)
+"""
+
+
+def waiting_suite(tmp_path: Path) -> Path:
+    """A suite whose second test waits for a file: its first has ended, the process lives."""
+    (tmp_path / "waiting").mkdir()
+    (tmp_path / "waiting" / "test_wait.py").write_text(WAITING_SUITE)
+    (tmp_path / "waiting" / "pytest.ini").write_text("[pytest]\n")
+    return tmp_path / "waiting"
+
+
+def test_each_test_is_yielded_as_it_ends_while_the_suite_runs(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    spec = parse_matrix(
+        f"version: 1\nsuites: {{mine: {{path: {waiting_suite(tmp_path)}, "
+        f"env: {{SUITE_GO: '{go}'}}}}}}\nenvironments:\n"
+        f"  host: {{backend: host, python: '{PY}', suites: [mine]}}\n",
+        file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    runs = iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path)
+    first = next(runs)
+    assert not go.exists()  # the second test is still waiting: the process runs
+    assert first.result.variant == "test_wait.py::test_first" and first.result.outcome == "PASS"
+    assert first.result.parent == cell.cell_id and first.log  # the session's log so far
+    go.touch()
+    rest = list(runs)
+    assert [r.result.variant for r in rest] == ["test_wait.py::test_second", "(session)"]
+    assert rest[0].result.outcome == "PASS" and rest[-1].result.cell_id == cell.cell_id
+    assert rest[-1].children == ()  # each test was yielded once, on its own
 
 
 def test_node_ids_do_not_depend_on_the_machine(tmp_path: Path) -> None:

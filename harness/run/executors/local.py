@@ -18,6 +18,7 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine
 from harness.run.cell import iter_batch
+from harness.run.executors import Partials
 from harness.run.scheduler import Scheduler, Slot, Task, make_slots
 from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
 
@@ -39,6 +40,7 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
         self._backends: dict[str, Backend] = {}
+        self._partials = Partials()
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -65,6 +67,9 @@ class LocalExecutor:
             self.scheduler.add([task])
             self._pump()
         return list(futures.values())
+
+    def partials(self) -> list[CellRun]:
+        return self._partials.take()
 
     def shutdown(self, *, cancel: bool = False) -> None:
         if cancel:
@@ -93,7 +98,11 @@ class LocalExecutor:
             for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
                                   node=self.node, run_id=task.run_id, attempt=task.attempt):
-                futures[run.result.cell_id].set_result(run)  # the driver records it now
+                future = futures.get(run.result.cell_id)
+                if future is None:  # a suite's test: recorded as it ends, before its session
+                    self._partials.put(run)
+                else:
+                    future.set_result(run)  # the driver records it now
         except Cancelled:
             pass
         except BaseException as exc:  # reaches the driver through the futures

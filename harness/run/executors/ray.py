@@ -36,6 +36,7 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine, has_a_variant
 from harness.run.cell import iter_batch
+from harness.run.executors import Partials
 from harness.run.supervise import EnvCache
 
 ARCH = re.compile(r"sm_\d{2,3}")
@@ -108,6 +109,7 @@ class RayExecutor:
         self._remote = self.ray.remote(num_returns="streaming")(_run_on_node)
         self._lock = threading.Lock()
         self._live: dict[Any, dict[str, Future[CellRun]]] = {}  # generator -> its futures
+        self._partials = Partials()
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._collect, name="ray-results", daemon=True)
         self._pump.start()
@@ -181,7 +183,14 @@ class RayExecutor:
         except Exception as exc:
             self._settle(generator, exc)
             return
-        futures[run.result.cell_id].set_result(run)
+        future = futures.get(run.result.cell_id)
+        if future is None:  # a suite's test: recorded as it ends, before its session
+            self._partials.put(run)
+        else:
+            future.set_result(run)
+
+    def partials(self) -> list[CellRun]:
+        return self._partials.take()
 
     def _settle(self, generator: Any, exc: BaseException | None) -> None:
         """The batch ended: cells it did not report get the reason (a lost node)."""
