@@ -4,6 +4,7 @@ what the uv backend, the Docker images and the preflight all need to agree on.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -136,3 +137,26 @@ def header_variables(python: str) -> dict[str, str]:
     if (nvidia / "cudnn" / "include").is_dir():
         out["CUDNN_PATH"] = str(nvidia / "cudnn")
     return out
+
+
+# A compiler's own diagnosis: gcc/clang `file.cpp:12:5: error: ...` (or `fatal error:`), nvcc
+# `file.cu(12): error: ...`, and nvcc's driver `nvcc fatal   : ...`.
+_COMPILER_ERROR = re.compile(
+    r"(?P<file>[^\s:()]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|hh))"
+    r"(?P<at>:\d+(?::\d+)?:|\(\d+\):)\s*(?P<kind>(?:fatal )?error):?\s*(?P<what>.+)"
+    r"|(?P<nvcc>nvcc fatal\s*:\s*.+)")
+
+
+def first_compiler_error(text: str) -> str | None:
+    """The first error a compiler printed in a build's output, as ``file:line: error: ...``
+    with the file's last three path parts: what a failed source build is about, where uv's
+    last lines only say ``Error compiling objects for extension``."""
+    for line in text.splitlines():
+        found = _COMPILER_ERROR.search(line)
+        if found is None:
+            continue
+        if found["nvcc"]:
+            return found["nvcc"].strip()
+        short = "/".join(Path(found["file"]).parts[-3:])
+        return f"{short}{found['at'].rstrip(':')}: {found['kind']}: {found['what'].strip()}"[:400]
+    return None

@@ -45,6 +45,7 @@ from harness.envs.sourcebuild import (
     build_variables,
     check_nvcc,
     compiler,
+    first_compiler_error,
     header_variables,
     no_isolation_args,
     runtime_variables,
@@ -328,7 +329,11 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
             registry.done(record, proc.pid, token)
     if proc.returncode != 0:
         lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-        raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: " + "\n".join(lines[-6:]))
+        # A source build's last lines say only that it failed; the compiler said why first.
+        cause = first_compiler_error(stderr)
+        lead = f"{cause}\n" if cause else ""
+        raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}"
+                            + "\n".join(lines[-6:]))
     return stdout
 
 

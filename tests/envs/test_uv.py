@@ -184,3 +184,28 @@ def test_refresh_rebuilds_once_and_takes_the_newest_release(tmp_path: Path) -> N
     fresh = backend.realize(refreshing)
     assert fresh.built and fresh.fingerprint["packages"]["hello-harness"] == "2.0"
     assert not backend.realize(refreshing).built  # once per run, not once per cell
+
+
+BROKEN_EXTENSION = """\
+from setuptools import Extension, setup
+setup(name="brokenext", version="0.1",
+      ext_modules=[Extension("brokenext", ["src/deep/inside/brokenext.c"])])
+"""
+
+
+def test_a_failed_source_build_leads_with_the_compilers_first_error(tmp_path: Path) -> None:
+    """uv's last lines say only that the build failed; the compiler (here the machine's real
+    C compiler) said why, first."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    make_sdist(folder, "brokenext", "0.1", {
+        "setup.py": BROKEN_EXTENSION,
+        "src/deep/inside/brokenext.c": "int ok(void) { return 0; }\nint broken(void) { return"
+                                       " undeclared_name; }\n"})
+    with pytest.raises(EnvBuildError) as raised:
+        UvBackend(tmp_path / "cache").realize(spec("broken", ("brokenext",), folder))
+    message = str(raised.value)
+    assert message.startswith("uv pip failed for broken: "), message
+    first = message.splitlines()[0].removeprefix("uv pip failed for broken: ")
+    assert first.startswith("deep/inside/brokenext.c:2:"), message
+    assert "error: " in first and "undeclared_name" in first
