@@ -72,6 +72,9 @@ class LaunchRequest:
     gpu: int | None
     timeout: float
     memory: int | None = None  # bytes; enforced by the backend (an rlimit, a cgroup)
+    # Host folders the process reads at their own paths (a test suite's folder): a container
+    # mounts them read-only there; a local process sees them anyway.
+    mounts: tuple[Path, ...] = ()
 
 
 class Process(Protocol):
@@ -238,6 +241,16 @@ class Backend(ABC):
     def remove_location(self, location: str) -> None:
         """Remove a listed environment by its ``location`` (what ``envs prune`` calls)."""
         shutil.rmtree(location, ignore_errors=True)
+
+
+def bytecode_variables(location: str | Path) -> dict[str, str]:
+    """Where an environment's processes keep compiled bytecode: a folder of the environment's
+    own, written by the first process and read by every later one, never beside the sources
+    (the cases folder, a suite's folder, a read-only mount stay as they are). uv installs no
+    .pyc files; with bytecode writing off, every cell compiled torch's modules again (1-1.5 s
+    a process, measured by bench/suite_vs_nox.py)."""
+    return {"PYTHONPYCACHEPREFIX": str(Path(location) / ".pycache"),
+            "PYTHONDONTWRITEBYTECODE": ""}  # empty: unset, to Python
 
 
 def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:

@@ -144,7 +144,8 @@ class DockerBackend(Backend):
             return self.client.containers.create(
                 env.location, [PYTHON, *(_translate(a, paths) for a in request.argv)],
                 working_dir=CASES, environment=environment, detach=True,
-                volumes={str(request.cases_dir): {"bind": CASES, "mode": "ro"},
+                volumes={**{str(m): {"bind": str(m), "mode": "ro"} for m in request.mounts},
+                         str(request.cases_dir): {"bind": CASES, "mode": "ro"},
                          str(INENV_DIR): {"bind": INENV, "mode": "ro"},
                          str(request.work_dir): {"bind": RUN, "mode": "rw"}},
                 network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,

@@ -26,6 +26,7 @@ from harness.envs.base import (
     Found,
     LaunchRequest,
     Process,
+    bytecode_variables,
     import_problems,
     launch_local,
     read_fingerprint,
@@ -112,8 +113,9 @@ class UvBackend(Backend):
         # Built against a toolkit the harness fetched: that toolkit is the environment's CUDA
         # root from now on, and its own CUDA libraries are on the loader path.
         cuda_home = toolchain.get("CUDA_HOME")
-        problems = import_problems(python, spec, variables=runtime_variables(
-            path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")))
+        # Importing everything once also leaves its bytecode for the cells.
+        problems = import_problems(python, spec, variables={**runtime_variables(
+            path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")), **bytecode_variables(path)})
         if problems:
             raise EnvImportError(f"{spec.name} was built but does not import: "
                                  + "; ".join(problems))
@@ -213,7 +215,8 @@ class UvBackend(Backend):
         inherited = variables.get("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", ""))
         runtime = runtime_variables(env.location, str(home) if home else None, inherited)
         variables = {**runtime, **variables, **{k: v for k, v in runtime.items()
-                                                  if k == "LD_LIBRARY_PATH"}}
+                                                  if k == "LD_LIBRARY_PATH"},
+                     **bytecode_variables(env.location)}
         return launch_local(env.python, replace(request, env=variables), self.registry)
 
     def remove(self, env: Environment) -> None:

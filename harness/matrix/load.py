@@ -117,9 +117,6 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             if name not in {s.name for s in suites}:
                 raise src.error((*where, "suites"), f"no suite named {name!r}; suites: "
                                 + (", ".join(s.name for s in suites) or "none (add suites:)"))
-        if env.suites and env.backend == "docker":
-            raise src.error((*where, "suites"), "suites run on the uv and host backends; "
-                            "the docker backend runs only cases")
         if env.base and env.backend != "uv":
             raise src.error(where, f"base (an overlay on an interpreter) needs backend uv, "
                             f"not {env.backend}")

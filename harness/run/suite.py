@@ -261,7 +261,10 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     request = LaunchRequest(
         argv=suite_argv(suite, events_path, only_path), env=variables, cwd=scratch,
         log=scratch / "cell.log", work_dir=scratch, cases_dir=scratch, gpu=gpu,
-        timeout=timeout, memory=memory_bytes(env.spec.memory) if env.spec.memory else None)
+        timeout=timeout, memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
+        # A container sees the suite's folder (from its rootdir: its conftest and config) at
+        # its own path; cwd stays the empty scratch folder, so nothing there shadows imports.
+        mounts=(rootdir(Path(suite.path)),) if suite.path is not None else ())
     try:
         process = backend.launch(env, request)
     except (OSError, HarnessError) as exc:

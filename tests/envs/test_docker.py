@@ -237,3 +237,31 @@ def test_a_container_past_its_memory_is_out_of_memory(tmp_path: Path, client: An
     assert got["allocate"]["reason"] == "out of memory (memory: 256m)"
     assert got["pass"]["outcome"] == "PASS"  # its sibling went on
     assert ours(client) == []
+
+
+def test_a_suite_runs_in_a_container_that_sees_its_folder(tmp_path: Path, client: Any) -> None:
+    """The suite's folder is mounted read-only at its own path; the matrix's variables reach
+    its conftest; the package under test is the image's own; each test is a result."""
+    suite = tmp_path / "mysuite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "conftest.py").write_text(
+        "import os\nassert os.environ.get('SUITE_VAR') == 'given', 'SUITE_VAR is not set'\n")
+    (suite / "test_mod.py").write_text(
+        "import pathlib\n\ndef test_ok():\n    assert pathlib.Path(__file__).exists()\n\n"
+        "def test_fail():\n    assert 1 == 2, 'one is not two'\n")
+    m = write_matrix(tmp_path / "matrix.yaml", (
+        f"version: 1\nsuites:\n  mine: {{path: {suite}, package: pytest, "
+        "env: {SUITE_VAR: given}}\ndefaults: {python: '3.11', timeout: 60}\n"
+        "environments:\n  dock: {backend: docker, hardware: [cpu], memory: 2g, "
+        "suites: [mine]}\n"))
+    proc = harness(tmp_path, "run", "-m", str(m))
+    rows = {r["variant"]: r for r in results(tmp_path)}
+    assert rows["test_mod.py::test_ok"]["outcome"] == "PASS", proc.stdout + proc.stderr
+    assert rows["test_mod.py::test_fail"]["outcome"] == "FAIL"
+    assert "one is not two" in rows["test_mod.py::test_fail"]["reason"]
+    session = rows["(session)"]
+    (imported,) = session["details"]["suite"]["imported"]
+    assert imported["installed"] and "site-packages" in imported["file"], imported
+    assert session["backend"] == "docker" and session["reason"] == "1 passed, 1 failed"
+    assert not ours(client)

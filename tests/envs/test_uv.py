@@ -209,3 +209,24 @@ def test_a_failed_source_build_leads_with_the_compilers_first_error(tmp_path: Pa
     first = message.splitlines()[0].removeprefix("uv pip failed for broken: ")
     assert first.startswith("deep/inside/brokenext.c:2:"), message
     assert "error: " in first and "undeclared_name" in first
+
+
+def test_cells_keep_bytecode_in_the_environment_not_beside_the_sources(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    """uv installs no .pyc: a cell that may not write any compiles torch again every time.
+    The environment keeps what its processes compiled, in a folder of its own."""
+    backend = UvBackend(tmp_path / "cache")
+    env = backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "mine.py").write_text("X = 1\n")
+    request = LaunchRequest(
+        argv=("-c", "import hello_harness, mine"), env={"PYTHONPATH": str(cases),
+                                                        "PYTHONDONTWRITEBYTECODE": "1"},
+        cwd=cases, log=tmp_path / "cell.log", work_dir=tmp_path, cases_dir=cases, gpu=None,
+        timeout=60)
+    assert backend.launch(env, request).wait() == 0, (tmp_path / "cell.log").read_text()
+    compiled = {p.name.split(".")[0] for p in (Path(env.location) / ".pycache").rglob("*.pyc")}
+    assert {"hello_harness", "mine"} <= compiled
+    assert not list(cases.rglob("__pycache__"))
+    assert not list(Path(env.location).glob("lib/python*/site-packages/__pycache__"))

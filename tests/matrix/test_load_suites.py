@@ -65,8 +65,6 @@ def test_suites_are_read_and_each_environment_plans_a_session_per_suite(tmp_path
     (("    package: [mylib, mylib_ext]", "    package: [my-lib]"),
      "suites.local.package[0]: 'my-lib' is not an import name like 'mylib'"),
     (("    timeout: 120", "    timeout: -1"), "suites.local.timeout: expected a positive"),
-    (("    packages: [\"mylib==1.2\"]", "    backend: docker"),
-     "suites run on the uv and host backends"),
     (("    env: {MYLIB_BACKENDS: torch}", "    environment: {}"), "unknown key 'environment'"),
 ])
 def test_a_wrong_suite_is_a_one_line_error_at_its_line(tmp_path: Path, change: tuple[str, str],
