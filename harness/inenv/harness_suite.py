@@ -10,7 +10,10 @@ pytest, with its own configuration and plugins. Events (``--harness-suite-events
 - ``collected``: the node ids pytest will run, and where each package under test
   (``--harness-suite-package``) was imported from;
 - ``start`` / ``finish``: a test began / ended, with its outcome (PASS, FAIL, SKIP, ERROR)
-  and pytest's own word for it (``passed``, ``xfailed``...), for counting as pytest does.
+  and pytest's own word for it (``passed``, ``xfailed``...), for counting as pytest does;
+- ``ended``: pytest is done (every plugin's unconfigure has run), with its exit status; what
+  is left is the interpreter's teardown (a second with torch loaded), which the harness does
+  not wait for.
 
 ``--harness-suite-only FILE`` (one node id per line) runs only those tests: the harness's
 way to go on in a fresh process after a test crashed the last one.
@@ -89,6 +92,14 @@ class _Recorder:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.phases.setdefault(report.nodeid, []).append(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.exitstatus = int(exitstatus)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.events.write(event="ended", time=time.time(),
+                          exitstatus=getattr(self, "exitstatus", None))
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         reports = self.phases.pop(nodeid, [])

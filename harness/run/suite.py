@@ -133,6 +133,7 @@ class _Session:
         self.log = b""  # what the processes that ended wrote
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
+        self.exitstatus: int | None = None  # pytest's own, from the last process that said
 
     def fresh(self, current_log: bytes) -> Iterator[CellRun]:
         """The tests that ended since the last call, in pytest's order. The first carries the
@@ -152,6 +153,14 @@ class _Session:
     def order(self) -> list[str]:
         known = [n for n in self.collected if n in self.children]
         return known + [n for n in self.children if n not in set(known)]
+
+    def pytest_ended(self, watch: Watch) -> bool:
+        """pytest said it is done (the ``ended`` event); keeps its exit status."""
+        for event in watch.events:
+            if event.get("event") == "ended":
+                self.exitstatus = event.get("exitstatus")
+                return True
+        return False
 
     def absorb(self, watch: Watch) -> None:
         for event in watch.events[watch.absorbed:]:
@@ -231,7 +240,8 @@ class _Session:
         details = {"suite": {"collected": len(self.collected), "counts": dict(counts),
                              "outcomes": {str(o): n for o, n in outcomes.items()},
                              "collect_errors": self.collect_errors,
-                             "imported": self.imported, "processes": processes}}
+                             "imported": self.imported, "processes": processes,
+                             "pytest_exit": self.exitstatus}}
         cell, env = self.cell, self.env
         return CellResult(
             cell_id=cell.cell_id, environment=env.spec.name, values=dict(env.spec.values),
@@ -284,10 +294,13 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
             _take(session, watch)
             yield from session.fresh(read_log(log))
             every = only if only is not None else session.collected
-            if (code is None and session.collected and watch.current is None
-                    and all(n in session.children for n in every)
-                    and time.time() > watch.last_activity + EXIT_GRACE):
-                process.kill()  # every test has its result; it hangs on the way out
+            settled = (session.collected and watch.current is None
+                       and all(n in session.children for n in every))
+            if code is None and settled and (
+                    session.pytest_ended(watch) or time.time() > watch.last_activity + EXIT_GRACE):
+                # Every test has its result and pytest is done (or hangs on the way out): the
+                # interpreter's teardown is not waited for.
+                process.kill()
                 code = process.wait(60)
             if code is None and watch.overdue():
                 process.kill()
@@ -296,6 +309,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     raise_if_cancelled(guard)
     watch.oom = bool(getattr(process, "oom_killed", False))
     _take(session, watch)
+    session.pytest_ended(watch)  # it may have exited before the loop read its last events
     code = -9 if code is None else code
     if watch.current is not None:  # a test took the process down, or hung
         session.died(watch.current, code, watch)

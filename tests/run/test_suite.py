@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,7 @@ def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(tmp_path: Path
     suite = run.result.details["suite"]
     assert suite["counts"] == bare_pytest_counts(folder, {"SUITE_BACKENDS": "numpy"})
     assert run.result.outcome == "FAIL" and suite["processes"] == 1
+    assert suite["pytest_exit"] == 1  # pytest's own exit status: tests failed
     # Every test's cell id is the plan's hash of its suite-qualified id; each names its session.
     env = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\nenvironments:\n"
                        f"  host: {{backend: host, python: '{PY}', suites: [mine]}}\n",
@@ -175,6 +177,26 @@ def test_each_test_is_yielded_as_it_ends_while_the_suite_runs(tmp_path: Path) ->
     assert [r.result.variant for r in rest] == ["test_wait.py::test_second", "(session)"]
     assert rest[0].result.outcome == "PASS" and rest[-1].result.cell_id == cell.cell_id
     assert rest[-1].children == ()  # each test was yielded once, on its own
+
+
+def test_the_interpreters_teardown_is_not_waited_for(tmp_path: Path) -> None:
+    """Once pytest is done, what is left is the interpreter's teardown (a second with torch
+    loaded; here an atexit handler that would take a minute): the session ends without it."""
+    folder = tmp_path / "slowexit"
+    folder.mkdir()
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_exit.py").write_text(
+        "import atexit, time\natexit.register(time.sleep, 60)\n\ndef test_one():\n    pass\n")
+    spec = parse_matrix(
+        f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\nenvironments:\n"
+        f"  host: {{backend: host, python: '{PY}', suites: [mine], timeout: 120}}\n",
+        file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    started = time.monotonic()
+    run = run_cell(cell, HostBackend(tmp_path), None, cases_dir=tmp_path)
+    assert time.monotonic() - started < 30
+    assert run.result.outcome == "PASS" and run.result.details["suite"]["pytest_exit"] == 0
+    assert [c.result.outcome for c in run.children] == ["PASS"]
 
 
 def test_node_ids_do_not_depend_on_the_machine(tmp_path: Path) -> None:
