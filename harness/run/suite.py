@@ -154,14 +154,6 @@ class _Session:
         known = [n for n in self.collected if n in self.children]
         return known + [n for n in self.children if n not in set(known)]
 
-    def pytest_ended(self, watch: Watch) -> bool:
-        """pytest said it is done (the ``ended`` event); keeps its exit status."""
-        for event in watch.events:
-            if event.get("event") == "ended":
-                self.exitstatus = event.get("exitstatus")
-                return True
-        return False
-
     def absorb(self, watch: Watch) -> None:
         for event in watch.events[watch.absorbed:]:
             kind = event.get("event")
@@ -297,7 +289,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
             settled = (session.collected and watch.current is None
                        and all(n in session.children for n in every))
             if code is None and settled and (
-                    session.pytest_ended(watch) or time.time() > watch.last_activity + EXIT_GRACE):
+                    watch.ended or time.time() > watch.last_activity + EXIT_GRACE):
                 # Every test has its result and pytest is done (or hangs on the way out): the
                 # interpreter's teardown is not waited for.
                 process.kill()
@@ -309,7 +301,8 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     raise_if_cancelled(guard)
     watch.oom = bool(getattr(process, "oom_killed", False))
     _take(session, watch)
-    session.pytest_ended(watch)  # it may have exited before the loop read its last events
+    if watch.ended:
+        session.exitstatus = watch.exitstatus
     code = -9 if code is None else code
     if watch.current is not None:  # a test took the process down, or hung
         session.died(watch.current, code, watch)

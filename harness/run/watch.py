@@ -50,6 +50,8 @@ class Watch:
         self.timed_out = False
         self.oom = False  # the backend saw its memory limit kill the process
         self.absorbed = 0  # how many of ``events`` a reader of other kinds has taken
+        self.ended = False  # pytest said it is done (a suite's plugin); only teardown is left
+        self.exitstatus: int | None = None  # pytest's own, with ``ended``
 
     def read(self) -> list[tuple[str, dict[str, Any]]]:
         """New finish events since the last read, as (nodeid, event)."""
@@ -80,6 +82,9 @@ class Watch:
                 self.current = None
                 self.last_activity = float(event.get("time", time.time()))
                 out.append((nodeid, event))
+            elif kind == "ended":
+                self.ended = True
+                self.exitstatus = event.get("exitstatus")
         return out
 
     def done_with(self, nodeids: Iterable[str]) -> bool:
