@@ -205,3 +205,25 @@ def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
         ("flip_case::flip", "expected"), ("flip_case::known", "expected")}
     bad = harness(tmp_path, "run", "-m", str(m), "--baseline", "nowhere.json")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_the_default_matrix_expects_te_2_2_not_to_build_against_torch_2_1_2() -> None:
+    """The reason is the one a failed TE 2.2.0 build on torch 2.1.2 gave on this machine
+    (uv's message led by ``first_compiler_error`` of gcc's line); another ERROR of the same
+    environment, or the same error on torch 2.4.1, is still news."""
+    from harness.envs.sourcebuild import first_compiler_error
+    from harness.matrix.load import load_matrix
+
+    gcc = ("/root/.cache/uv/sdists-v9/pypi/transformer-engine-torch/2.2.0/x/src/transformer_engine/"
+           "pytorch/csrc/extensions/util.cpp:9:10: fatal error: ATen/cuda/CUDAContextLight.h: "
+           "No such file or directory")
+    cause = first_compiler_error(f"building...\n{gcc}\ncompilation terminated.\n")
+    assert cause is not None
+    spec = load_matrix(ROOT / "matrix.yaml")
+    old, new = ("gpu:cuda=12.1,torch=2.1.2,te=2.2.0,flash_attn=—",
+                "gpu:cuda=12.1,torch=2.4.1,te=2.2.0,flash_attn=—")
+    build = f"uv pip failed for x: {cause}\nerror: Failed to build `transformer-engine-torch==2.2.0`"
+    got = judge([result(old, "repro", Outcome.ERROR, build, "sm_90"),
+                 result(old, "repro", Outcome.ERROR, "disk full", "sm_90"),
+                 result(new, "repro", Outcome.ERROR, build, "sm_90")], spec.expect)
+    assert statuses(got) == ["expected", "new failure", "new failure"]
