@@ -35,7 +35,7 @@ from harness.records import expect
 from harness.records.baseline import load_baseline
 from harness.records.compare import bumped, new_releases
 from harness.records.runs import newest_first, previous_run
-from harness.records.store import RunStore
+from harness.records.store import RunStore, is_done
 from harness.report.build import diff_runs, write_report
 from harness.report.ci import publish, status_badge
 from harness.run.cell import static_result
@@ -178,9 +178,20 @@ def open_store(state: RunState) -> RunState | int:
     redactor = Redactor.from_environment(*(e.env_vars for e in state.spec.environments))
     if opts.resume:
         store = RunStore.open(opts.reports_dir, opts.resume, redactor)
-        done = store.done_cells()
-        plan = Plan(cells=tuple(c for c in state.plan.cells if c.cell_id not in done))
-        print(f"resuming {store.run_id}: {len(done)} cells done, {len(plan.cells)} to run")
+        results = store.results()
+        done = {r.cell_id for r in results if is_done(r)}
+        # A suite's session cut short: the tests it recorded stay, the rest run.
+        tests: dict[str, list[CellResult]] = {}
+        for r in results:
+            if r.parent and r.cell_id in done:
+                tests.setdefault(r.parent, []).append(r)
+        plan = Plan(cells=tuple(replace(c, resumed=tuple(tests.get(c.cell_id, ())))
+                                if c.case.suite is not None else c
+                                for c in state.plan.cells if c.cell_id not in done))
+        partial = sum(len(c.resumed) for c in plan.cells)
+        print(f"resuming {store.run_id}: {len(done) - partial} cells done, {len(plan.cells)} "
+              "to run" + (f" (suites cut short: {partial} recorded tests kept, the rest run)"
+                        if partial else ""))
         return replace(state, store=store, plan=plan)
     matrix_text = Path(opts.matrix).read_bytes()
     cases = {c.label: c.metadata() for c in state.cases}

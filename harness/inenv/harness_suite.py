@@ -16,7 +16,9 @@ pytest, with its own configuration and plugins. Events (``--harness-suite-events
   not wait for.
 
 ``--harness-suite-only FILE`` (one node id per line) runs only those tests: the harness's
-way to go on in a fresh process after a test crashed the last one.
+way to go on in a fresh process after a test crashed the last one. ``--harness-suite-done
+FILE`` (stable node ids, as the record keeps them) deselects the tests a resumed run recorded
+already; ``collected`` names them apart (``done``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="append one JSON line per test event to this file")
     group.addoption("--harness-suite-only", default=None,
                     help="run only the node ids listed in this file, one per line")
+    group.addoption("--harness-suite-done", default=None,
+                    help="do not run the tests whose stable node ids this file lists")
     group.addoption("--harness-suite-package", action="append", default=[],
                     help="a package under test: record where it was imported from")
 
@@ -50,17 +54,36 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Recorder(config, Events(path)), "harness-suite-events")
 
 
+#: The node ids ``--harness-suite-done`` deselected (one session per process).
+DONE: list[str] = []
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
-    only = config.getoption("--harness-suite-only")
-    if not only:
+    only, done = config.getoption("--harness-suite-only"), config.getoption("--harness-suite-done")
+    if done:
+        recorded = set(Path(done).read_text(encoding="utf-8").splitlines())
+        DONE[:] = [item.nodeid for item in items if stable_nodeid(item.nodeid) in recorded]
+    if not only and not DONE:
         return
-    wanted = set(Path(only).read_text(encoding="utf-8").splitlines())
-    dropped = [item for item in items if item.nodeid not in wanted]
+    wanted = set(Path(only).read_text(encoding="utf-8").splitlines()) if only else None
+    skip = set(DONE)
+    dropped = [item for item in items
+               if item.nodeid in skip or (wanted is not None and item.nodeid not in wanted)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if item.nodeid in wanted]
+        gone = {id(item) for item in dropped}
+        items[:] = [item for item in items if id(item) not in gone]
+
+
+def stable_nodeid(nodeid: str) -> str:
+    """A node id as the record keeps it (the harness's ``run.suite.stable_nodeid``: this
+    module cannot import the harness): an installed package's tests named from the package."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in nodeid:
+            return nodeid.split(marker, 1)[1]
+    return nodeid
 
 
 class _Recorder:
@@ -83,7 +106,7 @@ class _Recorder:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         packages = self.config.getoption("--harness-suite-package")
         self.events.write(event="collected", time=time.time(),
-                          nodeids=[item.nodeid for item in session.items],
+                          nodeids=[item.nodeid for item in session.items], done=DONE,
                           imported=[imported_from(name) for name in packages])
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import EnvSpec, MatrixSpec
+from harness.core.results import CellResult
 from harness.plan.cases import CaseVariant, select_cases
 from harness.plan.suites import session_variant
 
@@ -21,6 +22,9 @@ class Cell:
     env: EnvSpec
     case: CaseVariant
     hardware: str
+    #: A suite's session resumed (``--resume``): the results its tests already have in the
+    #: run, which the session does not run again and counts as they are.
+    resumed: tuple[CellResult, ...] = ()
 
     @property
     def retries(self) -> int:

@@ -268,10 +268,8 @@ class RunStore:
         return list(by_cell.values())
 
     def done_cells(self) -> set[str]:
-        """Cells that need no re-run on resume: not NOT_RUN (other hardware may run them), not
-        lost to the machine."""
-        return {r.cell_id for r in self.results()
-                if r.outcome is not Outcome.NOT_RUN and not r.infra}
+        """Cells that need no re-run on resume (``is_done``)."""
+        return {r.cell_id for r in self.results() if is_done(r)}
 
     def log_names(self) -> frozenset[str]:
         """The file names in logs/, listed once: a fleet's merge and report check 100,000
@@ -287,3 +285,9 @@ class RunStore:
             return None
         path = Path(result.log)
         return path if path.is_absolute() else self.run_dir / path
+
+
+def is_done(result: CellResult) -> bool:
+    """A cell that needs no re-run on resume: not NOT_RUN (other hardware may run it), not
+    lost to the machine."""
+    return result.outcome is not Outcome.NOT_RUN and not result.infra

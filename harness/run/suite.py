@@ -42,10 +42,12 @@ MAX_PROCESSES = 50  # a suite that crashes its process this often has told us en
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
 
-def suite_argv(suite: SuiteSpec, events: Path, only: Path | None) -> tuple[str, ...]:
+def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
+               done: Path | None = None) -> tuple[str, ...]:
     """pytest's arguments for ``suite``: the harness's plugin, the installed package ahead of
     the suite's folder on ``sys.path`` (``--import-mode=append``, unless the suite's args
-    choose a mode), and no cache written into the suite's folder."""
+    choose a mode), and no cache written into the suite's folder. ``only``: the node ids to
+    run; ``done``: the (stable) node ids a resumed session recorded already, not run again."""
     argv = ["-m", "pytest", "-p", "harness_suite", "-p", "no:cacheprovider", "-q", "-rN",
             "--continue-on-collection-errors", f"--harness-suite-events={events}"]
     if not any(a.startswith("--import-mode") for a in suite.args):
@@ -55,6 +57,8 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None) -> tuple[str, 
         argv.append(f"--rootdir={rootdir(Path(suite.path))}")
     if only is not None:
         argv.append(f"--harness-suite-only={only}")
+    if done is not None:
+        argv.append(f"--harness-suite-done={done}")
     argv += list(suite.args)
     argv += [suite.path] if suite.path is not None else ["--pyargs", str(suite.pyargs)]
     return tuple(argv)
@@ -100,22 +104,26 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
     assert suite is not None
     session = _Session(cell, env, place)
     only: list[str] | None = None  # None: every test pytest collects
+    # Resumed: the tests already recorded are deselected in the first process (the next
+    # ones are given their list); the session counts them as they were.
+    done: list[str] | None = [r.nodeid for r in cell.resumed] or None
     processes = 0
     while processes < MAX_PROCESSES:
         processes += 1
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell.cell_id), dir=scratch_root))
         try:
-            done = yield from _one_process(session, suite, backend, gpu, scratch, guard, only)
+            ended = yield from _one_process(session, suite, backend, gpu, scratch, guard, only,
+                                            done if processes == 1 else None)
             session.log += read_log(scratch / "cell.log")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        if done:  # it reached no test, or every test it was given ran
+        if ended:  # it reached no test, or every test it was given ran
             break
         only = [n for n in session.collected if n not in session.children]
         if not only:
             break
     yield from session.fresh(b"")  # a test the last process's end settled
-    yield CellRun(result=session.summary(processes), log=session.log, log_name=cell.cell_id,
+    yield CellRun(result=session.summary(processes), log=session.log, log_name=session.log_name,
                   fingerprint=env.fingerprint)
 
 
@@ -134,6 +142,11 @@ class _Session:
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
         self.exitstatus: int | None = None  # pytest's own, from the last process that said
+        self.resumed = {r.nodeid: r for r in cell.resumed}  # stable node id -> its result
+        # A resumed session writes a log of its own: the tests recorded before point at the
+        # log of the part that ran them. The count of tests done names each part.
+        self.log_name = (f"{cell.cell_id}.from-{len(cell.resumed)}" if cell.resumed
+                         else cell.cell_id)
 
     def fresh(self, current_log: bytes) -> Iterator[CellRun]:
         """The tests that ended since the last call, in pytest's order. The first carries the
@@ -158,8 +171,12 @@ class _Session:
         for event in watch.events[watch.absorbed:]:
             kind = event.get("event")
             if kind == "collected" and not self.collected:
-                self.collected = [str(n) for n in event.get("nodeids", [])]
+                done = [str(n) for n in event.get("done", [])]
+                self.collected = done + [str(n) for n in event.get("nodeids", [])]
                 self.imported = list(event.get("imported", []))
+                for nodeid in done:  # recorded by the part of the session that ran before
+                    self.sent.add(nodeid)
+                    self.children[nodeid] = CellRun(result=self.resumed[stable_nodeid(nodeid)])
             elif kind == "collect_error":
                 nodeid = str(event.get("nodeid", ""))
                 if nodeid not in self.collect_errors:
@@ -200,7 +217,7 @@ class _Session:
             case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
             outcome=outcome, reason=reason, fingerprint=env.summary, parent=cell.cell_id,
             **fields, **self.place)
-        self.children[nodeid] = CellRun(result=result, log_name=cell.cell_id,
+        self.children[nodeid] = CellRun(result=result, log_name=self.log_name,
                                         events=(event,) if event else ())
 
     def summary(self, processes: int) -> CellResult:
@@ -229,10 +246,15 @@ class _Session:
             outcome, reason = Outcome.PASS, words
         if processes > 1:
             reason += f" ({processes} pytest processes: a test took one down)"
+        resumed = sum(1 for run in self.children.values()
+                      if self.resumed.get(run.result.nodeid) is run.result)
+        if resumed:
+            reason += f" ({resumed} recorded before the run was resumed)"
         details = {"suite": {"collected": len(self.collected), "counts": dict(counts),
                              "outcomes": {str(o): n for o, n in outcomes.items()},
                              "collect_errors": self.collect_errors,
                              "imported": self.imported, "processes": processes,
+                             "resumed": resumed,
                              "pytest_exit": self.exitstatus}}
         cell, env = self.cell, self.env
         return CellResult(
@@ -245,8 +267,8 @@ class _Session:
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
-                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None
-                 ) -> Generator[CellRun, None, bool]:
+                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None,
+                 done: list[str] | None) -> Generator[CellRun, None, bool]:
     """One pytest process over the suite (or the tests in ``only``), yielding each test as it
     ends. Returns True when it needs no successor (it ran every test it was given, or reached
     none); False when a test took it down and others may wait."""
@@ -256,12 +278,16 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     if only is not None:
         only_path = scratch / "only.txt"
         only_path.write_text("\n".join(only) + "\n", encoding="utf-8")
+    done_path = None
+    if done is not None:
+        done_path = scratch / "done.txt"
+        done_path.write_text("\n".join(done) + "\n", encoding="utf-8")
     # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
     variables = {**cell_variables(cell, gpu, session.place["node"]),
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
     timeout = suite.timeout or env.spec.timeout
     request = LaunchRequest(
-        argv=suite_argv(suite, events_path, only_path), env=variables, cwd=scratch,
+        argv=suite_argv(suite, events_path, only_path, done_path), env=variables, cwd=scratch,
         log=scratch / "cell.log", work_dir=scratch, cases_dir=scratch, gpu=gpu,
         timeout=timeout, memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
         # A container sees the suite's folder (from its rootdir: its conftest and config) at

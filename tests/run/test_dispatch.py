@@ -246,7 +246,8 @@ def test_a_case_may_declare_its_own_retries(tmp_path: Path) -> None:
 
 
 def test_a_suites_tests_are_on_disk_as_they_end_and_survive_kill_9(tmp_path: Path) -> None:
-    """The harness killed in the middle of a suite keeps each test that ended, with a log."""
+    """The harness killed in the middle of a suite keeps each test that ended, with a log;
+    ``--resume`` runs only the tests left, and the session counts the kept one."""
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "pytest.ini").write_text("[pytest]\n")
@@ -272,3 +273,24 @@ def test_a_suites_tests_are_on_disk_as_they_end_and_survive_kill_9(tmp_path: Pat
     assert [(r["variant"], r["outcome"]) for r in rows] == [("test_s.py::test_quick", "PASS")]
     (run_dir,) = (tmp_path / "r" / "runs").iterdir()
     assert "quick ran" in (run_dir / str(rows[0]["log"])).read_text()
+
+    (suite / "test_s.py").write_text(  # test_quick would fail now: it must not run again
+        "def test_quick():\n    raise AssertionError('ran twice')\n\n"
+        "def test_slow():\n    print('slow ran')\n")
+    resumed = subprocess.run(
+        [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
+         str(m), "--resume", "latest"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "0 cells done, 1 to run (suites cut short: 1 recorded tests kept" in resumed.stdout
+    rows = results(tmp_path)
+    assert [(r["variant"], r["outcome"]) for r in rows] == [
+        ("test_s.py::test_quick", "PASS"), ("test_s.py::test_slow", "PASS"), ("(session)", "PASS")]
+    quick, slow, session = rows
+    assert session["details"]["suite"]["resumed"] == 1  # type: ignore[index]
+    assert session["details"]["suite"]["counts"] == {"passed": 2}  # type: ignore[index]
+    assert "1 recorded before the run was resumed" in str(session["reason"])
+    # Each test's log link leads to the part of the session that ran it.
+    assert slow["log"] == session["log"] != quick["log"]
+    assert "quick ran" in (run_dir / str(quick["log"])).read_text()
+    assert "slow ran" in (run_dir / str(slow["log"])).read_text()
