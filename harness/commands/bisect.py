@@ -49,6 +49,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if bool(args.good) != bool(args.bad):
         raise UsageError("give both --good and --bad, or neither (found from the last run)")
     cells, distributions = _selected(options, axis)
+    # `--only torch=2.2.2 --only torch=2.5.1` chose the cell: a probe at another release of
+    # the axis must not be filtered away by them.
+    options = replace(options, only=tuple(o for o in options.only
+                                          if o.partition("=")[0].strip() != axis))
     spec = cells[0]
     origin = spec.env.origin
     stamp = time.strftime("%Y%m%d-%H%M%S")
