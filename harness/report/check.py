@@ -72,6 +72,7 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
     problems = _coverage(md, results)
     sections, grid, since = _sections(md)
+    grid_bisects = [_unescape(ln[2:]) for ln in _grid_lines(md) if ln.startswith("- bisect: ")]
     broken = {env for env, rs in by_env.items() if _unbuildable(rs)}
     drawn = {s.case for s in sections}
     for case in sorted({r.case_id for r in results} - {PROBES} - drawn):
@@ -87,9 +88,11 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
         problems += _table(section, mine, versions, broken)
         problems += _verdict(section, mine, cases, broken, reports_dir)
     problems += _grid(grid, by_case.get(PROBES, []), versions, cases)
+    for part in grid_bisects:
+        problems += _bisected("compat.md grid", PROBES, part, reports_dir)
     if previous is not None:
         problems += _since(since, results, previous, moved)
-    problems += _html_copies(report_dir, md, grid)
+    problems += _html_copies(report_dir, md, grid, grid_bisects)
     problems += _failure_pages(report_dir, [s for s in sections if not s.suite])
     problems += _suite_pages(report_dir, [s for s in sections if s.suite])
     return problems
@@ -100,6 +103,13 @@ def check_report(report_dir: Path, results: Sequence[CellResult],
 def _unescape(text: str) -> str:
     return (text.replace("&lt;", "<").replace("\\|", "\0").replace("\\\\", "\\")
             .replace("\0", "|"))
+
+
+def _grid_lines(md: list[str]) -> list[str]:
+    """The lines of compat.md's capability grid section."""
+    start = md.index("## Capability grid") if "## Capability grid" in md else len(md)
+    end = next((i for i in range(start + 1, len(md)) if md[i].startswith("## ")), len(md))
+    return md[start + 1:end]
 
 
 def _cells(line: str) -> list[str]:
@@ -560,7 +570,8 @@ def _text(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", fragment.replace("<br>", " · "))).strip()
 
 
-def _html_copies(report_dir: Path, md: list[str], grid: list[list[str]]) -> list[str]:
+def _html_copies(report_dir: Path, md: list[str], grid: list[list[str]],
+                  grid_bisects: Sequence[str] = ()) -> list[str]:
     problems = []
     index = report_dir / "index.html"
     if index.is_file():
@@ -578,6 +589,10 @@ def _html_copies(report_dir: Path, md: list[str], grid: list[list[str]]) -> list
                  for name, tds in rows]
         if shown != [[_unescape(c) for c in row] for row in grid]:
             problems.append("probes.html: its grid is not compat.md's")
+        said = [_text(li) for li in re.findall(r"<li>(.*?)</li>", "".join(re.findall(
+            r'<ul class="bisects">(.*?)</ul>', page, re.S)), re.S)]
+        if said != list(grid_bisects):
+            problems.append("probes.html: its bisect findings are not compat.md's")
     return problems
 
 

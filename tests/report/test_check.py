@@ -128,3 +128,50 @@ def test_every_generated_record_reports_only_what_it_holds(
     problems = check_run([store], out)
     assert problems == [], "\n".join(problems)
     assert re.search(r"cells ran \(", (out / "compat.md").read_text(encoding="utf-8"))
+
+
+def test_a_probes_bisect_is_said_under_the_grid_and_checked_against_its_probes_run(
+        tmp_path: Path) -> None:
+    """A bisect of a probe (the numpy bridge: first in torch 2.1.0 with numpy 2) joins the
+    capability grid in compat.md and probes.html; the check reads it back from the probe's
+    own run, so a finding its run does not show is caught."""
+    from dataclasses import replace
+
+    from harness.records.bisects import BisectRecord, write_bisect
+
+    reports = tmp_path / "reports"
+    probe = RunStore.create(reports, {"planned": [], "environments": {}}, run_id="probe",
+                            cases=CASES)
+    probe.extend([replace(result("2.1.0", "2.4.6", "probes::numpy_bridge", Outcome.PASS),
+                          run_id="probe")])
+    night = [result("2.0.1", "2.4.6", "probes::numpy_bridge", Outcome.REPRODUCED),
+             result("2.2.2", "2.4.6", "probes::numpy_bridge", Outcome.PASS)]
+    night = [replace(r, signature="numpy-abi") if r.outcome is Outcome.REPRODUCED else r
+             for r in night]
+    write_bisect(reports, BisectRecord(
+        bisect_id="b", axis="torch", case="probes", variant="numpy_bridge", hardware="cpu",
+        origin="cpu", values={"numpy": "2.4.6"}, package="torch",
+        last={"version": "2.0.1", "outcome": "REPRODUCED", "signature": "numpy-abi",
+              "run_id": "night"},
+        first={"version": "2.1.0", "outcome": "PASS", "signature": None, "run_id": "probe"},
+        probes=[{"version": "2.1.0", "outcome": "PASS", "signature": None, "run_id": "probe"}],
+        untested=[]))
+    store = RunStore.create(reports, {"planned": [], "environments": {
+        r.environment: {"requirements": [f"torch=={r.values['torch']}", "numpy==2.4.6"],
+                        "backend": "uv"} for r in night}}, run_id="night", cases=CASES)
+    store.extend(night)
+    out = tmp_path / "report"
+    write_report([store], out)
+    said = ("bisect: first fixed in torch 2.1.0 (last REPRODUCED (numpy-abi): torch 2.0.1; "
+            "numpy_bridge @cpu)")
+    assert f"- {said}" in (out / "compat.md").read_text(encoding="utf-8").splitlines()
+    assert f"<li>{said}</li>" in (out / "probes.html").read_text(encoding="utf-8")
+    assert check_run([store], out) == []
+    # The probe's run says otherwise: the sentence no longer follows from the record.
+    (probe.run_dir / "results.jsonl").write_text(
+        (probe.run_dir / "results.jsonl").read_text().replace('"PASS"', '"FAIL"'))
+    problems = check_run([store], out)
+    assert any(p.startswith("compat.md grid: says 'bisect: first fixed") for p in problems), (
+        problems)
+    edit(out / "probes.html", "<li>bisect: first fixed", "<li>bisect: first affected")
+    assert "probes.html: its bisect findings are not compat.md's" in check_run([store], out)

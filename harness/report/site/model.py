@@ -111,6 +111,7 @@ class Grid:
     hardware: tuple[str, ...]
     # probe variant, the packages whose versions decide it ("torch × numpy"), hardware -> cell
     rows: tuple[tuple[str, str, dict[str, GridCell]], ...]
+    bisected: tuple[str, ...] = ()  # what bisects of a probe found (records.bisects.sentence)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +201,8 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
                      for c, rs in by_case.items() if c != PROBES and c not in suites)
     probes = by_case.get(PROBES, [])
     return Site(header=_header(results, meta), failures=failures,
-                grid=_grid(probes, versions, cases) if probes else None,
+                grid=_grid(probes, versions, cases, (bisects or {}).get(PROBES, ()))
+                if probes else None,
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
                 since=since, links=dict(links),
                 suites=tuple(suite_table(c, rs, versions, cases, links)
@@ -444,7 +446,7 @@ def probe_combinations(results: Iterable[CellResult], versions: Mapping[str, dic
 
 
 def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
-          cases: Mapping[str, Mapping[str, Any]]) -> Grid:
+          cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
     groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
@@ -465,4 +467,4 @@ def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
                                 untested=sum(r.outcome not in GRID_KIND for r in mine),
                                 reason=why, packages=len(packages))
         rows.append((variant, " × ".join(packages), cells))
-    return Grid(hardware=hardware, rows=tuple(rows))
+    return Grid(hardware=hardware, rows=tuple(rows), bisected=tuple(bisected))

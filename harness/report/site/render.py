@@ -150,6 +150,9 @@ def markdown(site: Site) -> Iterator[str]:
                 text = " · ".join(f"{word}: {found}" for word, found in c.parts())
                 shown.append(_cell(text or (f"untested ({c.untested})" if c.untested else "—")))
             yield f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |"
+        if g.bisected:
+            yield ""
+            yield from [f"- {_cell(s)}" for s in g.bisected]
     if site.unbuildable:
         yield from ["", "## Environments that could not be built", ""]
         yield from [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
