@@ -33,7 +33,7 @@ from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
 from harness.records import expect
 from harness.records.baseline import load_baseline
-from harness.records.compare import bumped, new_releases
+from harness.records.compare import bumped, new_releases, pinned_releases
 from harness.records.runs import newest_first, previous_run
 from harness.records.store import RunStore, is_done
 from harness.report.build import diff_runs, write_report
@@ -307,7 +307,8 @@ def publish_ci(store: RunStore, reports_dir: Path,
         return
     before, results, changes = _against_previous(store, reports_dir, results)
     releases = new_releases(store.meta, before.meta) if before else []
-    publish(store.run_id, results, changes, before.run_id if before else None, releases)
+    publish(store.run_id, results, changes, before.run_id if before else None, releases,
+            pinned_releases(store.meta.get("environments") or {}))
 
 
 def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, Any]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from harness.core.releases import in_force
 from harness.core.results import CellResult
 
@@ -62,3 +65,22 @@ def new_releases(now: Mapping[str, Any], before: Mapping[str, Any] | None
             if version not in old:
                 out[(entry["query"]["dist"], version)] = None
     return list(out)
+
+
+def pinned_releases(environments: Mapping[str, Mapping[str, Any]]
+                    ) -> dict[str, set[tuple[str, str]]]:
+    """Each environment's exact pins, (distribution, version), from its requirements in the
+    run record: which cells a new release is in (an axis value alone could be another
+    package's version)."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for name, env in environments.items():
+        pins = out.setdefault(name, set())
+        for text in env.get("requirements") or ():
+            try:
+                req = Requirement(str(text))
+            except InvalidRequirement:
+                continue
+            specs = list(req.specifier)
+            if len(specs) == 1 and specs[0].operator in ("==", "==="):
+                pins.add((canonicalize_name(req.name), specs[0].version))
+    return out

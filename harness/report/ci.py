@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
@@ -13,9 +13,11 @@ from harness.core.results import CellResult, Outcome
 
 def step_summary(run_id: str, results: Sequence[CellResult],
                  changes: Sequence[dict[str, Any]], since: str | None,
-                 releases: Sequence[tuple[str, str]] = ()) -> str:
+                 releases: Sequence[tuple[str, str]] = (),
+                 pins: Mapping[str, Collection[tuple[str, str]]] | None = None) -> str:
     """``releases``: (distribution, version) new to the matrix's release queries since the
-    run before; each is named with how its cells did."""
+    run before; each is named with how its cells did: the cells whose environment pins it
+    (``pins``: environment -> (distribution, version), ``records.compare.pinned_releases``)."""
     counts = Counter(str(r.outcome) for r in results)
     order = [str(o) for o in Outcome if str(o) in counts]
     lines = [f"### Compatibility matrix `{run_id}`", "",
@@ -26,7 +28,7 @@ def step_summary(run_id: str, results: Sequence[CellResult],
         fixed = [c for c in changes if c["class"] == "fixed"]
         lines.append(f"Since `{since}`: {len(new)} new failures, {len(fixed)} fixed.")
         for dist, version in releases:
-            mine = [r for r in results if version in r.values.values()]
+            mine = [r for r in results if (dist, version) in (pins or {}).get(r.environment, ())]
             failing = sum(not r.outcome.ok for r in mine)
             lines.append(f"- new: {dist} {version} — {failing} of {len(mine)} cells fail")
         for title, group in (("New failures", new), ("Fixed", fixed)):
@@ -65,12 +67,13 @@ def failure_annotations(changes: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def publish(run_id: str, results: Sequence[CellResult], changes: Sequence[dict[str, Any]],
-            since: str | None, releases: Sequence[tuple[str, str]] = ()) -> None:
+            since: str | None, releases: Sequence[tuple[str, str]] = (),
+            pins: Mapping[str, Collection[tuple[str, str]]] | None = None) -> None:
     """Write the summary and print the annotations when running under GitHub Actions."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target:
         with open(target, "a", encoding="utf-8") as fh:
-            fh.write(step_summary(run_id, results, changes, since, releases))
+            fh.write(step_summary(run_id, results, changes, since, releases, pins))
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in failure_annotations(changes):
             print(line)

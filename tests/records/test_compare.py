@@ -4,7 +4,7 @@ the bump replaced."""
 from __future__ import annotations
 
 from harness.core.results import CellResult, Outcome
-from harness.records.compare import bumped, match_previous, new_releases
+from harness.records.compare import bumped, match_previous, new_releases, pinned_releases
 from harness.report.build import diff_runs
 from harness.report.ci import status_badge, step_summary
 
@@ -53,9 +53,16 @@ def test_a_release_new_to_a_query_is_named_with_how_its_cells_did() -> None:
     assert new_releases(meta("2.5.1"), None) == []
     results = [cell("2.6.0", ">=2", "numpy_bridge", Outcome.FAIL),
                cell("2.6.0", "<2", "numpy_bridge", Outcome.PASS),
-               cell("2.5.1", "<2", "numpy_bridge", Outcome.PASS)]
-    summary = step_summary("n2", results, [], "n1", [("torch", "2.6.0")])
+               cell("2.5.1", "<2", "numpy_bridge", Outcome.PASS),
+               # another package's 2.6.0 is not torch's: not one of torch 2.6.0's cells
+               cell("2.5.1", "==2.6.0", "numpy_bridge", Outcome.FAIL)]
+    pins = pinned_releases({r.environment: {"requirements": [
+        f"torch=={r.values['torch']}", f"numpy{r.values['numpy']}", "Typing_Extensions==4.1",
+        "not a requirement ==="]} for r in results})
+    assert pins["cpu:torch=2.5.1,numpy==2.6.0"] == {
+        ("torch", "2.5.1"), ("numpy", "2.6.0"), ("typing-extensions", "4.1")}
+    summary = step_summary("n2", results, [], "n1", [("torch", "2.6.0")], pins)
     assert "- new: torch 2.6.0 — 1 of 2 cells fail" in summary
-    badge = status_badge(results, [{"class": "new failure"}], "n1")
+    badge = status_badge(results[:3], [{"class": "new failure"}], "n1")
     assert badge == {"schemaVersion": 1, "label": "compatibility",
                      "message": "2/3 as documented, 1 new failures", "color": "red"}
