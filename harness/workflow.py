@@ -28,7 +28,7 @@ from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
-from harness.plan.cells import Plan, filter_plan, make_plan
+from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
 from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
 from harness.records import expect
@@ -102,7 +102,8 @@ def load_spec(state: RunState) -> RunState:
         state.options.matrix, find_links=tuple(str(f) for f in folders),
         mode="offline" if offline else "refresh" if state.options.refresh else "lock")
     matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells,
-                         releases=releases, overrides=state.options.sets)
+                         releases=releases, overrides=state.options.sets,
+                         count_cases=case_counter())
     if not offline:
         releases.save()
     for line in [*matrix.set_notes, *releases.changes(),

@@ -70,6 +70,8 @@ class SuiteSpec:
     environment's site-packages (the source folder shadowing the installed package) makes
     the environment's result an ERROR. ``args`` go to pytest after the harness's own; ``env``
     is set in the process (over the environment's). ``timeout``: seconds per test.
+    ``workers``: at most this many pytest-xdist workers in the environment's one process,
+    as free CPU slots allow when the session starts (1: no xdist).
     """
 
     name: str
@@ -79,6 +81,7 @@ class SuiteSpec:
     args: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     timeout: float | None = None
+    workers: int = 1
     where: str = ""  # "matrix.yaml:12", for errors raised once the suite runs
 
     @property
@@ -89,7 +92,7 @@ class SuiteSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "path": self.path, "pyargs": self.pyargs,
                 "packages": list(self.packages), "args": list(self.args),
-                "env": dict(self.env), "timeout": self.timeout}
+                "env": dict(self.env), "timeout": self.timeout, "workers": self.workers}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SuiteSpec:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,11 +34,12 @@ from harness.core.matrix import (
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
 from harness.core.results import Outcome
 from harness.core.rules import Rule
-from harness.matrix.expand import expand
+from harness.matrix.census import CaseCount, Count, cells_per_env, count_combos, over_limit
+from harness.matrix.expand import Follower, expand
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
 from harness.matrix.releases import valid_specifier
-from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source
+from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source, value_limit
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
@@ -48,23 +49,28 @@ _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
 
 MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
+XDIST_REQUIREMENT = "pytest-xdist>=3"  # a suite's ``workers:`` (-n); 3.0 has the hooks used
 
 T = TypeVar("T")
 
 
 def load_matrix(path: str | Path, *, max_cells: int | None = None,
                 releases: Resolver | None = None,
-                overrides: tuple[tuple[str, str], ...] = ()) -> MatrixSpec:
+                overrides: tuple[tuple[str, str], ...] = (),
+                count_cases: CaseCount | None = None) -> MatrixSpec:
     """``path``'s matrix; ``max_cells`` (default: ``cell_limit()``) refuses a larger one.
 
     Release queries are answered by ``releases`` (default: the lock beside the matrix, then
     the index, and the lock is written when the index was asked). ``overrides`` replace or
-    add axis values (``--set torch=2.6.0``).
+    add axis values (``--set torch=2.6.0``). ``count_cases`` tells how many cases the
+    selectors pick, so that the cells are counted in full before any environment is built
+    (without it, the fewest they can pick).
     """
     path = Path(path)
     if releases is None:
         lock = Releases.for_matrix(path)
-        spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides)
+        spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides,
+                           count_cases=count_cases)
         lock.save()
         return spec
     try:
@@ -78,15 +84,16 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
         raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
                         file=str(path), line=line) from None
     return parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells,
-                        releases=releases, overrides=overrides)
+                        releases=releases, overrides=overrides, count_cases=count_cases)
 
 
 def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None,
                  releases: Resolver | None = None,
-                 overrides: tuple[tuple[str, str], ...] = ()) -> MatrixSpec:
-    src = load_source(text, file)
-    set_notes = apply_sets(src.data, overrides)
+                 overrides: tuple[tuple[str, str], ...] = (),
+                 count_cases: CaseCount | None = None) -> MatrixSpec:
     limit = cell_limit(max_cells)
+    src = load_source(text, file, max_values=value_limit(limit))
+    set_notes = apply_sets(src.data, overrides)
     top = _Reader(src, limit, releases)
     root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
                             "matrices", "environments", "runners", "expect", "suites"})
@@ -102,12 +109,22 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                                                      optional=True))
     builds = tuple(top.build(("build", name), str(name))
                    for name in top.mapping(("build",), None, optional=True))
-    envs: list[EnvSpec] = []
-    for name, _ in top.mapping(("matrices",), None, optional=True).items():
-        envs.extend(top.matrix(("matrices", name), str(name), defaults, distributions))
-    for name, _ in top.mapping(("environments",), None, optional=True).items():
-        envs.append(top.named_env(("environments", name), str(name), defaults, distributions))
-    envs = [_with_builds(env, builds) for env in envs]
+    cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+    if count_cases is not None:
+        top.pick = functools.partial(count_cases, cases_dir)
+    entries = [top.entry(("matrices", name), str(name), defaults, distributions)
+               for name in top.mapping(("matrices",), None, optional=True)]
+    named = [top.named_env(("environments", name), str(name), defaults, distributions, builds)
+             for name in top.mapping(("environments",), None, optional=True)]
+    body_line = src.line(("matrices",) if "matrices" in root else ("environments",))
+    # Counted before a single environment of the matrices is made: a matrix past the limit
+    # is refused in milliseconds, not after building a million of them.
+    cells = sum((e.cells for e in entries), Count(0)) + sum(
+        (top.cells_per_env(env.hardware, env.cases, env.suites) for env in named), Count(0))
+    if cells.n > limit:
+        raise SpecError(over_limit(cells, limit), file=str(file), line=body_line or 1)
+    envs = [env for e in entries for env in top.environments(e, distributions, builds)]
+    envs += named
     suites = tuple(top.suite(("suites", name), str(name), base)
                    for name in top.mapping(("suites",), None, optional=True))
     seen: dict[str, EnvSpec] = {}
@@ -124,7 +141,12 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             raise src.error(where, f"two environments are named {env.name!r} (the other is "
                             f"{seen[env.name].origin})")
         seen[env.name] = env
-    cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+    # A suite with xdist workers needs pytest-xdist where it runs (the host has its own, or
+    # says so in the session's error).
+    wide = {s.name for s in suites if s.workers > 1}
+    envs = [replace(env, requirements=(*env.requirements, XDIST_REQUIREMENT))
+            if wide & set(env.suites) and env.backend != "host" and "pytest-xdist" not in {
+                requirement_name(r) for r in env.requirements} else env for env in envs]
     runners = {str(hw): top.strings(("runners", hw), labels)
                for hw, labels in top.mapping(("runners",), None, optional=True).items()}
     # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
@@ -133,14 +155,23 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                       runners=runners, expect=expect, suites=suites,
                       resolutions=tuple(top.resolutions.values()), sets=overrides,
                       set_notes=tuple(set_notes), distributions=distributions,
-                      cases_dir_line=src.line(("cases_dir",)),
-                      body_line=src.line(("matrices",) if "matrices" in root
-                                         else ("environments",)))
+                      cases_dir_line=src.line(("cases_dir",)), body_line=body_line)
 
 
-def _with_builds(env: EnvSpec, builds: tuple[BuildSetting, ...]) -> EnvSpec:
-    names = {requirement_name(r) for r in env.requirements}
-    return replace(env, builds=tuple(b for b in builds if b.applies_to(names)))
+@dataclass(frozen=True, kw_only=True)
+class _Entry:
+    """One entry of ``matrices:``, checked and counted, before its environments are made."""
+
+    name: str
+    settings: dict[str, Any]
+    axes: dict[str, list[dict[str, Any]]]
+    exclude: list[dict[str, Any]]
+    include: list[dict[str, Any]]
+    follow: Mapping[str, Follower]
+    shown: frozenset[str]  # keys that name the environments
+    followers: frozenset[str]  # keys that follow a linked axis: not in the names
+    variables: frozenset[str]
+    cells: Count  # at least, unless the cases were counted (count_cases)
 
 
 class _Reader:
@@ -151,6 +182,13 @@ class _Reader:
         self.max_cells = max_cells
         self.releases = releases
         self.resolutions: dict[tuple[str, str], Resolution] = {}
+        # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
+        self.pick: Callable[[tuple[CaseSelector, ...]], int | None] | None = None
+
+    def cells_per_env(self, hardware: tuple[str, ...], cases: tuple[CaseSelector, ...],
+                      suites: tuple[str, ...]) -> Count:
+        picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
+        return cells_per_env(hardware, cases, suites, picked)
 
     def at(self, path: KeyPath) -> Any:
         node = self.src.data
@@ -342,7 +380,8 @@ class _Reader:
     def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
         """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which
         packages are under test, and what pytest gets."""
-        raw = self.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout"})
+        raw = self.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout",
+                                  "workers"})
         where = [k for k in ("path", "pyargs") if k in raw]
         if len(where) != 1:
             raise self.src.error(path, "a suite needs exactly one of path: (a folder of tests) "
@@ -368,7 +407,14 @@ class _Reader:
             args=self.strings((*path, "args"), raw.get("args", [])),
             env=self._env((*path, "env"), raw["env"]) if "env" in raw else (),
             timeout=self._timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
-            else None, where=f"{self.src.file}:{self.src.line(path)}")
+            else None, workers=self._workers((*path, "workers"), raw.get("workers", 1)),
+            where=f"{self.src.file}:{self.src.line(path)}")
+
+    def _workers(self, path: KeyPath, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 256:
+            raise self.src.error(path, "expected a number of pytest-xdist workers from 1 to "
+                                 f"256, got {value!r}")
+        return value
 
     def build(self, path: KeyPath, dist: str) -> BuildSetting:
         raw = self.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
@@ -388,8 +434,10 @@ class _Reader:
             requires=self._packages((*path, "requires"), raw.get("requires", [])),
             env=self._env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
 
-    def matrix(self, path: KeyPath, name: str, defaults: dict[str, Any],
-               distributions: dict[str, str]) -> list[EnvSpec]:
+    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any],
+              distributions: dict[str, str]) -> _Entry:
+        """One entry of ``matrices:``, read and checked, and its environments counted from
+        its axes' sizes: refused here when they alone are past the limit."""
         raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
         raw_axes = self.mapping((*path, "axes"), None)
@@ -401,11 +449,6 @@ class _Reader:
             if axis not in queries and (not isinstance(values, list) or not values):
                 raise self.src.error((*path, "axes", axis), "an axis is a non-empty list or "
                                      f"a release query (releases: ...), got {_kind(values)}")
-        # A query's size is known once resolved; the whole plan is counted again then.
-        size = math.prod(len(values) for a, values in raw_axes.items() if a not in queries)
-        if size > self.max_cells:
-            raise self.src.error((*path, "axes"), f"the axes cross into {size:,} environments, "
-                                 f"over the limit of {self.max_cells:,} cells (--max-cells)")
         listed = {a: v for a, v in raw_axes.items() if a not in queries}
         pinned = {k for _, when in queries.values() for pins in when for k in pins[1]}
         variables = self._variables(path, raw, listed, distributions) - pinned - set(queries)
@@ -420,16 +463,34 @@ class _Reader:
         # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
         include = self._patterns((*path, "include"), raw.get("include"), None, "include",
                                  variables)
+        # A query's size is known once resolved (one value at least, here); the whole plan
+        # is counted again then.
+        envs = count_combos(axes, exclude, include, unknown=set(queries) | pinned)
+        if envs.n > self.max_cells:
+            raise self.src.error((*path, "axes"), f"the axes cross into {envs} environments, "
+                                 f"over the limit of {self.max_cells:,} cells (--max-cells)")
         shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
                      if axis in value and k != axis} | pinned
         follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings)
                   for axis, (query, when) in queries.items()}
-        return [self._env_spec(combo, settings, distributions, name=name,
-                               origin=f"matrices.{name}", axis_keys=shown,
-                               hidden=followers, variables=variables)
-                for combo in expand(axes, exclude, include, follow=follow)]
+        cells = envs * self.cells_per_env(settings.get("hardware", ("cpu",)),
+                                          settings.get("cases", ()), settings.get("suites", ()))
+        return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
+                      include=include, follow=follow, shown=frozenset(shown),
+                      followers=frozenset(followers), variables=frozenset(variables),
+                      cells=cells)
+
+    def environments(self, entry: _Entry, distributions: dict[str, str],
+                     builds: tuple[BuildSetting, ...]) -> list[EnvSpec]:
+        """What a counted entry expands to."""
+        return [self._env_spec(combo, entry.settings, distributions, name=entry.name,
+                               origin=f"matrices.{entry.name}", axis_keys=entry.shown,
+                               hidden=entry.followers, variables=entry.variables,
+                               builds=builds)
+                for combo in expand(entry.axes, entry.exclude, entry.include,
+                                    follow=entry.follow)]
 
     def _query(self, path: KeyPath, axis: str, raw: Any, distributions: dict[str, str]
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
@@ -582,7 +643,7 @@ class _Reader:
         return out
 
     def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any],
-                  distributions: dict[str, str]) -> EnvSpec:
+                  distributions: dict[str, str], builds: tuple[BuildSetting, ...]) -> EnvSpec:
         raw = self.mapping(path, {"pins", *SETTING_KEYS})
         pins = self.mapping((*path, "pins"), None, optional=True)
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
@@ -591,13 +652,15 @@ class _Reader:
                 raise self.src.error((*path, "pins", key), f"{key!r} is a setting, not a pin")
         settings = {**defaults, **self.settings(path, raw)}
         return self._env_spec(combo, settings, distributions, name=name,
-                              origin=f"environments.{name}", axis_keys=set(combo), named=True)
+                              origin=f"environments.{name}", axis_keys=set(combo), named=True,
+                              builds=builds)
 
     def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
                   distributions: dict[str, str], *, name: str, origin: str,
-                  axis_keys: set[str], named: bool = False,
+                  axis_keys: set[str] | frozenset[str], named: bool = False,
                   hidden: frozenset[str] | set[str] = frozenset(),
-                  variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
+                  variables: set[str] | frozenset[str] = frozenset(),
+                  builds: tuple[BuildSetting, ...] = ()) -> EnvSpec:
         merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
         pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
                 if k not in SETTING_KEYS and k not in variables and v is not None]
@@ -608,6 +671,7 @@ class _Reader:
             env_vars.append(("HARNESS_VARIABLES", json.dumps(chosen, sort_keys=True)))
         requirements = [requirement_for(d, v) for d, v in pins]
         requirements += list(merged.get("packages", ()))
+        names = {requirement_name(r) for r in requirements}
         values = [(k, _shown(v)) for k, v in combo.items()
                   if k in axis_keys or k in _COMBO_SETTINGS]
         label = name if named else f"{name}:" + ",".join(
@@ -623,6 +687,7 @@ class _Reader:
             timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
             memory=merged.get("memory"), base=merged.get("base"),
             retries=merged.get("retries", 0),
+            builds=tuple(b for b in builds if b.applies_to(names)),
         )
 
 

@@ -1,8 +1,10 @@
 """Safe YAML loading that remembers the line of every key, so errors can point at it.
 
-Hostile input ends in a one-line SpecError, fast: nesting is capped while composing, aliases
-are expanded within a budget of nodes (an alias bomb of a few KB would otherwise expand to
-billions), an alias that contains itself is refused, and merge keys (``<<``) are refused.
+Hostile input ends in a one-line SpecError, fast: the values are counted by libyaml's parser
+before anything is built (a 1.7 MB file of 200,000 values took four seconds to refuse),
+nesting is capped while composing, aliases are expanded within the same budget of values (an
+alias bomb of a few KB would otherwise expand to billions), an alias that contains itself is
+refused, and merge keys (``<<``) are refused.
 """
 
 from __future__ import annotations
@@ -44,7 +46,22 @@ class Source:
 
 
 MAX_DEPTH = 64  # a matrix needs about 8
-MAX_NODES = 50_000  # after aliases are expanded; the default matrix has about 2,000
+#: The values a file may hold (after aliases are expanded) at the default cell limit, and at
+#: least. The repository's matrix holds about 330 for its 2,000 cells, bench/scale.py's
+#: 100,000-cell matrix about 1,350 (axes multiply; values only add): 50,000 is past any matrix
+#: written by hand. That many values are about 450 kB, which libyaml reads in 0.04 s.
+MAX_NODES = 50_000
+
+
+def value_limit(max_cells: int) -> int:
+    """The values a matrix may hold: half its cell limit, ``MAX_NODES`` at least. Tied to
+    ``--max-cells`` so that one knob raises both: a matrix allowed more cells may need more
+    values (a fleet of named environments, each a few pins)."""
+    return max(MAX_NODES, max_cells // 2)
+
+
+#: libyaml's parser when PyYAML was built with it (20 times the pure-Python one's speed).
+_EVENT_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _DepthLoader(yaml.SafeLoader):
@@ -67,8 +84,10 @@ class _DepthLoader(yaml.SafeLoader):
             self._depth -= 1
 
 
-def load_source(text: str, file: str) -> Source:
-    """Parse YAML text with the safe loader, rejecting duplicate keys."""
+def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
+    """Parse YAML text with the safe loader, rejecting duplicate keys and a file of more
+    than ``max_values`` values (see ``value_limit``)."""
+    _count_values(text, file, max_values)
     try:
         loader = _DepthLoader(text)
     except yaml.reader.ReaderError as exc:  # checked at once for the whole text
@@ -86,10 +105,46 @@ def load_source(text: str, file: str) -> Source:
         loader.dispose()
     lines: dict[KeyPath, int] = {}
     try:
-        data = _Converter(file, lines).convert(root, ()) if root is not None else None
+        data = (_Converter(file, lines, max_values).convert(root, ()) if root is not None
+                else None)
     except yaml.MarkedYAMLError as exc:  # a tag or value the safe constructor refuses
         raise _yaml_error(exc, file) from None
     return Source(file=file, data=data, lines=lines)
+
+
+def _count_values(text: str, file: str, limit: int) -> None:
+    """Refuse ``text`` at its value number ``limit + 1``, from the parser's events, before a
+    node is composed (the pure-Python composer takes 20 µs a value). Values are counted as
+    the converter counts them, but an alias as one: never more than it."""
+    values = 0
+    # Per open collection: whether it is a mapping, and the nodes in it so far (a mapping's
+    # every other node is a key, which is not a value).
+    open_: list[list[Any]] = []
+    try:
+        for event in yaml.parse(text, Loader=_EVENT_LOADER):
+            if isinstance(event, yaml.CollectionEndEvent):
+                open_.pop()
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            is_key = bool(open_) and open_[-1][0] and open_[-1][1] % 2 == 0
+            if open_:
+                open_[-1][1] += 1
+            if not is_key:
+                values += 1
+                if values > limit:
+                    raise SpecError(f"more than {limit:,} values, past the limit for a "
+                                    "matrix (raise it with --max-cells: half of it, "
+                                    f"{MAX_NODES:,} at least)", file=file,
+                                    line=_line(event.start_mark))
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_.append([isinstance(event, yaml.MappingStartEvent), 0])
+    except yaml.YAMLError:
+        return  # malformed: the loader below says where, in its own words
+
+
+def _line(mark: Any) -> int | None:
+    return mark.line + 1 if mark is not None else None
 
 
 def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> SpecError:
@@ -106,8 +161,8 @@ def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:
 
 
 class _Converter:
-    def __init__(self, file: str, lines: dict[KeyPath, int]) -> None:
-        self.file, self.lines = file, lines
+    def __init__(self, file: str, lines: dict[KeyPath, int], limit: int) -> None:
+        self.file, self.lines, self.limit = file, lines, limit
         self.nodes = 0
         self.constructor = yaml.SafeLoader("")  # one for every scalar: making one is slow
         self.open: set[int] = set()  # nodes being converted: an alias back to one is a cycle
@@ -115,8 +170,8 @@ class _Converter:
     def convert(self, node: yaml.Node, path: KeyPath) -> Any:
         line = node.start_mark.line + 1
         self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise SpecError(f"more than {MAX_NODES:,} values once aliases are expanded",
+        if self.nodes > self.limit:
+            raise SpecError(f"more than {self.limit:,} values once aliases are expanded",
                             file=self.file, line=line, path=format_path(path))
         if id(node) in self.open:
             raise SpecError("an alias refers to a value that contains it", file=self.file,

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
 from harness.core.errors import SpecError, UsageError
-from harness.core.matrix import EnvSpec, MatrixSpec
+from harness.core.matrix import CaseSelector, EnvSpec, MatrixSpec
 from harness.core.results import CellResult
-from harness.plan.cases import CaseVariant, select_cases
+from harness.matrix.census import CaseCount, Count, over_limit
+from harness.plan.cases import CaseVariant, collect_cases, select_cases
 from harness.plan.suites import session_variant
 
 
@@ -64,12 +66,18 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
     """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
     A matrix past the cell limit is refused with its count, before any cell is made."""
     sessions = {s.name: session_variant(s) for s in spec.suites}
-    count = sum(len(_targets(env.hardware, present)) * (len(_env_cases(env, cases))
-                                                        + len(env.suites))
-                for env in spec.environments)
+    # The environments of one matrix entry share their settings: each kind is counted once
+    # (selecting cases for each of 10,000 environments took a second).
+    per_env: dict[tuple[object, ...], int] = {}
+    count = 0
+    for env in spec.environments:
+        kind = (env.hardware, env.cases, env.suites)
+        if kind not in per_env:
+            per_env[kind] = len(_targets(env.hardware, present)) * (
+                len(_env_cases(env, cases)) + len(env.suites))
+        count += per_env[kind]
     if count > spec.max_cells:
-        raise SpecError(f"the matrix expands to {count:,} cells, over the limit of "
-                        f"{spec.max_cells:,} (raise it with --max-cells)", file=spec.file,
+        raise SpecError(over_limit(Count(count), spec.max_cells), file=spec.file,
                         line=spec.body_line or 1)
     cells = []
     dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
@@ -86,6 +94,29 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
                 digest = hashlib.sha256(f"{head}{nodeid}, {target}]".encode()).hexdigest()
                 cells.append(Cell(cell_id=digest[:12], env=env, case=case, hardware=hw))
     return Plan(cells=tuple(cells))
+
+
+def case_counter(collect: Callable[[Path], tuple[CaseVariant, ...]] = collect_cases
+                 ) -> CaseCount:
+    """For ``load_matrix(count_cases=...)``: how many collected cases some selectors pick,
+    so that the cells are counted in full before any environment is built. None where the
+    cases do not collect or a selector picks none: planning says why, where it is written."""
+    collected: dict[Path, tuple[CaseVariant, ...] | None] = {}
+
+    def count(cases_dir: Path, selectors: tuple[CaseSelector, ...]) -> int | None:
+        if cases_dir not in collected:
+            try:
+                collected[cases_dir] = collect(cases_dir.resolve())
+            except UsageError:
+                collected[cases_dir] = None
+        cases = collected[cases_dir]
+        if cases is None:
+            return None
+        try:
+            return len(select_cases(cases, selectors))
+        except UsageError:
+            return None
+    return count
 
 
 def _env_cases(env: EnvSpec, cases: tuple[CaseVariant, ...]) -> tuple[CaseVariant, ...]:

@@ -222,7 +222,8 @@ def test_the_default_matrix_expects_te_2_2_not_to_build_against_torch_2_1_2() ->
     spec = load_matrix(ROOT / "matrix.yaml")
     old, new = ("gpu:cuda=12.1,torch=2.1.2,te=2.2.0,flash_attn=—",
                 "gpu:cuda=12.1,torch=2.4.1,te=2.2.0,flash_attn=—")
-    build = f"uv pip failed for x: {cause}\nerror: Failed to build `transformer-engine-torch==2.2.0`"
+    build = (f"uv pip failed for x: {cause}\n"
+             "error: Failed to build `transformer-engine-torch==2.2.0`")
     got = judge([result(old, "repro", Outcome.ERROR, build, "sm_90"),
                  result(old, "repro", Outcome.ERROR, "disk full", "sm_90"),
                  result(new, "repro", Outcome.ERROR, build, "sm_90")], spec.expect)

@@ -1,0 +1,192 @@
+"""How fast ``harness plan`` refuses a matrix too big to plan (issue 26, item 5).
+
+Writes two oversized matrices in a temporary folder and times ``python -m harness plan -m
+FILE`` refusing each, next to the plan of the repository's own matrix.yaml for reference:
+
+- *mutant*: the repository's matrix.yaml with the ``gpu`` matrix's torch axis grown from 2 to
+  ``--torch`` versions (default 1,153): about 720,000 cells, although its environments
+  (about 9,200) stay under the cell limit, so only the cases and targets push it over;
+- *values*: a matrix whose one axis lists ``--values`` versions (default 200,000), about
+  1.7 MB of YAML: refused for its size, whatever it would expand to.
+
+    python bench/refusals.py [--repeat 3] [--torch 1153] [--values 200000]
+
+How the figures are taken:
+
+- Every run is ``python -m harness plan -m FILE`` with ``PYTHONPATH`` at this checkout, in a
+  fresh process: the seconds include the interpreter's start and the imports, as a user sees
+  them. Each figure is the median of ``--repeat`` runs.
+- Peak memory is the child's own ``ru_maxrss``, and its CPU time ``ru_utime + ru_stime``, read
+  with ``os.wait4`` on its pid by a small wrapper interpreter (a child forked from this script
+  would count this script's memory). On a shared machine the CPU seconds move less than the
+  wall seconds: both are printed, with the load average.
+- The cases are collected once before timing, into a cache folder of the benchmark's own:
+  a warm cache, as on any machine that planned before.
+- An oversized matrix must exit 2 with one line; the reference must exit 0. Anything else is
+  a failure, shown with the run's stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GPU_TORCH = 'torch: ["2.1.2", "2.4.1"]'  # the axis the mutant grows, as matrix.yaml has it
+
+#: Starts the run and reports its seconds, peak RSS and exit code (see the docstring).
+WRAPPER = """\
+import json, os, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+seconds = time.perf_counter() - start
+with open(sys.argv[1], "w") as fh:
+    json.dump({"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
+               "maxrss_kib": usage.ru_maxrss, "code": os.waitstatus_to_exitcode(status)}, fh)
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    matrix: Path
+    code: int  # the exit code a correct harness gives
+    size: str  # what the matrix holds, for the table
+
+
+@dataclass(frozen=True)
+class Measure:
+    seconds: float
+    cpu: float  # user + system: what other work on a shared machine moves least
+    peak_mib: float
+    code: int
+    said: str  # the last line of stderr: the refusal
+
+
+def mutant_text(torch_versions: int) -> str:
+    """matrix.yaml with the gpu matrix's torch axis grown to ``torch_versions`` values."""
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    if GPU_TORCH not in text:
+        raise SystemExit(f"matrix.yaml has no {GPU_TORCH!r} to grow: update bench/refusals.py")
+    versions = ", ".join(f'"2.{i // 100}.{i % 100}"' for i in range(torch_versions))
+    return text.replace(GPU_TORCH, f"torch: [{versions}]", 1).replace(
+        "cases_dir: cases", f"cases_dir: {ROOT / 'cases'}", 1)
+
+
+def values_text(count: int) -> str:
+    """One axis of ``count`` quoted numbers, as versions are quoted: about 8.5 bytes a value."""
+    versions = ",".join(f'"{i}"' for i in range(count))
+    return (f"version: 1\ncases_dir: {ROOT / 'cases'}\nmatrices:\n  big:\n    axes:\n"
+            f"      torch: [{versions}]\n")
+
+
+def run_once(matrix: Path, env: dict[str, str], out: Path) -> Measure:
+    figures, stderr = out.with_suffix(".json"), out.with_suffix(".err")
+    figures.unlink(missing_ok=True)
+    argv = [sys.executable, "-c", WRAPPER, str(figures), sys.executable, "-m", "harness",
+            "plan", "-m", str(matrix)]
+    with open(stderr, "wb") as err:
+        subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                       check=False, timeout=600)
+    data = json.loads(figures.read_text(encoding="utf-8"))
+    lines = stderr.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return Measure(data["seconds"], data["cpu"], data["maxrss_kib"] / 1024, data["code"],
+                   lines[-1] if lines else "")
+
+
+def measure(case: Case, env: dict[str, str], out: Path, repeat: int) -> Measure:
+    runs = [run_once(case.matrix, env, out) for _ in range(repeat)]
+    wrong = [m for m in runs if m.code != case.code]
+    if wrong:
+        return wrong[0]
+    return Measure(statistics.median(m.seconds for m in runs),
+                   statistics.median(m.cpu for m in runs),
+                   statistics.median(m.peak_mib for m in runs), runs[0].code, runs[0].said)
+
+
+def load_line() -> str:
+    """Other work on the machine moves every figure: say how busy it was."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
+
+
+def revision() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "harness"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return sha + (" (harness/ modified)" if dirty else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="runs per matrix (median)")
+    parser.add_argument("--torch", type=int, default=1153,
+                        help="torch versions in the mutant's gpu matrix (default: 1153)")
+    parser.add_argument("--values", type=int, default=200_000,
+                        help="values in the big-file matrix (default: 200000)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1 or args.torch < 1 or args.values < 1:
+        parser.error("--repeat, --torch and --values must be at least 1")
+    command = "python " + " ".join(shlex.quote(a) for a in
+                                   [os.path.relpath(sys.argv[0]), *(argv or sys.argv[1:])])
+    with tempfile.TemporaryDirectory(prefix="harness-refusals-") as tmp:
+        root = Path(tmp)
+        mutant, values = root / "mutant.yaml", root / "values.yaml"
+        mutant.write_text(mutant_text(args.torch), encoding="utf-8")
+        values.write_text(values_text(args.values), encoding="utf-8")
+        cases = [
+            Case("mutant: refused", mutant, 2, f"{mutant.stat().st_size / 1e3:,.0f} kB, "
+                 f"gpu torch axis × {args.torch:,}"),
+            Case("values: refused", values, 2, f"{values.stat().st_size / 1e6:.2f} MB, "
+                 f"{args.values:,} values"),
+            Case("matrix.yaml: planned (reference)", ROOT / "matrix.yaml", 0,
+                 f"{(ROOT / 'matrix.yaml').stat().st_size / 1e3:,.0f} kB"),
+        ]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        env["HARNESS_CACHE_DIR"] = str(root / "cache")
+        for name in ("HARNESS_MAX_CELLS", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
+            env.pop(name, None)
+        subprocess.run([sys.executable, "-m", "harness", "cases"], cwd=ROOT, env=env,
+                       capture_output=True, check=False)  # the collection cache, warm
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        load_before = load_line()
+        found = {c.name: measure(c, env, root / f"run{i}", args.repeat)
+                 for i, c in enumerate(cases)}
+    print(f"$ {command}")
+    print(f"{started}, harness at {revision()}; {os.cpu_count()} cores, {load_before} at "
+          f"the start, {load_line()} at the end")
+    print(f"each figure: median of {args.repeat} fresh processes; seconds wall, CPU seconds "
+          "(user + system), MiB peak RSS")
+    print()
+    print("| matrix | size | s | CPU s | MiB | exit | what it says |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    failed = []
+    for case in cases:
+        m = found[case.name]
+        if m.code != case.code:
+            failed.append(case.name)
+        said = m.said.replace("|", "\\|").replace(str(case.matrix), case.matrix.name)
+        print(f"| {case.name} | {case.size} | {m.seconds:.2f} | {m.cpu:.2f} | {m.peak_mib:.0f} | "
+              f"{m.code}{'' if m.code == case.code else ' ✗'} | {said[:160]} |")
+    if failed:
+        print("\nfailed (wrong exit code): " + "; ".join(failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""How many combinations a matrix entry expands to, counted from its axes' sizes without
+making one: so that an oversized matrix is refused in milliseconds, before its environments
+are built (issue 26: 720,000 cells took three seconds to refuse).
+
+The count follows ``harness.matrix.expand`` exactly: the product of the axes, less the
+combinations an ``exclude`` pattern matches, plus each ``include`` that extends none of what
+is left. A pattern names values of some axes, so the combinations it matches are a box: a
+subset of each axis's values. Those left after several overlapping boxes are counted axis
+by axis, grouping an axis's values by the boxes they stay in (a memoized sweep, within a
+budget of steps). Where the exact count is out of reach, the count is a lower bound and says
+so: the product less every box's size, and nothing for the includes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.matrix import CaseSelector
+
+#: Steps of the sweep before it gives up for the lower bound: about 0.05 s of Python. A
+#: matrix's few excludes take a few hundred; 60 excludes over ten axes of 20 run out.
+BUDGET = 200_000
+
+#: How many cases of a cases folder some selectors pick (no selector: every case), or None
+#: when that is not known: the cases do not collect, or a selector picks none (planning says
+#: which, where). harness.plan.cells.case_counter answers it from the collected cases.
+CaseCount = Callable[[Path, tuple[CaseSelector, ...]], int | None]
+
+Values = Sequence[Mapping[str, Any]]
+Box = tuple[frozenset[int] | None, ...]  # per axis: the values' positions it holds, None: all
+
+
+@dataclass(frozen=True)
+class Count:
+    """A number of combinations, environments or cells: exactly ``n``, or at least ``n``."""
+
+    n: int
+    exact: bool = True
+
+    def __add__(self, other: Count) -> Count:
+        return Count(self.n + other.n, self.exact and other.exact)
+
+    def __mul__(self, other: Count) -> Count:
+        return Count(self.n * other.n, self.exact and other.exact)
+
+    def __str__(self) -> str:
+        return f"{self.n:,}" if self.exact else f"at least {self.n:,}"
+
+
+def over_limit(cells: Count, limit: int) -> str:
+    """The refusal of a matrix past the cell limit, wherever it is counted."""
+    return (f"the matrix expands to {cells} cells, over the limit of {limit:,} (raise it "
+            "with --max-cells)")
+
+
+def cells_per_env(hardware: Sequence[str], cases: Sequence[CaseSelector],
+                  suites: Sequence[str], picked: int | None = None) -> Count:
+    """The cells of an environment with these settings: its targets times its cases and
+    suites. ``picked``: how many cases its selectors pick, when known; else the fewest they
+    can pick. With ``auto`` hardware, the fewest targets a machine has."""
+    # auto is the machine's targets: its CPU at least (plan.hardware.Machine.targets).
+    targets = len(set(hardware) - {"auto"}) or (1 if "auto" in hardware else 0)
+    exact = "auto" not in hardware
+    if suites and not cases:
+        return Count(targets * len(suites), exact)
+    if picked is not None:
+        return Count(targets * (picked + len(suites)), exact)
+    # Each selector must match a case (else planning stops), and selectors that name cases
+    # outright (no glob, no marker:, no path, no ::variant) match different ones. No
+    # selector at all runs every case of cases_dir, which may hold none.
+    named = {c.pattern for c in cases
+             if not (set(c.pattern) & set("*?[") or c.pattern.startswith("marker:")
+                     or c.pattern.endswith(".py") or "::" in c.pattern)}
+    found = max(len(named), 1) if cases else 0
+    return Count(targets * (found + len(suites)), exact=False)
+
+
+class _OverBudgetError(Exception):
+    """The sweep ran out of steps: an internal signal, never shown (not a HarnessError)."""
+
+
+def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]] = (),
+                 include: Sequence[Mapping[str, Any]] = (), *,
+                 unknown: Collection[str] = (), budget: int = BUDGET) -> Count:
+    """What ``expand(axes, exclude, include)`` returns, counted. An axis with no values is a
+    release query, answered later: it counts as one value (a query that matches none is an
+    error), and the keys in ``unknown`` (the queries' and the pins they bring) as matching
+    any pattern: a lower bound."""
+    if not axes:
+        return Count(len(include))  # no combination: each include is one of its own
+    fixed = [axis for axis, values in axes.items() if values]
+    sizes = [len(axes[axis]) for axis in fixed]
+    owner = _owners(axes, fixed)
+    exact = len(fixed) == len(axes)
+    boxes = []
+    for pattern in exclude:
+        box, sure = _box(pattern, axes, fixed, owner, set(unknown), present=True)
+        exact = exact and sure
+        if box is not None:
+            boxes.append(box)
+    sweep = _Sweep(sizes, boxes, budget)
+    try:
+        left = sweep.left(tuple(None for _ in fixed))
+    except _OverBudgetError:
+        exact = False
+        left = max(0, math.prod(sizes) - sum(_size(box, sizes) for box in boxes))
+    if not exact:  # whether an include extends something is not known: it adds nothing
+        return Count(left, exact=False)
+    added = 0
+    for extra in include:
+        box, sure = _box(extra, axes, fixed, owner, set(), present=False)
+        try:
+            hits = box is not None and sweep.left(box) > 0
+        except _OverBudgetError:
+            return Count(left + added, exact=False)
+        if not sure:
+            return Count(left + added, exact=False)
+        added += not hits
+    return Count(left + added)
+
+
+def _owners(axes: Mapping[str, Values], fixed: Sequence[str]) -> dict[str, list[int]]:
+    """Which axes each key comes from (several, when a linked axis repeats another's key)."""
+    owner: dict[str, list[int]] = {}
+    for i, axis in enumerate(fixed):
+        for key in {k for value in axes[axis] for k in value}:
+            owner.setdefault(key, []).append(i)
+    return owner
+
+
+def _box(pattern: Mapping[str, Any], axes: Mapping[str, Values], fixed: Sequence[str],
+         owner: Mapping[str, list[int]], unknown: set[str], *, present: bool
+         ) -> tuple[Box | None, bool]:
+    """The combinations ``pattern`` matches, as a box (None: none), and whether that box is
+    exact. ``present``: exclude's match (the key is in the combination, with that value);
+    else include's (``combo.get(key) == value``, over the axes' own keys only)."""
+    box: list[frozenset[int] | None] = [None] * len(fixed)
+    sure = True
+    for key, wanted in pattern.items():
+        at = owner.get(key, [])
+        if key in unknown or len(at) > 1:
+            # Set by a query, or by two axes (the later one wins): assumed to match. For an
+            # exclude the box grows (a lower bound); an include's hit is not known.
+            sure = False
+            continue
+        if not at:
+            if present:
+                return None, True  # a key no combination has: an exclude matches none
+            continue  # an include's own key: it adds it, matching nothing
+        i = at[0]
+        values = axes[fixed[i]]
+        held = frozenset(j for j, value in enumerate(values)
+                         if (key in value or not present) and value.get(key) == wanted)
+        before = box[i]
+        box[i] = held = held if before is None else before & held
+        if not held:
+            return None, sure
+    return tuple(box), sure
+
+
+def _size(box: Box, sizes: Sequence[int]) -> int:
+    return math.prod(size if held is None else len(held)
+                     for held, size in zip(box, sizes, strict=True))
+
+
+class _Sweep:
+    """Counts the combinations of a domain (a box) that no excluded box holds."""
+
+    def __init__(self, sizes: Sequence[int], boxes: Sequence[Box], budget: int) -> None:
+        self.sizes, self.boxes, self.budget = sizes, boxes, budget
+        self.memo: dict[tuple[Box, int, frozenset[int]], int] = {}
+
+    def left(self, domain: Box) -> int:
+        return self._left(domain, 0, frozenset(range(len(self.boxes))))
+
+    def _left(self, domain: Box, axis: int, active: frozenset[int]) -> int:
+        """Combinations of axes ``axis``... in ``domain`` that no ``active`` box holds (each
+        active box holds the combination's values on the axes before ``axis``)."""
+        if not active:
+            return _size(domain[axis:], self.sizes[axis:])
+        if axis == len(self.sizes):
+            return 0
+        key = (domain, axis, active)
+        if key in self.memo:
+            return self.memo[key]
+        held = domain[axis]
+        groups: dict[frozenset[int], int] = {}
+        for j in range(self.sizes[axis]) if held is None else held:
+            self.budget -= len(active) + 1
+            if self.budget < 0:
+                raise _OverBudgetError
+            still = frozenset(b for b in active if _holds(self.boxes[b][axis], j))
+            groups[still] = groups.get(still, 0) + 1
+        found = sum(n * self._left(domain, axis + 1, still) for still, n in groups.items())
+        self.memo[key] = found
+        return found
+
+
+def _holds(held: frozenset[int] | None, j: int) -> bool:
+    return held is None or j in held
