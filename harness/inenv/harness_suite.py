@@ -18,7 +18,11 @@ pytest, with its own configuration and plugins. Events (``--harness-suite-events
 ``--harness-suite-only FILE`` (one node id per line) runs only those tests: the harness's
 way to go on in a fresh process after a test crashed the last one. ``--harness-suite-done
 FILE`` (stable node ids, as the record keeps them) deselects the tests a resumed run recorded
-already; ``collected`` names them apart (``done``).
+already.
+
+Under pytest-xdist (``-n N``) the events come from the controller alone: it hears each
+worker's collection and each test's start, reports and end; a test that took its worker down
+is its CRASH (xdist starts another worker and goes on).
 """
 
 from __future__ import annotations
@@ -50,27 +54,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--harness-suite-events")
-    if path:
+    if path and not hasattr(config, "workerinput"):  # an xdist worker: its controller says
         config.pluginmanager.register(_Recorder(config, Events(path)), "harness-suite-events")
-
-
-#: The node ids ``--harness-suite-done`` deselected (one session per process).
-DONE: list[str] = []
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     only, done = config.getoption("--harness-suite-only"), config.getoption("--harness-suite-done")
-    if done:
-        recorded = set(Path(done).read_text(encoding="utf-8").splitlines())
-        DONE[:] = [item.nodeid for item in items if stable_nodeid(item.nodeid) in recorded]
-    if not only and not DONE:
+    if not only and not done:
         return
     wanted = set(Path(only).read_text(encoding="utf-8").splitlines()) if only else None
-    skip = set(DONE)
-    dropped = [item for item in items
-               if item.nodeid in skip or (wanted is not None and item.nodeid not in wanted)]
+    recorded = set(Path(done).read_text(encoding="utf-8").splitlines()) if done else set()
+    dropped = [item for item in items if stable_nodeid(item.nodeid) in recorded
+               or (wanted is not None and item.nodeid not in wanted)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         gone = {id(item) for item in dropped}
@@ -93,6 +90,7 @@ class _Recorder:
     def __init__(self, config: pytest.Config, events: Events) -> None:
         self.config, self.events = config, events
         self.phases: dict[str, list[pytest.TestReport]] = {}
+        self.collected = False
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.events.write(event="session", pid=os.getpid(), time=time.time(),
@@ -104,16 +102,34 @@ class _Recorder:
                               reason=error_lines(report.longreprtext))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if getattr(self.config.option, "numprocesses", None):
+            return  # xdist's controller: its workers collect (below)
+        self.collected = True
         packages = self.config.getoption("--harness-suite-package")
         self.events.write(event="collected", time=time.time(),
-                          nodeids=[item.nodeid for item in session.items], done=DONE,
+                          nodeids=[item.nodeid for item in session.items],
                           imported=[imported_from(name) for name in packages])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # xdist's controller collects nothing itself; every worker collects the same tests.
+        if not self.collected:
+            self.collected = True
+            packages = self.config.getoption("--harness-suite-package")
+            self.events.write(event="collected", time=time.time(), nodeids=list(ids),
+                              imported=[imported_from(name) for name in packages])
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         # Written before the test runs, so a crash inside it is attributed to it.
         self.events.write(event="start", nodeid=nodeid, time=time.time())
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if str(report.when) == "???":  # xdist: its worker died in this test; no end comes
+            self.phases.pop(report.nodeid, None)
+            self.events.write(event="finish", nodeid=report.nodeid, time=time.time(),
+                              duration=0.0, outcome="CRASH", pytest="crashed",
+                              reason=error_lines(report.longreprtext))
+            return
         self.phases.setdefault(report.nodeid, []).append(report)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -126,9 +142,12 @@ class _Recorder:
 
     def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
         reports = self.phases.pop(nodeid, [])
+        # xdist's controller: which worker ran it (gw0, gw1...), from the reports' node
+        worker = next((str(r.node.gateway.id) for r in reports
+                       if hasattr(getattr(r, "node", None), "gateway")), None)
         self.events.write(event="finish", nodeid=nodeid, time=time.time(),
                           duration=round(sum(r.duration for r in reports), 3),
-                          **judge(reports))
+                          **judge(reports), **({"worker": worker} if worker else {}))
 
 
 def imported_from(name: str) -> dict[str, Any]:

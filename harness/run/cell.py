@@ -35,12 +35,12 @@ from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
              envs: EnvCache | None = None, guard: ProcessGuard | None = None,
              node: str | None = None, run_id: str = "", attempt: int = 1,
-             scratch_root: Path | None = None) -> CellRun:
+             scratch_root: Path | None = None, workers: int = 1) -> CellRun:
     """Run one cell to its end and return what happened (a suite's session with its tests as
     ``children``). Raises only ``Cancelled``."""
     runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
                            node=node, run_id=run_id, attempt=attempt,
-                           scratch_root=scratch_root))
+                           scratch_root=scratch_root, workers=workers))
     (own,) = (r for r in runs if r.result.cell_id == cell.cell_id)
     return replace(own, children=tuple(r for r in runs if r is not own))
 
@@ -48,7 +48,7 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
 def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
                envs: EnvCache | None = None, guard: ProcessGuard | None = None,
                node: str | None = None, run_id: str = "", attempt: int = 1,
-               scratch_root: Path | None = None) -> Iterator[CellRun]:
+               scratch_root: Path | None = None, workers: int = 1) -> Iterator[CellRun]:
     """Run cells of one environment and one hardware target in as few pytest processes as
     they allow, yielding each cell's run as it ends (within a second). A test suite's session
     yields each of its tests' runs (``result.parent`` names the session, not a planned cell)
@@ -56,7 +56,8 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
 
     One process runs them all; after a crash or a timeout, a fresh one starts at the next
     cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
-    cell has the environment's timeout from its own start. Raises only ``Cancelled``."""
+    cell has the environment's timeout from its own start. ``workers``: the CPU slots held, for
+    a suite's pytest-xdist workers. Raises only ``Cancelled``."""
     node = node or socket.gethostname()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
     realized = (envs or EnvCache()).realize(cells[0], backend)
@@ -69,7 +70,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         return
     if cells[0].case.suite is not None:  # a test suite's session: always alone
         for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
-                                scratch_root=scratch_root):
+                                scratch_root=scratch_root, workers=workers):
             yield run if run.result.parent else replace(run, env_built=realized.built)
         return
     remaining = list(cells)

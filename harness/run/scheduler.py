@@ -38,6 +38,12 @@ class Task:
         return self.cells[0]
 
 
+def _wanted(task: Task) -> int:
+    """The slots a task can use: a CPU suite's xdist workers; one for anything else."""
+    suite = task.cell.case.suite
+    return suite.workers if suite is not None and task.cell.hardware == "cpu" else 1
+
+
 def make_slots(jobs: int, gpus: Iterable[tuple[int, str]]) -> tuple[Slot, ...]:
     cpu = [Slot(name=f"cpu{i}") for i in range(max(1, jobs))]
     return (*cpu, *(Slot(name=f"gpu{index}", gpu=index, arch=arch) for index, arch in gpus))
@@ -54,7 +60,9 @@ class Scheduler:
 
     def assign(self) -> list[tuple[Slot, Task]]:
         """Give each free slot the first pending task it fits (submission order: the driver
-        submits the longest expected first)."""
+        submits the longest expected first). Then CPU slots no pending task fits go to the
+        suites just started that want xdist workers (``width``): a suite widens only when
+        nothing else waits for the CPU."""
         out = []
         for slot in self.slots:
             if slot in self.slot_to_task:
@@ -65,10 +73,22 @@ class Scheduler:
                     self.slot_to_task[slot] = task
                     out.append((slot, task))
                     break
+        spare = [s for s in self.slots if s.gpu is None and s not in self.slot_to_task]
+        for _, task in out:
+            while spare and self.width(task) < _wanted(task):
+                self.slot_to_task[spare.pop(0)] = task
         return out
 
+    def width(self, task: Task) -> int:
+        """How many slots ``task`` holds."""
+        return sum(1 for held in self.slot_to_task.values() if held is task)
+
     def complete(self, slot: Slot) -> Task:
-        return self.slot_to_task.pop(slot)
+        """Free ``slot``'s task, and every other slot it held."""
+        task = self.slot_to_task.pop(slot)
+        for other in [s for s, held in self.slot_to_task.items() if held is task]:
+            del self.slot_to_task[other]
+        return task
 
 
 

@@ -43,11 +43,12 @@ LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
 
 def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
-               done: Path | None = None) -> tuple[str, ...]:
+               done: Path | None = None, workers: int = 1) -> tuple[str, ...]:
     """pytest's arguments for ``suite``: the harness's plugin, the installed package ahead of
     the suite's folder on ``sys.path`` (``--import-mode=append``, unless the suite's args
     choose a mode), and no cache written into the suite's folder. ``only``: the node ids to
-    run; ``done``: the (stable) node ids a resumed session recorded already, not run again."""
+    run; ``done``: the (stable) node ids a resumed session recorded already, not run again;
+    ``workers``: pytest-xdist's ``-n`` (1: none)."""
     argv = ["-m", "pytest", "-p", "harness_suite", "-p", "no:cacheprovider", "-q", "-rN",
             "--continue-on-collection-errors", f"--harness-suite-events={events}"]
     if not any(a.startswith("--import-mode") for a in suite.args):
@@ -59,6 +60,8 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
         argv.append(f"--harness-suite-only={only}")
     if done is not None:
         argv.append(f"--harness-suite-done={done}")
+    if workers > 1:
+        argv += ["-n", str(workers)]
     argv += list(suite.args)
     argv += [suite.path] if suite.path is not None else ["--pyargs", str(suite.pyargs)]
     return tuple(argv)
@@ -97,9 +100,10 @@ def stable_nodeid(nodeid: str) -> str:
 
 def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None, *,
                  guard: ProcessGuard | None, place: dict[str, Any],
-                 scratch_root: Path | None = None) -> Iterator[CellRun]:
+                 scratch_root: Path | None = None, workers: int = 1) -> Iterator[CellRun]:
     """Run the suite of ``cell`` to its end, yielding each test's run as it ends, then the
-    session's own. Raises only ``Cancelled``."""
+    session's own. ``workers``: the CPU slots the session holds, for pytest-xdist (up to the
+    suite's ``workers``). Raises only ``Cancelled``."""
     suite = cell.case.suite
     assert suite is not None
     session = _Session(cell, env, place)
@@ -113,7 +117,8 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell.cell_id), dir=scratch_root))
         try:
             ended = yield from _one_process(session, suite, backend, gpu, scratch, guard, only,
-                                            done if processes == 1 else None)
+                                            done if processes == 1 else None,
+                                            max(1, min(workers, suite.workers)))
             session.log += read_log(scratch / "cell.log")
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -142,7 +147,11 @@ class _Session:
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
         self.exitstatus: int | None = None  # pytest's own, from the last process that said
-        self.resumed = {r.nodeid: r for r in cell.resumed}  # stable node id -> its result
+        # A resumed session's tests recorded before: counted as they are, never run again
+        # (keyed by their stable node id: pytest never names them in this session).
+        for done in cell.resumed:
+            self.children[done.nodeid] = CellRun(result=done)
+            self.sent.add(done.nodeid)
         # A resumed session writes a log of its own: the tests recorded before point at the
         # log of the part that ran them. The count of tests done names each part.
         self.log_name = (f"{cell.cell_id}.from-{len(cell.resumed)}" if cell.resumed
@@ -171,12 +180,8 @@ class _Session:
         for event in watch.events[watch.absorbed:]:
             kind = event.get("event")
             if kind == "collected" and not self.collected:
-                done = [str(n) for n in event.get("done", [])]
-                self.collected = done + [str(n) for n in event.get("nodeids", [])]
+                self.collected = [str(n) for n in event.get("nodeids", [])]
                 self.imported = list(event.get("imported", []))
-                for nodeid in done:  # recorded by the part of the session that ran before
-                    self.sent.add(nodeid)
-                    self.children[nodeid] = CellRun(result=self.resumed[stable_nodeid(nodeid)])
             elif kind == "collect_error":
                 nodeid = str(event.get("nodeid", ""))
                 if nodeid not in self.collect_errors:
@@ -190,6 +195,8 @@ class _Session:
                                    reason=str(finish.get("reason", "")),
                                    memory=self.env.spec.memory))
         details = {"pytest": finish.get("pytest")}
+        if finish.get("worker"):  # the pytest-xdist worker that ran it
+            details["worker"] = finish["worker"]
         if finish.get("traceback"):
             details["traceback"] = finish["traceback"]
         self.add(nodeid, decision.outcome, decision.reason, pytest_word=finish.get("pytest"),
@@ -246,11 +253,10 @@ class _Session:
             outcome, reason = Outcome.PASS, words
         if processes > 1:
             reason += f" ({processes} pytest processes: a test took one down)"
-        resumed = sum(1 for run in self.children.values()
-                      if self.resumed.get(run.result.nodeid) is run.result)
+        resumed = len(self.cell.resumed)
         if resumed:
             reason += f" ({resumed} recorded before the run was resumed)"
-        details = {"suite": {"collected": len(self.collected), "counts": dict(counts),
+        details = {"suite": {"collected": len(self.collected) + resumed, "counts": dict(counts),
                              "outcomes": {str(o): n for o, n in outcomes.items()},
                              "collect_errors": self.collect_errors,
                              "imported": self.imported, "processes": processes,
@@ -268,7 +274,7 @@ class _Session:
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
                  scratch: Path, guard: ProcessGuard | None, only: list[str] | None,
-                 done: list[str] | None) -> Generator[CellRun, None, bool]:
+                 done: list[str] | None, workers: int) -> Generator[CellRun, None, bool]:
     """One pytest process over the suite (or the tests in ``only``), yielding each test as it
     ends. Returns True when it needs no successor (it ran every test it was given, or reached
     none); False when a test took it down and others may wait."""
@@ -287,7 +293,8 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
     timeout = suite.timeout or env.spec.timeout
     request = LaunchRequest(
-        argv=suite_argv(suite, events_path, only_path, done_path), env=variables, cwd=scratch,
+        argv=suite_argv(suite, events_path, only_path, done_path, workers), env=variables,
+        cwd=scratch,
         log=scratch / "cell.log", work_dir=scratch, cases_dir=scratch, gpu=gpu,
         timeout=timeout, memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
         # A container sees the suite's folder (from its rootdir: its conftest and config) at

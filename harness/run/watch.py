@@ -43,7 +43,9 @@ class Watch:
         self.events: list[dict[str, Any]] = []
         self.finished: set[str] = set()
         self.started: set[str] = set()
-        self.current: str | None = None
+        # Tests started and not ended, with their start: one at a time, or one per xdist
+        # worker in a suite's process.
+        self.running: dict[str, float] = {}
         self.last_activity = time.time()
         self.started_at = self.last_activity
         self.hardware: dict[str, Any] = {}
@@ -74,18 +76,24 @@ class Watch:
             if kind == "session":
                 self.hardware = event.get("hardware", {})
             elif kind == "start":
-                self.current = nodeid
                 self.started.add(nodeid)
                 self.last_activity = float(event.get("time", time.time()))
+                self.running[nodeid] = self.last_activity
             elif kind == "finish":
                 self.finished.add(nodeid)
-                self.current = None
+                self.running.pop(nodeid, None)
                 self.last_activity = float(event.get("time", time.time()))
                 out.append((nodeid, event))
             elif kind == "ended":
                 self.ended = True
                 self.exitstatus = event.get("exitstatus")
         return out
+
+    @property
+    def current(self) -> str | None:
+        """The test running longest: the one a timeout or a crash of the process is put on
+        (under xdist the others running then go on in the next process)."""
+        return min(self.running, key=self.running.__getitem__) if self.running else None
 
     def done_with(self, nodeids: Iterable[str]) -> bool:
         return all(n in self.finished for n in nodeids)

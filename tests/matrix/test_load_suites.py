@@ -66,6 +66,8 @@ def test_suites_are_read_and_each_environment_plans_a_session_per_suite(tmp_path
      "suites.local.package[0]: 'my-lib' is not an import name like 'mylib'"),
     (("    timeout: 120", "    timeout: -1"), "suites.local.timeout: expected a positive"),
     (("    env: {MYLIB_BACKENDS: torch}", "    environment: {}"), "unknown key 'environment'"),
+    (("    timeout: 120", "    workers: 0"),
+     "suites.local.workers: expected a number of pytest-xdist workers from 1 to 256, got 0"),
 ])
 def test_a_wrong_suite_is_a_one_line_error_at_its_line(tmp_path: Path, change: tuple[str, str],
                                                        message: str) -> None:
@@ -74,6 +76,26 @@ def test_a_wrong_suite_is_a_one_line_error_at_its_line(tmp_path: Path, change: t
     with pytest.raises(SpecError) as info:
         load(tmp_path, MATRIX.replace(old, new))
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_suite_with_workers_gets_pytest_xdist_where_the_harness_installs(
+        tmp_path: Path) -> None:
+    """uv (and docker, overlay) environments that run a suite with ``workers:`` install
+    pytest-xdist (their key changes with it); the others, and the host, are left as they are."""
+    plain = load(tmp_path, MATRIX)
+    wide = load(tmp_path, MATRIX.replace("    timeout: 120", "    timeout: 120\n    workers: 4")
+                + "environments:\n  here: {backend: host, suites: [local]}\n")
+    assert [s.workers for s in wide.suites] == [1, 4]
+    before = {e.name: e for e in plain.environments}
+    for env in wide.environments:
+        if env.backend == "host":
+            assert "pytest-xdist>=3" not in env.requirements
+            continue
+        assert env.requirements == (*before[env.name].requirements, "pytest-xdist>=3")
+        assert env.key != before[env.name].key
+    listed = load(tmp_path, MATRIX.replace("    timeout: 120", "    workers: 2").replace(
+        '"mylib==1.2"', '"mylib==1.2", "pytest-xdist==3.6.1"'))
+    assert all(e.requirements[-1] == "pytest-xdist==3.6.1" for e in listed.environments)
 
 
 def test_an_environment_with_suites_and_cases_runs_both(tmp_path: Path) -> None:

@@ -35,15 +35,15 @@ def copy_suite(tmp_path: Path) -> Path:
 
 
 def session(tmp_path: Path, folder: Path, *, env: str = "", args: str = "[]",
-            timeout: float = 60) -> CellRun:
+            timeout: float = 60, workers: int = 1, slots: int = 1) -> CellRun:
     spec = parse_matrix(
         "version: 1\nsuites:\n  mine:\n"
         f"    path: {folder / 'tests'}\n    package: yaml\n    args: {args}\n"
-        f"    env: {{SUITE_BACKENDS: numpy{env}}}\n"
+        f"    env: {{SUITE_BACKENDS: numpy{env}}}\n    workers: {workers}\n"
         f"environments:\n  host: {{backend: host, python: '{PY}', suites: [mine], "
         f"timeout: {timeout}}}\n", file="m.yaml", base=tmp_path)
     (cell,) = make_plan(spec, (), ("cpu",)).cells
-    return run_cell(cell, HostBackend(tmp_path), None, cases_dir=tmp_path)
+    return run_cell(cell, HostBackend(tmp_path), None, cases_dir=tmp_path, workers=slots)
 
 
 def bare_pytest_counts(folder: Path, env: dict[str, str]) -> dict[str, int]:
@@ -120,6 +120,37 @@ def test_a_crash_and_a_hang_are_their_tests_and_the_rest_runs_on(tmp_path: Path)
     assert run.result.details["suite"]["processes"] == 3
     assert run.result.reason.endswith("(3 pytest processes: a test took one down)")
     assert len(tests) == 10
+
+
+def test_xdist_workers_share_the_suite_and_a_crash_or_hang_is_still_its_test(
+        tmp_path: Path) -> None:
+    """With two slots held, the one pytest process runs two xdist workers (the host's
+    pytest-xdist): a worker's crash is its test's CRASH and xdist goes on in the same process;
+    a hang is its test's TIMEOUT, and the rest runs in one more process. Every test once,
+    counted as one process without xdist counts them."""
+    folder = copy_suite(tmp_path)
+    # timeout: xdist's workers start inside the first test's time (two interpreters on a
+    # loaded two-core machine can take seconds)
+    run = session(tmp_path, folder, env=", SUITE_CRASH: '1', SUITE_HANG: '1'", timeout=10,
+                  workers=4, slots=2)
+    tests = {c.result.variant: c.result for c in run.children}
+    assert len(tests) == 10, (run.result.reason, run.log[-3000:])
+    assert tests["test_endings.py::test_segfault"].outcome == "CRASH"
+    assert "crashed while running" in tests["test_endings.py::test_segfault"].reason
+    assert tests["test_endings.py::test_hang"].outcome == "TIMEOUT"
+    assert tests["test_endings.py::test_after"].outcome == "PASS"
+    assert tests["test_zlast.py::test_other_module"].outcome == "PASS"
+    assert run.result.details["suite"]["processes"] == 2  # the crash cost no process
+    # -n 2: the slots held, not the 4 asked for (xdist names a worker that replaces a
+    # crashed one anew)
+    workers = {c.result.details.get("worker") for c in run.children} - {None}
+    assert {"gw0", "gw1"} <= workers and "gw3" not in workers
+    plain = session(tmp_path, folder)
+    assert run.result.details["suite"]["collected"] == plain.result.details["suite"][
+        "collected"]
+    assert {c.result.variant: str(c.result.outcome) for c in session(
+        tmp_path, folder, workers=2, slots=2).children} == {
+        c.result.variant: str(c.result.outcome) for c in plain.children}
 
 
 def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ class LocalExecutor:
     def _pump(self) -> None:
         """Start what fits the free slots. Called with the lock held."""
         for slot, task in self.scheduler.assign():
-            self.pool.submit(self._run, slot, task)
+            self.pool.submit(self._run, slot, task, self.scheduler.width(task))
 
     def _backend(self, name: str) -> Backend:
         with self._lock:
@@ -91,13 +91,14 @@ class LocalExecutor:
                 self._backends[name] = get_backend(name, self.cache_dir)
             return self._backends[name]
 
-    def _run(self, slot: Slot, task: Task) -> None:
+    def _run(self, slot: Slot, task: Task, width: int = 1) -> None:
         futures = self._futures[task]
         failure: BaseException | None = None
         try:
             for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
-                                  node=self.node, run_id=task.run_id, attempt=task.attempt):
+                                  node=self.node, run_id=task.run_id, attempt=task.attempt,
+                                  workers=width):
                 future = futures.get(run.result.cell_id)
                 if future is None:  # a suite's test: recorded as it ends, before its session
                     self._partials.put(run)
