@@ -24,14 +24,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.core.errors import DriftError, EnvBuildError
+from harness.core.errors import BackendError, DriftError, EnvBuildError, EnvImportError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.reaper import Registry, new_token
 from harness.core.redact import passed
-from harness.inenv import harness_fingerprint, harness_imports, harness_probe
+from harness.inenv import harness_fingerprint, harness_probe
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
-IMPORTS_SCRIPT = Path(harness_imports.__file__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -264,34 +263,48 @@ def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:
     return data
 
 
-def import_problems(python: str, spec: EnvSpec, *, timeout: float = 900,
-                    variables: dict[str, str] | None = None) -> list[str]:
-    """Import the top-level modules of every distribution the spec names, in the environment.
+def check_environment(python: str, spec: EnvSpec, *, timeout: float = 900,
+                      variables: dict[str, str] | None = None) -> dict[str, Any]:
+    """A new environment's fingerprint, read after importing the top-level modules of every
+    distribution the spec names: EnvImportError when one does not import.
 
-    Runs with no GPU visible and a throwaway HOME, so that importing has no side effects
-    (flashinfer makes its JIT workspace under ``$HOME`` at import time)."""
+    One interpreter does both: importing torch takes seconds, and the fingerprint imports it
+    too. It runs with a throwaway HOME, so that importing has no side effects (flashinfer
+    makes its JIT workspace under ``$HOME`` at import time), and sees no GPU while importing."""
     names = sorted({requirement_name(r) for r in spec.requirements})
-    if not names:
-        return []
     with tempfile.TemporaryDirectory(prefix="harness-imports-") as home:
-        env = {**os.environ, "PYTHONPATH": "", "HOME": home, "CUDA_VISIBLE_DEVICES": "",
-               "PYTHONDONTWRITEBYTECODE": "1", **(variables or {})}
+        env = {**os.environ, "PYTHONPATH": "", "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
+               **(variables or {})}
         try:
-            proc = subprocess.run([python, str(IMPORTS_SCRIPT), *names], capture_output=True,
-                                  text=True, timeout=timeout, check=False, env=env, cwd=home)
+            proc = subprocess.run([python, str(FINGERPRINT_SCRIPT), "--import", *names],
+                                  capture_output=True, text=True, timeout=timeout,
+                                  check=False, env=env, cwd=home)
         except subprocess.TimeoutExpired:
-            return [f"importing {', '.join(names)} took over {timeout:g} s"]
+            raise _failure(spec, names, f"took over {timeout:g} s") from None
     tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
     if proc.returncode != 0:
-        return [f"importing {', '.join(names)} killed the interpreter "
-                f"(exit {proc.returncode}): {tail}"]
+        raise _failure(spec, names, f"killed the interpreter (exit {proc.returncode}): {tail}")
     try:
-        report: dict[str, dict[str, str | None]] = json.loads(proc.stdout)
+        fingerprint: dict[str, Any] = json.loads(proc.stdout)
     except ValueError:
-        return [f"the import check of {', '.join(names)} printed no result: {tail}"]
-    return [f"{dist}: {module}: {error}" if module else f"{dist}: {error}"
-            for dist, modules in sorted(report.items())
-            for module, error in sorted(modules.items()) if error]
+        raise _failure(spec, names, f"printed no result: {tail}") from None
+    report: dict[str, dict[str, str | None]] = fingerprint.pop("imports")
+    problems = [f"{dist}: {module}: {error}" if module else f"{dist}: {error}"
+                for dist, modules in sorted(report.items())
+                for module, error in sorted(modules.items()) if error]
+    if problems:
+        raise EnvImportError(f"{spec.name} was built but does not import: "
+                             + "; ".join(problems))
+    return fingerprint
+
+
+def _failure(spec: EnvSpec, names: list[str], problem: str) -> BackendError:
+    """The check went wrong: what the spec names does not import, or (it names nothing)
+    the environment cannot be fingerprinted."""
+    if names:
+        return EnvImportError(f"{spec.name} was built but does not import: importing "
+                              f"{', '.join(names)} {problem}")
+    return DriftError(f"cannot fingerprint the environment: {problem}")
 
 
 def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:

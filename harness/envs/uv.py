@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import atomic
-from harness.core.errors import EnvBuildError, EnvImportError
+from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec
 from harness.core.reaper import Registry, new_token
 from harness.envs.base import (
@@ -27,9 +27,8 @@ from harness.envs.base import (
     LaunchRequest,
     Process,
     bytecode_variables,
-    import_problems,
+    check_environment,
     launch_local,
-    read_fingerprint,
 )
 from harness.envs.overlay import (
     Base,
@@ -113,13 +112,10 @@ class UvBackend(Backend):
         # Built against a toolkit the harness fetched: that toolkit is the environment's CUDA
         # root from now on, and its own CUDA libraries are on the loader path.
         cuda_home = toolchain.get("CUDA_HOME")
-        # Importing everything once also leaves its bytecode for the cells.
-        problems = import_problems(python, spec, variables={**runtime_variables(
+        # Importing everything once also leaves its bytecode for the cells; the fingerprint
+        # is read as a cell would see the environment (its libraries, its bytecode).
+        fingerprint = check_environment(python, spec, variables={**runtime_variables(
             path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")), **bytecode_variables(path)})
-        if problems:
-            raise EnvImportError(f"{spec.name} was built but does not import: "
-                                 + "; ".join(problems))
-        fingerprint = read_fingerprint(python)
         if base is not None:  # in every result: what came from the base, what was shadowed
             fingerprint["overlay"] = {"base": base.python, "base_identity": base.identity,
                                       "shadowed": shadows}

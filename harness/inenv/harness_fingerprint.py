@@ -1,15 +1,27 @@
 """Print, as JSON, what is really installed in the environment this interpreter belongs to.
 
-Run inside the environment under test (stdlib only): ``python harness_fingerprint.py``."""
+Run inside the environment under test (stdlib only): ``python harness_fingerprint.py``.
+
+Right after a build, ``python harness_fingerprint.py --import torch transformer-lens`` first
+imports every top-level module of the named distributions and adds what failed under
+``"imports"``. An environment whose packages do not import is broken for every case it would
+run, so the harness reports it once, as the environment's ERROR, instead of letting each cell
+FAIL for the same reason. Both in one interpreter: importing torch takes seconds, and the
+fingerprint imports it too.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import importlib.metadata as md
 import json
+import os
 import platform
 import sys
+import traceback
+from collections.abc import Iterator
 from typing import Any
 
 KEY_PACKAGES = ("torch", "numpy", "transformers", "transformer-engine", "transformer_engine",
@@ -22,13 +34,18 @@ def _norm(name: str) -> str:
 
 
 def fingerprint() -> dict[str, Any]:
+    return _with_torch(installed())
+
+
+def installed() -> dict[str, Any]:
+    """The interpreter and the distributions, from their metadata alone (nothing imported)."""
     packages: dict[str, str] = {}
     for dist in md.distributions():  # in sys.path order: the first one is what imports
         name = dist.metadata["Name"]
         if name:
             packages.setdefault(_norm(name), dist.version)
     freeze = "\n".join(f"{k}=={v}" for k, v in sorted(packages.items()))
-    out: dict[str, Any] = {
+    return {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "executable": sys.executable,
@@ -36,7 +53,10 @@ def fingerprint() -> dict[str, Any]:
         "key": {_norm(k): packages[_norm(k)] for k in KEY_PACKAGES if _norm(k) in packages},
         "freeze_sha256": hashlib.sha256(freeze.encode()).hexdigest()[:16],
     }
-    if "torch" in packages:
+
+
+def _with_torch(out: dict[str, Any]) -> dict[str, Any]:
+    if "torch" in out["packages"]:
         out["torch"] = _torch()
     return out
 
@@ -54,5 +74,85 @@ def _torch() -> dict[str, Any]:
             "cuda_available": bool(torch.cuda.is_available())}
 
 
+def top_level_modules(dist_name: str) -> list[str]:
+    """The importable top-level names a distribution installs (top_level.txt, else RECORD)."""
+    dist = md.distribution(dist_name)
+    text = dist.read_text("top_level.txt")
+    if text:
+        names = [line.strip() for line in text.splitlines()]
+    else:
+        names = []
+        for path in dist.files or ():
+            parts = path.parts
+            if len(parts) > 1 and parts[1] == "__init__.py":
+                names.append(parts[0])
+            elif len(parts) == 1 and parts[0].endswith(".py"):
+                names.append(parts[0][:-3])
+    return sorted({n for n in names if n and n.isidentifier() and not n.startswith("_")})
+
+
+def check_imports(dist_names: list[str]) -> dict[str, dict[str, str | None]]:
+    """Per distribution, per top-level module: None, or why it does not import."""
+    out: dict[str, dict[str, str | None]] = {}
+    for name in dist_names:
+        try:
+            modules = top_level_modules(name)
+        except md.PackageNotFoundError:
+            out[name] = {"": "not installed"}
+            continue
+        out[name] = {}
+        for module in modules:
+            try:
+                importlib.import_module(module)
+                out[name][module] = None
+            except BaseException as exc:  # SystemExit from a module is a finding too
+                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                out[name][module] = last[:400]
+    return out
+
+
+@contextlib.contextmanager
+def _no_gpu() -> Iterator[None]:
+    """No GPU while importing, so that importing touches none (a build may run beside cells
+    on the GPUs); given back for the fingerprint, which asks whether CUDA is available. CUDA
+    reads the variable when it first initializes, which importing torch does not do."""
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+
+def imports_and_fingerprint(dist_names: list[str]) -> dict[str, Any]:
+    # The metadata before any import: a package that edits sys.path when imported does not
+    # change what the fingerprint lists.
+    out = installed()
+    with _no_gpu():
+        out["imports"] = check_imports(dist_names)
+    # What does not import makes the environment an ERROR and its fingerprint goes unused;
+    # importing a torch again after it failed once could crash the interpreter instead.
+    if any(error for modules in out["imports"].values() for error in modules.values()):
+        return out
+    return _with_torch(out)
+
+
+def main(argv: list[str]) -> None:
+    # A module may print while it is imported (a banner, a C library's printf to fd 1): send
+    # all of that to stderr, and keep the real stdout for the JSON alone.
+    sys.stdout.flush()
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        result = imports_and_fingerprint(argv[1:]) if argv[:1] == ["--import"] else fingerprint()
+    finally:
+        sys.stdout.flush()
+    with os.fdopen(result_fd, "w") as out:
+        json.dump(result, out, sort_keys=True)
+
+
 if __name__ == "__main__":
-    json.dump(fingerprint(), sys.stdout, sort_keys=True)
+    main(sys.argv[1:])

@@ -12,7 +12,7 @@ import pytest
 
 from harness.core.errors import EnvBuildError, EnvImportError
 from harness.core.matrix import BuildSetting, EnvSpec
-from harness.envs.base import LaunchRequest
+from harness.envs.base import LaunchRequest, read_fingerprint
 from harness.envs.uv import UvBackend, check_nvcc
 from tests.conftest import PY
 from tests.packages import make_sdist, make_wheel
@@ -230,3 +230,85 @@ def test_cells_keep_bytecode_in_the_environment_not_beside_the_sources(
     assert {"hello_harness", "mine"} <= compiled
     assert not list(cases.rglob("__pycache__"))
     assert not list(Path(env.location).glob("lib/python*/site-packages/__pycache__"))
+
+
+# Every start of an interpreter of the environment, once the wheel is in: a .pth line runs
+# at each start, whoever starts it (the harness, uv, a case).
+START_COUNTER = ("import os; p = os.environ.get('HARNESS_TEST_STARTS'); "
+                 "p and open(p, 'a').write(str(os.getpid()) + chr(10))\n")
+
+
+def test_a_build_starts_the_environments_interpreter_once_to_check_and_fingerprint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each start imported everything again (seconds, with torch): the import check and the
+    fingerprint share one; what it reads is what a later reading of the fingerprint says."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    make_wheel(folder, "harness-startcount", "1.0", {
+        "harness_startcount.pth": START_COUNTER, "harness_startcount/__init__.py": ""})
+    starts = tmp_path / "starts.txt"
+    monkeypatch.setenv("HARNESS_TEST_STARTS", str(starts))
+    env = UvBackend(tmp_path / "cache").realize(
+        spec("counted", ("harness-startcount==1.0",), folder))
+    assert env.built
+    # One pid: a sitecustomize that reads site-packages again runs the .pth twice in a start.
+    assert len(set(starts.read_text().split())) == 1
+    assert env.fingerprint["packages"]["harness-startcount"] == "1.0"
+    assert "imports" not in env.fingerprint
+    monkeypatch.delenv("HARNESS_TEST_STARTS")
+    again = read_fingerprint(env.python)
+    assert {k: env.fingerprint[k] for k in again} == again
+    # Checking left the bytecode of what it imported for the cells, in the environment.
+    assert list((Path(env.location) / ".pycache").rglob("harness_startcount/__init__.*.pyc"))
+
+
+FAKE_TORCH = """\
+import os
+IMPORTED_WITH = os.environ.get("CUDA_VISIBLE_DEVICES")
+__version__ = "2.5.1+harnesstest"
+
+
+class version:
+    cuda = "12.4"
+    hip = None
+
+
+class backends:
+    class cudnn:
+        @staticmethod
+        def version():
+            return 90100
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        # The truth where asked (GPU 0 visible), as long as importing saw no GPU.
+        return IMPORTED_WITH == "" and os.environ.get("CUDA_VISIBLE_DEVICES") == "0"
+"""
+
+
+def test_the_check_imports_with_no_gpu_and_the_fingerprint_sees_the_machines(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing touches no GPU (a build runs beside cells); whether CUDA is available is
+    still asked of the GPUs the harness was given, in the same interpreter."""
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    # A version no index has: uv takes this wheel, never the real torch.
+    make_wheel(folder, "torch", "2.5.1+harnesstest", {"torch/__init__.py": FAKE_TORCH})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    env = UvBackend(tmp_path / "cache").realize(
+        spec("gpu", ("torch==2.5.1+harnesstest",), folder))
+    assert env.fingerprint["torch"] == {"version": "2.5.1+harnesstest", "cuda": "12.4",
+                                        "cudnn": 90100, "hip": None, "cuda_available": True}
+
+
+def test_an_interpreter_killed_by_an_import_makes_the_environment_an_error(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    make_wheel(folder, "harness-dies", "1.0", {"harness_dies/__init__.py": "import os\n"
+                                                                          "os._exit(3)\n"})
+    with pytest.raises(EnvImportError, match=r"^dies was built but does not import: importing "
+                                             r"harness-dies killed the interpreter \(exit 3\)"):
+        UvBackend(tmp_path / "cache").realize(spec("dies", ("harness-dies==1.0",), folder))

@@ -1,0 +1,174 @@
+"""A new uv environment, warm uv cache: the harness's realization against bare uv, same pins.
+
+Times, for the pins of one environment of a matrix (by default the repository's
+``cpu:torch=2.5.1,numpy>=2``: torch 2.5.1, transformers 4.46.3, numpy >= 2, Python 3.11),
+
+  (a) bare uv: ``uv venv --python X DIR && uv pip install --python DIR/bin/python PINS``;
+  (b) (a), then the first use of that environment: one interpreter importing the pins'
+      modules, writing their bytecode as Python does by default (beside the sources);
+  (c) the harness: ``UvBackend.realize(spec)``, what a run (or ``envs check --build``) does
+      for an environment it has not built yet, in a cache folder of its own (so it really
+      builds): the venv, the install (with pytest), one interpreter that imports what the
+      spec names (writing the bytecode the cells read) and reads the fingerprint, the
+      marker;
+
+each ``--repeat`` times, (a)+(b) and (c) alternating which goes first, every one into a new
+folder (all removed at the end, so that no deletion runs between timings); prints the
+medians, the ratios c/a (the issue's goal: <= 1.2) and c/b, and where the harness's time
+went: each uv call and each interpreter start of the build, timed by wrapping the functions
+``harness.envs.uv`` calls them through (the build's own code is what runs). All share uv's
+cache, warmed by one untimed bare install first. Nothing else should run on the machine
+meanwhile; the load average is printed before and after.
+
+    python bench/env_vs_uv.py [--repeat 3] [-m matrix.yaml] [--env 'cpu:torch=2.5.1,numpy>=2']
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.core.matrix import EnvSpec, requirement_name
+from harness.envs import uv as uv_backend
+from harness.matrix.load import load_matrix
+
+ROOT = Path(__file__).resolve().parents[1]
+#: What the build calls, by the name harness.envs.uv looks it up under (one that a version
+#: of the harness does not have is skipped: the figures before the change had two
+#: interpreter starts, import_problems and read_fingerprint).
+STEPS = ("find_interpreter", "_uv", "import_problems", "read_fingerprint",
+         "check_environment")
+FIRST_USE = "import importlib, sys\nfor name in sys.argv[1:]: importlib.import_module(name)"
+BARE, FIRST, HARNESS = ("bare uv venv + pip install", "bare uv + first import",
+                        "harness realize")
+
+
+def bare_uv(spec: EnvSpec, venv: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Seconds for (a), and for the first import after it."""
+    python = str(venv / "bin" / "python")
+    start = time.perf_counter()
+    for argv in (["venv", "--quiet", "--python", spec.python, str(venv)],
+                 ["pip", "install", "--quiet", "--python", python,
+                  *uv_backend.index_args(spec.index_urls), *spec.requirements]):
+        _run(["uv", *argv], env)
+    built = time.perf_counter()
+    # The module a distribution installs is, for these pins, its name.
+    modules = [requirement_name(r).replace("-", "_") for r in spec.requirements]
+    _run([python, "-c", FIRST_USE, *modules],
+         {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    return built - start, time.perf_counter() - built
+
+
+def _run(argv: list[str], env: dict[str, str]) -> None:
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+
+
+def harness_realize(spec: EnvSpec, cache: Path, steps: dict[str, list[float]]) -> float:
+    backend = uv_backend.UvBackend(cache)
+    start = time.perf_counter()
+    with timed_steps(steps):
+        env = backend.realize(spec)
+    took = time.perf_counter() - start
+    assert env.built, "the harness found an environment instead of building one"
+    return took
+
+
+@contextlib.contextmanager
+def timed_steps(steps: dict[str, list[float]]) -> Iterator[None]:
+    """Wrap the functions the build calls; each call's seconds go under its label."""
+    saved = {name: getattr(uv_backend, name) for name in STEPS if hasattr(uv_backend, name)}
+    for name, function in saved.items():
+        setattr(uv_backend, name, _timed(name, function, steps))
+    try:
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(uv_backend, name, function)
+
+
+def _timed(name: str, function: Callable[..., Any], steps: dict[str, list[float]]
+           ) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        label = name
+        if name == "_uv":  # "uv venv", "uv pip install", ...
+            label = "uv " + " ".join(a for a in args[0][:2] if not a.startswith("-"))
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            steps[label].append(time.perf_counter() - start)
+
+    return timed
+
+
+def measure(spec: EnvSpec, work: Path, repeat: int
+            ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    env = uv_backend.uv_environ()  # uv as the harness runs it: native TLS, no downloads
+    bare_uv(spec, work / "warm", env)  # warms uv's cache for all; not timed
+    figures: dict[str, list[float]] = {BARE: [], FIRST: [], HARNESS: []}
+    steps: dict[str, list[float]] = defaultdict(list)
+    for i in range(repeat):
+        for which in ("bare", "harness") if i % 2 == 0 else ("harness", "bare"):
+            if which == "bare":
+                built, first = bare_uv(spec, work / f"bare-{i}", env)
+                figures[BARE].append(built)
+                figures[FIRST].append(built + first)
+            else:
+                figures[HARNESS].append(harness_realize(spec, work / f"cache-{i}", steps))
+    return figures, steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("-m", "--matrix", type=Path, default=ROOT / "matrix.yaml")
+    parser.add_argument("--env", default="cpu:torch=2.5.1,numpy>=2")
+    args = parser.parse_args()
+    found = [e for e in load_matrix(args.matrix).environments if e.name == args.env]
+    if not found or found[0].backend != "uv":
+        sys.exit(f"{args.matrix}: no uv environment named {args.env!r}")
+    spec = found[0]
+    os.environ.update(uv_backend.uv_environ())
+    version = subprocess.run(["uv", "--version"], capture_output=True, text=True).stdout
+    print(f"{spec.name}: {' '.join(spec.requirements)}, Python {spec.python}; "
+          f"{version.strip()}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="env-vs-uv-") as tmp:
+        figures, steps = measure(spec, Path(tmp), args.repeat)
+    median = {name: statistics.median(times) for name, times in figures.items()}
+    print(f"load average after: {os.getloadavg()[0]:.2f}\n")
+    width = max(12, 5 * args.repeat - 2)
+    print(f"| {'what':28} | median s | {'each run (s)':{width}} | c / this |")
+    print(f"|{'-' * 30}|---------:|{'-' * (width + 2)}|---------:|")
+    for name, times in figures.items():
+        each = ", ".join(f"{t:.1f}" for t in times)
+        ratio = median[HARNESS] / median[name]
+        print(f"| {name:28} | {median[name]:8.1f} | {each:{width}} | {ratio:7.2f}x |")
+    print(f"\nthe harness's realization, step by step (median of {args.repeat}):\n")
+    print(f"| {'step':28} | median s |")
+    print(f"|{'-' * 30}|---------:|")
+    accounted = 0.0
+    for label, times in steps.items():
+        calls = len(times) // args.repeat
+        per_build = [sum(times[i * calls:(i + 1) * calls]) for i in range(args.repeat)]
+        accounted += statistics.median(per_build)
+        shown = f"{label} (x{calls})" if calls > 1 else label
+        print(f"| {shown:28} | {statistics.median(per_build):8.2f} |")
+    print(f"| {'everything else':28} | {median[HARNESS] - accounted:8.2f} |")
+
+
+if __name__ == "__main__":
+    main()
