@@ -12,7 +12,7 @@ stay indented through ``json``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -35,3 +35,31 @@ def write_array(fh: IO[bytes], items: Sequence[Any],
     for start in range(0, len(items), step):
         fh.write((b"," if start else b"") + encode(list(items[start:start + step]))[1:-1])
     fh.write(b"]")
+
+
+#: Digits as "0", anything else as "x": a run of 20 zeros in a text so translated is a number
+#: orjson may read as a float (an integer past 64 bits), or 20 digits in a string. One
+#: translate and one find over a MiB take a tenth of ``re.search(rb"\d{20}")``.
+_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
+_LONG_NUMBER = b"0" * 20
+
+
+def loads_lines(data: bytes) -> Iterator[tuple[bytes, Any, bool]]:
+    """Each line of a JSON-lines text with its value as ``json.loads`` reads it, mostly
+    through orjson (a record's lines three times faster), and whether ``dumps`` of the value
+    gives the line back as data (so that the line may stand for it as it is): not where
+    orjson refuses what json reads and ``dumps`` would not write back (NaN, an infinity, a
+    lone surrogate) or would read a long integer as a float; those go through json. A line
+    neither reads (blank, torn) is left out."""
+    fast = data.translate(_DIGITS).find(_LONG_NUMBER) < 0  # once for the text, not a line
+    for line in data.split(b"\n"):
+        if fast:
+            try:
+                yield line, orjson.loads(line), True
+                continue
+            except orjson.JSONDecodeError:
+                pass
+        try:
+            yield line, json.loads(line), False
+        except ValueError:
+            continue

@@ -4,27 +4,38 @@ downloaded) merged into a single record.
 Every cell of the plan is in the result once: the record of the shard that ran it, or MISSING
 when no shard reported it. Two records of one cell (a shard run twice) are resolved by attempt
 and then time, with a warning. Merging the same folders again gives the same record.
+
+A chosen line is written as its shard wrote it, not decoded and encoded again: the values it
+names in shared.jsonl are named by their content, so the same line means the same in the
+merged record. A line the merged record would hold otherwise (a log not shipped, a value held
+inline, a field too many or too few, a secret of this machine's) is written as ``extend``
+writes a result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import pickle
 import queue
 import shutil
+import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from harness.core import jsonio
 from harness.core.errors import UsageError
-from harness.core.results import CellResult, Outcome
+from harness.core.redact import Redactor
+from harness.core.results import CellResult, Outcome, adopt
 from harness.records.expect import recorded_rules
-from harness.records.layout import CASES, META, RESULTS
+from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS, SHARED
 from harness.records.select import choose_records
-from harness.records.store import RunStore
+from harness.records.store import RunStore, content_name
 from harness.run.classify import Ending, classify
 
 
@@ -41,6 +52,26 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                warn: Callable[[str], None] = lambda _: None) -> MergeReport:
     if not sources:
         raise UsageError("merge: name at least one run folder")
+    linker = _Linker()  # first: the process it forks is small yet
+    try:
+        report, writer = _merge(sources, reports_dir, run_id, warn, linker)
+    finally:
+        linker.close()  # the logs in place before the lines that point at them
+    writer.close()  # the merged record is written once, whole
+    out = report.store
+    out.update_meta(ordered_cells=len(report.results))
+    report.cells = len(report.results)
+    # What was written, for the report and the verdicts: these objects, unless the writer
+    # redacted some of them on the way (a secret of this machine's): then the record itself.
+    if out.redactor.secrets:
+        report.results = out.results()
+    return report
+
+
+def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
+           warn: Callable[[str], None], linker: _Linker) -> tuple[MergeReport, _Writer]:
+    """The merged run folder, its record chosen (``report.results``, to be written by the
+    writer) and its logs sent to the linker."""
     metas = [s.meta for s in sources]
     planned = _full_plan(sources, metas)
     run_id = run_id or "merged-" + hashlib.sha256(
@@ -50,8 +81,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         raise UsageError(f"merge: {target} is one of the runs being merged")
     if (target / META).exists():  # merging again replaces the earlier merge, whole
         shutil.rmtree(target)
-    chosen, conflicts = choose_records(sources, warn)
-    report = MergeReport(store=RunStore.create(reports_dir, {
+    out = RunStore.create(reports_dir, {
         "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
                         for s, m in zip(sources, metas, strict=True)],
         "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
@@ -59,41 +89,199 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         "expect": recorded_rules(metas),
         # Every shard planned from the same lock: the first one's resolutions are the run's.
         "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
-    }, run_id=run_id, cases=_union(s.cases for s in sources)))
-    out = report.store
-    for source in sources:  # what each environment held, from whichever shard built it
+    }, run_id=run_id, cases=_union(s.cases for s in sources))
+    # The plan's cells are not held while the records are read (a fleet's: 150 MiB), only
+    # their order; a gap reads them again.
+    order = [cell["cell_id"] for cell in planned]
+    del planned
+    # The rules of choice are select's; the shards' records are read here, keeping each line.
+    names = _Names(out.redactor)
+    chosen, conflicts = choose_records([_Read(s, names) for s in sources], warn)
+    report = MergeReport(store=out, conflicts=conflicts)
+    gaps: _Gaps | None = None
+    lines = report.results
+    writer = _Writer(out, names)
+    envs: set[str] = set()  # what each environment held, from the first shard with it
+    for source in sources:
         for path in (source.run_dir / "envs").glob("*.json"):
-            _link(str(path), f"{out.run_dir}/envs/{path.name}")
-    shard_of: dict[str, Any] | None = None  # which shard was to run a cell: read for a gap
-    lines: list[CellResult] = []
-    linker = _Linker()
-    try:
-        relocate = _Relocate(out, linker)
-        for cell in planned:
-            found = chosen.get(cell["cell_id"])
-            if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
-                if shard_of is None:  # every shard's plan: most of a fleet's merge, when whole
-                    shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(
-                        sources, metas, strict=True) for c in s.planned()}
-                report.missing += 1
-                lines.append(_missing(cell, out.run_id, shard_of.get(cell["cell_id"])))
-            else:
-                lines.append(relocate(*found))
-        known = {c["cell_id"] for c in planned}
-        # Ran, though no plan here names it: after the planned ones, in the order a report sorts
-        # them, so the record is in report order (run.json ``ordered_cells``).
-        lines += sorted((relocate(*found) for cell_id, found in chosen.items()
-                         if cell_id not in known), key=lambda r: (r.logical_key, r.cell_id))
-    finally:
-        linker.close()  # the logs in place before the lines that point at them
-    out.extend(lines)  # the merged record is written once, whole
-    out.update_meta(ordered_cells=len(lines))
-    report.cells = len(lines)
-    # What was written, for the report and the verdicts: these objects, unless the writer
-    # redacted some of them on the way (a secret of this machine's): then the record itself.
-    report.results = lines if not out.redactor.secrets else out.results()
-    report.conflicts = conflicts
-    return report
+            if path.name not in envs:
+                envs.add(path.name)
+                linker.link(str(path), f"{out.run_dir}/envs/{path.name}")
+    relocate = _Relocate(out, linker)
+    for cell_id in order:
+        found = chosen.get(cell_id)
+        if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
+            gaps = gaps or _Gaps(sources, metas)
+            report.missing += 1
+            lines.append(writer.add(_missing(gaps.cells[cell_id], out.run_id,
+                                             gaps.shard_of.get(cell_id))))
+        else:
+            lines.append(writer.add(relocate(*found), found))
+    known = set(order)
+    # Ran, though no plan here names it: after the planned ones, in the order a report sorts
+    # them, so the record is in report order (run.json ``ordered_cells``).
+    extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
+                   key=lambda f: (f[1].logical_key, f[1].cell_id))
+    lines += [writer.add(relocate(*found), found) for found in extra]
+    return report, writer
+
+
+class _Gaps:
+    """What a MISSING line is made of: the plan's cells, and which shard was to run each
+    (every shard's plan: most of a fleet's merge, read only when there is a gap)."""
+
+    def __init__(self, sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]) -> None:
+        self.cells = {cell["cell_id"]: cell for cell in _full_plan(sources, metas)}
+        self.shard_of: dict[str, Any] = {c["cell_id"]: m.get("shard") for s, m in zip(
+            sources, metas, strict=True) for c in s.planned()}
+
+
+#: A line with just these keys holds every field as written; any other needs adopt's care.
+_FIELDS = frozenset(f.name for f in fields(CellResult))
+
+
+class _Read(RunStore):
+    """A shard's record as the merge reads it: each cell's last attempt, as ``results``
+    gives it, decoded once (orjson, line by line), each kept with the line it came from
+    where the merged record would hold just that line (``verbatim``): every field as
+    written, the values it names named the same by ``names`` (the merged record's
+    ``content_name``, after its redactor), no secret of this machine's in it."""
+
+    def __init__(self, source: RunStore, names: _Names) -> None:
+        super().__init__(source.run_dir, names.redactor)
+        self.run_id = source.run_id
+        self.names = names
+        # a cell -> its last attempt, if that may be written as it is: its line and names
+        self.kept: dict[str, tuple[CellResult, bytes, tuple[str, ...]]] = {}
+        self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
+        self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
+        self._results: list[CellResult] | None = None
+
+    def results(self) -> list[CellResult]:
+        if self._results is None:
+            self._results = self._read()
+        return self._results
+
+    def verbatim(self, result: CellResult) -> tuple[bytes, tuple[str, ...]] | None:
+        """The line ``result`` was read from and the shared values it names, if the merged
+        record holds that line as it is."""
+        kept = self.kept.get(result.cell_id)
+        return kept[1:] if kept is not None and kept[0] is result else None
+
+    def _read(self) -> list[CellResult]:
+        try:
+            data = (self.run_dir / RESULTS).read_bytes()
+        except FileNotFoundError:
+            return []
+        shared = self._shared_values()
+        secrets = self.names.secrets
+        by_cell: dict[str, CellResult] = {}
+        for line, row, verbatim in jsonio.loads_lines(data):
+            try:
+                whole = verbatim and row.keys() == _FIELDS  # adopt will add or drop none
+                names = _resolve(row, shared)
+                result = adopt(row)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # not a result line (a hand edit): skipped, as ``attempts`` does
+            by_cell[result.cell_id] = result
+            if whole and names is not None and all(self._usable(n) for n in names) and not (
+                    secrets and (b"\\" in line or any(s in line for s in secrets))):
+                self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
+        return list(by_cell.values())
+
+    def _usable(self, name: str) -> bool:
+        usable = self.usable.get(name)
+        if usable is None:  # a fleet's 100,000 lines name two thousand values
+            usable = self.usable[name] = self.names.usable(
+                name, self.shared_lines.get(name), self._shared_values()[name])
+        return usable
+
+    def _shared_values(self) -> dict[str, Any]:
+        """shared.jsonl, read once, as ``RunStore`` reads it; each value's line kept too."""
+        if self._shared is None:
+            self._shared = {}
+            try:
+                raw = (self.run_dir / SHARED).read_bytes()
+            except FileNotFoundError:
+                raw = b""
+            for line in raw.splitlines():
+                try:
+                    digest, value = json.loads(line)
+                except (ValueError, TypeError):
+                    continue
+                self._shared[str(digest)] = value
+                self.shared_lines[str(digest)] = line
+        return self._shared
+
+
+def _resolve(row: dict[str, Any], shared: dict[str, Any]) -> tuple[str, ...] | None:
+    """The shared values a line names put in place (as ``RunStore.attempts`` does); the names,
+    if it names them as a merged record would: by a name shared.jsonl has, for a value that
+    is not empty. None where the merge writes it otherwise (a value inline, a name the
+    artifact lost)."""
+    names: tuple[str, ...] | None = ()
+    for field_name in BY_REFERENCE:
+        value = row.get(field_name)
+        if isinstance(value, str):  # a value copied without it: {}
+            row[field_name] = found = shared.get(value, {})
+            if names is not None:
+                names = (*names, value) if found else None
+        elif value:
+            names = None
+    return names
+
+
+class _Names:
+    """The shared values of the merged record as its store names them: which of the shards'
+    names stand for the same value there (once redacted, one may not), and those values,
+    for shared.jsonl. Checked once per distinct line of the shards' shared.jsonl: the
+    shards' copies of a value are the same bytes."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self.secrets = [s.encode() for s in redactor.secrets]
+        self.values: dict[str, Any] = {}  # a usable name -> its value, as written
+        self.checked: dict[bytes, bool] = {}  # a line of shared.jsonl -> usable
+
+    def usable(self, name: str, line: bytes | None, value: Any) -> bool:
+        usable = self.checked.get(line) if line is not None else None
+        if usable is None:
+            value = self.redactor.obj(value)
+            usable = content_name(value) == name
+            if line is not None:
+                self.checked[line] = usable
+            if usable:
+                self.values.setdefault(name, value)
+        return usable
+
+
+class _Writer:
+    """The merged record, line by line: a chosen line as its shard wrote it (``verbatim``),
+    else encoded by the store; written at ``close``, whole, after the shared values the
+    lines name that are new, in the order the store would have written them."""
+
+    def __init__(self, out: RunStore, names: _Names) -> None:
+        self.out = out
+        self.names = names.values
+        self.chunks: list[bytes] = []
+        self.fresh: dict[str, Any] = {}
+
+    def add(self, result: CellResult, found: tuple[RunStore, CellResult] | None = None
+            ) -> CellResult:
+        source = found[0] if found is not None and found[1] is result else None
+        kept = source.verbatim(result) if isinstance(source, _Read) else None
+        if kept is None:
+            self.chunks.append(self.out.encode(result, self.fresh))
+            return result
+        line, names = kept
+        self.chunks += (line, b"\n")
+        for name in names:
+            if name not in self.fresh:
+                self.out.share_named(name, self.names[name], self.fresh)
+        return result
+
+    def close(self) -> None:
+        self.out.append_encoded(self.chunks, self.fresh)
 
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
@@ -120,7 +308,7 @@ class _Relocate:
     def __init__(self, out: RunStore, linker: _Linker) -> None:
         self.out = f"{out.run_dir}"
         self.linker = linker
-        self.logs: dict[str, frozenset[str]] = {}  # run folder -> the names in its logs/
+        self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
     def __call__(self, source: RunStore, result: CellResult) -> CellResult:
@@ -131,15 +319,12 @@ class _Relocate:
             src, relative = log, f"logs/{os.path.basename(log)}"  # noqa: PTH119
             there = os.path.isfile(src)  # noqa: PTH113
         else:
-            src, relative = f"{source.run_dir}/{log}", log
             folder, _, name = log.rpartition("/")
-            if folder == "logs":
-                key = str(source.run_dir)
-                if key not in self.logs:
-                    self.logs[key] = source.log_names()
-                there = name in self.logs[key]
-            else:
-                there = os.path.isfile(src)  # noqa: PTH113
+            listed = self.logs.get(id(source))
+            if listed is None:
+                listed = self.logs[id(source)] = (str(source.run_dir), source.log_names())
+            src, relative = f"{listed[0]}/{log}", log
+            there = name in listed[1] if folder == "logs" else os.path.isfile(src)  # noqa: PTH113
         if not there:
             return replace(result, log=None)  # the log never came with the artifact
         if relative not in self.linked:  # a batch's shared log: once
@@ -149,22 +334,63 @@ class _Relocate:
 
 
 class _Linker:
-    """``_link`` on a thread of its own, while the merge goes on choosing records: a link is
-    a system call, which lets the interpreter run, and a fleet's 50,000 were a sixth of its
-    merge. ``close`` waits for the last one and raises the first error."""
+    """``_link`` in a process of its own, forked before the records are read (a small
+    process then), while the merge goes on: a fleet's 50,000 links are a system call each,
+    and on a thread they waited for the interpreter's lock between any two (a sixth of the
+    merge, after it). The jobs go down a pipe; ``close`` waits for the last one and raises
+    the first error. A thread where there is no ``fork`` (or other threads run)."""
 
     def __init__(self) -> None:
-        self.queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self.jobs: list[bytes] = []
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._work, name="merge-links", daemon=True)
-        self.thread.start()
+        self.pid = 0
+        self.thread: threading.Thread | None = None
+        if not hasattr(os, "fork") or threading.active_count() > 1:
+            self.queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+            self.thread = threading.Thread(target=self._work, name="merge-links", daemon=True)
+            self.thread.start()
+            return
+        jobs, self.pipe = os.pipe()
+        self.failure, report = os.pipe()
+        sys.stdout.flush()  # or the child's exit would write what is buffered a second time
+        sys.stderr.flush()
+        self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover  (the child; checked by the links it made)
+            os.close(self.pipe)
+            os.close(self.failure)
+            _serve(jobs, report)
+        os.close(jobs)
+        os.close(report)
 
     def link(self, src: str, target: str) -> None:
-        self.queue.put((src, target))
+        if self.thread is not None:
+            self.queue.put((src, target))
+            return
+        self.jobs.append(os.fsencode(src) + b"\0" + os.fsencode(target) + b"\0")
+        if len(self.jobs) >= 1000:
+            self._send()
+
+    def _send(self) -> None:
+        data, self.jobs = b"".join(self.jobs), []
+        with contextlib.suppress(BrokenPipeError):  # it ended: close() says why
+            while data:
+                data = data[os.write(self.pipe, data):]
 
     def close(self) -> None:
-        self.queue.put(None)
-        self.thread.join()
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+        else:
+            self._send()
+            os.close(self.pipe)
+            with os.fdopen(self.failure, "rb") as fh:
+                payload = fh.read()
+            _, status = os.waitpid(self.pid, 0)
+            if payload:
+                self.error = pickle.loads(payload)
+            elif status != 0:
+                self.error = RuntimeError(f"merge: linking the logs ended abnormally "
+                                          f"(wait status {status})")
         if self.error is not None:
             raise self.error
 
@@ -175,6 +401,31 @@ class _Linker:
                     _link(*job)
                 except BaseException as exc:  # raised by close(), in the merge's thread
                     self.error = exc
+
+
+def _serve(jobs: int, report: int) -> NoReturn:  # pragma: no cover  (in the child)
+    """The links sent down ``jobs`` (``src\\0target\\0`` each), until it closes; the first
+    error stops it, sent back up ``report``."""
+    code = 0
+    try:
+        with os.fdopen(jobs, "rb") as fh:
+            rest = b""
+            while block := fh.read(1 << 16):
+                *done, rest = (rest + block).split(b"\0")
+                if len(done) % 2:  # a job cut in two: its first half waits for the second
+                    rest = done.pop() + b"\0" + rest
+                for i in range(0, len(done), 2):
+                    _link(os.fsdecode(done[i]), os.fsdecode(done[i + 1]))
+    except BaseException as exc:  # raised by close(), in the merge's process
+        code = 1
+        try:
+            payload = pickle.dumps(exc)
+        except Exception:
+            payload = pickle.dumps(RuntimeError(f"merge: linking the logs failed: {exc!r}"))
+        with os.fdopen(report, "wb") as fh:
+            fh.write(payload)
+    finally:
+        os._exit(code)
 
 
 def _link(src: str, target: str) -> None:

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -196,19 +196,34 @@ class RunStore:
         """Append the results' lines (``append``: a kill leaves whole lines and at most a
         torn tail). A merge writes 100,000 lines at once: one write and one fsync, not one a
         line."""
-        rows: list[dict[str, Any]] = []
         fresh: dict[str, Any] = {}
-        for r in results:
-            row = r.to_dict()
-            for name in BY_REFERENCE:
-                if row[name]:
-                    row[name] = self._share(row[name], fresh)
-            rows.append(self.redactor.obj(row))
+        lines = b"".join([self.encode(r, fresh) for r in results])
+        self.append_encoded(lines, fresh)
+
+    def encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
+        """``result``'s line as ``extend`` writes it, newline included; the values it names
+        that shared.jsonl lacks are added to ``fresh`` (for ``append_encoded``)."""
+        row = result.to_dict()
+        for name in BY_REFERENCE:
+            if row[name]:
+                row[name] = self._share(row[name], fresh)
+        # Compact: a fleet's record is 100,000 lines, read back by every report.
+        return jsonio.dumps(self.redactor.obj(row)) + b"\n"
+
+    def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
+        """A value a line written elsewhere names by ``digest`` (its ``content_name``, the
+        value as written: redacted): added to ``fresh`` unless shared.jsonl has it."""
+        shared = self._shared_values()
+        if digest not in shared:
+            shared[digest] = fresh[digest] = value
+
+    def append_encoded(self, lines: bytes | Sequence[bytes], fresh: Mapping[str, Any]) -> None:
+        """Whole lines, encoded (``encode``, or passed through from another record), after
+        the shared values they name that are new (``fresh``)."""
         if fresh:  # first, so no line points at a value that is not there
             append(self.run_dir / SHARED, b"".join(
                 jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
-        # Compact: a fleet's record is 100,000 lines, read back by every report.
-        append(self.run_dir / RESULTS, b"".join(jsonio.dumps(row) + b"\n" for row in rows))
+        append(self.run_dir / RESULTS, lines)
 
     def _share(self, value: Any, fresh: dict[str, Any]) -> str:
         """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the
@@ -218,8 +233,7 @@ class RunStore:
         if seen is not None and seen[0] is value:
             return seen[1]
         redacted = self.redactor.obj(value)
-        text = json.dumps(redacted, default=str, sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        digest = content_name(redacted)
         shared = self._shared_values()
         if digest not in shared:
             shared[digest] = fresh[digest] = redacted
@@ -285,6 +299,13 @@ class RunStore:
             return None
         path = Path(result.log)
         return path if path.is_absolute() else self.run_dir / path
+
+
+def content_name(value: Any) -> str:
+    """The name of a value in shared.jsonl: the hash of its content, so that two records'
+    values of one name are the same value (a merge is a union)."""
+    text = json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def is_done(result: CellResult) -> bool:

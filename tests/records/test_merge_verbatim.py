@@ -1,0 +1,276 @@
+"""The merge writes each chosen line as its shard wrote it: the merged record must be, as data,
+what merging through full decoding gives (every shard read into ``CellResult``s by the store,
+chosen by ``choose_records``, written by ``RunStore.extend``), whatever the shards hold:
+reruns, NOT_RUN, lost machines, conflicts, gaps, cells no plan names, lost logs, lines from
+older formats or by hand, a secret of this machine's."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.core import jsonio
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.records import codec
+from harness.records.merge import _full_plan, _missing, merge_runs
+from harness.records.select import choose_records
+from harness.records.store import RunStore
+
+# In plan order, which is not the order of their ids.
+CELLS = [{"cell_id": f"c{i * 5 % 12:02d}", "environment": f"env-{i % 3}",
+          "values": {"torch": f"2.{i % 3}.0"}, "backend": "uv", "case": "case",
+          "variant": f"v{i % 2}", "nodeid": f"t.py::test_{i}", "hardware": "cpu"}
+         for i in range(12)]
+MACHINES = [{"cpu": "EPYC", "cpus": 2, "gpus": []}, {"cpu": "Xeon", "cpus": 8, "gpus": ["H100"]}]
+
+
+def result(cell: dict[str, Any], run_id: str, outcome: Outcome, **changes: Any) -> CellResult:
+    env = cell["environment"]
+    return replace(CellResult(
+        run_id=run_id, cell_id=cell["cell_id"], environment=env, values=cell["values"],
+        env_key=f"key-{env}", backend="uv", case_id=cell["case"], variant=cell["variant"],
+        nodeid=cell["nodeid"], hardware_target=cell["hardware"], outcome=outcome,
+        fingerprint={"python": "3.11.7", "key": {"torch": cell["values"]["torch"]}},
+        hardware=MACHINES[0], finished_at=1.0), **changes)
+
+
+def shard(reports: Path, run_id: str, label: str | None, planned: list[dict[str, Any]]
+          ) -> RunStore:
+    meta: dict[str, Any] = {"planned": planned, "shard": label,
+                            "expect": [{"case": "case", "outcomes": ["FAIL"], "why": "known"}]}
+    if label:
+        meta["full_plan"] = CELLS
+    return RunStore.create(reports, meta, run_id=run_id)
+
+
+def record(store: RunStore, res: CellResult, *, log: bool = True) -> None:
+    """As a run records a cell: its log, its fingerprint, its line (shared values named)."""
+    store.record(CellRun(result=res, log=f"log of {res.cell_id}".encode() if log else b"",
+                         fingerprint=res.fingerprint))
+
+
+def add_line(store: RunStore, row: dict[str, Any] | bytes) -> None:
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(row if isinstance(row, bytes) else json.dumps(row).encode() + b"\n")
+
+
+def reference(sources: list[RunStore], reports: Path, run_id: str
+              ) -> tuple[RunStore, list[CellResult], list[str]]:
+    """The merge as it was before its lines were passed through: every record decoded,
+    chosen by select's rules, its log relocated, each line encoded again by the store."""
+    metas = [s.meta for s in sources]
+    chosen, conflicts = choose_records(sources)
+    shard_of = {c["cell_id"]: m.get("shard") for s, m in zip(sources, metas, strict=True)
+                for c in s.planned()}
+
+    def moved(source: RunStore, res: CellResult) -> CellResult:
+        if not res.log:
+            return res
+        absolute = Path(res.log).is_absolute()  # a record before format 2
+        path = Path(res.log) if absolute else source.run_dir / res.log
+        relative = f"logs/{path.name}" if absolute else res.log
+        return replace(res, log=relative if path.is_file() else None)
+
+    planned = _full_plan(sources, metas)
+    lines = []
+    for cell in planned:
+        found = chosen.get(cell["cell_id"])
+        if found is None or found[1].outcome is Outcome.MISSING:
+            lines.append(_missing(cell, run_id, shard_of.get(cell["cell_id"])))
+        else:
+            lines.append(moved(*found))
+    known = {c["cell_id"] for c in planned}
+    lines += sorted((moved(*f) for cid, f in chosen.items() if cid not in known),
+                    key=lambda r: (r.logical_key, r.cell_id))
+    ref = RunStore.create(reports, {"planned": []}, run_id="reference")
+    ref.extend(lines)
+    return ref, lines, conflicts
+
+
+def text(results: list[CellResult]) -> str:
+    """Results as JSON text: equal where their values are (a NaN too, unlike ``==``)."""
+    return json.dumps([r.to_dict() for r in results], sort_keys=True)
+
+
+def shared_text(store: RunStore) -> bytes | None:
+    path = store.run_dir / "shared.jsonl"
+    return path.read_bytes() if path.exists() else None
+
+
+def rows(store: RunStore) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (store.run_dir / "results.jsonl").read_bytes().splitlines()]
+
+
+def assert_merged_as_reference(sources: list[RunStore], tmp: Path) -> RunStore:
+    warned: list[str] = []
+    merged = merge_runs(sources, tmp / "out", run_id="merged", warn=warned.append)
+    ref, results, conflicts = reference(sources, tmp / "ref", "merged")
+    out = merged.store
+    assert rows(out) == rows(ref)  # line for line, in order, as data
+    # The same values, once each, in the same order (none: no file).
+    assert shared_text(out) == shared_text(ref)
+    assert out.attempts() == ref.attempts()
+    # What the report is made from: what was written (read back, if a secret was redacted).
+    held = ref.results() if out.redactor.secrets else results
+    assert text(merged.results) == text(held) and merged.cells == len(results)
+    assert merged.conflicts == warned == conflicts
+    assert merged.missing == sum(r.outcome is Outcome.MISSING for r in results)
+    for res in results:  # every log a line names came along, with its content
+        if res.log:
+            assert (out.run_dir / res.log).read_bytes().startswith(b"log of ")
+    return out
+
+
+def test_a_merge_equals_the_merge_through_full_decoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/3", CELLS[:6])
+    two = shard(reports, "shard-2", "2/3", CELLS[6:])
+    again = shard(reports, "shard-2-again", "2/3", CELLS[6:])  # the job re-run
+    record(one, result(CELLS[0], "shard-1", Outcome.PASS))
+    record(one, result(CELLS[1], "shard-1", Outcome.FAIL, finished_at=2.0))
+    record(one, result(CELLS[1], "shard-1", Outcome.PASS, attempt=2, finished_at=3.0))
+    record(one, result(CELLS[2], "shard-1", Outcome.NOT_RUN, reason="no GPU here"))
+    record(one, result(CELLS[3], "shard-1", Outcome.ERROR, infra=True, finished_at=9.0))
+    record(one, result(CELLS[4], "shard-1", Outcome.PASS, hardware=MACHINES[1]))
+    record(one, result(CELLS[5], "shard-1", Outcome.PASS, log="never shipped"), log=False)
+    lost = one.run_dir / "logs" / f"{CELLS[4]['cell_id']}.log"
+    lost.unlink()  # the artifact came without this log
+    record(two, result(CELLS[2], "shard-2", Outcome.PASS, finished_at=5.0))  # over NOT_RUN
+    record(two, result(CELLS[3], "shard-2", Outcome.PASS))  # over a lost machine
+    record(two, result(CELLS[6], "shard-2", Outcome.FAIL))
+    record(two, result(CELLS[7], "shard-2", Outcome.FAIL))
+    record(two, result(CELLS[8], "shard-2", Outcome.MISSING))  # a gap from an earlier merge
+    record(two, result({**CELLS[9], "cell_id": "x99"}, "shard-2", Outcome.PASS,  # no plan
+                       reason="token hunter2-secret"))  # a secret of the merging machine's
+    record(two, result({**CELLS[9], "cell_id": "x98"}, "shard-2", Outcome.PASS,  # ... in a
+                       hardware={"cpu": "hunter2-secret", "cpus": 1}))  # machine's value
+    record(again, result(CELLS[7], "shard-2-again", Outcome.PASS, attempt=2))
+    record(again, result(CELLS[6], "shard-2-again", Outcome.FAIL))  # a tie: run id decides
+    named = rows(again)[0]  # c07's line as the store wrote it: its values named
+    line = result(CELLS[9], "shard-2-again", Outcome.SKIP).to_dict()
+    add_line(again, {**line, "hardware": MACHINES[1]})  # format 3: its values inline
+    add_line(again, {**line, "cell_id": CELLS[10]["cell_id"], "note": "by hand"})  # a key more
+    add_line(again, {k: v for k, v in line.items() if k not in ("parent", "gpu", "log")}
+             | {"cell_id": CELLS[11]["cell_id"],  # fields too few; a value lost
+                "fingerprint": "0123456789abcdef"})
+    add_line(again, b'{"run_id": "shard-2-again", "cell_id": "c05", "duration": NaN, ')
+    add_line(again, b'\n{"cell_id": "c05", "outcome": "PASS", "duration": NaN}\n')  # no result
+    add_line(again, json.dumps({**result(CELLS[0], "shard-2-again", Outcome.FLAKY).to_dict(),
+                                "details": {"loss": float("nan")}}).encode() + b"\n")
+    elsewhere = tmp_path / "old-logs" / "c08.log"  # format 1: a log by its absolute path
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("log of c08, moved in")
+    add_line(again, {**result(CELLS[8], "shard-2-again", Outcome.PASS, attempt=3).to_dict(),
+                     "log": str(elsewhere)})
+    add_line(again, {**result(CELLS[11], "shard-2-again", Outcome.PASS, attempt=3).to_dict(),
+                     "log": str(tmp_path / "old-logs" / "lost.log")})
+    add_line(again, b'{"run_id": "shard-2-again", "cell_id": "c0')  # killed mid-write
+    # Lines that name their values, by hand: a field too many, fields too few, a name that
+    # is not its value's content (shared.jsonl edited); each as the store would write it.
+    add_line(again, {**named, "cell_id": "x97", "note": "by hand"})
+    add_line(again, {k: v for k, v in named.items() if k not in ("parent", "gpu")}
+             | {"cell_id": "x96"})
+    with open(again.run_dir / "shared.jsonl", "a") as fh:
+        fh.write(json.dumps(["feedfacefeedface", {"cpu": "renamed"}]) + "\n")
+    add_line(again, {**named, "cell_id": "x95", "hardware": "feedfacefeedface"})
+    monkeypatch.setenv("DEPLOY_TOKEN", "hunter2-secret")  # set where the merge runs
+    sources = [RunStore.open(reports, r) for r in ("shard-1", "shard-2", "shard-2-again")]
+    out = assert_merged_as_reference(sources, tmp_path / "first")
+    assert "hunter2-secret" not in (out.run_dir / "results.jsonl").read_text()
+
+    # Merged again with a shard: the same records twice are one, without a conflict.
+    monkeypatch.delenv("DEPLOY_TOKEN")
+    both = [RunStore(out.run_dir), RunStore.open(reports, "shard-2")]
+    assert_merged_as_reference(both, tmp_path / "second")
+
+
+def test_lines_are_passed_through_and_only_the_rest_encoded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most lines as the shard wrote them, byte for byte; the store encodes only what the
+    merged record holds otherwise (here: a gap, a lost log, a value given inline)."""
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/1", CELLS[:5])
+    for cell in CELLS[:3]:
+        record(one, result(cell, "shard-1", Outcome.PASS))
+    record(one, result(CELLS[3], "shard-1", Outcome.PASS, log="gone"), log=False)
+    add_line(one, {**result(CELLS[4], "shard-1", Outcome.PASS).to_dict()})  # inline values
+    encoded: list[str] = []
+    encode = RunStore.encode
+
+    def counting(self: RunStore, res: CellResult, fresh: dict[str, Any]) -> bytes:
+        encoded.append(res.cell_id)
+        return encode(self, res, fresh)
+
+    monkeypatch.setattr(RunStore, "encode", counting)
+    merged = merge_runs([RunStore.open(reports, "shard-1")], tmp_path / "out", run_id="m")
+    assert encoded == [c["cell_id"] for c in CELLS[3:]]
+    written = (merged.store.run_dir / "results.jsonl").read_bytes().splitlines()
+    source = (one.run_dir / "results.jsonl").read_bytes().splitlines()
+    assert written[:3] == source[:3]
+
+
+OUTCOMES = st.sampled_from([Outcome.PASS, Outcome.FAIL, Outcome.NOT_RUN, Outcome.MISSING,
+                            Outcome.ERROR, Outcome.SKIP])
+RECORD = st.fixed_dictionaries({
+    "outcome": OUTCOMES, "attempt": st.integers(1, 2), "finished_at": st.sampled_from([1.0, 2.0]),
+    "infra": st.booleans(), "log": st.booleans(), "machine": st.integers(0, 1),
+    "inline": st.booleans()})
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.dictionaries(st.integers(0, 7), st.lists(RECORD, min_size=1, max_size=2),
+                                max_size=6), min_size=1, max_size=3))
+def test_any_shards_merge_as_through_full_decoding(tmp_path_factory: pytest.TempPathFactory,
+                                                   shards: list[dict[int, list[dict[str, Any]]]]
+                                                   ) -> None:
+    tmp = tmp_path_factory.mktemp("merge")
+    sources = []
+    for n, cells in enumerate(shards):
+        store = shard(tmp / "shards", f"s{n}", f"{n + 1}/{len(shards)}", CELLS[:8])
+        for index, records in cells.items():
+            for rec in records:
+                res = result(CELLS[index], store.run_id, rec["outcome"], attempt=rec["attempt"],
+                             finished_at=rec["finished_at"], infra=rec["infra"],
+                             hardware=MACHINES[rec["machine"]])
+                if rec["inline"]:
+                    add_line(store, res.to_dict())
+                else:
+                    record(store, res, log=rec["log"])
+        sources.append(RunStore(store.run_dir))
+    assert_merged_as_reference(sources, tmp)
+
+
+def test_lines_are_read_as_json_reads_them_and_marked_verbatim_where_exact() -> None:
+    """orjson where it reads what json reads; json (and not verbatim) where orjson refuses a
+    line that json reads but ``dumps`` would write otherwise: NaN, an infinity, a lone
+    surrogate. A line neither reads is left out."""
+    exact = [b'{"a": 1, "b": [1.5, "x"]}', b'"just a string"', b"  {}  ", b'{"a": -0.0}']
+    other = [b'{"a": NaN}', b'{"a": "\\ud800"}', b'{"a": 1e400}']
+    lines = [*exact, b"", *other, b'{"torn": ']
+    got = list(jsonio.loads_lines(b"\n".join(lines)))
+    assert [line for line, _, _ in got] == exact + other
+    for line, value, verbatim in got:
+        assert json.dumps(value) == json.dumps(json.loads(line))  # NaN == NaN, as text
+        assert verbatim == (line in exact)
+    # An integer past 64 bits anywhere (orjson would read a float): the text through json.
+    text = b'{"a": 1}\n{"a": 123456789012345678901234567890}'
+    assert list(jsonio.loads_lines(text)) == [
+        (b'{"a": 1}', {"a": 1}, False),
+        (b'{"a": 123456789012345678901234567890}', {"a": 123456789012345678901234567890}, False)]
+
+
+def test_lines_appended_in_pieces_are_their_concatenation(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    codec.append(path, b"first\n")
+    pieces = [f"line {i}".encode() if i % 2 == 0 else b"\n" for i in range(5000)]
+    codec.append(path, pieces)  # more pieces than one writev takes
+    codec.append(path, [])
+    assert path.read_bytes() == b"first\n" + b"".join(pieces)
