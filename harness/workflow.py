@@ -337,18 +337,8 @@ def exit_code(state: RunState) -> int:
     """By ``--fail-on``: a cell failing that was not expected to (the default), any change
     from what was expected, or any failure at all."""
     assert state.store is not None
-    return judged_exit([state.store], state.options.reports_dir, state.options.fail_on,
-                       state.options.baseline)
-
-
-def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
-                baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
-    known = load_baseline(Path(baseline), reports_dir) if baseline else None
-    verdicts = expect.judge_runs(stores, known, results)
-    lines = expect.summary_lines(verdicts)
-    if len(lines) > 1 or known is not None:
-        print("\n".join(lines))
-    return expect.exit_code(verdicts, fail_on)
+    return expect.judged_exit([state.store], state.options.reports_dir,
+                              state.options.fail_on, state.options.baseline)
 
 
 RUN_STEPS: Sequence[Step] = (load_spec, open_executor, plan_cells, open_store, run_cells,

@@ -107,18 +107,21 @@ def adopt(row: dict[str, Any]) -> CellResult:
     defaults, stripped of unknown keys): what the frozen ``__init__`` would do field by field
     through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
     and used for nothing else one dict per result instead of two."""
-    missing = _REQUIRED - row.keys()
-    if missing:
-        raise KeyError(f"result record without {', '.join(sorted(missing))}")
-    if not row.keys() <= _KNOWN:
-        for name in row.keys() - _KNOWN:
-            del row[name]
-    for name, value in _DEFAULTS.items():
-        if name not in row:
-            row[name] = value
-    for name in _FACTORIES:
-        if name not in row:
-            row[name] = {}
+    # A line the harness wrote holds every field and no other (a fleet's merge: 100,000 of
+    # them): nothing to add or drop, the checks skipped (a tenth of reading a record).
+    if row.keys() != _KNOWN:
+        missing = _REQUIRED - row.keys()
+        if missing:
+            raise KeyError(f"result record without {', '.join(sorted(missing))}")
+        if not row.keys() <= _KNOWN:
+            for name in row.keys() - _KNOWN:
+                del row[name]
+        for name, value in _DEFAULTS.items():
+            if name not in row:
+                row[name] = value
+        for name in _FACTORIES:
+            if name not in row:
+                row[name] = {}
     row["outcome"] = _OUTCOMES[row["outcome"]]
     obj = object.__new__(CellResult)
     object.__setattr__(obj, "__dict__", row)

@@ -22,16 +22,17 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
 from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
-from harness.records.baseline import Baseline
+from harness.records.baseline import Baseline, load_baseline
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 
@@ -56,59 +57,106 @@ class Verdict:
 
 def judge(results: Iterable[CellResult], rules: Sequence[Rule] = (),
           baseline: Baseline | None = None) -> list[Verdict]:
-    verdicts = []
-    holding_for = _Holding(rules)
     # A suite's session that came back as its tests is judged as those tests, not once more.
-    for result in counted(list(results)):
-        expected: frozenset[Outcome] = frozenset()
-        why = ""
-        holding = holding_for(result)
-        if holding:
-            expected = frozenset().union(*(r.outcomes for r in holding))
-            why = holding[0].why
-        elif baseline is not None and baseline.outcomes.get(result.logical_key) not in (
-                None, *_SILENT):
-            expected = frozenset({baseline.outcomes[result.logical_key]})
-            why = f"baseline {baseline.source}"
-        verdicts.append(Verdict(result=result, expected=expected, why=why,
-                                status=_status(result.outcome, expected)))
-    return verdicts
+    return [Verdict(result=result, expected=found.expected, why=found.why, status=found.status)
+            for result, found in _Judge(rules, baseline).each(counted(list(results)))]
 
 
-class _Holding:
-    """The rules that hold for a result, as ``Rule.holds_for`` says, with each glob matched
-    once per distinct value: a fleet's 100,000 cells have a few thousand environments, a few
-    dozen case variants and a few targets, and fnmatch per rule per cell was most of judging."""
+class _Judgement(NamedTuple):
+    """What judging makes of a cell: the same for every cell of one outcome that the same
+    rules hold for (or the same baseline outcome stands for). A tuple, so that a verdict's
+    fields count with it (``summary_lines``)."""
 
-    def __init__(self, rules: Sequence[Rule]) -> None:
+    outcome: Outcome
+    expected: frozenset[Outcome]
+    why: str
+    status: str
+
+
+class _Judge:
+    """Each result's ``_Judgement``, as ``Rule.holds_for`` and the baseline say, computed once
+    per distinct input: each glob matched once per distinct value, each reason pattern once
+    per distinct reason, each judgement made once per distinct (rules, outcome, baseline
+    outcome). A fleet's 100,000 cells have a few thousand environments, a few dozen case
+    variants, a few targets and reasons: fnmatch and re per rule per cell was most of
+    judging."""
+
+    def __init__(self, rules: Sequence[Rule], baseline: Baseline | None) -> None:
         self.rules = tuple(rules)
         self.reasons = [re.compile(r.reason) if r.reason is not None else None for r in rules]
-        self.environments: dict[str, frozenset[int]] = {}
-        self.labels: dict[str, frozenset[int]] = {}
-        self.hardware: dict[str, frozenset[int]] = {}
+        self.baseline = baseline
+        # a value -> the rules whose glob for it matches, as a bit mask
+        self.environments: dict[str, int] = {}
+        self.labels: dict[str, int] = {}
+        self.hardware: dict[str, int] = {}
+        self.holding: dict[tuple[int, str], tuple[int, ...]] = {}  # (mask, reason) -> rules
+        self.judged: dict[tuple[tuple[int, ...], Outcome, Outcome | None], _Judgement] = {}
 
-    def __call__(self, result: CellResult) -> list[Rule]:
-        if not self.rules:
-            return []
-        environment, label, hardware = result.logical_key
-        found = self._cached(self.environments, environment, "environment")
-        if found:
-            found &= self._cached(self.labels, label, "case")
-        if found:
-            found &= self._cached(self.hardware, hardware, "hardware")
-        return [self.rules[i] for i in sorted(found) if (pattern := self.reasons[i]) is None
-                or pattern.search(result.reason) is not None]
+    def each(self, results: Iterable[CellResult]) -> Iterator[tuple[CellResult, _Judgement]]:
+        rules, judged = self.rules, self.judged
+        before_of = self.baseline.outcomes if self.baseline is not None else None
+        environments, labels, hardware = self.environments, self.labels, self.hardware
+        for result in results:
+            holding: tuple[int, ...] = ()
+            if rules:
+                environment, label, target = result.logical_key
+                mask = environments.get(environment)
+                if mask is None:
+                    mask = environments[environment] = self._mask(environment, "environment")
+                if mask:
+                    found = labels.get(label)
+                    if found is None:
+                        found = labels[label] = self._mask(label, "case")
+                    mask &= found
+                if mask:
+                    found = hardware.get(target)
+                    if found is None:
+                        found = hardware[target] = self._mask(target, "hardware")
+                    mask &= found
+                if mask:
+                    key = (mask, result.reason)
+                    got = self.holding.get(key)
+                    if got is None:
+                        got = self.holding[key] = tuple(
+                            i for i in range(len(rules)) if mask >> i & 1 and (
+                                (pattern := self.reasons[i]) is None
+                                or pattern.search(result.reason) is not None))
+                    holding = got
+            before = None
+            if not holding and before_of is not None:
+                before = before_of.get(result.logical_key)
+                if before in _SILENT:
+                    before = None
+            judged_key = (holding, result.outcome, before)
+            judgement = judged.get(judged_key)
+            if judgement is None:
+                judgement = judged[judged_key] = self._judgement(holding, result.outcome,
+                                                                 before)
+            yield result, judgement
 
-    def _cached(self, cache: dict[str, frozenset[int]], value: str, name: str
-                ) -> frozenset[int]:
-        found = cache.get(value)
-        if found is None:
-            found = cache[value] = frozenset(
-                i for i, r in enumerate(self.rules) if fnmatchcase(
-                    # a case glob without "::" names case ids, not variants
-                    value.split("::", 1)[0] if name == "case" and "::" not in r.case
-                    else value, getattr(r, name)))
-        return found
+    def _mask(self, value: str, name: str) -> int:
+        mask = 0
+        for i, rule in enumerate(self.rules):
+            pattern = getattr(rule, name)
+            # a case glob without "::" names case ids, not variants
+            text = value.split("::", 1)[0] if name == "case" and "::" not in pattern else value
+            if fnmatchcase(text, pattern):
+                mask |= 1 << i
+        return mask
+
+    def _judgement(self, holding: tuple[int, ...], outcome: Outcome, before: Outcome | None
+                   ) -> _Judgement:
+        expected: frozenset[Outcome] = frozenset()
+        why = ""
+        if holding:
+            expected = frozenset().union(*(self.rules[i].outcomes for i in holding))
+            why = self.rules[holding[0]].why
+        elif before is not None:
+            assert self.baseline is not None
+            expected = frozenset({before})
+            why = f"baseline {self.baseline.source}"
+        return _Judgement(outcome=outcome, expected=expected, why=why,
+                          status=_status(outcome, expected))
 
 
 def _status(outcome: Outcome, expected: frozenset[Outcome]) -> str:
@@ -121,37 +169,57 @@ def _status(outcome: Outcome, expected: frozenset[Outcome]) -> str:
     return "fixed" if all(not o.ok for o in expected) else "changed"
 
 
+_DEVIATING = frozenset({"new failure", "fixed", "changed"})
+
+
 def exit_code(verdicts: Sequence[Verdict], fail_on: str) -> int:
+    return _exit_code(((v.result.outcome, v.status) for v in verdicts), fail_on)
+
+
+def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
     if fail_on not in FAIL_ON:
         raise UsageError(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
     if fail_on == "any":
-        return 1 if any(not v.result.outcome.ok for v in verdicts) else 0
+        return 1 if any(not outcome.ok for outcome, _ in judged) else 0
     if fail_on == "new":
-        return 1 if any(v.status == "new failure" for v in verdicts) else 0
-    return 1 if any(v.deviates for v in verdicts) else 0
+        return 1 if any(status == "new failure" for _, status in judged) else 0
+    return 1 if any(status in _DEVIATING for _, status in judged) else 0
 
 
 def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
     """A count per status, the known failures once per reason, then each deviation."""
-    counts = Counter(v.status for v in verdicts)
-    known = [v for v in verdicts if v.status == "expected" and not v.result.outcome.ok]
+    cells = Counter(_Judgement(v.result.outcome, v.expected, v.why, v.status)
+                    for v in verdicts)
+    return _summary(cells, [v for v in verdicts if v.deviates], limit)
+
+
+def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: int
+             ) -> list[str]:
+    """``summary_lines`` of the cells counted per judgement (in the order each first came)
+    and the deviating ones, in order."""
+    counts: Counter[str] = Counter()
+    known: Counter[str] = Counter()  # per why, in the order each first came, as the cells
+    for judgement, n in cells.items():
+        counts[judgement.status] += n
+        if judgement.status == "expected" and not judgement.outcome.ok:
+            known[judgement.why] += n
     parts = [f"{counts[s]} {s}" for s in ("new failure", "fixed", "changed") if counts[s]]
     if known:
-        parts.append(f"{len(known)} known failures")
+        parts.append(f"{known.total()} known failures")
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
-    for why, n in Counter(v.why for v in known).most_common():
+    for why, n in known.most_common():
         lines.append(f"  known: {n} cells: {why}")
     # A suite's tests: first how many deviate per environment, a line each.
     per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
-                         v.status) for v in verdicts if v.deviates and v.result.parent)
+                         v.status) for v in deviating if v.result.parent)
     for (suite, env, hw, status), n in sorted(per_suite.items()):
         lines.append(f"  suite {suite} in {env} @{hw}: {n} {status}")
-    for v in [v for v in verdicts if v.deviates][:limit]:
+    for v in deviating[:limit]:
         r = v.result
         wanted = "/".join(sorted(str(o) for o in v.expected)) or "fine"
         lines.append(f"  {v.status}: {r.environment} {r.case_id}::{r.variant} "
                      f"@{r.hardware_target}: {r.outcome} (expected {wanted})")
-    extra = sum(v.deviates for v in verdicts) - limit
+    extra = len(deviating) - limit
     if extra > 0:
         lines.append(f"  ... and {extra} more (compat.json lists them all)")
     return lines
@@ -175,3 +243,35 @@ def judge_runs(stores: Sequence[RunStore], baseline: Baseline | None = None,
     if results is None:
         results = [r for _, r in choose_records(stores)[0].values()]
     return judge(results, rules, baseline)
+
+
+def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
+                baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
+    """The exit code ``--fail-on`` asks of the records (``judge_runs``), after their summary
+    lines where there is news or a baseline."""
+    known = load_baseline(Path(baseline), reports_dir) if baseline else None
+    rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
+    if results is None:
+        results = [r for _, r in choose_records(stores)[0].values()]
+    lines, code = judged_summary(results, rules, known, fail_on)
+    if len(lines) > 1 or known is not None:
+        print("\n".join(lines))
+    return code
+
+
+def judged_summary(results: Iterable[CellResult], rules: Sequence[Rule] = (),
+                   baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
+                   ) -> tuple[list[str], int]:
+    """``summary_lines`` and ``exit_code`` of ``judge``'s verdicts, counted per judgement,
+    with a ``Verdict`` only for the cells that deviate: a fleet's 100,000 verdicts were a
+    fifth of a merge."""
+    _exit_code((), fail_on)  # a --fail-on that is none, before the judging
+    cells: Counter[_Judgement] = Counter()
+    deviating: list[Verdict] = []
+    for result, found in _Judge(rules, baseline).each(counted(list(results))):
+        cells[found] += 1
+        if found.status in _DEVIATING:
+            deviating.append(Verdict(result=result, expected=found.expected, why=found.why,
+                                     status=found.status))
+    return _summary(cells, deviating, limit), _exit_code(
+        ((j.outcome, j.status) for j in cells), fail_on)

@@ -7,13 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.core.errors import SpecError, UsageError
 from harness.core.results import CellResult, Outcome
 from harness.core.rules import Rule
 from harness.matrix.load import parse_matrix
 from harness.records.baseline import Baseline, baseline_from, load_baseline
-from harness.records.expect import exit_code, judge
+from harness.records.expect import Key, Verdict, exit_code, judge, judged_summary, summary_lines
 from tests.conftest import ROOT, report_dir, write_matrix
 
 
@@ -228,3 +230,139 @@ def test_the_default_matrix_expects_te_2_2_not_to_build_against_torch_2_1_2() ->
                  result(old, "repro", Outcome.ERROR, "disk full", "sm_90"),
                  result(new, "repro", Outcome.ERROR, build, "sm_90")], spec.expect)
     assert statuses(got) == ["expected", "new failure", "new failure"]
+
+
+# -- judging counted per distinct input must be judging cell by cell -------------------------
+
+def reference_judge(results: list[CellResult], rules: list[Rule],
+                    baseline: Baseline | None) -> list[tuple[CellResult, frozenset[Outcome],
+                                                             str, str]]:
+    """Cell by cell, straight from ``Rule.holds_for`` and the baseline (what ``judge``
+    computed before it matched each glob and reason once per distinct value)."""
+    sessions = {r.parent for r in results if r.parent}
+    out = []
+    for r in [r for r in results if r.cell_id not in sessions]:
+        holding = [rule for rule in rules if rule.holds_for(r)]
+        before = baseline.outcomes.get(r.logical_key) if baseline else None
+        if holding:
+            expected: frozenset[Outcome] = frozenset().union(*(h.outcomes for h in holding))
+            why = holding[0].why
+        elif before not in (None, Outcome.NOT_RUN, Outcome.MISSING):
+            assert baseline is not None and before is not None
+            expected, why = frozenset({before}), f"baseline {baseline.source}"
+        else:
+            expected, why = frozenset(), ""
+        if r.outcome is Outcome.NOT_RUN:
+            status = "not run"
+        elif r.outcome in expected or (not expected and r.outcome.ok):
+            status = "expected"
+        elif not r.outcome.ok:
+            status = "new failure"
+        else:
+            status = "fixed" if all(not o.ok for o in expected) else "changed"
+        out.append((r, expected, why, status))
+    return out
+
+
+def reference_summary(verdicts: list[Verdict], limit: int) -> list[str]:
+    """``summary_lines`` as it was, verdict by verdict."""
+    from collections import Counter
+    counts = Counter(v.status for v in verdicts)
+    known = [v for v in verdicts if v.status == "expected" and not v.result.outcome.ok]
+    parts = [f"{counts[s]} {s}" for s in ("new failure", "fixed", "changed") if counts[s]]
+    if known:
+        parts.append(f"{len(known)} known failures")
+    lines = ["against expectations: " + (", ".join(parts) or "as expected")]
+    for why, n in Counter(v.why for v in known).most_common():
+        lines.append(f"  known: {n} cells: {why}")
+    per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
+                         v.status) for v in verdicts if v.deviates and v.result.parent)
+    for (suite, env, hw, status), n in sorted(per_suite.items()):
+        lines.append(f"  suite {suite} in {env} @{hw}: {n} {status}")
+    for v in [v for v in verdicts if v.deviates][:limit]:
+        r = v.result
+        wanted = "/".join(sorted(str(o) for o in v.expected)) or "fine"
+        lines.append(f"  {v.status}: {r.environment} {r.case_id}::{r.variant} "
+                     f"@{r.hardware_target}: {r.outcome} (expected {wanted})")
+    extra = sum(v.deviates for v in verdicts) - limit
+    if extra > 0:
+        lines.append(f"  ... and {extra} more (compat.json lists them all)")
+    return lines
+
+
+GLOBS = st.sampled_from(["*", "a*", "a1", "b", "?2", "[ab]1", "x"])
+CASE_GLOBS = st.sampled_from(["*", "case", "c*", "other", "case::x*", "case::y", "*::x",
+                              "c?se::*"])
+REASONS = st.sampled_from(["", "killed by 9", "not killed", "Could not resolve host",
+                           "x::y"])
+OUTCOMES = st.sampled_from(list(Outcome))
+
+rules_st = st.lists(st.builds(
+    lambda outcomes, why, env, case, hw, reason: Rule(
+        outcomes=frozenset(outcomes), why=why, environment=env, case=case, hardware=hw,
+        reason=reason),
+    st.sets(OUTCOMES, min_size=1, max_size=3), st.sampled_from(["w1", "w2", "w3"]), GLOBS,
+    CASE_GLOBS, st.sampled_from(["*", "cpu", "sm_*"]),
+    st.none() | st.sampled_from(["^killed", "resolve host", "killed", "::"])), max_size=5)
+
+
+@st.composite
+def cells_st(draw: st.DrawFn) -> list[CellResult]:
+    n = draw(st.integers(0, 40))
+    cells = []
+    for i in range(n):
+        env = draw(st.sampled_from(["a1", "a2", "b", "b1"]))
+        case_id = draw(st.sampled_from(["case", "cse", "other"]))
+        variant = draw(st.sampled_from(["x", "x2", "y"]))
+        cells.append(CellResult(
+            run_id="r", cell_id=f"c{i}", environment=env, values={}, env_key="k",
+            backend="uv", case_id=case_id, variant=variant, nodeid=f"t.py::test_{variant}",
+            hardware_target=draw(st.sampled_from(["cpu", "sm_90"])),
+            outcome=draw(OUTCOMES), reason=draw(REASONS),
+            # a suite's test names its session (another cell), which is then not judged
+            parent=draw(st.sampled_from(["", "", "", f"c{draw(st.integers(0, max(n - 1, 0)))}"]))))
+    return cells
+
+
+@settings(max_examples=300, deadline=None)
+@given(cells=cells_st(), rules=rules_st,
+       baseline=st.none() | st.dictionaries(
+           st.tuples(st.sampled_from(["a1", "a2", "b"]),
+                     st.sampled_from(["case::x", "case::y", "other::x2"]),
+                     st.sampled_from(["cpu", "sm_90"])), OUTCOMES),
+       limit=st.integers(0, 5))
+def test_judging_once_per_distinct_input_is_judging_cell_by_cell(
+        cells: list[CellResult], rules: list[Rule], baseline: dict[Key, Outcome] | None,
+        limit: int) -> None:
+    """``judge`` (cached per glob value, reason and judgement) gives each cell the verdict
+    ``Rule.holds_for`` and the baseline give it; ``judged_summary`` (what a merge prints
+    and exits with, counted per judgement) the summary lines and exit code of those
+    verdicts, as the verdict-by-verdict code gave them."""
+    known = Baseline(source="b", outcomes=baseline) if baseline is not None else None
+    verdicts = judge(cells, rules, known)
+    want = reference_judge(cells, rules, known)
+    assert [(v.result, v.expected, v.why, v.status) for v in verdicts] == want
+    assert summary_lines(verdicts, limit=limit) == reference_summary(verdicts, limit)
+    for fail_on in ("new", "changed", "any"):
+        lines, code = judged_summary(cells, rules, known, fail_on, limit=limit)
+        assert lines == reference_summary(verdicts, limit)
+        assert code == exit_code(verdicts, fail_on)
+        assert code == (
+            any(not r.outcome.ok for r, *_ in want) if fail_on == "any" else
+            any(s == "new failure" for *_, s in want) if fail_on == "new" else
+            any(s in ("new failure", "fixed", "changed") for *_, s in want))
+
+
+def test_judged_summary_refuses_an_unknown_fail_on() -> None:
+    with pytest.raises(UsageError, match="--fail-on 'some'"):
+        judged_summary([result("a", "x", Outcome.FAIL)], (), None, "some")
+
+
+def test_known_failures_are_listed_by_count_then_in_the_order_first_seen() -> None:
+    rules = [Rule(outcomes=frozenset({Outcome.FAIL}), why=why, environment=env)
+             for why, env in (("zeta", "z"), ("alpha", "a"), ("beta", "b"))]
+    cells = [result(env, f"v{i}", Outcome.FAIL) for i, env in enumerate("zabb")]
+    want = ["against expectations: 4 known failures", "  known: 2 cells: beta",
+            "  known: 1 cells: zeta", "  known: 1 cells: alpha"]
+    assert summary_lines(judge(cells, rules)) == want
+    assert judged_summary(cells, rules) == (want, 0)

@@ -1,0 +1,56 @@
+"""``adopt``: a record's line made a ``CellResult`` in place; a line with exactly the fields
+skips the checks, any other goes the checked way."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import pytest
+
+from harness.core.results import CellResult, Outcome, adopt
+
+FULL = CellResult(run_id="r", cell_id="c1", environment="e", values={"torch": "2.1.2"},
+                  env_key="k", backend="uv", case_id="case", variant="v", nodeid="t.py::t",
+                  hardware_target="cpu", outcome=Outcome.FAIL, reason="boom",
+                  fingerprint={"python": "3.11"}, log="logs/c1.log", attempt=2, gpu=0)
+
+
+def line(**changes: Any) -> dict[str, Any]:
+    row = FULL.to_dict()
+    row.update(changes)
+    return row
+
+
+def test_a_line_with_every_field_and_no_other_is_the_result_it_was() -> None:
+    got = adopt(line())
+    assert got == FULL and got.outcome is Outcome.FAIL
+    assert list(vars(got)) == [f.name for f in fields(CellResult)]
+
+
+def test_an_unknown_field_in_place_of_a_known_one_is_dropped_and_the_default_filled() -> None:
+    """As many keys as fields, not the same ones: the checked way, not the fast one."""
+    row = line(extra="from a later harness")
+    del row["caveat"]
+    got = adopt(row)
+    assert got == FULL and "extra" not in vars(got) and got.caveat == ""
+    assert set(vars(got)) == {f.name for f in fields(CellResult)}
+
+
+@pytest.mark.parametrize("name", ["details", "node", "parent", "gpu"])
+def test_a_line_without_an_optional_field_gets_its_default(name: str) -> None:
+    row = line()
+    del row[name]
+    got = adopt(row)
+    assert set(vars(got)) == {f.name for f in fields(CellResult)}
+    default: Any = {"details": {}, "node": "", "parent": "", "gpu": None}[name]
+    assert getattr(got, name) == default
+
+
+def test_a_line_without_a_required_field_is_refused() -> None:
+    row = line()
+    del row["cell_id"]
+    with pytest.raises(KeyError, match="without cell_id"):
+        adopt(row)
+    with pytest.raises(KeyError):
+        adopt(line(outcome="NOT-AN-OUTCOME"))
