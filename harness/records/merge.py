@@ -33,9 +33,9 @@ from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, Outcome, adopt
 from harness.records.expect import recorded_rules
-from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS, SHARED
+from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS
 from harness.records.select import choose_records
-from harness.records.store import RunStore, content_name
+from harness.records.store import RunStore, content_name, read_shared
 from harness.run.classify import Ending, classify
 
 
@@ -210,17 +210,9 @@ class _Read(RunStore):
         """shared.jsonl, read once, as ``RunStore`` reads it; each value's line kept too."""
         if self._shared is None:
             self._shared = {}
-            try:
-                raw = (self.run_dir / SHARED).read_bytes()
-            except FileNotFoundError:
-                raw = b""
-            for line in raw.splitlines():
-                try:
-                    digest, value = json.loads(line)
-                except (ValueError, TypeError):
-                    continue
-                self._shared[str(digest)] = value
-                self.shared_lines[str(digest)] = line
+            for digest, value, line in read_shared(self.run_dir):
+                self._shared[digest] = value
+                self.shared_lines[digest] = line
         return self._shared
 
 

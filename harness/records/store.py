@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -243,17 +243,7 @@ class RunStore:
     def _shared_values(self) -> dict[str, Any]:
         """shared.jsonl, read once (a torn last line skipped)."""
         if self._shared is None:
-            self._shared = {}
-            try:
-                raw = (self.run_dir / SHARED).read_bytes()
-            except FileNotFoundError:
-                raw = b""
-            for line in raw.splitlines():
-                try:
-                    digest, value = json.loads(line)
-                except (ValueError, TypeError):
-                    continue
-                self._shared[str(digest)] = value
+            self._shared = {digest: value for digest, value, _ in read_shared(self.run_dir)}
         return self._shared
 
     def attempts(self) -> list[CellResult]:
@@ -312,3 +302,18 @@ def is_done(result: CellResult) -> bool:
     """A cell that needs no re-run on resume: not NOT_RUN (other hardware may run it), not
     lost to the machine."""
     return result.outcome is not Outcome.NOT_RUN and not result.infra
+
+
+def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
+    """A run's shared.jsonl: each value with its content name and its line as written (a
+    torn or hand-broken line skipped)."""
+    try:
+        raw = (run_dir / SHARED).read_bytes()
+    except FileNotFoundError:
+        return
+    for line in raw.splitlines():
+        try:
+            digest, value = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        yield str(digest), value, line
