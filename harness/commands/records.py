@@ -14,16 +14,12 @@ from harness.records.expect import judged_exit
 from harness.records.merge import merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
-
-# The report and the run machinery (harness.report, harness.workflow) are imported where a
-# command writes a report: `merge --no-report` needs neither (a fifth of a second of imports).
+from harness.report.build import write_report
+from harness.report.check import check_run
+from harness.workflow import publish_ci, publish_report, write_status
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.report.build import write_report
-    from harness.report.check import check_run
-    from harness.workflow import publish_report, write_status
-
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
     if args.out is None and len(stores) == 1:
@@ -67,8 +63,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     if not args.no_report:
-        from harness.workflow import publish_ci, publish_report
-
         paths = publish_report(report.store, args.reports, baseline=baseline,
                                results=report.results)
         print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
