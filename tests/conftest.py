@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -71,3 +72,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("what ran for real")
         for line in lines:
             terminalreporter.line(line)
+
+
+def ctrl_c_reaches() -> None:
+    """``preexec_fn`` for a harness a test interrupts: SIGINT back to its default, which
+    Python turns into KeyboardInterrupt. A suite started in the background of a
+    non-interactive shell (``cmd &``) inherits SIGINT ignored, and so would the harness."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -24,7 +24,7 @@ from harness.envs.docker import DockerBackend
 from harness.envs.images import LABEL, bootstrap_base
 from harness.matrix.load import load_matrix, parse_matrix
 from harness.records.store import RunStore
-from tests.conftest import DATA, ROOT, report_dir, write_matrix
+from tests.conftest import DATA, ROOT, ctrl_c_reaches, report_dir, write_matrix
 
 pytestmark = pytest.mark.docker
 
@@ -88,7 +88,8 @@ def test_ctrl_c_leaves_no_container(tmp_path: Path, client: Any) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
                              "run", "-m", str(m), "-k", "test_hang"], cwd=tmp_path,
                             env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=ctrl_c_reaches)
     deadline = time.monotonic() + 120
     while not ours(client) and time.monotonic() < deadline:
         time.sleep(0.5)

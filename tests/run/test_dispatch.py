@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from tests.conftest import DATA, ROOT, report_dir, write_matrix
+from tests.conftest import DATA, ROOT, ctrl_c_reaches, report_dir, write_matrix
 
 HOST_ENVS = "\n".join(
     f"  host{i}: {{backend: host, hardware: [@HW@]}}" for i in range(1, 5))
@@ -126,7 +126,8 @@ def test_ctrl_c_kills_children_and_exits_130(tmp_path: Path) -> None:
     scratch.mkdir()
     proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT),
                                                      "TMPDIR": str(scratch)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches)
     deadline = time.monotonic() + 60
     child_pid = None
     while time.monotonic() < deadline and child_pid is None:
