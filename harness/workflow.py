@@ -31,10 +31,11 @@ from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
 from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
-from harness.records import expect
+from harness.records import expect, snapshot
 from harness.records.baseline import load_baseline
 from harness.records.compare import bumped, new_releases, pinned_releases
 from harness.records.runs import newest_first, previous_run
+from harness.records.snapshot import rows_of
 from harness.records.store import RunStore, is_done
 from harness.report.build import diff_runs, write_report
 from harness.report.ci import publish, status_badge
@@ -247,9 +248,10 @@ def expected_durations(state: RunState) -> dict[str, float]:
     wanted = {c.cell_id for c in state.plan.cells} if state.plan else set()
     out: dict[str, float] = {}
     for run_dir in islice(newest_first(state.options.reports_dir), 5):
-        for result in RunStore(run_dir).results():
-            if result.cell_id in wanted and result.cell_id not in out and result.duration:
-                out[result.cell_id] = result.duration
+        found = snapshot.load(run_dir)
+        for cell_id, duration in zip(found.cell_ids, found.durations, strict=True):
+            if cell_id in wanted and cell_id not in out and duration:
+                out[cell_id] = duration
     return out
 
 
@@ -267,6 +269,8 @@ def report(state: RunState) -> RunState:
             print(f"what changed since{changes.rstrip()}" if found else
                   "what changed: no earlier run of this slice (or a full run) to compare with")
         publish_ci(state.store, opts.reports_dir)
+    else:  # no report: the snapshot the next run's "what changed" and history read
+        snapshot.load(state.store.run_dir)
     return state
 
 
@@ -329,7 +333,8 @@ def _against_previous(store: RunStore, reports_dir: Path,
     found = previous_run(reports_dir, store.run_dir)
     before = RunStore(found) if found else None
     mine = list(results) if results is not None else store.results()
-    changes = diff_runs(before.results(), mine, bumped([store.meta])) if before else []
+    changes = (diff_runs(snapshot.load(before.run_dir).rows(), rows_of(mine),
+                         bumped([store.meta])) if before else [])
     return before, mine, changes
 
 

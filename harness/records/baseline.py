@@ -11,7 +11,8 @@ from typing import Any
 
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome
-from harness.records.select import choose_records
+from harness.records import snapshot
+from harness.records.snapshot import FROM_LETTER
 from harness.records.store import RunStore
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
@@ -53,10 +54,10 @@ def load_baseline(path: Path, reports_dir: Path) -> Baseline:
     """A baseline file, or a run (id, folder, ``latest``) whose outcomes are the baseline."""
     if path.is_file():
         return _baseline_file(path)
-    store = RunStore(resolve_baseline(str(path), reports_dir))
-    chosen = choose_records([store])[0]
-    return Baseline(source=store.run_id,
-                    outcomes={r.logical_key: r.outcome for _, r in chosen.values()})
+    run_dir = resolve_baseline(str(path), reports_dir)
+    found = snapshot.load(run_dir)  # each cell's last attempt, as the record's reading gives
+    return Baseline(source=run_dir.name, outcomes=dict(zip(
+        found.logical_keys(), (FROM_LETTER[x] for x in found.letters), strict=True)))
 
 
 def _baseline_file(path: Path) -> Baseline:

@@ -3,19 +3,38 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.releases import in_force
-from harness.core.results import CellResult
 
 LogicalKey = tuple[str, str, str]
 
 
-def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
-                   moved: Sequence[str] = ()) -> dict[LogicalKey, CellResult]:
+class Compared(Protocol):
+    """What a cell is matched by: a record's ``CellResult``, or a snapshot's row."""
+
+    @property
+    def environment(self) -> str: ...
+    @property
+    def case_id(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def hardware_target(self) -> str: ...
+    @property
+    def values(self) -> Mapping[str, str]: ...
+    @property
+    def logical_key(self) -> LogicalKey: ...
+
+
+C = TypeVar("C", bound=Compared)
+
+
+def match_previous(old: Sequence[C], new: Sequence[Compared],
+                   moved: Sequence[str] = ()) -> dict[LogicalKey, C]:
     """The cell of ``old`` each cell of ``new`` is compared with, by the new cell's logical
     key: the cell with the same logical key; or, for the keys a ``--set`` bump replaced
     (``moved``: ``torch``), the cell whose environment differs only in those keys (of
@@ -24,20 +43,20 @@ def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
     if not moved:
         return {r.logical_key: r for r in old}
 
-    def neutral(r: CellResult) -> tuple[Any, ...]:
+    def neutral(r: Compared) -> tuple[Any, ...]:
         rest = tuple(sorted((k, v) for k, v in r.values.items() if k not in moved))
         return (r.environment.split(":", 1)[0], rest, r.case_id, r.variant, r.hardware_target)
 
-    candidates: dict[tuple[Any, ...], list[CellResult]] = {}
+    candidates: dict[tuple[Any, ...], list[C]] = {}
     for r in old:
         candidates.setdefault(neutral(r), []).append(r)
-    out = {}
-    for r in new:
-        found = candidates.get(neutral(r))
+    out: dict[LogicalKey, C] = {}
+    for cell in new:
+        found = candidates.get(neutral(cell))
         if found:
             # Several keys moved: the first decides (a bump of one is the common case).
-            out[r.logical_key] = in_force(found, r.values.get(moved[0], ""),
-                                          lambda c: c.values.get(moved[0], ""))
+            out[cell.logical_key] = in_force(found, cell.values.get(moved[0], ""),
+                                             lambda c: c.values.get(moved[0], ""))
     return out
 
 

@@ -2,28 +2,23 @@
 nights): which cells changed, which flip back and forth, and pruning the folder to the newest.
 
 Cells are matched by their logical key (environment, ``case::variant``, hardware), so a pin
-change does not start a new row. Only the fields a row needs are read from each record.
+change does not start a new row. Each run is read from its snapshot (``records.snapshot``).
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from harness.core import atomic
 from harness.core.results import Outcome
-from harness.records.codec import read_lines
-from harness.records.layout import RESULTS
+from harness.records import snapshot
 from harness.records.runs import run_folders
+from harness.records.snapshot import FROM_LETTER, LETTER, Key
 
-Key = tuple[str, str, str]
-LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
-          Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
-          Outcome.MISSING: "?", Outcome.FLAKY: "~"}
 ABSENT = "-"
 
 
@@ -89,94 +84,34 @@ class History:
             for k, outcomes in self.rows(changed_only=changed_only)]}
 
 
-INDEX = "outcomes.tsv"  # derived: "# results.jsonl <size>", the letters, then the keys
-_FROM_LETTER = {letter: outcome for outcome, letter in LETTER.items()}
-
-
-@dataclass(frozen=True)
-class _Index:
-    """One run's outcomes as columns: ``keys`` (``environment<TAB>case::variant<TAB>hardware``
-    lines, as bytes) and ``letters`` (one outcome letter per key, in the same order). Runs of
-    one matrix have the same keys: their bytes compare equal, and their letters line up."""
-
-    keys: bytes
-    letters: str
-
-    def names(self) -> list[str]:
-        return self.keys.decode("utf-8").split("\n") if self.keys else []
-
-
 def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
-    """Each cell's last attempt in one record, by logical key."""
-    index = _read(run_dir)
-    return {_key(k): _FROM_LETTER[o]
-            for k, o in zip(index.names(), index.letters, strict=True)}
-
-
-def _key(text: str) -> Key:
-    environment, case, hardware = text.split("\t")
-    return environment, case, hardware
-
-
-def _read(run_dir: Path) -> _Index:
-    """The run's index when it is current (a fleet's record is 100,000 lines of JSON, and 30
-    of them are the history), else from the record, writing the index for next time."""
-    path = run_dir / RESULTS
-    if not path.is_file():
-        return _Index(b"", "")
-    size = path.stat().st_size
-    try:
-        head, letters, keys = (run_dir / INDEX).read_bytes().split(b"\n", 2)
-        text = letters.decode("ascii")
-        if (head == f"# {RESULTS} {size}".encode() and keys.endswith(b"\n")
-                and keys.count(b"\n") == len(text) and set(text) <= _FROM_LETTER.keys()):
-            return _Index(keys[:-1], text)
-    except (OSError, ValueError):
-        pass  # no index, an old one, or a damaged one: read the record
-    outcomes: dict[Key, Outcome] = {}
-    for d in read_lines(path):
-        try:
-            outcomes[(d["environment"], f"{d['case_id']}::{d['variant']}",
-                      d["hardware_target"])] = Outcome(d["outcome"])
-        except (ValueError, KeyError, TypeError):
-            continue  # not a result line
-    write_index(run_dir, outcomes, size)
-    names = ["\t".join(p.replace("\t", " ").replace("\n", " ") for p in k) for k in outcomes]
-    return _Index("\n".join(names).encode(), "".join(LETTER[o] for o in outcomes.values()))
-
-
-def write_index(run_dir: Path, found: Mapping[Key, Outcome], size: int | None = None) -> None:
-    """The index of a record whose results file has ``size`` bytes (an index of another size
-    is stale). Keys with a tab or newline in them are not indexed: the record is read."""
-    if any("\t" in part or "\n" in part for key in found for part in key):
-        return
-    size = (run_dir / RESULTS).stat().st_size if size is None else size
-    try:
-        with atomic.replacing(run_dir / INDEX, text=True) as fh:
-            fh.write(f"# {RESULTS} {size}\n")
-            fh.write("".join(LETTER[o] for o in found.values()) + "\n")
-            fh.writelines(f"{e}\t{c}\t{h}\n" for e, c, h in found)
-    except OSError:
-        pass  # a read-only copy of a run: read the record each time
+    """Each cell's last attempt in one record, by logical key (from its snapshot)."""
+    found = snapshot.load(run_dir)
+    return dict(zip(found.logical_keys(), (FROM_LETTER[x] for x in found.letters), strict=True))
 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:
+    """The last ``last`` runs of ``folder``, from their snapshots (``records.snapshot``: a
+    run's outcomes are one letter a cell, and runs of the same cells in the same order share
+    their keys' digest, so only the first of them has its keys read)."""
     runs = run_folders(folder)[-last:]
-    keys: list[str] = []  # every cell of any of the runs, in order of first appearance
-    where: dict[str, int] = {}
-    placed: dict[bytes, list[int]] = {}  # a run's keys -> their places in ``keys``
+    keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
+    where: dict[Key, int] = {}
+    placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
     columns = []
     for run in runs:
-        index = _read(run)
-        places = placed.get(index.keys)
+        found = snapshot.load(run)
+        places = placed.get(found.keys_digest)
         if places is None:  # the first run of these keys (most nights: the first run only)
-            places = placed[index.keys] = []
-            for name in index.names():
-                if name not in where:
-                    where[name] = len(keys)
-                    keys.append(name)
-                places.append(where[name])
-        columns.append((places, index.letters))
+            places = []
+            if found.keys_digest:
+                placed[found.keys_digest] = places
+            for key in found.logical_keys():
+                if key not in where:
+                    where[key] = len(keys)
+                    keys.append(key)
+                places.append(where[key])
+        columns.append((places, found.letters))
     letters = []  # per run, a letter for every key
     for places, text in columns:
         if places == list(range(len(places))):  # the keys in the same order: as they are
@@ -188,13 +123,13 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
             letters.append("".join(column))
     shared: dict[tuple[str, ...], tuple[Outcome | None, ...]] = {}
     cells = {}
-    for name, strip_letters in zip(keys, zip(*letters, strict=True), strict=True):
-        if keyword is not None and keyword not in name.rsplit("\t", 1)[0]:
+    for key, strip_letters in zip(keys, zip(*letters, strict=True), strict=True):
+        if keyword is not None and keyword not in f"{key[0]}\t{key[1]}":
             continue
         strip = shared.get(strip_letters)  # most cells share theirs ("P P P ..."): one each
         if strip is None:
-            strip = shared[strip_letters] = tuple(_FROM_LETTER.get(x) for x in strip_letters)
-        cells[_key(name)] = strip
+            strip = shared[strip_letters] = tuple(FROM_LETTER.get(x) for x in strip_letters)
+        cells[key] = strip
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells)
 
 

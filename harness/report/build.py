@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 from harness.core import jsonio
 from harness.core.bulk import side_by_side
 from harness.core.results import CellResult, Outcome
+from harness.records import snapshot
 from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
 from harness.records.expect import Verdict, judge_runs, summary_lines
-from harness.records.history import write_index
+from harness.records.layout import RESULTS
 from harness.records.select import choose_records, merged_cases, merged_environments
+from harness.records.snapshot import Row, rows_of
 from harness.records.store import RunStore
 from harness.report.check import check_report
 from harness.report.junit import write_junit
@@ -117,6 +119,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     them), so they are not read back."""
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     out_dir.mkdir(parents=True, exist_ok=True)
+    size = _record_size(stores[0]) if len(stores) == 1 else None  # before it is read
     metas = [s.meta for s in stores]
     if results is not None and len(stores) == 1:
         pairs = [(stores[0], r) for r in results]
@@ -135,14 +138,15 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     cases = merged_cases(stores)
     environments = merged_environments(metas)
     moved = bumped(metas)
-    changes = diff_runs(previous.results(), results, moved) if previous is not None else []
+    changes = (diff_runs(snapshot.load(previous.run_dir).rows(), rows_of(results), moved)
+               if previous is not None else [])
     since = previous.run_id if previous is not None else None
     name = ", ".join(s.run_id for s in stores)
     paths: dict[str, Path] = {"md": out_dir / "compat.md", "summary": out_dir / "summary.txt",
                               "csv": out_dir / "compat.csv", "json": out_dir / "compat.json",
                               "junit": out_dir / "junit.xml"}
 
-    def data_files() -> None:  # the downloads, JUnit and history's index
+    def data_files() -> None:  # the downloads, JUnit and the run's snapshot
         with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")
             writer.writerow(columns)
@@ -153,8 +157,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             "changes": changes, "since": since,
             "expectations": [_verdict(v) for v in verdicts if v.deviates or (
                 v.status == "expected" and not v.result.outcome.ok)]})
-        if len(stores) == 1:  # the index `harness history` reads instead of the whole record
-            write_index(stores[0].run_dir, {r.logical_key: r.outcome for r in results})
+        if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
+            # what the next night's "what changed", history and baselines read of this run
+            snapshot.write(stores[0].run_dir, results, size)
         write_junit(results, f"ml-compat-harness {name}", paths["junit"])
 
     def site_files() -> None:  # the pages and their markdown twin
@@ -210,6 +215,13 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
                  + b',"results":')
         jsonio.write_array(fh, results, lambda chunk: jsonio.dumps([row(r) for r in chunk]))
         fh.write(b"," + jsonio.dumps(tail)[1:])
+
+
+def _record_size(store: RunStore) -> int | None:
+    try:
+        return (store.run_dir / RESULTS).stat().st_size
+    except OSError:
+        return None
 
 
 def _machine(result: CellResult) -> str:
@@ -300,10 +312,12 @@ def _bisects(stores: Sequence[RunStore], case_ids: set[str]) -> dict[str, list[s
     return out
 
 
-def diff_runs(old: list[CellResult], new: list[CellResult], moved: Sequence[str] = ()
+def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
     """What changed between two runs, cell by cell, matched by logical key (environment,
-    ``case::variant``, hardware), not by content id, which a pin change renames.
+    ``case::variant``, hardware), not by content id, which a pin change renames. The runs
+    come as snapshot rows (``records.snapshot``): the run before is read from its snapshot,
+    not decoded whole.
 
     Classes: ``new failure`` (was fine, is not), ``fixed``, ``changed`` (fine both times but a
     different outcome: a documented failure that stopped reproducing is news), ``still
@@ -328,7 +342,7 @@ def diff_runs(old: list[CellResult], new: list[CellResult], moved: Sequence[str]
                     "fixed" if not was.outcome.ok and now.outcome.ok else
                     "still failing" if not now.outcome.ok else "changed")
             changes.append(_change(kind, key, was, now))
-        elif _versions(was) != _versions(now) and _versions(was) and _versions(now):
+        elif was.versions != now.versions and was.versions and now.versions:
             changes.append(_change("versions changed", key, was, now))
     changes += [_change("gone", key, was, None) for key, was in before.items()
                 if key not in after and not moved]
@@ -339,23 +353,15 @@ def diff_runs(old: list[CellResult], new: list[CellResult], moved: Sequence[str]
     return changes
 
 
-def _versions(result: CellResult) -> dict[str, str]:
-    fp = result.fingerprint or {}
-    found = dict(fp.get("key") or {})
-    if fp.get("freeze_sha256"):
-        found["(freeze)"] = str(fp["freeze_sha256"])
-    return found
-
-
-def _change(kind: str, key: tuple[str, str, str], was: CellResult | None,
-            now: CellResult | None) -> dict[str, Any]:
+def _change(kind: str, key: tuple[str, str, str], was: Row | None,
+            now: Row | None) -> dict[str, Any]:
     either = now or was
     change: dict[str, Any] = {
         "class": kind, "environment": key[0], "case": key[1], "hardware": key[2],
         "before": str(was.outcome) if was else "", "after": str(now.outcome) if now else "",
         "cell_id": either.cell_id if either else ""}
     if was is not None and now is not None:
-        old_v, new_v = _versions(was), _versions(now)
+        old_v, new_v = dict(was.versions), dict(now.versions)
         # A bump's cells differ in the axis values it set, whether or not the fingerprint
         # names that package among its key versions.
         for name in set(was.values) | set(now.values):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from harness.core.results import CellResult, Outcome
 from harness.records.compare import bumped, match_previous, new_releases, pinned_releases
+from harness.records.snapshot import rows_of
 from harness.report.build import diff_runs
 from harness.report.ci import status_badge, step_summary
 
@@ -31,14 +32,14 @@ def test_a_bump_is_compared_with_the_newest_release_it_replaced() -> None:
     assert {k[0]: v.environment for k, v in paired.items()} == {
         "cpu:torch=2.6.0,numpy>=2": "cpu:torch=2.5.1,numpy>=2",
         "cpu:torch=2.6.0,numpy<2": "cpu:torch=2.5.1,numpy<2"}
-    changes = diff_runs(NIGHT, bump, ("torch",))
+    changes = diff_runs(rows_of(NIGHT), rows_of(bump), ("torch",))
     assert [(c["class"], c["environment"], c["before"], c["after"]) for c in changes] == [
         ("new failure", "cpu:torch=2.6.0,numpy>=2", "PASS", "FAIL"),
         ("versions changed", "cpu:torch=2.6.0,numpy<2", "PASS", "PASS"),
         ("new cell", "cpu:torch=2.6.0,numpy<2", "", "PASS")]  # nothing "gone"
     assert changes[0]["versions"] == {"torch": "2.5.1 -> 2.6.0"}
     # Without the bump's keys, nothing matches: every cell is new, every old one gone.
-    assert {c["class"] for c in diff_runs(NIGHT, bump)} == {"new cell", "gone"}
+    assert {c["class"] for c in diff_runs(rows_of(NIGHT), rows_of(bump))} == {"new cell", "gone"}
 
 
 def test_bumped_keys_come_from_the_records() -> None:

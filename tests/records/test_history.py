@@ -76,18 +76,23 @@ def test_history_command(tmp_path: Path) -> None:
     assert cell["outcomes"] == ["PASS", "CRASH"] and cell["changes"] == 1
 
 
-def test_the_index_is_used_while_current_and_rebuilt_when_the_record_grows(
+def test_the_snapshot_is_read_while_current_and_made_again_when_the_record_grows(
         tmp_path: Path) -> None:
-    from harness.records.history import INDEX, run_outcomes
+    from harness.records.history import run_outcomes
+    from harness.records.snapshot import SNAPSHOT
 
     run = write_run(tmp_path, "n1", 1.0, {("a", "x"): P})
     assert run_outcomes(run) == {("a", "case::x", "cpu"): P}
-    index = run / INDEX
-    assert index.read_text().splitlines()[1:] == ["P", "a\tcase::x\tcpu"]  # letters, keys
-    lines = index.read_text().splitlines()
-    index.write_text("\n".join([lines[0], "F", *lines[2:]]) + "\n")  # the index is what is read
+    snap = run / SNAPSHOT
+    head, body = snap.read_bytes().split(b"\n", 1)
+    assert head == f"# results.jsonl {(run / 'results.jsonl').stat().st_size} snapshot 1".encode()
+    data = json.loads(body)
+    data["outcome"] = "F"
+    snap.write_bytes(head + b"\n" + json.dumps(data).encode())  # the snapshot is what is read
     assert run_outcomes(run) == {("a", "case::x", "cpu"): F}
     write_run(tmp_path, "n2", 2.0, {("a", "x"): R})  # another record, appended to n1's file
     (run / "results.jsonl").write_text((run / "results.jsonl").read_text()
                                        + (tmp_path / "n2" / "results.jsonl").read_text())
-    assert run_outcomes(run) == {("a", "case::x", "cpu"): R}  # stale index: the record wins
+    # Stale (the record grew): made again from the record. n2's line is another cell (another
+    # cell id) of the same logical key, recorded last: it is the key's outcome.
+    assert run_outcomes(run) == {("a", "case::x", "cpu"): R}

@@ -9,6 +9,7 @@ import pytest
 from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module
 from harness.records.store import RunStore
+from harness.records.snapshot import rows_of
 from harness.report.build import diff_runs, long_columns, results_frame, summary_line, write_report
 
 
@@ -106,7 +107,7 @@ def test_a_caveat_marks_the_cell_and_is_listed_under_the_table(tmp_path: Path) -
 def test_diff_lists_new_failures_first() -> None:
     old = [result("a", "x", "repro", Outcome.PASS), result("b", "y", "repro", Outcome.FAIL)]
     new = [result("a", "x", "repro", Outcome.CRASH), result("b", "y", "repro", Outcome.PASS)]
-    changes = diff_runs(old, new)
+    changes = diff_runs(rows_of(old), rows_of(new))
     assert [(c["before"], c["after"]) for c in changes] == [("PASS", "CRASH"), ("FAIL", "PASS")]
 
 
@@ -188,12 +189,12 @@ def test_a_pin_change_and_a_flip_are_told_apart_by_logical_key() -> None:
     tonight = run("2.1.0", Outcome.FAIL)
     tonight[2] = CellResult.from_dict({**tonight[2].to_dict(),
                                        "fingerprint": last_night[2].fingerprint})
-    changes = diff_runs(last_night, tonight)
+    changes = diff_runs(rows_of(last_night), rows_of(tonight))
     assert [(c["class"], c["case"]) for c in changes] == [
         ("new failure", "mergekit_fp16::workaround"),
         ("versions changed", "mergekit_fp16::repro")]
     assert changes[1]["versions"] == {"torch": "2.0.1 -> 2.1.0"}
-    assert diff_runs(tonight, last_night)[0]["class"] == "fixed"
+    assert diff_runs(rows_of(tonight), rows_of(last_night))[0]["class"] == "fixed"
 
 
 def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(

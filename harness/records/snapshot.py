@@ -1,0 +1,251 @@
+"""A run's snapshot: what later readers compare, as columns, in one file beside the record.
+
+``results.jsonl`` stays the record (one line per attempt, every field); the snapshot is derived
+from it and says, for each cell's last attempt, only what is read across runs: its logical key
+(environment, case, variant, hardware), content key, outcome, signature, duration, axis values
+and versions (the fingerprint's key versions and its freeze hash). "What changed since the run
+before", history, a baseline taken from a run and the durations a scheduler starts from read
+this instead of decoding a fleet's 100,000 lines (1.4 s and a few hundred MB for each run read).
+
+The file (``snapshot.json``) is a first line ``# results.jsonl <size> snapshot 1`` (the size of
+the record it was made from: a record that has grown since makes it stale, and it is made
+again from the record) and one JSON document of columns. Strings and mappings that repeat
+(environment names, cases, signatures, axis values, versions) are each written once, in a
+table, and each cell holds its index in it; the outcome is one letter a cell. Measured against
+Arrow/Parquet in ``bench/snapshot.py`` (docs/benchmarks.md): the same read in less time, with no
+dependency of 40 MB and no import of a quarter of a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+from harness.core import atomic, jsonio
+from harness.core.results import CellResult, Outcome
+from harness.records.layout import RESULTS
+from harness.records.store import RunStore
+
+SNAPSHOT = "snapshot.json"
+VERSION = 1
+LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
+          Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
+          Outcome.MISSING: "?", Outcome.FLAKY: "~"}
+FROM_LETTER = {letter: outcome for outcome, letter in LETTER.items()}
+#: The columns a table of distinct values stands behind (each cell: an index into it).
+TABLED = ("environment", "case_id", "variant", "hardware_target", "signature", "values",
+          "versions")
+
+Key = tuple[str, str, str]
+
+
+class Row(NamedTuple):
+    """One cell as the snapshot keeps it. A tuple, not a frozen dataclass: 100,000 of them are
+    made per run read, and a dataclass's frozen ``__init__`` costs five times as much."""
+
+    environment: str
+    case_id: str
+    variant: str
+    hardware_target: str
+    cell_id: str
+    outcome: Outcome
+    signature: str | None
+    duration: float
+    values: Mapping[str, str]
+    versions: Mapping[str, str]  # the fingerprint's key versions; "(freeze)": its freeze hash
+
+    @property
+    def logical_key(self) -> Key:
+        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
+
+
+class Snapshot:
+    """A snapshot as read: its columns, turned into rows or keys only when asked."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        self.letters: str = data["outcome"]
+        self.keys_digest: str = data["keys_digest"]  # equal for runs of the same cells in order
+
+    def __len__(self) -> int:
+        return len(self.letters)
+
+    @property
+    def cell_ids(self) -> list[str]:
+        return self._data["cell_id"]  # type: ignore[no-any-return]
+
+    @property
+    def durations(self) -> list[float]:
+        return self._data["duration"]  # type: ignore[no-any-return]
+
+    def _column(self, name: str) -> list[Any]:
+        table = self._data["tables"][name]
+        return [table[i] for i in self._data["codes"][name]]
+
+    def logical_keys(self) -> list[Key]:
+        cases = [f"{c}::{v}" for c, v in zip(self._column("case_id"), self._column("variant"),
+                                              strict=True)]
+        return list(zip(self._column("environment"), cases, self._column("hardware_target"),
+                        strict=True))
+
+    def rows(self) -> list[Row]:
+        columns = {name: self._column(name) for name in TABLED}
+        outcomes = [FROM_LETTER[x] for x in self.letters]
+        return list(map(Row._make, zip(
+            columns["environment"], columns["case_id"], columns["variant"],
+            columns["hardware_target"], self._data["cell_id"], outcomes, columns["signature"],
+            self._data["duration"], columns["values"], columns["versions"], strict=True)))
+
+
+def versions_of(fingerprint: Mapping[str, Any] | None) -> dict[str, str]:
+    """What "what changed" compares of a cell's packages: its fingerprint's key versions and
+    the hash of its whole freeze (``(freeze)``)."""
+    fp = fingerprint or {}
+    found = {str(k): str(v) for k, v in (fp.get("key") or {}).items()}
+    if fp.get("freeze_sha256"):
+        found["(freeze)"] = str(fp["freeze_sha256"])
+    return found
+
+
+def rows_of(results: Iterable[CellResult]) -> list[Row]:
+    """``results`` as snapshot rows (what a run in memory is compared as). A fingerprint's
+    versions are worked out once per fingerprint: the cells of an environment share it."""
+    versions: dict[int, tuple[Any, dict[str, str]]] = {}
+
+    def of(fp: dict[str, Any]) -> dict[str, str]:
+        seen = versions.get(id(fp))
+        if seen is None or seen[0] is not fp:
+            seen = versions[id(fp)] = (fp, versions_of(fp))
+        return seen[1]
+
+    return [Row(r.environment, r.case_id, r.variant, r.hardware_target, r.cell_id, r.outcome,
+                r.signature, r.duration, r.values, of(r.fingerprint)) for r in results]
+
+
+def write(run_dir: Path, results: Sequence[CellResult], size: int | None = None) -> None:
+    """The snapshot of ``results`` (each cell's last attempt in the record), made from a
+    ``results.jsonl`` of ``size`` bytes (default: as it is now; a caller that read it earlier
+    passes the size it read, so a record that grew in between is not taken as snapshotted).
+    A read-only run folder keeps no snapshot: readers make it from the record each time."""
+    if size is None:
+        try:
+            size = (run_dir / RESULTS).stat().st_size
+        except OSError:
+            return
+    document = _document(results)
+    with contextlib.suppress(OSError):  # a run folder copied read-only: read the record
+        atomic.write_bytes(run_dir / SNAPSHOT, _head(size) + jsonio.dumps(document))
+
+
+def is_current(run_dir: Path) -> bool:
+    """Whether the run's snapshot was made from its record as it is now (its first line
+    only: a merge that wrote it need not write it again for its report)."""
+    try:
+        size = (run_dir / RESULTS).stat().st_size
+        with open(run_dir / SNAPSHOT, "rb") as fh:
+            return fh.readline() == _head(size)
+    except OSError:
+        return False
+
+
+def read(run_dir: Path) -> Snapshot | None:
+    """The run's snapshot if it is current (made from the record as it is now), else None."""
+    try:
+        size = (run_dir / RESULTS).stat().st_size
+        raw = (run_dir / SNAPSHOT).read_bytes()
+    except OSError:
+        return None
+    head, _, body = raw.partition(b"\n")
+    if head != _head(size)[:-1]:
+        return None  # another record's (the run went on, or was resumed), or another format
+    try:
+        data = orjson.loads(body)
+        snapshot = Snapshot(data)
+        if not (len(data["cell_id"]) == len(data["duration"]) == len(snapshot)
+                and all(len(data["codes"][n]) == len(snapshot)
+                        and max(data["codes"][n], default=-1) < len(data["tables"][n])
+                        for n in TABLED)
+                and set(snapshot.letters) <= FROM_LETTER.keys()):
+            return None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None  # damaged: made again
+    return snapshot
+
+
+def load(run_dir: Path) -> Snapshot:
+    """The run's snapshot: as written if current, else made from the record (and written,
+    for the next reader)."""
+    found = read(run_dir)
+    if found is not None:
+        return found
+    try:
+        size: int | None = (run_dir / RESULTS).stat().st_size
+    except OSError:
+        size = None
+    results = RunStore(run_dir).results() if size is not None else []
+    if size is not None:
+        write(run_dir, results, size)
+    return read(run_dir) or Snapshot(_document(results))  # a read-only folder
+
+
+def _document(results: Sequence[CellResult]) -> dict[str, Any]:
+    """The snapshot's JSON document: the columns of ``results``."""
+    tables: dict[str, list[Any]] = {name: [] for name in TABLED}
+    codes: dict[str, list[int]] = {}
+    for name in TABLED[:5]:
+        codes[name] = _encode([getattr(r, name) for r in results], tables[name], _same)
+    codes["values"] = _encode([r.values for r in results], tables["values"], _frozen,
+                              by_identity=True)
+    codes["versions"] = _encode([r.fingerprint for r in results], tables["versions"], _frozen,
+                                by_identity=True, convert=versions_of)
+    keys = hashlib.sha256()  # runs of the same cells in the same order share it (history)
+    for name in TABLED[:4]:
+        keys.update(orjson.dumps(tables[name]) + b"\0" + orjson.dumps(codes[name]) + b"\0")
+    return {"format": VERSION, "cells": len(results), "keys_digest": keys.hexdigest()[:32],
+            "outcome": "".join([LETTER[r.outcome] for r in results]),
+            "cell_id": [r.cell_id for r in results],
+            "duration": [r.duration for r in results], "tables": tables, "codes": codes}
+
+
+def _head(size: int) -> bytes:
+    return f"# {RESULTS} {size} snapshot {VERSION}\n".encode()
+
+
+def _same(value: Any) -> Hashable:
+    return value  # type: ignore[no-any-return]
+
+
+def _frozen(value: Mapping[str, Any]) -> Hashable:
+    return tuple(sorted((str(k), str(v)) for k, v in value.items()))
+
+
+def _encode(values: Iterable[Any], table: list[Any], key: Callable[[Any], Hashable], *,
+            by_identity: bool = False,
+            convert: Callable[[Any], Any] = lambda v: v) -> list[int]:
+    """Each value's index in ``table``, which gets each distinct value once (``convert``ed).
+    ``by_identity``: values that are often one shared object (a record's environment's
+    fingerprint) are looked up by identity first, and hashed by content once each."""
+    where: dict[Hashable, int] = {}
+    same: dict[int, tuple[Any, int]] = {}
+    out: list[int] = []
+    for value in values:
+        if by_identity:
+            seen = same.get(id(value))
+            if seen is not None and seen[0] is value:
+                out.append(seen[1])
+                continue
+        converted = convert(value)
+        k = key(converted)
+        index = where.get(k)
+        if index is None:
+            index = where[k] = len(table)
+            table.append(converted)
+        if by_identity:
+            same[id(value)] = (value, index)
+        out.append(index)
+    return out

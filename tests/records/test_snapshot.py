@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.core.results import CellResult, Outcome
+from harness.records import snapshot
+from harness.records.snapshot import SNAPSHOT, load, read, rows_of, write
+from harness.records.store import RunStore
+from harness.report.build import write_report
+
+TEXT = st.text(alphabet=st.sampled_from("ab:=<\t\n é::"), max_size=6)
+
+
+@st.composite
+def results(draw: st.DrawFn) -> list[CellResult]:
+    fingerprints = draw(st.lists(st.one_of(st.just({}), st.fixed_dictionaries(
+        {"key": st.dictionaries(TEXT, TEXT, max_size=3)},
+        optional={"freeze_sha256": TEXT})), min_size=1, max_size=3))
+    out = []
+    for i in range(draw(st.integers(0, 12))):
+        out.append(CellResult(
+            run_id="r", cell_id=f"c{i}", environment=draw(TEXT),
+            values=draw(st.dictionaries(TEXT, TEXT, max_size=2)), env_key="k", backend="uv",
+            case_id=draw(TEXT), variant=draw(TEXT), nodeid="n", hardware_target=draw(TEXT),
+            outcome=draw(st.sampled_from(Outcome)), signature=draw(st.none() | TEXT),
+            duration=draw(st.floats(0, 1e6, allow_nan=False)),
+            fingerprint=draw(st.sampled_from(fingerprints))))
+    return out
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=results())
+def test_a_snapshot_reads_back_the_rows_it_was_made_of(tmp_path: Path,
+                                                        cells: list[CellResult]) -> None:
+    (tmp_path / "results.jsonl").write_bytes(b"x" * len(cells))  # the size is what is checked
+    write(tmp_path, cells)
+    found = read(tmp_path)
+    assert found is not None
+    assert found.rows() == rows_of(cells)
+    assert found.logical_keys() == [r.logical_key for r in cells]
+    assert found.cell_ids == [r.cell_id for r in cells]
+
+
+def cell(cell_id: str, torch: str, outcome: Outcome, variant: str = "repro") -> CellResult:
+    return CellResult(run_id="r", cell_id=cell_id, environment=f"cpu:torch={torch}",
+                      values={"torch": torch}, env_key=torch, backend="uv", case_id="probes",
+                      variant=variant, nodeid="t.py::x", hardware_target="cpu",
+                      outcome=outcome, duration=1.5,
+                      fingerprint={"key": {"torch": torch}, "freeze_sha256": torch})
+
+
+def test_a_stale_or_damaged_snapshot_is_made_again_from_the_record(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(cell("a", "2.0.1", Outcome.PASS))
+    assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.PASS]
+    assert snapshot.is_current(store.run_dir)
+    store.append(cell("a", "2.0.1", Outcome.FAIL))  # the run went on: a second attempt
+    assert not snapshot.is_current(store.run_dir) and read(store.run_dir) is None
+    assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.FAIL]
+    path = store.run_dir / SNAPSHOT
+    head, body = path.read_bytes().split(b"\n", 1)
+    data = json.loads(body)
+    for damage in ({**data, "codes": {**data["codes"], "environment": [7]}},  # out of range
+                   {**data, "outcome": "Z"}, {**data, "cell_id": []}):
+        path.write_bytes(head + b"\n" + json.dumps(damage).encode())
+        assert read(store.run_dir) is None
+        assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.FAIL]
+    path.write_bytes(head + b"\n{not json")
+    assert load(store.run_dir).cell_ids == ["a"]
+
+
+def test_a_read_only_run_is_read_from_its_record(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(cell("a", "2.0.1", Outcome.REPRODUCED))
+
+    def refuse(path: Path, data: bytes) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(snapshot.atomic, "write_bytes", refuse)
+    found = load(store.run_dir)
+    assert not (store.run_dir / SNAPSHOT).exists()
+    assert found.rows() == rows_of(store.results()) and found.keys_digest
+
+
+def test_what_changed_reads_the_run_before_from_its_snapshot_not_its_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = RunStore.create(tmp_path, {"planned": []}, run_id="night-1")
+    before.extend([cell("a", "2.0.1", Outcome.PASS), cell("b", "2.0.1", Outcome.PASS, "other")])
+    write_report(before, tmp_path / "r1")
+    assert snapshot.is_current(before.run_dir)  # the report left it for the next night
+    after = RunStore.create(tmp_path, {"planned": []}, run_id="night-2")
+    after.extend([cell("a2", "2.0.1", Outcome.CRASH), cell("b", "2.0.1", Outcome.PASS, "other")])
+    reading = RunStore.attempts
+
+    def attempts(store: RunStore) -> list[CellResult]:
+        assert store.run_dir != before.run_dir, "the run before's record was read"
+        return reading(store)
+
+    monkeypatch.setattr(RunStore, "attempts", attempts)
+    monkeypatch.delenv("HARNESS_CHECK_REPORTS")  # the check reads both records, on purpose
+    summary = write_report(after, tmp_path / "r2", previous=before)["summary"].read_text()
+    assert "## Changes since night-1" in summary
+    assert "new failure" in summary and "PASS -> CRASH" in summary.replace("→", "->")
