@@ -29,31 +29,26 @@ How the figures are taken:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shlex
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-GPU_TORCH = 'torch: ["2.1.2", "2.4.1"]'  # the axis the mutant grows, as matrix.yaml has it
+from common import (
+    ROOT,
+    Figures,
+    command_line,
+    harness_env,
+    load_line,
+    revision,
+    run_fresh,
+    warm_cases,
+)
 
-#: Starts the run and reports its seconds, peak RSS and exit code (see the docstring).
-WRAPPER = """\
-import json, os, subprocess, sys, time
-start = time.perf_counter()
-proc = subprocess.Popen(sys.argv[2:])
-_, status, usage = os.wait4(proc.pid, 0)
-seconds = time.perf_counter() - start
-with open(sys.argv[1], "w") as fh:
-    json.dump({"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime,
-               "maxrss_kib": usage.ru_maxrss, "code": os.waitstatus_to_exitcode(status)}, fh)
-"""
+GPU_TORCH = 'torch: ["2.1.2", "2.4.1"]'  # the axis the mutant grows, as matrix.yaml has it
+TIMEOUT = 600.0  # a run that has not ended by then is killed, and the benchmark stops
 
 
 @dataclass(frozen=True)
@@ -65,11 +60,7 @@ class Case:
 
 
 @dataclass(frozen=True)
-class Measure:
-    seconds: float
-    cpu: float  # user + system: what other work on a shared machine moves least
-    peak_mib: float
-    code: int
+class Measure(Figures):
     said: str  # the last line of stderr: the refusal
 
 
@@ -91,16 +82,14 @@ def values_text(count: int) -> str:
 
 
 def run_once(matrix: Path, env: dict[str, str], out: Path) -> Measure:
-    figures, stderr = out.with_suffix(".json"), out.with_suffix(".err")
-    figures.unlink(missing_ok=True)
-    argv = [sys.executable, "-c", WRAPPER, str(figures), sys.executable, "-m", "harness",
-            "plan", "-m", str(matrix)]
-    with open(stderr, "wb") as err:
-        subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
-                       check=False, timeout=600)
-    data = json.loads(figures.read_text(encoding="utf-8"))
-    lines = stderr.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    return Measure(data["seconds"], data["cpu"], data["maxrss_kib"] / 1024, data["code"],
+    run = run_fresh(("plan", "-m", str(matrix)), env=env, cwd=ROOT, out=out, timeout=TIMEOUT)
+    lines = run.stderr_lines()
+    if run.figures is None:  # killed, or the wrapper itself failed: no figure to show
+        why = f"killed at the {TIMEOUT:g} s limit" if run.timed_out else f"exit {run.returncode}"
+        raise SystemExit(f"harness plan -m {matrix}: no figures ({why})\n  "
+                         + "\n  ".join(lines[-15:] or ["(no stderr)"]))
+    figures = run.figures
+    return Measure(figures.seconds, figures.cpu, figures.peak_mib, figures.code,
                    lines[-1] if lines else "")
 
 
@@ -114,23 +103,6 @@ def measure(case: Case, env: dict[str, str], out: Path, repeat: int) -> Measure:
                    statistics.median(m.peak_mib for m in runs), runs[0].code, runs[0].said)
 
 
-def load_line() -> str:
-    """Other work on the machine moves every figure: say how busy it was."""
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
-
-
-def revision() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "harness"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + (" (harness/ modified)" if dirty else "")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per matrix (median)")
@@ -141,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.torch < 1 or args.values < 1:
         parser.error("--repeat, --torch and --values must be at least 1")
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [os.path.relpath(sys.argv[0]), *(argv or sys.argv[1:])])
+    command = command_line(argv)
     with tempfile.TemporaryDirectory(prefix="harness-refusals-") as tmp:
         root = Path(tmp)
         mutant, values = root / "mutant.yaml", root / "values.yaml"
@@ -156,20 +127,15 @@ def main(argv: list[str] | None = None) -> int:
             Case("matrix.yaml: planned (reference)", ROOT / "matrix.yaml", 0,
                  f"{(ROOT / 'matrix.yaml').stat().st_size / 1e3:,.0f} kB"),
         ]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-        env["HARNESS_CACHE_DIR"] = str(root / "cache")
-        for name in ("HARNESS_MAX_CELLS", "GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
-            env.pop(name, None)
-        subprocess.run([sys.executable, "-m", "harness", "cases"], cwd=ROOT, env=env,
-                       capture_output=True, check=False)  # the collection cache, warm
+        env = harness_env(root / "cache")
+        warm_cases(env)  # the collection cache, warm
         started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        load_before = load_line()
+        load_before = load_line(2)
         found = {c.name: measure(c, env, root / f"run{i}", args.repeat)
                  for i, c in enumerate(cases)}
     print(f"$ {command}")
     print(f"{started}, harness at {revision()}; {os.cpu_count()} cores, {load_before} at "
-          f"the start, {load_line()} at the end")
+          f"the start, {load_line(2)} at the end")
     print(f"each figure: median of {args.repeat} fresh processes; seconds wall, CPU seconds "
           "(user + system), MiB peak RSS")
     print()

@@ -45,10 +45,7 @@ import math
 import os
 import platform
 import random
-import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -59,20 +56,20 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from common import ROOT, command_line, harness_env, load_line, revision, run_fresh, warm_cases
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # this checkout's harness, not whichever one is installed
     sys.path.insert(0, str(ROOT))
 
-from harness.core.defaults import MAX_CELLS as DEFAULT_MAX_CELLS  # noqa: E402
-from harness.core.matrix import EnvSpec  # noqa: E402
-from harness.core.results import CellResult, CellRun, Outcome  # noqa: E402
-from harness.plan.cases import collect_cases  # noqa: E402
-from harness.plan.cells import Cell, Plan  # noqa: E402
-from harness.plan.shard import make_shards  # noqa: E402
-from harness.records.layout import CASES, FORMAT, META, PLAN, RESULTS, SHARED  # noqa: E402
-from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells  # noqa: E402
+from harness.core.defaults import MAX_CELLS as DEFAULT_MAX_CELLS
+from harness.core.matrix import EnvSpec
+from harness.core.results import CellResult, CellRun, Outcome
+from harness.plan.cases import collect_cases
+from harness.plan.cells import Cell, Plan
+from harness.plan.shard import make_shards
+from harness.records.layout import CASES, FORMAT, META, PLAN, RESULTS, SHARED
+from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells
 
 HARDWARE = ("cpu", "sm_80", "sm_90")
 ATTENTION = ("sdpa", "eager", "flash", "flex")  # a variable axis: reaches cases as ATTENTION
@@ -688,60 +685,24 @@ def steps(data: Dataset) -> list[Step]:
 
 
 def child_env(cache: Path, cells: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env["HARNESS_CACHE_DIR"] = str(cache)
+    env = harness_env(cache)
     env["HARNESS_MAX_CELLS"] = str(max(cells, DEFAULT_MAX_CELLS))
-    # Under GitHub Actions a merge also writes a step summary: not what is measured here.
-    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY"):
-        env.pop(name, None)
     return env
-
-
-#: Starts the step and reports its seconds and peak RSS. A process started from this script
-#: would not do: Linux counts a child's peak from the memory of the process it was forked
-#: from (the generator, a gigabyte at 100,000 cells), up to its exec. This wrapper is a fresh
-#: interpreter of ~10 MiB, less than any step's own peak, so what it reads is the step's.
-WRAPPER = """\
-import json, os, subprocess, sys, time
-start = time.perf_counter()
-proc = subprocess.Popen(sys.argv[2:])
-_, status, usage = os.wait4(proc.pid, 0)
-seconds = time.perf_counter() - start
-code = os.waitstatus_to_exitcode(status)
-with open(sys.argv[1], "w") as fh:
-    json.dump({"seconds": seconds, "maxrss_kib": usage.ru_maxrss, "code": code}, fh)
-"""
 
 
 def run_step(step: Step, env: dict[str, str], cwd: Path, out: Path) -> Measure:
     """One fresh process: its wall time and its own peak RSS (``wait4`` on its pid)."""
-    stdout_path, stderr_path = out.with_suffix(".out"), out.with_suffix(".err")
-    figures = out.with_suffix(".json")
-    figures.unlink(missing_ok=True)
-    argv = [sys.executable, "-c", WRAPPER, str(figures), sys.executable, "-m", "harness",
-            *step.argv]
-    with open(stderr_path, "wb") as err, open(
-            os.devnull if step.stdout_null else stdout_path, "wb") as stdout:
-        # A session of its own: a step past the time limit is killed with its children.
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=err,
-                                start_new_session=True)
-        timed_out = False
-        try:
-            proc.wait(STEP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    try:
-        data = json.loads(figures.read_text(encoding="utf-8"))
-        seconds, peak, code = data["seconds"], data["maxrss_kib"] / 1024, data["code"]
-    except (OSError, ValueError, KeyError):  # killed, or the wrapper itself failed
-        seconds, peak, code = STEP_TIMEOUT if timed_out else 0.0, 0.0, proc.returncode
+    run = run_fresh(step.argv, env=env, cwd=cwd, out=out, timeout=STEP_TIMEOUT,
+                    stdout=None if step.stdout_null else out.with_suffix(".out"))
+    timed_out = run.timed_out
+    if run.figures is not None:
+        seconds, peak, code = run.figures.seconds, run.figures.peak_mib, run.figures.code
+    else:  # killed, or the wrapper itself failed
+        seconds, peak, code = STEP_TIMEOUT if timed_out else 0.0, 0.0, run.returncode
     if code == 0 and not timed_out:
         return Measure(seconds, peak, ok=True)
     note = f"killed at the {STEP_TIMEOUT:g} s limit" if timed_out else f"exit {code}"
-    tail = stderr_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    tail = run.stderr_lines()
     print(f"\n[failed] {step.name}: {note} ({seconds:.1f} s)\n  "
           + "\n  ".join(tail[-15:] or ["(no stderr)"]), file=sys.stderr)
     return Measure(seconds, peak, ok=False, note=note)
@@ -772,26 +733,6 @@ def machine_line() -> str:
                 break
     return (f"machine: {os.cpu_count()} cores ({cpu}){memory}, {platform.system()} "
             f"{platform.release()}, Python {platform.python_version()}")
-
-
-def load_line() -> str:
-    """Other work on the machine moves every figure: say how busy it was."""
-    try:
-        one, five, fifteen = os.getloadavg()
-    except OSError:
-        return "load average: unknown"
-    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} (1 / 5 / 15 min)"
-
-
-def revision() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "harness"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return sha + (" (harness/ modified)" if dirty else "")
 
 
 def growth(first: Measure | None, last: Measure | None, n0: int, n1: int) -> str:
@@ -851,8 +792,7 @@ def bench_size(n: int, root: Path, args: argparse.Namespace
     out = root / "steps"
     out.mkdir(exist_ok=True)
     # Collection of the repository's cases, cached as any machine that planned before has it.
-    subprocess.run([sys.executable, "-m", "harness", "cases"], cwd=ROOT, env=env,
-                   capture_output=True, check=False)
+    warm_cases(env)
     found: dict[str, Measure] = {}
     all_steps = steps(data)
     for i, step in enumerate(all_steps):
@@ -889,8 +829,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.shards < len(HARDWARE) or args.history < 1:
         parser.error(f"--shards must be at least {len(HARDWARE)} (one per target) and "
                      "--history at least 1")
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [os.path.relpath(sys.argv[0]), *(argv or sys.argv[1:])])
+    command = command_line(argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     load_before = load_line()
     results: dict[int, dict[str, Measure]] = {}
