@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.errors import UsageError
-from harness.records import history
+from harness.core.results import CellResult
+from harness.records import history, snapshot
 from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
 from harness.records.expect import judged_exit
 from harness.records.merge import merge_runs
 from harness.records.select import choose_records
+from harness.records.snapshot import Row
 from harness.records.store import RunStore
 from harness.report.build import write_report
 from harness.report.check import check_run
@@ -73,7 +76,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run) for run in args.runs]
-    results = [r for _, r in choose_records(stores)[0].values()]
+    # One run: its snapshot; several: each cell's record chosen as a merge would.
+    results: Sequence[CellResult | Row] = (
+        snapshot.load(stores[0].run_dir).rows() if len(stores) == 1
+        else [r for _, r in choose_records(stores)[0].values()])
     text = json.dumps(baseline_from(results, ", ".join(s.run_id for s in stores)),
                       indent=1) + "\n"
     if args.output is None:

@@ -12,7 +12,7 @@ from typing import Any
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome
 from harness.records import snapshot
-from harness.records.snapshot import FROM_LETTER
+from harness.records.snapshot import FROM_LETTER, Row
 from harness.records.store import RunStore
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
@@ -28,7 +28,7 @@ class Baseline:
     outcomes: Mapping[Key, Outcome]
 
 
-def baseline_from(results: Iterable[CellResult], source: str) -> dict[str, Any]:
+def baseline_from(results: Iterable[CellResult | Row], source: str) -> dict[str, Any]:
     """A baseline file's content: each cell that ran, by logical key, in a stable order."""
     cells = sorted(({"environment": r.environment, "case": f"{r.case_id}::{r.variant}",
                      "hardware": r.hardware_target, "outcome": str(r.outcome)}
