@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from harness.core.results import Outcome
-from harness.report.site.model import build_site
-from harness.report.site.render import ROWS_PER_PAGE, inline_code, render_site
+from harness.report.site.model import Badge, build_site
+from harness.report.site.render import ROWS_PER_PAGE, badges, inline_code, render_site
 from tests.report.test_site_model import CASES, cell, envs
 
 
@@ -45,3 +48,26 @@ def test_a_short_table_is_one_page_without_a_pager(tmp_path: Path) -> None:
 def test_inline_code_is_escaped_then_marked_up() -> None:
     assert str(inline_code("`KeyError: 'recipe'` & <b>")) == (
         "<code>KeyError: &#39;recipe&#39;</code> &amp; &lt;b&gt;")
+
+
+#: The badge markup failure.html.j2 wrote in the template before ``render.badges`` (the
+#: reference the filter must match, byte for byte, escaping included).
+_TEMPLATE_BADGES = (
+    '{% for b in cell %}<span class="badge {{ b.css }}" title="{{ b.variant }}: {{ b.outcome }}'
+    '{% if b.reason %} — {{ b.reason }}{% endif %}{% if b.caveat %} (caveat: {{ b.caveat }})'
+    '{% endif %}">{% if b.log %}<a href="{{ b.log }}">{% endif %}<span class="v">'
+    '{{ b.variant }}</span> <span class="l">{{ b.label }}{% if b.caveat %} †{% endif %}'
+    '</span>{% if b.log %}</a>{% endif %}</span>{% endfor %}')
+_HOSTILE = st.text(alphabet=st.sampled_from('ab<>&"\' —†é'), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.builds(Badge, variant=_HOSTILE, outcome=st.sampled_from(Outcome),
+                          reason=_HOSTILE, log=_HOSTILE, caveat=_HOSTILE), max_size=4))
+def test_badges_are_written_as_the_template_wrote_them(cell: list[Badge]) -> None:
+    from jinja2 import Environment
+
+    template = Environment(autoescape=True).from_string(_TEMPLATE_BADGES)
+    assert str(badges(cell)) == template.render(cell=cell)
+    assert "<script" not in str(badges([Badge(variant="<script>", outcome=Outcome.FAIL,
+                                              reason="<script>", log='"><script>')]))
