@@ -244,12 +244,13 @@ def _heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]
     names = sorted(set(columns["column"]))
     at = {name: i for i, name in enumerate(names)}
     rows: dict[tuple[str, str], list[Outcome | None]] = {}
+    outcomes = {str(o): o for o in Outcome}  # a lookup, not an Enum call per cell
     for env, hw, name, outcome in zip(columns["environment"], columns["hardware"],
                                       columns["column"], columns["outcome"], strict=True):
         row = rows.get((env, hw))
         if row is None:
             row = rows[(env, hw)] = [None] * len(names)
-        row[at[name]] = Outcome(outcome)
+        row[at[name]] = outcomes[outcome]
     return list(rows.values())
 
 
