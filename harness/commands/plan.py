@@ -56,9 +56,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
     spec = load_matrix(args.matrix, releases=releases)
     changes = releases.changes()
     written = releases.save()
+    if not spec.resolutions:  # nothing was asked: no "since the lock" to speak of
+        print(f"{args.matrix} has no release query (an axis like torch: {{releases: '>=2.0'}});"
+              " nothing to lock")
+        return 0
     for resolution in spec.resolutions:
         print("\n".join(resolution.lines()))
     print("\n".join(changes) if changes else "no release came or went since the lock")
-    print(f"{'wrote' if written else 'unchanged:'} {releases.path}" if spec.resolutions
-          else f"{args.matrix} has no release query (an axis like torch: {{releases: '>=2.0'}})")
+    print(f"{'wrote' if written else 'unchanged:'} {releases.path}")
     return 0

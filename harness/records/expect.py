@@ -203,9 +203,9 @@ def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: in
         counts[judgement.status] += n
         if judgement.status == "expected" and not judgement.outcome.ok:
             known[judgement.why] += n
-    parts = [f"{counts[s]} {s}" for s in ("new failure", "fixed", "changed") if counts[s]]
+    parts = [how_many(counts[s], s) for s in ("new failure", "fixed", "changed") if counts[s]]
     if known:
-        parts.append(f"{known.total()} known failures")
+        parts.append(how_many(known.total(), "known failure"))
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
     for why, n in known.most_common():
         lines.append(f"  known: {n} cells: {why}")
@@ -213,7 +213,7 @@ def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: in
     per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
                          v.status) for v in deviating if v.result.parent)
     for (suite, env, hw, status), n in sorted(per_suite.items()):
-        lines.append(f"  suite {suite} in {env} @{hw}: {n} {status}")
+        lines.append(f"  suite {suite} in {env} @{hw}: {how_many(n, status)}")
     for v in deviating[:limit]:
         r = v.result
         wanted = "/".join(sorted(str(o) for o in v.expected)) or "fine"
@@ -223,6 +223,11 @@ def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: in
     if extra > 0:
         lines.append(f"  ... and {extra} more (compat.json lists them all)")
     return lines
+
+
+def how_many(n: int, status: str) -> str:
+    """``3 new failures``, ``1 new failure``, ``2 fixed``: a count and what it counts."""
+    return f"{n} {status}{'s' if n != 1 and status.endswith('failure') else ''}"
 
 
 def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

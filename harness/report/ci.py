@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
+from harness.records.expect import how_many
 
 
 def step_summary(run_id: str, results: Sequence[CellResult],
@@ -26,7 +27,7 @@ def step_summary(run_id: str, results: Sequence[CellResult],
     if since:
         new = [c for c in changes if c["class"] == "new failure"]
         fixed = [c for c in changes if c["class"] == "fixed"]
-        lines.append(f"Since `{since}`: {len(new)} new failures, {len(fixed)} fixed.")
+        lines.append(f"Since `{since}`: {how_many(len(new), 'new failure')}, {len(fixed)} fixed.")
         for dist, version in releases:
             mine = [r for r in results if (dist, version) in (pins or {}).get(r.environment, ())]
             failing = sum(not r.outcome.ok for r in mine)
@@ -50,7 +51,7 @@ def status_badge(results: Sequence[CellResult], changes: Sequence[dict[str, Any]
     works = counts[Outcome.PASS] + counts[Outcome.REPRODUCED]
     ran = sum(n for o, n in counts.items() if o not in (Outcome.NOT_RUN, Outcome.MISSING))
     new = sum(c["class"] == "new failure" for c in changes) if since else 0
-    message = f"{works}/{ran} as documented" + (f", {new} new failures" if new else "")
+    message = f"{works}/{ran} as documented" + (f", {how_many(new, 'new failure')}" if new else "")
     return {"schemaVersion": 1, "label": "compatibility", "message": message,
             "color": "red" if new else "green" if works == ran else "yellow"}
 

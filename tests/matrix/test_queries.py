@@ -219,3 +219,15 @@ def test_real_torch_releases_from_pypi(tmp_path: Path, monkeypatch: pytest.Monke
                                                           "2.4.1"]
     assert [e.name for e in spec.environments][-2:] == ["cpu:torch=2.5.1,python=3.11",
                                                         "cpu:torch=2.5.1,python=3.13"]
+
+
+def test_lock_of_a_matrix_without_a_query_says_so_in_one_line_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    path = matrix(tmp_path, "version: 1\nmatrices:\n  cpu:\n    axes:\n      torch: ['2.0.1']\n")
+    assert main(["lock", "-m", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"{path} has no release query (an axis like torch: {{releases: '>=2.0'}}); "
+                   "nothing to lock"]
+    assert not lock_path(path).exists()

@@ -269,16 +269,18 @@ def reference_summary(verdicts: list[Verdict], limit: int) -> list[str]:
     from collections import Counter
     counts = Counter(v.status for v in verdicts)
     known = [v for v in verdicts if v.status == "expected" and not v.result.outcome.ok]
-    parts = [f"{counts[s]} {s}" for s in ("new failure", "fixed", "changed") if counts[s]]
+    parts = [f"{counts[s]} {s}" + ("s" if counts[s] != 1 and s == "new failure" else "")
+             for s in ("new failure", "fixed", "changed") if counts[s]]
     if known:
-        parts.append(f"{len(known)} known failures")
+        parts.append(f"{len(known)} known failure" + ("s" if len(known) != 1 else ""))
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
     for why, n in Counter(v.why for v in known).most_common():
         lines.append(f"  known: {n} cells: {why}")
     per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
                          v.status) for v in verdicts if v.deviates and v.result.parent)
     for (suite, env, hw, status), n in sorted(per_suite.items()):
-        lines.append(f"  suite {suite} in {env} @{hw}: {n} {status}")
+        lines.append(f"  suite {suite} in {env} @{hw}: {n} {status}"
+                     + ("s" if n != 1 and status == "new failure" else ""))
     for v in [v for v in verdicts if v.deviates][:limit]:
         r = v.result
         wanted = "/".join(sorted(str(o) for o in v.expected)) or "fine"

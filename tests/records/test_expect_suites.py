@@ -23,6 +23,6 @@ def test_a_session_is_judged_as_its_tests_and_summed_up_per_environment() -> Non
     verdicts = judge(results)
     assert len(verdicts) == 60  # not 62: the sessions are their tests
     lines = summary_lines(verdicts, limit=2)
-    assert lines[:2] == ["against expectations: 3 new failure",
-                         "  suite mylib in torch=2.2.2 @cpu: 3 new failure"]
+    assert lines[:2] == ["against expectations: 3 new failures",
+                         "  suite mylib in torch=2.2.2 @cpu: 3 new failures"]
     assert lines[-1] == "  ... and 1 more (compat.json lists them all)"

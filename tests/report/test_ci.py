@@ -37,7 +37,7 @@ def test_the_step_summary_and_annotations_name_what_changed_since_the_last_run(
             in second.stdout.splitlines()), second.stdout
     text = summary.read_text()
     assert "### Compatibility matrix `tuesday`" in text
-    assert "Since `monday`: 1 new failures, 0 fixed." in text
+    assert "Since `monday`: 1 new failure, 0 fixed." in text
     assert "- host `behaviour::flaky_once` @cpu: PASS → FAIL" in text
     assert "https://github.com/org/repo/actions/runs/42" in text
     # A merge under CI publishes too, from the results it holds (not read back).
