@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.results import CellResult
 from harness.records import history, snapshot
@@ -66,13 +67,25 @@ def cmd_merge(args: argparse.Namespace) -> int:
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
-    if not args.no_report:
-        paths = publish_report(report.store, args.reports, baseline=baseline,
-                               results=report.results)
-        print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
-        publish_ci(report.store, args.reports, report.results)
-    return judged_exit([report.store], args.reports, args.fail_on, args.baseline,
-                       report.results)
+    code = 0
+
+    def judged() -> None:
+        nonlocal code
+        code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
+                           report.results)
+
+    if args.no_report:
+        # The merged run's snapshot (what the next night compares with) on the second core
+        # while the verdicts are worked out here; a report writes it beside its site.
+        side_by_side(lambda: snapshot.write(report.store.run_dir, report.results), judged,
+                     "writing the merged run's snapshot")
+        return code
+    paths = publish_report(report.store, args.reports, baseline=baseline,
+                           results=report.results)
+    print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
+    publish_ci(report.store, args.reports, report.results)
+    judged()
+    return code
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

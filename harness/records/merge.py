@@ -32,7 +32,6 @@ from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, Outcome, adopt
-from harness.records import snapshot
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS
 from harness.records.select import choose_records
@@ -66,7 +65,6 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     # redacted some of them on the way (a secret of this machine's): then the record itself.
     if out.redactor.secrets:
         report.results = out.results()
-    snapshot.write(out.run_dir, report.results)  # what the next merge's report compares with
     return report
 
 

@@ -108,3 +108,21 @@ def test_what_changed_reads_the_run_before_from_its_snapshot_not_its_record(
     summary = write_report(after, tmp_path / "r2", previous=before)["summary"].read_text()
     assert "## Changes since night-1" in summary
     assert "new failure" in summary and "PASS -> CRASH" in summary.replace("→", "->")
+
+
+@pytest.mark.parametrize("no_report", [True, False])
+def test_a_merge_leaves_the_merged_runs_snapshot(tmp_path: Path, no_report: bool) -> None:
+    from harness.cli import main
+
+    shards = []
+    for name, cells in (("s1", [cell("a", "2.0.1", Outcome.PASS)]),
+                        ("s2", [cell("b", "2.1.2", Outcome.REPRODUCED)])):
+        store = RunStore.create(tmp_path, {"planned": []}, run_id=name)
+        store.extend(cells)
+        shards.append(str(store.run_dir))
+    args = ["--reports", str(tmp_path), "merge", *shards, "--run-id", "m"]
+    assert main(args + (["--no-report"] if no_report else [])) == 0
+    merged = tmp_path / "runs" / "m"
+    assert snapshot.is_current(merged)
+    assert {(r.cell_id, r.outcome) for r in load(merged).rows()} == {
+        ("a", Outcome.PASS), ("b", Outcome.REPRODUCED)}
