@@ -66,4 +66,4 @@ def test_a_release_new_to_a_query_is_named_with_how_its_cells_did() -> None:
     assert "- new: torch 2.6.0 — 1 of 2 cells fail" in summary
     badge = status_badge(results[:3], [{"class": "new failure"}], "n1")
     assert badge == {"schemaVersion": 1, "label": "compatibility",
-                     "message": "2/3 as documented, 1 new failures", "color": "red"}
+                     "message": "2/3 as documented, 1 new failure", "color": "red"}
