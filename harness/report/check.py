@@ -667,7 +667,8 @@ def _suite_pages(report_dir: Path, sections: Sequence[_Section]) -> list[str]:
                                       re.S)]
         said = [[_unescape(row[0]).strip("`"),
                  *(_mark(_unescape(c)) for c in row[1:-2]),
-                 *(_unescape(c) for c in row[-2:])] for row in section.differing]
+                 *(_unescape(c).replace("<br>", " · ") for c in row[-2:])]
+                for row in section.differing]
         if shown != said:
             problems.append(f"{page.name}: its differing tests are not compat.md's")
     return problems

@@ -121,3 +121,26 @@ def test_the_suite_page_must_show_what_compat_md_says(tmp_path: Path) -> None:
     assert claim in text
     page.write_text(text.replace(claim, "<td>skipped with numpy 2.4.6</td>"), encoding="utf-8")
     assert check_run([store], out) == ["suite-lib.html: its differing tests are not compat.md's"]
+
+
+def test_a_test_that_fails_two_ways_shows_both_first_lines(tmp_path: Path) -> None:
+    run = suite_run()
+    bridge = "tests/test_bridge.py::test_from_numpy"
+    for i, r in enumerate(run):  # on torch 2.2.2 it fails another way
+        if r.variant == bridge and r.outcome is Outcome.FAIL and "2.2.2" in r.environment:
+            run[i] = CellResult.from_dict({**r.to_dict(), "reason": "AttributeError: module "
+                                           "'numpy' has no attribute 'in1d'\nTraceback ..."})
+    site = build_site(run, envs(), SUITE, [{"run_id": "r"}], {})
+    (row,) = [d for d in site.suites[0].differing if d.test == bridge]
+    assert row.lines == ("RuntimeError: Numpy is not available",
+                         "AttributeError: module 'numpy' has no attribute 'in1d'")
+    store = RunStore.create(tmp_path / "reports", {"planned": [], "environments": envs()},
+                            cases=SUITE)
+    store.extend(run)
+    out = tmp_path / "report"
+    write_report([store], out)
+    md = (out / "compat.md").read_text(encoding="utf-8")
+    assert ("RuntimeError: Numpy is not available<br>AttributeError: module 'numpy' has no "
+            "attribute 'in1d' |") in md
+    page = (out / "suite-lib.html").read_text(encoding="utf-8")
+    assert "Numpy is not available<br>AttributeError: module &#39;numpy&#39;" in page

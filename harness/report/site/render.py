@@ -275,11 +275,11 @@ def suite_md(t: SuiteTable) -> list[str]:
         return [*lines, "", "**Differing:** no test's outcome differs between environments."]
     lines += ["", f"**Differing:** {len(t.differing)} tests.", "",
               "| test | " + " | ".join(_cell(c.name) for c in t.columns) + " | decided by | "
-              "first reason |", "|---|" + "---|" * (len(t.columns) + 2)]
+              "first lines |", "|---|" + "---|" * (len(t.columns) + 2)]
     for d in t.differing:
         marks = [f"{SYMBOLS[o]} {o}" if o is not None else "not collected" for o in d.outcomes]
         lines.append(f"| `{_cell(d.test)}` | " + " | ".join(marks) + f" | {_cell(d.claim.text)} | "
-                     + _cell(d.first.splitlines()[0] if d.first else "—") + " |")
+                     + ("<br>".join(_cell(line) for line in d.lines) or "—") + " |")
     return lines
 
 

@@ -91,6 +91,10 @@ class Differing:
     claim: Claim
     first: str  # the first failure's (or skip's) reason
     log: str
+    # The first line of each distinct reason among the environments the claim names, in
+    # column order: a test that fails two ways (numpy's bridge on one torch, a removed numpy
+    # function on another) shows both, not the first one only.
+    lines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,11 +155,13 @@ def suite_table(suite: str, results: Sequence[CellResult],
             continue
         claim = decide({k: word(got[k].outcome if k in got else None) for k in order},
                        rows, varying, columns)
-        first = next((got[k] for k in order if k in got and word(got[k].outcome) == claim.word),
-                     None)
+        named = [got[k] for k in order if k in got and word(got[k].outcome) == claim.word]
+        first = named[0] if named else None
+        lines = tuple(dict.fromkeys(t.reason.splitlines()[0] for t in named if t.reason.strip()))
         differing.append(Differing(test=test, outcomes=outcomes, claim=claim,
                                    first=first.reason if first else "",
-                                   log=links.get(first.cell_id, "") if first else ""))
+                                   log=links.get(first.cell_id, "") if first else "",
+                                   lines=lines))
     totals = tuple(_totals(s, columns[(s.environment, s.hardware_target)], links)
                    for s in sorted(ran, key=lambda s: order.index((s.environment,
                                                                    s.hardware_target))))
