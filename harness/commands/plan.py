@@ -54,12 +54,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
     releases = Releases.for_matrix(args.matrix, find_links=tuple(str(f) for f in folders),
                                    mode="offline" if offline else "refresh")
     spec = load_matrix(args.matrix, releases=releases)
-    changes = releases.changes()
-    written = releases.save()
-    if not spec.resolutions:  # nothing was asked: no "since the lock" to speak of
+    if not spec.resolutions:  # nothing was asked: no lock to write, no "since" to speak of
         print(f"{args.matrix} has no release query (an axis like torch: {{releases: '>=2.0'}});"
               " nothing to lock")
         return 0
+    changes = releases.changes()
+    written = releases.save()
     for resolution in spec.resolutions:
         print("\n".join(resolution.lines()))
     print("\n".join(changes) if changes else "no release came or went since the lock")

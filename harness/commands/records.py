@@ -77,8 +77,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if args.no_report:
         # The merged run's snapshot (what the next night compares with) on the second core
         # while the verdicts are worked out here; a report writes it beside its site.
-        side_by_side(lambda: snapshot.write(report.store.run_dir, report.results), judged,
-                     "writing the merged run's snapshot")
+        def snapshotted() -> None:
+            snapshot.write(report.store.run_dir, report.results)
+
+        side_by_side(snapshotted, judged, "writing the merged run's snapshot")
         return code
     paths = publish_report(report.store, args.reports, baseline=baseline,
                            results=report.results)

@@ -208,7 +208,7 @@ def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: in
         parts.append(how_many(known.total(), "known failure"))
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
     for why, n in known.most_common():
-        lines.append(f"  known: {n} cells: {why}")
+        lines.append(f"  known: {n} cell{'s' if n != 1 else ''}: {why}")
     # A suite's tests: first how many deviate per environment, a line each.
     per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
                          v.status) for v in deviating if v.result.parent)

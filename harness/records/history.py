@@ -102,7 +102,8 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
     for run in runs:
         found = snapshot.load(run)
         places = placed.get(found.keys_digest)
-        if places is None:  # the first run of these keys (most nights: the first run only)
+        if places is None or len(places) != len(found):  # the first run of these keys
+            # (most nights: the first run only; a digest with another count: not these keys)
             places = []
             if found.keys_digest:
                 placed[found.keys_digest] = places

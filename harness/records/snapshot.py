@@ -5,22 +5,21 @@ from it and says, for each cell's last attempt, only what is read across runs: i
 (environment, case, variant, hardware), content key, outcome, signature, duration, axis values
 and versions (the fingerprint's key versions and its freeze hash). "What changed since the run
 before", history, a baseline taken from a run and the durations a scheduler starts from read
-this instead of decoding a fleet's 100,000 lines (1.4 s and a few hundred MB for each run read).
+this instead of decoding a fleet's 100,000 lines (about 1.2 s of CPU and 300 MB a run read).
 
-The file (``snapshot.json``) is a first line ``# results.jsonl <size> snapshot 1`` (the size of
-the record it was made from: a record that has grown since makes it stale, and it is made
-again from the record) and one JSON document of columns. Strings and mappings that repeat
+The file (``snapshot.json``) is a first line ``# results.jsonl <size> <mtime_ns> snapshot 1`` (the
+record it was made from: a record that has grown or been rewritten since makes it stale, and
+it is made again from the record) and one JSON document of columns. Strings and mappings that repeat
 (environment names, cases, signatures, axis values, versions) are each written once, in a
 table, and each cell holds its index in it; the outcome is one letter a cell. JSON read by
 orjson, not Arrow: ``bench/snapshot.py`` (docs/benchmarks.md) reads a fleet's 100,000 cells into
-Python rows in 0.33 s / 74 MiB from this file, 0.38-0.45 s / 100-110 MiB from Arrow IPC and
+Python rows in 0.33 s / 74 MiB from this file, 0.38-0.45 s / 102-111 MiB from Arrow IPC and
 0.59 s / 145 MiB from Parquet (the outcomes and keys alone: a tie), without a dependency that
-installs 166 MB; Arrow's files are smaller (1.3-2 MB against 4.7 MB).
+installs 166 MB; Arrow's files are 1.2 to 3.6 times smaller (1.3-3.9 MB against 4.7 MB).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import attrgetter
@@ -130,54 +129,85 @@ def rows_of(results: Iterable[CellResult]) -> list[Row]:
                 r.signature, r.duration, r.values, of(r.fingerprint)) for r in results]
 
 
-def write(run_dir: Path, results: Sequence[CellResult], size: int | None = None) -> None:
-    """The snapshot of ``results`` (each cell's last attempt in the record), made from a
-    ``results.jsonl`` of ``size`` bytes (default: as it is now; a caller that read it earlier
-    passes the size it read, so a record that grew in between is not taken as snapshotted).
-    A read-only run folder keeps no snapshot: readers make it from the record each time."""
-    if size is None:
-        try:
-            size = (run_dir / RESULTS).stat().st_size
-        except OSError:
-            return
+Stamp = tuple[int, int]  # the record's size and modification time (ns)
+
+
+def stamp(run_dir: Path) -> Stamp | None:
+    """What a snapshot is made from: the record's size and modification time (taken before
+    the record is read, so a record that grows meanwhile leaves a stale snapshot)."""
+    try:
+        found = (run_dir / RESULTS).stat()
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None = None
+          ) -> dict[str, Any] | None:
+    """The snapshot of ``results`` (each cell's last attempt, in the order ``RunStore.results``
+    gives them), made from the record as ``made_from`` found it (default: as it is now).
+    Returns the document; a read-only run folder keeps no snapshot (None), and readers then
+    make it from the record each time."""
+    made_from = made_from or stamp(run_dir)
+    if made_from is None:
+        return None
     document = _document(results)
-    with contextlib.suppress(OSError):  # a run folder copied read-only: read the record
-        atomic.write_bytes(run_dir / SNAPSHOT, _head(size) + jsonio.dumps(document))
+    try:
+        atomic.write_bytes(run_dir / SNAPSHOT, _head(made_from) + jsonio.dumps(document))
+    except OSError:
+        return None
+    return document
 
 
 def is_current(run_dir: Path) -> bool:
     """Whether the run's snapshot was made from its record as it is now (its first line
     only: a merge that wrote it need not write it again for its report)."""
+    now = stamp(run_dir)
     try:
-        size = (run_dir / RESULTS).stat().st_size
         with open(run_dir / SNAPSHOT, "rb") as fh:
-            return fh.readline() == _head(size)
+            return now is not None and fh.readline() == _head(now)
     except OSError:
         return False
 
 
 def read(run_dir: Path) -> Snapshot | None:
-    """The run's snapshot if it is current (made from the record as it is now), else None."""
+    """The run's snapshot if it is current (made from the record as it is now) and whole,
+    else None: a damaged or foreign file is never taken for the run's."""
+    now = stamp(run_dir)
     try:
-        size = (run_dir / RESULTS).stat().st_size
-        raw = (run_dir / SNAPSHOT).read_bytes()
+        raw = (run_dir / SNAPSHOT).read_bytes() if now is not None else b""
     except OSError:
         return None
     head, _, body = raw.partition(b"\n")
-    if head != _head(size)[:-1]:
+    if now is None or head != _head(now)[:-1]:
         return None  # another record's (the run went on, or was resumed), or another format
     try:
         data = orjson.loads(body)
-        snapshot = Snapshot(data)
-        if not (len(data["cell_id"]) == len(data["duration"]) == len(snapshot)
-                and all(len(data["codes"][n]) == len(snapshot)
-                        and max(data["codes"][n], default=-1) < len(data["tables"][n])
-                        for n in TABLED)
-                and set(snapshot.letters) <= FROM_LETTER.keys()):
-            return None
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return Snapshot(data) if _whole(data) else None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None  # damaged: made again
-    return snapshot
+
+
+def _whole(data: Any) -> bool:
+    """Every column there, of its type and length, every code an index into its table."""
+    letters, cells = data["outcome"], data["cell_id"]
+    n = len(letters)
+    if not (isinstance(letters, str) and set(letters) <= FROM_LETTER.keys()
+            and isinstance(data["keys_digest"], str) and isinstance(cells, list)
+            and len(cells) == n and set(map(type, cells)) <= {str}
+            and isinstance(data["duration"], list) and len(data["duration"]) == n
+            and set(map(type, data["duration"])) <= {int, float}):
+        return False
+    for name in TABLED:
+        table, codes = data["tables"][name], data["codes"][name]
+        kinds = {dict} if name in ("values", "versions") else (
+            {str, type(None)} if name == "signature" else {str})
+        if not (isinstance(table, list) and set(map(type, table)) <= kinds
+                and isinstance(codes, list) and len(codes) == n
+                and set(map(type, codes)) <= {int}
+                and (not codes or (min(codes) >= 0 and max(codes) < len(table)))):
+            return False
+    return True
 
 
 def load(run_dir: Path) -> Snapshot:
@@ -186,14 +216,10 @@ def load(run_dir: Path) -> Snapshot:
     found = read(run_dir)
     if found is not None:
         return found
-    try:
-        size: int | None = (run_dir / RESULTS).stat().st_size
-    except OSError:
-        size = None
-    results = RunStore(run_dir).results() if size is not None else []
-    if size is not None:
-        write(run_dir, results, size)
-    return read(run_dir) or Snapshot(_document(results))  # a read-only folder
+    made_from = stamp(run_dir)
+    results = RunStore(run_dir).results() if made_from is not None else []
+    written = write(run_dir, results, made_from) if made_from is not None else None
+    return Snapshot(written if written is not None else _document(results))
 
 
 def _document(results: Sequence[CellResult]) -> dict[str, Any]:
@@ -219,14 +245,21 @@ def _document(results: Sequence[CellResult]) -> dict[str, Any]:
             "tables": tables, "codes": codes}
 
 
-def _head(size: int) -> bytes:
-    return f"# {RESULTS} {size} snapshot {VERSION}\n".encode()
+def _head(made_from: Stamp) -> bytes:
+    return f"# {RESULTS} {made_from[0]} {made_from[1]} snapshot {VERSION}\n".encode()
 
 
 def _items(value: Mapping[str, Any]) -> Hashable:
     # In the mapping's order: two equal mappings in two orders are two entries of the table,
     # which costs a few bytes; sorting 100,000 of them cost a merge 0.4 s.
-    return tuple(value.items())
+    try:
+        return tuple(value.items())
+    except AttributeError:  # not a mapping (a hand-written record's null)
+        return _as_json(value)
+
+
+def _as_json(value: Any) -> Hashable:
+    return jsonio.dumps(value)
 
 
 def _encode(values: Sequence[Any], table: list[Any], key: Callable[[Any], Hashable] | None = None,
@@ -237,10 +270,14 @@ def _encode(values: Sequence[Any], table: list[Any], key: Callable[[Any], Hashab
     each distinct object ``convert``ed and told apart by ``key`` of that. Loops over the
     cells run in C (``map``): a merge makes a fleet's snapshot in a tenth of a second."""
     if key is None:
-        start = len(table)
-        table.extend(dict.fromkeys(values))
-        index = {v: i for i, v in enumerate(table[start:], start)}
-        return list(map(index.__getitem__, values))
+        try:
+            start = len(table)
+            table.extend(dict.fromkeys(values))
+            index = {v: i for i, v in enumerate(table[start:], start)}
+            return list(map(index.__getitem__, values))
+        except TypeError:  # a hand-written record's list or mapping where text belongs
+            del table[start:]
+            return _encode(values, table, _as_json)
     objects = dict(zip(map(id, values), values, strict=True))  # alive: ``values`` holds them
     by_content: dict[Hashable, int] = {}
     by_id: dict[int, int] = {}

@@ -21,7 +21,6 @@ from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
 from harness.records.expect import Verdict, judge_runs, summary_lines
-from harness.records.layout import RESULTS
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.snapshot import Row, rows_of
 from harness.records.store import RunStore
@@ -131,14 +130,18 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     them), so they are not read back."""
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     out_dir.mkdir(parents=True, exist_ok=True)
-    size = _record_size(stores[0]) if len(stores) == 1 else None  # before it is read
+    made_from = snapshot.stamp(stores[0].run_dir) if len(stores) == 1 else None  # before reading
     metas = [s.meta for s in stores]
     if results is not None and len(stores) == 1:
         pairs = [(stores[0], r) for r in results]
     else:
         pairs = merged_results(stores)
+    unsorted = pairs
     if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
         pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
+    # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
+    # from the record would have them: the same cells win a logical key whoever wrote it.
+    in_record = [r for _, r in unsorted]
     results = [r for _, r in pairs]
     bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
     present = {id(s): s.log_names() for s in stores}
@@ -171,7 +174,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                 v.status == "expected" and not v.result.outcome.ok)]})
         if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
             # what the next night's "what changed", history and baselines read of this run
-            snapshot.write(stores[0].run_dir, results, size)
+            snapshot.write(stores[0].run_dir, in_record, made_from)
         write_junit(results, f"ml-compat-harness {name}", paths["junit"])
 
     def site_files() -> None:  # the pages and their markdown twin
@@ -227,13 +230,6 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
                  + b',"results":')
         jsonio.write_array(fh, results, lambda chunk: jsonio.dumps([row(r) for r in chunk]))
         fh.write(b"," + jsonio.dumps(tail)[1:])
-
-
-def _record_size(store: RunStore) -> int | None:
-    try:
-        return (store.run_dir / RESULTS).stat().st_size
-    except OSError:
-        return None
 
 
 def _machine(result: CellResult) -> str:
@@ -334,7 +330,7 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
 
     Classes: ``new failure`` (was fine, is not), ``fixed``, ``changed`` (fine both times but a
     different outcome: a documented failure that stopped reproducing is news), ``still
-    failing`` (listed when its outcome or reason changed), ``new cell``, ``gone``, and
+    failing`` (listed when its outcome changed), ``new cell``, ``gone``, and
     ``versions changed`` (same outcome, different packages: the key versions or the freeze).
     New failures come first.
 

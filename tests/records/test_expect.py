@@ -184,7 +184,7 @@ def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
         "     reason: 'resolve host: github', why: GitHub is out of reach here}\n"))
     first = harness(tmp_path, "run", "-m", str(m), "--run-id", "night1")
     assert first.returncode == 0, first.stdout + first.stderr  # the known failure is expected
-    assert "known: 1 cells: GitHub is out of reach here" in first.stdout
+    assert "known: 1 cell: GitHub is out of reach here" in first.stdout
     latest = tmp_path / "r" / "latest"
     assert latest.resolve() == (tmp_path / "r" / "runs" / "night1" / "report").resolve()
     assert harness(tmp_path, "report", "night1", "--fail-on", "any").returncode == 1
@@ -275,7 +275,7 @@ def reference_summary(verdicts: list[Verdict], limit: int) -> list[str]:
         parts.append(f"{len(known)} known failure" + ("s" if len(known) != 1 else ""))
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
     for why, n in Counter(v.why for v in known).most_common():
-        lines.append(f"  known: {n} cells: {why}")
+        lines.append(f"  known: {n} cell{'s' if n != 1 else ''}: {why}")
     per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
                          v.status) for v in verdicts if v.deviates and v.result.parent)
     for (suite, env, hw, status), n in sorted(per_suite.items()):
@@ -365,6 +365,6 @@ def test_known_failures_are_listed_by_count_then_in_the_order_first_seen() -> No
              for why, env in (("zeta", "z"), ("alpha", "a"), ("beta", "b"))]
     cells = [result(env, f"v{i}", Outcome.FAIL) for i, env in enumerate("zabb")]
     want = ["against expectations: 4 known failures", "  known: 2 cells: beta",
-            "  known: 1 cells: zeta", "  known: 1 cells: alpha"]
+            "  known: 1 cell: zeta", "  known: 1 cell: alpha"]
     assert summary_lines(judge(cells, rules)) == want
     assert judged_summary(cells, rules) == (want, 0)

@@ -85,7 +85,8 @@ def test_the_snapshot_is_read_while_current_and_made_again_when_the_record_grows
     assert run_outcomes(run) == {("a", "case::x", "cpu"): P}
     snap = run / SNAPSHOT
     head, body = snap.read_bytes().split(b"\n", 1)
-    assert head == f"# results.jsonl {(run / 'results.jsonl').stat().st_size} snapshot 1".encode()
+    record = (run / "results.jsonl").stat()
+    assert head == f"# results.jsonl {record.st_size} {record.st_mtime_ns} snapshot 1".encode()
     data = json.loads(body)
     data["outcome"] = "F"
     snap.write_bytes(head + b"\n" + json.dumps(data).encode())  # the snapshot is what is read

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -67,12 +69,46 @@ def test_a_stale_or_damaged_snapshot_is_made_again_from_the_record(tmp_path: Pat
     head, body = path.read_bytes().split(b"\n", 1)
     data = json.loads(body)
     for damage in ({**data, "codes": {**data["codes"], "environment": [7]}},  # out of range
+                   {**data, "codes": {**data["codes"], "environment": [-1]}},
+                   {**data, "codes": {**data["codes"], "environment": [0.0]}},
+                   {**data, "tables": {**data["tables"], "environment": "a"}},
+                   {**data, "tables": {**data["tables"], "values": ["x"]}},
+                   {**data, "outcome": ["F"]}, {**data, "duration": ["1"]},
+                   {**data, "cell_id": {"a": 1}}, [data],
                    {**data, "outcome": "Z"}, {**data, "cell_id": []}):
         path.write_bytes(head + b"\n" + json.dumps(damage).encode())
         assert read(store.run_dir) is None
         assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.FAIL]
     path.write_bytes(head + b"\n{not json")
     assert load(store.run_dir).cell_ids == ["a"]
+    # The same size, rewritten (a hand edit): its modification time makes the snapshot stale.
+    record = store.run_dir / "results.jsonl"
+    text = record.read_text()
+    record.write_text(text.replace('"FAIL"', '"PASS"'))
+    os.utime(record, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.PASS]
+
+
+def test_a_record_the_store_reads_never_breaks_its_snapshot(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    odd = cell("a", "2.0.1", Outcome.PASS).to_dict()
+    with open(store.run_dir / "results.jsonl", "a") as fh:  # written by hand, not by the store
+        fh.write(json.dumps({**odd, "values": None, "environment": ["a", "list"]}) + "\n")
+    rows = load(store.run_dir).rows()
+    assert [(r.environment, r.values) for r in rows] == [(["a", "list"], None)]
+    assert snapshot.is_current(store.run_dir)
+
+
+def test_a_reports_snapshot_is_the_one_a_reader_makes_from_the_record(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": [{"cell_id": "z"}, {"cell_id": "a"}]})
+    # Two cells of one logical key (a pin changed on a resume), the plan in another order.
+    store.extend([cell("a", "2.0.1", Outcome.PASS), cell("z", "2.0.1", Outcome.FAIL),
+                  cell("a", "2.0.1", Outcome.PASS)])
+    write_report(store, tmp_path / "report")
+    written = (store.run_dir / SNAPSHOT).read_bytes()
+    (store.run_dir / SNAPSHOT).unlink()
+    load(store.run_dir)
+    assert (store.run_dir / SNAPSHOT).read_bytes() == written
 
 
 def test_a_read_only_run_is_read_from_its_record(tmp_path: Path,

@@ -8,8 +8,8 @@ import pytest
 
 from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module
-from harness.records.store import RunStore
 from harness.records.snapshot import rows_of
+from harness.records.store import RunStore
 from harness.report.build import diff_runs, long_columns, results_frame, summary_line, write_report
 
 
