@@ -169,8 +169,8 @@ def shard_durations(options: RunOptions) -> dict[str, float]:
     """Durations from ``--durations-from`` (the same run on every machine: the same shards)."""
     if not options.durations_from:
         return {}
-    found = snapshot.load(RunStore.open(options.reports_dir, options.durations_from).run_dir)
-    return {c: d for c, d in zip(found.cell_ids, found.durations, strict=True) if d}
+    return snapshot.load(
+        RunStore.open(options.reports_dir, options.durations_from).run_dir).durations_by_cell()
 
 
 def open_store(state: RunState) -> RunState | int:
@@ -248,9 +248,8 @@ def expected_durations(state: RunState) -> dict[str, float]:
     wanted = {c.cell_id for c in state.plan.cells} if state.plan else set()
     out: dict[str, float] = {}
     for run_dir in islice(newest_first(state.options.reports_dir), 5):
-        found = snapshot.load(run_dir)
-        for cell_id, duration in zip(found.cell_ids, found.durations, strict=True):
-            if cell_id in wanted and cell_id not in out and duration:
+        for cell_id, duration in snapshot.load(run_dir).durations_by_cell().items():
+            if cell_id in wanted and cell_id not in out:
                 out[cell_id] = duration
     return out
 

@@ -12,7 +12,7 @@ from typing import Any
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome
 from harness.records import snapshot
-from harness.records.snapshot import FROM_LETTER, Row
+from harness.records.snapshot import Row
 from harness.records.store import RunStore
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
@@ -55,9 +55,8 @@ def load_baseline(path: Path, reports_dir: Path) -> Baseline:
     if path.is_file():
         return _baseline_file(path)
     run_dir = resolve_baseline(str(path), reports_dir)
-    found = snapshot.load(run_dir)  # each cell's last attempt, as the record's reading gives
-    return Baseline(source=run_dir.name, outcomes=dict(zip(
-        found.logical_keys(), (FROM_LETTER[x] for x in found.letters), strict=True)))
+    # each cell's last attempt, as the record's reading gives
+    return Baseline(source=run_dir.name, outcomes=snapshot.load(run_dir).outcomes())
 
 
 def _baseline_file(path: Path) -> Baseline:

@@ -87,7 +87,7 @@ class History:
 def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
     """Each cell's last attempt in one record, by logical key (from its snapshot)."""
     found = snapshot.load(run_dir)
-    return dict(zip(found.logical_keys(), (FROM_LETTER[x] for x in found.letters), strict=True))
+    return found.outcomes()
 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:

@@ -95,6 +95,15 @@ class Snapshot:
         return list(zip(self._column("environment"), cases, self._column("hardware_target"),
                         strict=True))
 
+    def outcomes(self) -> dict[Key, Outcome]:
+        """Each logical key's outcome (of two cells of one key, the later row's)."""
+        return dict(zip(self.logical_keys(), map(FROM_LETTER.__getitem__, self.letters),
+                        strict=True))
+
+    def durations_by_cell(self) -> dict[str, float]:
+        """Each cell's duration, where it has one."""
+        return {c: d for c, d in zip(self.cell_ids, self.durations, strict=True) if d}
+
     def rows(self) -> list[Row]:
         columns = {name: self._column(name) for name in TABLED}
         outcomes = [FROM_LETTER[x] for x in self.letters]

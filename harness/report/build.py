@@ -136,12 +136,11 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         pairs = [(stores[0], r) for r in results]
     else:
         pairs = merged_results(stores)
-    unsorted = pairs
-    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
-        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
     # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
     # from the record would have them: the same cells win a logical key whoever wrote it.
-    in_record = [r for _, r in unsorted]
+    in_record = [r for _, r in pairs]
+    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
+        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
     results = [r for _, r in pairs]
     bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
     present = {id(s): s.log_names() for s in stores}

@@ -47,6 +47,8 @@ def test_a_snapshot_reads_back_the_rows_it_was_made_of(tmp_path: Path,
     assert found.rows() == rows_of(cells)
     assert found.logical_keys() == [r.logical_key for r in cells]
     assert found.cell_ids == [r.cell_id for r in cells]
+    assert found.outcomes() == {r.logical_key: r.outcome for r in cells}
+    assert found.durations_by_cell() == {r.cell_id: r.duration for r in cells if r.duration}
 
 
 def cell(cell_id: str, torch: str, outcome: Outcome, variant: str = "repro") -> CellResult:
