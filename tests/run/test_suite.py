@@ -126,7 +126,7 @@ def test_xdist_workers_share_the_suite_and_a_crash_or_hang_is_still_its_test(
         tmp_path: Path) -> None:
     """With two slots held, the one pytest process runs two xdist workers (the host's
     pytest-xdist): a worker's crash is its test's CRASH and xdist goes on in the same process;
-    a hang is its test's TIMEOUT, and the rest runs in one more process. Every test once,
+    a hang is its test's TIMEOUT, and what was left runs in one more process. Every test once,
     counted as one process without xdist counts them."""
     folder = copy_suite(tmp_path)
     # timeout: xdist's workers start inside the first test's time (two interpreters on a
@@ -140,7 +140,13 @@ def test_xdist_workers_share_the_suite_and_a_crash_or_hang_is_still_its_test(
     assert tests["test_endings.py::test_hang"].outcome == "TIMEOUT"
     assert tests["test_endings.py::test_after"].outcome == "PASS"
     assert tests["test_zlast.py::test_other_module"].outcome == "PASS"
-    assert run.result.details["suite"]["processes"] == 2  # the crash cost no process
+    # The crash cost no process (without xdist a crash and a hang take three, above). The hang
+    # costs one more only when xdist still held tests behind it; which worker runs what, and so
+    # whether every other test had ended by then, is xdist's timing.
+    processes = run.result.details["suite"]["processes"]
+    assert processes in (1, 2), run.result.reason
+    assert run.result.reason.endswith(
+        "(2 pytest processes: a test took one down)") == (processes == 2), run.result.reason
     # -n 2: the slots held, not the 4 asked for (xdist names a worker that replaces a
     # crashed one anew)
     workers = {c.result.details.get("worker") for c in run.children} - {None}
