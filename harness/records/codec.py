@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.core import jsonio
+
 _IOV_MAX = 1024  # pieces a writev takes (Linux's UIO_MAXIOV)
 
 
@@ -41,7 +43,7 @@ CHUNK = 1 << 20
 
 def read_lines(path: Path) -> list[Any]:
     """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
-    (one ``json.loads`` per chunk: a fleet's record is 100,000 lines), line by line only in a
+    (one decode per chunk: a fleet's record is 100,000 lines), line by line only in a
     chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped."""
     data: list[Any] = []
     rest = b""
@@ -57,7 +59,7 @@ def read_lines(path: Path) -> list[Any]:
 def _decode_chunk(chunk: bytes) -> list[Any]:
     body = chunk.strip().replace(b"\n", b",")
     try:
-        values = json.loads(b"[" + body + b"]") if body else []
+        values = jsonio.loads(b"[" + body + b"]") if body else []
     except ValueError:
         values = []
         for line in chunk.splitlines():

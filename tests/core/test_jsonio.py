@@ -37,3 +37,23 @@ def test_an_array_written_a_few_items_at_a_time_is_the_whole_array(count: int) -
     jsonio.write_array(out, items, step=5)
     assert json.loads(out.getvalue()) == items
     assert out.getvalue() == jsonio.dumps(items)  # the same bytes as in one go
+
+
+@pytest.mark.parametrize("text", [
+    b'{"reason": "caf\\u00e9", "duration": 1795447232.3585503, "gpu": null}',
+    b'{"reason": "a lone surrogate: \\udc80"}',  # orjson refuses it
+    b'{"attempts": 1180591620717411303424}',  # 2**70: orjson may read it as a float
+    b'[NaN, Infinity, -Infinity]',  # json writes these, orjson refuses them
+    b'{"a": 1, "a": 2}',
+    b'[0.1, 1e-300, -0.0, true, false, ""]',
+])
+def test_read_as_json_reads_it(text: bytes) -> None:
+    got, want = jsonio.loads(text), json.loads(text)
+    assert json.dumps(got) == json.dumps(want)  # NaN != NaN; their texts are equal
+    assert [type(v) for v in (got if isinstance(got, list) else got.values())] == [
+        type(v) for v in (want if isinstance(want, list) else want.values())]
+
+
+def test_what_neither_reads_is_json_s_error() -> None:
+    with pytest.raises(ValueError, match="Expecting"):
+        jsonio.loads(b'{"torn": ')
