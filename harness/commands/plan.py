@@ -10,6 +10,7 @@ from harness.commands.options import run_options
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases
 from harness.matrix.sources import find_links_folders, offline_from_environment
+from harness.plan import collected
 from harness.plan.cells import json_lines
 from harness.plan.shard import fit_shards, shard_jobs
 from harness.workflow import RunState, load_spec, plan_cells, probe_targets, shard_durations
@@ -44,6 +45,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
              for r in [header, *rows]]
     sys.stdout.write("\n".join(lines) + "\n")
     print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
+    for cell in state.plan.cells:  # a suite's tests are known where a session collected them
+        suite = cell.case.suite
+        if suite is not None:
+            found = collected.load(cell.env, suite, cache_dir=options.cache_dir)
+            print(f"suite {suite.name} in {cell.env.name} @{cell.hardware}: " + (
+                found.line() if found is not None else
+                "tests not known yet (collected when it runs there: a first run, or the "
+                "suite's files or the environment changed since)"))
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 from harness.core.matrix import EnvSpec, SuiteSpec
 from harness.plan.cases import CaseVariant
@@ -30,3 +31,32 @@ def suite_cell_id(env: EnvSpec, suite: str, nodeid: str, hardware: str) -> str:
     """A test's cell id: the same hash as a case cell's, over the suite-qualified node id."""
     blob = json.dumps([env.name, env.key, f"{suite}::{nodeid}", hardware]).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+#: Files that make a folder pytest's rootdir, in the order pytest reads them, and the section
+#: that must be there (None: the file's presence is enough).
+CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
+                ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
+                ("setup.cfg", "[tool:pytest]"))
+
+
+def rootdir(path: Path) -> Path:
+    """Where pytest would put the suite's rootdir from its configuration file (the nearest
+    folder above ``path`` whose pytest.ini, pyproject.toml, tox.ini or setup.cfg configures
+    pytest), else the suite's own folder. Said explicitly: without a configuration file
+    pytest's choice depends on the working folder, a scratch folder that differs per run, and
+    node ids (so test cell ids) would too."""
+    folder = path if path.is_dir() else path.parent
+    for candidate in (folder, *folder.parents):
+        for name, section in CONFIG_FILES:
+            file = candidate / name
+            if file.is_file() and (section is None or section in _text(file)):
+                return candidate
+    return folder
+
+
+def _text(file: Path) -> str:
+    try:
+        return file.read_text(errors="replace")
+    except OSError:
+        return ""

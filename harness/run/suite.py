@@ -27,17 +27,13 @@ from harness.core.matrix import SuiteSpec, memory_bytes
 from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
+from harness.plan import collected
 from harness.plan.cells import Cell
-from harness.plan.suites import suite_cell_id
+from harness.plan.suites import rootdir, suite_cell_id
 from harness.run.classify import Ending, classify
 from harness.run.supervise import ProcessGuard, guarded, raise_if_cancelled
 from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
 
-#: Files that make a folder pytest's rootdir, in the order pytest reads them, and the section
-#: that must be there (None: the file's presence is enough).
-CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
-                ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
-                ("setup.cfg", "[tool:pytest]"))
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
@@ -65,28 +61,6 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
     argv += list(suite.args)
     argv += [suite.path] if suite.path is not None else ["--pyargs", str(suite.pyargs)]
     return tuple(argv)
-
-
-def rootdir(path: Path) -> Path:
-    """Where pytest would put the suite's rootdir from its configuration file (the nearest
-    folder above ``path`` whose pytest.ini, pyproject.toml, tox.ini or setup.cfg configures
-    pytest), else the suite's own folder. Said explicitly: without a configuration file
-    pytest's choice depends on the working folder, a scratch folder that differs per run, and
-    node ids (so test cell ids) would too."""
-    folder = path if path.is_dir() else path.parent
-    for candidate in (folder, *folder.parents):
-        for name, section in CONFIG_FILES:
-            file = candidate / name
-            if file.is_file() and (section is None or section in _text(file)):
-                return candidate
-    return folder
-
-
-def _text(file: Path) -> str:
-    try:
-        return file.read_text(errors="replace")
-    except OSError:
-        return ""
 
 
 def stable_nodeid(nodeid: str) -> str:
@@ -128,6 +102,12 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
         if not only:
             break
     yield from session.fresh(b"")  # a test the last process's end settled
+    if session.failure is None and not cell.resumed and (session.collected
+                                                         or session.collect_errors):
+        # What ``harness plan`` says this session will run, until the suite or the
+        # environment changes (a resumed session's first process skipped the tests done).
+        collected.save(env.spec, suite, [stable_nodeid(n) for n in session.collected],
+                       len(session.collect_errors), cache_dir=backend.cache_dir)
     yield CellRun(result=session.summary(processes), log=session.log, log_name=session.log_name,
                   fingerprint=env.fingerprint)
 

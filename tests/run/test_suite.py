@@ -18,10 +18,11 @@ import pytest
 from harness.core.results import CellRun
 from harness.envs.host import HostBackend
 from harness.matrix.load import parse_matrix
+from harness.plan import collected
 from harness.plan.cells import make_plan
-from harness.plan.suites import suite_cell_id
+from harness.plan.suites import rootdir, suite_cell_id
 from harness.run.cell import iter_batch, run_cell
-from harness.run.suite import rootdir, stable_nodeid
+from harness.run.suite import stable_nodeid
 from tests.conftest import DATA, PY
 
 SUITE = DATA / "suite"
@@ -106,6 +107,42 @@ def test_the_installed_package_is_imported_and_a_shadowing_folder_is_an_error(
     assert shadowed.result.reason == (
         f"yaml was imported from {imported['file']}, not from the environment's "
         "site-packages (the suite's folder shadows the installed package)")
+
+
+def test_what_a_session_collected_is_what_plan_says_it_will_run(tmp_path: Path) -> None:
+    """The session keeps what it collected in the backend's cache; `harness plan` reads it
+    there, keyed by the suite's files and the environment, and says it is unknown once a
+    test file changes."""
+    folder = copy_suite(tmp_path)
+    text = ("version: 1\nsuites:\n  mine:\n"
+            f"    path: {folder / 'tests'}\n    package: yaml\n"
+            "    env: {SUITE_BACKENDS: numpy}\n"
+            f"environments:\n  host: {{backend: host, python: '{PY}', suites: [mine]}}\n")
+    (tmp_path / "m.yaml").write_text(text)
+
+    def plan_says() -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "plan", "-m", str(tmp_path / "m.yaml")],
+            capture_output=True, text=True, check=True, cwd=tmp_path,
+            env={**os.environ, "HARNESS_CACHE_DIR": str(tmp_path)})
+        return proc.stdout.splitlines()[-1]
+
+    assert plan_says().startswith("suite mine in host @cpu: tests not known yet")
+    run = session(tmp_path, folder)  # the host backend's cache: tmp_path
+    spec = parse_matrix(text, file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    assert cell.case.suite is not None
+    found = collected.load(cell.env, cell.case.suite, cache_dir=tmp_path)
+    assert found is not None
+    ran = [c.result.variant for c in run.children
+           if not c.result.reason.startswith("collection failed")]
+    assert list(found.tests) == ran and found.errors == 1  # test_broken_module.py
+    assert plan_says().startswith(f"suite mine in host @cpu: {len(ran)} tests, 1 module did "
+                                  "not collect (as collected there ")
+    with open(folder / "tests" / "test_zlast.py", "a") as fh:
+        fh.write("\n\ndef test_added():\n    pass\n")
+    assert collected.load(cell.env, cell.case.suite, cache_dir=tmp_path) is None
+    assert "tests not known yet" in plan_says()
 
 
 def test_a_crash_and_a_hang_are_their_tests_and_the_rest_runs_on(tmp_path: Path) -> None:

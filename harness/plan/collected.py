@@ -1,0 +1,107 @@
+"""What a suite collected in an environment, kept on this machine between runs, so that
+``harness plan`` says which tests each suite session will run without starting anything.
+
+Collection itself happens inside the environment, in the session's own pytest process
+(``run.suite``): that process collects and runs, so a separate collection would cost an
+interpreter start and the suite's imports for nothing. What the session collected is kept
+here, keyed by everything that decides it: the environment's key (its pins, Python,
+variables), the suite's settings (folder or package, packages, arguments, variables) and the
+stamps (path, size, modification time) of the suite folder's files and of the configuration
+and conftest files above it up to its rootdir. A test file or conftest edited, a pin changed:
+a new key, and the tests are unknown there until the next run collects them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core import atomic
+from harness.core.matrix import EnvSpec, SuiteSpec
+from harness.core.paths import default_cache_dir
+from harness.plan.suites import rootdir
+
+#: Files above a suite's folder (up to its rootdir) that change what pytest collects there.
+_ABOVE = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A suite's tests in one environment, as its last session there collected them."""
+
+    tests: tuple[str, ...]  # stable node ids (``run.suite.stable_nodeid``), pytest's order
+    errors: int  # modules that did not collect
+    at: float  # when (seconds since the epoch)
+
+    def line(self) -> str:
+        errors = (f", {self.errors} module{'s' if self.errors != 1 else ''} did not collect"
+                  if self.errors else "")
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.at))
+        return (f"{len(self.tests)} test{'s' if len(self.tests) != 1 else ''}{errors} "
+                f"(as collected there {when})")
+
+
+def key(env: EnvSpec, suite: SuiteSpec) -> str | None:
+    """The cache key of ``suite`` in ``env``; None when the suite's files cannot be read
+    (a folder that is not on this machine). A package's tests (``pyargs``) are the
+    environment's: its key covers them."""
+    settings = {k: v for k, v in suite.to_dict().items() if k not in ("timeout", "workers")}
+    try:
+        stamps = _stamps(Path(suite.path)) if suite.path is not None else []
+    except OSError:
+        return None
+    blob = json.dumps([env.key, settings, stamps], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def save(env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], errors: int, *,
+         cache_dir: Path | None = None) -> None:
+    """Keep what a session collected (a cache: a folder that cannot be written keeps none)."""
+    found = key(env, suite)
+    if found is None:
+        return
+    path = (cache_dir or default_cache_dir()) / "collected" / f"{found}.json"
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, json.dumps({"suite": suite.name, "environment": env.name,
+                                            "tests": list(tests), "errors": errors,
+                                            "at": time.time()}))
+
+
+def load(env: EnvSpec, suite: SuiteSpec, *, cache_dir: Path | None = None
+         ) -> Collected | None:
+    """What the last session of ``suite`` in ``env`` collected, if nothing that decides it
+    has changed since; else None."""
+    found = key(env, suite)
+    if found is None:
+        return None
+    path = (cache_dir or default_cache_dir()) / "collected" / f"{found}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Collected(tests=tuple(str(t) for t in data["tests"]), errors=int(data["errors"]),
+                         at=float(data["at"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none kept, or damaged: unknown, as before any run
+
+
+def _stamps(folder: Path) -> list[tuple[str, int, int]]:
+    """Every file under ``folder`` (caches and hidden folders apart) and the configuration
+    and conftest files of the folders above it up to its rootdir."""
+    if not folder.is_dir():  # walk says nothing of a missing folder
+        raise FileNotFoundError(folder)
+    top_dir = rootdir(folder)
+    files: list[str] = []
+    for top, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+        files += (os.path.join(top, n) for n in sorted(names))  # noqa: PTH118
+    above = folder
+    while above != top_dir and above.is_relative_to(top_dir):
+        above = above.parent
+        files += (str(above / n) for n in _ABOVE if (above / n).is_file())
+    return [(f, (s := os.stat(f)).st_size, s.st_mtime_ns) for f in files]  # noqa: PTH116
