@@ -15,6 +15,7 @@ writes a result.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -236,6 +238,8 @@ def _resolve(row: dict[str, Any], shared: dict[str, Any]) -> tuple[str, ...] | N
 #: The fields whose strings many results hold the same (an environment's, a case's).
 _REPEATED = ("run_id", "environment", "env_key", "backend", "case_id", "variant", "nodeid",
              "hardware_target", "reason", "node")
+_repeated = itemgetter(*_REPEATED)
+_STR = {str}
 
 
 class _Common:
@@ -249,10 +253,16 @@ class _Common:
 
     def share(self, row: dict[str, Any]) -> None:
         strings = self.strings
-        for name in _REPEATED:
-            value = row.get(name)
-            if value.__class__ is str:
-                row[name] = strings.setdefault(value, value)
+        try:  # a line the harness wrote: every one a string, shared in C loops
+            found = _repeated(row)
+            if set(map(type, found)) != _STR:  # None, 1 and True: not shared, as below
+                raise TypeError
+            row.update(zip(_REPEATED, map(strings.setdefault, found, found)))
+        except (KeyError, TypeError):
+            for name in _REPEATED:
+                value = row.get(name)
+                if value.__class__ is str:
+                    row[name] = strings.setdefault(value, value)
         values = row.get("values")
         if values.__class__ is dict:
             # Strings only (intern refuses any other): 1 and True, 0.0 and -0.0 are equal
@@ -382,6 +392,10 @@ class _Linker:
             self.thread.start()
             return
         jobs, self.pipe = os.pipe()
+        # Room for a few thousand jobs (Linux: 64 KiB is about 300): the merge goes on
+        # while the child is off the CPU, not blocked on a full pipe.
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self.pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
         self.failure, report = os.pipe()
         sys.stdout.flush()  # or the child's exit would write what is buffered a second time
         sys.stderr.flush()
