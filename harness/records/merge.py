@@ -253,12 +253,13 @@ class _Common:
 
     def share(self, row: dict[str, Any]) -> None:
         strings = self.strings
-        try:  # a line the harness wrote: every one a string, shared in C loops
+        try:
             found = _repeated(row)
-            if set(map(type, found)) != _STR:  # None, 1 and True: not shared, as below
-                raise TypeError
-            row.update(zip(_REPEATED, map(strings.setdefault, found, found)))
-        except (KeyError, TypeError):
+        except KeyError:
+            found = ()
+        if set(map(type, found)) == _STR:  # a line the harness wrote: shared in C loops
+            row.update(zip(_REPEATED, map(strings.setdefault, found, found), strict=True))
+        else:  # None, 1 and True are not shared (True would become 1): a hand edit's
             for name in _REPEATED:
                 value = row.get(name)
                 if value.__class__ is str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -12,7 +13,14 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import CaseSelector
 from harness.matrix.load import load_matrix
 from harness.plan.cases import collect_cases, select_cases
-from harness.plan.cells import case_counter, cell_id, filter_plan, json_lines, make_plan
+from harness.plan.cells import (
+    Cell,
+    case_counter,
+    cell_id,
+    filter_plan,
+    json_lines,
+    make_plan,
+)
 from tests.conftest import ROOT
 
 
@@ -37,6 +45,13 @@ def test_fast_paths_give_the_defining_ids_and_json_byte_for_byte() -> None:
     assert [c.cell_id for c in plan.cells] == [
         cell_id(c.env, c.case, c.hardware) for c in plan.cells]
     assert list(json_lines(plan.cells)) == [json.dumps(c.to_dict()) for c in plan.cells]
+    # cells made whole are the dataclass's own: equal and shown alike
+    made = [Cell(cell_id=c.cell_id, env=c.env, case=c.case, hardware=c.hardware)
+            for c in plan.cells[:50]]
+    assert made == list(plan.cells[:50])
+    assert list(map(repr, made)) == list(map(repr, plan.cells[:50]))
+    odd = replace(plan.cells[0], cell_id='a "quoted" id é')  # any other id: json.dumps's
+    assert list(json_lines([odd])) == [json.dumps(odd.to_dict())]
 
 
 def test_filters() -> None:
