@@ -45,11 +45,17 @@ _DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
 _LONG_NUMBER = b"0" * 20
 
 
+def plain_numbers(text: bytes) -> bool:
+    """Whether ``text`` holds no run of 20 digits: then orjson reads every number in it as
+    json does (an integer past 64 bits it may read as a float)."""
+    return text.translate(_DIGITS).find(_LONG_NUMBER) < 0
+
+
 def loads(text: bytes) -> Any:
     """``text``'s value as ``json.loads`` reads it: through orjson where orjson reads the same
     (no number of 20 digits or more, which it may read as a float; nothing it refuses, such as
     NaN or a lone surrogate), else through json. Raises ValueError as json does."""
-    if text.translate(_DIGITS).find(_LONG_NUMBER) < 0:
+    if plain_numbers(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -64,7 +70,7 @@ def loads_lines(data: bytes) -> Iterator[tuple[bytes, Any, bool]]:
     orjson refuses what json reads and ``dumps`` would not write back (NaN, an infinity, a
     lone surrogate) or would read a long integer as a float; those go through json. A line
     neither reads (blank, torn) is left out."""
-    fast = data.translate(_DIGITS).find(_LONG_NUMBER) < 0  # once for the text, not a line
+    fast = plain_numbers(data)  # once for the text, not a line
     for line in data.split(b"\n"):
         if fast:
             try:

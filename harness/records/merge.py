@@ -26,7 +26,6 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -238,8 +237,6 @@ def _resolve(row: dict[str, Any], shared: dict[str, Any]) -> tuple[str, ...] | N
 #: The fields whose strings many results hold the same (an environment's, a case's).
 _REPEATED = ("run_id", "environment", "env_key", "backend", "case_id", "variant", "nodeid",
              "hardware_target", "reason", "node")
-_repeated = itemgetter(*_REPEATED)
-_STR = {str}
 
 
 class _Common:
@@ -253,17 +250,10 @@ class _Common:
 
     def share(self, row: dict[str, Any]) -> None:
         strings = self.strings
-        try:
-            found = _repeated(row)
-        except KeyError:
-            found = ()
-        if set(map(type, found)) == _STR:  # a line the harness wrote: shared in C loops
-            row.update(zip(_REPEATED, map(strings.setdefault, found, found), strict=True))
-        else:  # None, 1 and True are not shared (True would become 1): a hand edit's
-            for name in _REPEATED:
-                value = row.get(name)
-                if value.__class__ is str:
-                    row[name] = strings.setdefault(value, value)
+        for name in _REPEATED:
+            value = row.get(name)
+            if value.__class__ is str:
+                row[name] = strings.setdefault(value, value)
         values = row.get("values")
         if values.__class__ is dict:
             # Strings only (intern refuses any other): 1 and True, 0.0 and -0.0 are equal
