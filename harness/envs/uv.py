@@ -57,6 +57,11 @@ PYTEST_REQUIREMENT = "pytest>=7"
 UV_TIMEOUT = 4 * 3600.0
 
 
+#: Version operators in an environment's name, as its folder names them.
+_WORDS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "~=": "compat", "<": "lt", ">": "gt"}
+_OPERATOR = re.compile("|".join(map(re.escape, _WORDS)))
+
+
 class UvBackend(Backend):
     name = "uv"
     checks_imports = True
@@ -67,7 +72,10 @@ class UvBackend(Backend):
         return self.cache_dir / "uv"
 
     def path_for(self, spec: EnvSpec, base: Base | None = None) -> Path:
-        slug = re.sub(r"[^A-Za-z0-9.]+", "-", spec.name).strip("-")[:60]
+        # Readable and telling apart what the name tells apart: numpy<2 and numpy>=2 were
+        # both "numpy-2" (the key behind it differs; a reader of the folder could not tell).
+        name = _OPERATOR.sub(lambda m: f"-{_WORDS[m[0]]}", spec.name)
+        slug = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:60]
         if base is None:
             return self.root / f"{slug}-{spec.key}"
         # An overlay is also what its base holds: another base torch is another overlay.

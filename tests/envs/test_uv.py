@@ -312,3 +312,15 @@ def test_an_interpreter_killed_by_an_import_makes_the_environment_an_error(
     with pytest.raises(EnvImportError, match=r"^dies was built but does not import: importing "
                                              r"harness-dies killed the interpreter \(exit 3\)"):
         UvBackend(tmp_path / "cache").realize(spec("dies", ("harness-dies==1.0",), folder))
+
+
+def test_an_environments_folder_tells_its_version_operators_apart(tmp_path: Path) -> None:
+    def folder(name: str) -> str:
+        spec = EnvSpec(name=name, origin="cpu", values=(), backend="uv", python="3.11",
+                       requirements=(), pins=())
+        return UvBackend(tmp_path).path_for(spec).name.removesuffix(f"-{spec.key}")
+
+    assert folder("cpu:torch=2.0.1,numpy<2") == "cpu-torch-2.0.1-numpy-lt2"
+    assert folder("cpu:torch=2.0.1,numpy>=2") == "cpu-torch-2.0.1-numpy-ge2"
+    assert folder("te:transformer_engine~=1.13,flash_attn!=2.5") == (
+        "te-transformer-engine-compat1.13-flash-attn-ne2.5")
