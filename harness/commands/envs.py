@@ -37,7 +37,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
     if args.action == "list":
         listing = inventory.listing(cache)
         for e in listing:
-            print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}")
+            print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}"
+                  + ("  (an earlier harness's folder: prune removes it)" if e.get("stale")
+                     else ""))
         print(f"{len(listing)} environments under {cache}")
         return 0
     keep = None if args.all else load_matrix(args.matrix).environments

@@ -48,7 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for cell in state.plan.cells:  # a suite's tests are known where a session collected them
         suite = cell.case.suite
         if suite is not None:
-            found = collected.load(cell.env, suite, cache_dir=options.cache_dir)
+            found = collected.load(cell.env, suite, cell.hardware, cache_dir=options.cache_dir)
             print(f"suite {suite.name} in {cell.env.name} @{cell.hardware}: " + (
                 found.line() if found is not None else
                 "tests not known yet (collected when it runs there: a first run, or the "

@@ -38,22 +38,23 @@ def write_array(fh: IO[bytes], items: Sequence[Any],
     fh.write(b"]")
 
 
-#: Digits as "0", anything else as "x": a run of 20 zeros in a text so translated is a number
-#: orjson may read as a float (an integer past 64 bits), or 20 digits in a string. One
-#: translate and one find over a MiB take a tenth of ``re.search(rb"\d{20}")``.
+#: Digits as "0", anything else as "x": a run of 19 zeros in a text so translated may be a
+#: number orjson reads as a float (an integer past 64 bits; below -2**63 that takes only 19
+#: digits), or 19 digits in a string. One translate and one find over a MiB take a tenth of
+#: ``re.search(rb"\d{19}")``.
 _DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
-_LONG_NUMBER = b"0" * 20
+_LONG_NUMBER = b"0" * 19
 
 
 def plain_numbers(text: bytes) -> bool:
-    """Whether ``text`` holds no run of 20 digits: then orjson reads every number in it as
-    json does (an integer past 64 bits it may read as a float)."""
+    """Whether ``text`` holds no run of 19 digits: then orjson reads every number in it as
+    json does (an integer past 64 bits, or below -2**63, it may read as a float)."""
     return text.translate(_DIGITS).find(_LONG_NUMBER) < 0
 
 
 def loads(text: bytes) -> Any:
     """``text``'s value as ``json.loads`` reads it: through orjson where orjson reads the same
-    (no number of 20 digits or more, which it may read as a float; nothing it refuses, such as
+    (no run of 19 digits, a number it may read as a float; nothing it refuses, such as
     NaN or a lone surrogate), else through json. Raises ValueError as json does."""
     if plain_numbers(text):
         try:

@@ -10,10 +10,11 @@ from typing import Any
 
 from harness.core.matrix import EnvSpec
 from harness.envs import BACKENDS, Backend
+from harness.plan import collected
 
 #: Kept beside the environments, removed only by ``prune --all``: wheels built per build
-#: environment, and the preflight's scratch venvs.
-EXTRA_FOLDERS = ("uv-build-cache", "preflight")
+#: environment, the preflight's scratch venvs, and what suites collected (plan.collected).
+EXTRA_FOLDERS = ("uv-build-cache", "preflight", collected.FOLDER)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,13 +35,14 @@ def listing(cache: Path) -> list[dict[str, Any]]:
 
 def prune(cache: Path, keep: Iterable[EnvSpec] | None, *, dry_run: bool = False) -> Pruning:
     """Remove the environments no spec in ``keep`` makes (``None``: every one, and the
-    extra folders); ``dry_run`` removes nothing and says the same."""
+    extra folders), and those in a folder an earlier harness named (``stale``: never used
+    again); ``dry_run`` removes nothing and says the same."""
     found = backends(cache)
     entries = [e for b in found.values() for e in b.listing()]
     wanted = set() if keep is None else {
         (env.backend, found[env.backend].listing_key(env)) for env in keep
         if env.backend in found}
-    removed = [e for e in entries if (e["backend"], e["key"]) not in wanted]
+    removed = [e for e in entries if e.get("stale") or (e["backend"], e["key"]) not in wanted]
     extras = [cache / name for name in EXTRA_FOLDERS if keep is None and (cache / name).exists()]
     if not dry_run:
         for entry in removed:

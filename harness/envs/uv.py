@@ -57,6 +57,14 @@ PYTEST_REQUIREMENT = "pytest>=7"
 UV_TIMEOUT = 4 * 3600.0
 
 
+def _slug(name: str) -> str:
+    """An environment's name as its folder begins: readable, and telling apart what the name
+    tells apart (numpy<2 and numpy>=2 were both "numpy-2"; the key after it differs, yet a
+    reader of the folder could not tell)."""
+    name = _OPERATOR.sub(lambda m: f"-{_WORDS[m[0]]}", name)
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:60]
+
+
 #: Version operators in an environment's name, as its folder names them.
 _WORDS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "~=": "compat", "<": "lt", ">": "gt"}
 _OPERATOR = re.compile("|".join(map(re.escape, _WORDS)))
@@ -72,10 +80,7 @@ class UvBackend(Backend):
         return self.cache_dir / "uv"
 
     def path_for(self, spec: EnvSpec, base: Base | None = None) -> Path:
-        # Readable and telling apart what the name tells apart: numpy<2 and numpy>=2 were
-        # both "numpy-2" (the key behind it differs; a reader of the folder could not tell).
-        name = _OPERATOR.sub(lambda m: f"-{_WORDS[m[0]]}", spec.name)
-        slug = re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:60]
+        slug = _slug(spec.name)
         if base is None:
             return self.root / f"{slug}-{spec.key}"
         # An overlay is also what its base holds: another base torch is another overlay.
@@ -231,7 +236,10 @@ class UvBackend(Backend):
         for marker_path in sorted(self.root.glob(f"*/{MARKER}")):
             marker = json.loads(marker_path.read_text())
             out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
-                        "location": str(marker_path.parent), "built_at": marker["built_at"]})
+                        "location": str(marker_path.parent), "built_at": marker["built_at"],
+                        # named as an earlier harness named folders: never used again
+                        "stale": not marker_path.parent.name.startswith(
+                            _slug(marker["name"]) + "-")})
         return out
 
 

@@ -4,11 +4,14 @@
 Collection itself happens inside the environment, in the session's own pytest process
 (``run.suite``): that process collects and runs, so a separate collection would cost an
 interpreter start and the suite's imports for nothing. What the session collected is kept
-here, keyed by everything that decides it: the environment's key (its pins, Python,
-variables), the suite's settings (folder or package, packages, arguments, variables) and the
-stamps (path, size, modification time) of the suite folder's files and of the configuration
-and conftest files above it up to its rootdir. A test file or conftest edited, a pin changed:
-a new key, and the tests are unknown there until the next run collects them.
+here, keyed by what decides it: the environment's key (its pins as written, Python,
+variables), the hardware target (a conftest may skip GPU modules on a CPU), the suite's
+settings (folder or package, packages, arguments, variables) and the stamps (path, size,
+modification time) of the suite folder's files, through symlinked folders, and of the
+configuration and conftest files above it up to its rootdir, taken when the session starts.
+A test file or conftest edited, a pin changed: a new key, and the tests are unknown there
+until the next run collects them. Not in the key: what a range pin resolved to (``--refresh``
+may move it), and variables passed through from the shell (``HARNESS_PASS_ENV``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from harness.core.matrix import EnvSpec, SuiteSpec
 from harness.core.paths import default_cache_dir
 from harness.plan.suites import rootdir
 
+FOLDER = "collected"  # under the harness's cache folder
 #: Files above a suite's folder (up to its rootdir) that change what pytest collects there.
 _ABOVE = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
 
@@ -47,26 +51,26 @@ class Collected:
                 f"(as collected there {when})")
 
 
-def key(env: EnvSpec, suite: SuiteSpec) -> str | None:
-    """The cache key of ``suite`` in ``env``; None when the suite's files cannot be read
-    (a folder that is not on this machine). A package's tests (``pyargs``) are the
-    environment's: its key covers them."""
+def key(env: EnvSpec, suite: SuiteSpec, hardware: str) -> str | None:
+    """The cache key of ``suite`` in ``env`` on ``hardware``; None when the suite's files
+    cannot be read (a folder that is not on this machine). A package's tests (``pyargs``)
+    are the environment's: its key covers them."""
     settings = {k: v for k, v in suite.to_dict().items() if k not in ("timeout", "workers")}
     try:
         stamps = _stamps(Path(suite.path)) if suite.path is not None else []
-    except OSError:
+    except (OSError, RecursionError):
         return None
-    blob = json.dumps([env.key, settings, stamps], sort_keys=True).encode()
+    blob = json.dumps([env.key, hardware, settings, stamps], sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
 
 
-def save(env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], errors: int, *,
-         cache_dir: Path | None = None) -> None:
-    """Keep what a session collected (a cache: a folder that cannot be written keeps none)."""
-    found = key(env, suite)
-    if found is None:
+def save(key: str | None, env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], errors: int,
+         *, cache_dir: Path | None = None) -> None:
+    """Keep what a session collected under ``key``, taken when it started (a file edited
+    while it ran is then another key). A cache: a folder that cannot be written keeps none."""
+    if key is None:
         return
-    path = (cache_dir or default_cache_dir()) / "collected" / f"{found}.json"
+    path = (cache_dir or default_cache_dir()) / FOLDER / f"{key}.json"
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_text(path, json.dumps({"suite": suite.name, "environment": env.name,
@@ -74,20 +78,24 @@ def save(env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], errors: int, *,
                                             "at": time.time()}))
 
 
-def load(env: EnvSpec, suite: SuiteSpec, *, cache_dir: Path | None = None
+def load(env: EnvSpec, suite: SuiteSpec, hardware: str, *, cache_dir: Path | None = None
          ) -> Collected | None:
-    """What the last session of ``suite`` in ``env`` collected, if nothing that decides it
-    has changed since; else None."""
-    found = key(env, suite)
+    """What the last session of ``suite`` in ``env`` on ``hardware`` collected, if nothing
+    that decides it has changed since; else None."""
+    found = key(env, suite, hardware)
     if found is None:
         return None
-    path = (cache_dir or default_cache_dir()) / "collected" / f"{found}.json"
+    path = (cache_dir or default_cache_dir()) / FOLDER / f"{found}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return Collected(tests=tuple(str(t) for t in data["tests"]), errors=int(data["errors"]),
-                         at=float(data["at"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        tests, errors, at = data["tests"], data["errors"], data["at"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None  # none kept, or damaged: unknown, as before any run
+    if not (isinstance(tests, list) and all(isinstance(t, str) for t in tests)
+            and type(errors) is int and errors >= 0 and type(at) in (int, float)
+            and 0 <= at < 1e11):
+        return None  # damaged
+    return Collected(tests=tuple(tests), errors=errors, at=float(at))
 
 
 def _stamps(folder: Path) -> list[tuple[str, int, int]]:
@@ -97,8 +105,11 @@ def _stamps(folder: Path) -> list[tuple[str, int, int]]:
         raise FileNotFoundError(folder)
     top_dir = rootdir(folder)
     files: list[str] = []
-    for top, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+    seen: set[str] = set()  # folders walked, by their real path: a symlink loop ends
+    for top, dirs, names in os.walk(folder, followlinks=True):  # as pytest collects
+        seen.add(os.path.realpath(top))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__"
+                         and os.path.realpath(os.path.join(top, d)) not in seen)  # noqa: PTH118
         files += (os.path.join(top, n) for n in sorted(names))  # noqa: PTH118
     above = folder
     while above != top_dir and above.is_relative_to(top_dir):

@@ -100,18 +100,20 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
     columns = []
     for run in runs:
-        found = snapshot.load(run)
+        found = snapshot.letters(run)  # the snapshot's second line: 0.1 MB of a fleet's 4.7
         places = placed.get(found.keys_digest)
-        if places is None or len(places) != len(found):  # the first run of these keys
+        if places is None or len(places) != len(found.letters):  # the first run of these keys
             # (most nights: the first run only; a digest with another count: not these keys)
+            whole = snapshot.load(run)
             places = []
-            if found.keys_digest:
-                placed[found.keys_digest] = places
-            for key in found.logical_keys():
+            if whole.keys_digest:
+                placed[whole.keys_digest] = places
+            for key in whole.logical_keys():
                 if key not in where:
                     where[key] = len(keys)
                     keys.append(key)
                 places.append(where[key])
+            found = snapshot.Letters(whole.letters, whole.keys_digest)  # read together
         columns.append((places, found.letters))
     letters = []  # per run, a letter for every key
     for places, text in columns:

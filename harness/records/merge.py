@@ -15,7 +15,6 @@ writes a result.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -385,7 +384,9 @@ class _Linker:
         jobs, self.pipe = os.pipe()
         # Room for a few thousand jobs (Linux: 64 KiB is about 300): the merge goes on
         # while the child is off the CPU, not blocked on a full pipe.
-        with contextlib.suppress(OSError, AttributeError):
+        with contextlib.suppress(OSError, AttributeError, ImportError):
+            import fcntl  # POSIX only (F_SETPIPE_SZ: Linux only)
+
             fcntl.fcntl(self.pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
         self.failure, report = os.pipe()
         sys.stdout.flush()  # or the child's exit would write what is buffered a second time

@@ -7,9 +7,11 @@ and versions (the fingerprint's key versions and its freeze hash). "What changed
 before", history, a baseline taken from a run and the durations a scheduler starts from read
 this instead of decoding a fleet's 100,000 lines (about 1.2 s of CPU and 300 MB a run read).
 
-The file (``snapshot.json``) is a first line ``# results.jsonl <size> <mtime_ns> snapshot 1`` (the
+The file (``snapshot.json``) is a first line ``# results.jsonl <size> <mtime_ns> snapshot 2`` (the
 record it was made from: a record that has grown or been rewritten since makes it stale, and
-it is made again from the record) and one JSON document of columns. Strings and mappings that repeat
+it is made again from the record), a line of JSON with the outcome letters and the digest of
+the keys (all that history reads of a run whose keys it has seen: 0.1 MB of the 4.7), and one
+JSON document of the other columns. Strings and mappings that repeat
 (environment names, cases, signatures, axis values, versions) are each written once, in a
 table, and each cell holds its index in it; the outcome is one letter a cell. JSON read by
 orjson, not Arrow: ``bench/snapshot.py`` (docs/benchmarks.md) reads a fleet's 100,000 cells into
@@ -34,11 +36,13 @@ from harness.records.layout import RESULTS
 from harness.records.store import RunStore
 
 SNAPSHOT = "snapshot.json"
-VERSION = 1
+VERSION = 2
 LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
           Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
           Outcome.MISSING: "?", Outcome.FLAKY: "~"}
 FROM_LETTER = {letter: outcome for outcome, letter in LETTER.items()}
+#: What the snapshot's second line holds (``letters``); the third holds the rest.
+LETTER_FIELDS = ("format", "cells", "keys_digest", "outcome")
 #: The columns a table of distinct values stands behind (each cell: an index into it).
 TABLED = ("environment", "case_id", "variant", "hardware_target", "signature", "values",
           "versions")
@@ -161,8 +165,11 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None 
     if made_from is None:
         return None
     document = _document(results)
+    letters = {k: document[k] for k in LETTER_FIELDS}
+    rest = {k: v for k, v in document.items() if k not in LETTER_FIELDS}
     try:
-        atomic.write_bytes(run_dir / SNAPSHOT, _head(made_from) + jsonio.dumps(document))
+        atomic.write_bytes(run_dir / SNAPSHOT, _head(made_from) + jsonio.dumps(letters)
+                           + b"\n" + jsonio.dumps(rest))
     except OSError:
         return None
     return document
@@ -190,11 +197,47 @@ def read(run_dir: Path) -> Snapshot | None:
     head, _, body = raw.partition(b"\n")
     if now is None or head != _head(now)[:-1]:
         return None  # another record's (the run went on, or was resumed), or another format
+    first, _, rest = body.partition(b"\n")
     try:
-        data = orjson.loads(body)
+        data = orjson.loads(first)
+        if not _letters_whole(data):
+            return None
+        data.update(orjson.loads(rest))
         return Snapshot(data) if _whole(data) else None
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None  # damaged: made again
+
+
+class Letters(NamedTuple):
+    """A run's outcome letters (one per cell, in the snapshot's order) and the digest of its
+    keys: what history needs of a run whose keys it has already read."""
+
+    letters: str
+    keys_digest: str
+
+
+def letters(run_dir: Path) -> Letters:
+    """The run's outcome letters and keys' digest: from the snapshot's second line alone when
+    it is current, else from the snapshot made again (``load``)."""
+    now = stamp(run_dir)
+    try:
+        with open(run_dir / SNAPSHOT, "rb") as fh:
+            if now is not None and fh.readline() == _head(now):
+                data = orjson.loads(fh.readline())
+                if _letters_whole(data):
+                    return Letters(data["outcome"], data["keys_digest"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        pass  # none, stale or damaged: made again
+    found = load(run_dir)
+    return Letters(found.letters, found.keys_digest)
+
+
+def _letters_whole(data: Any) -> bool:
+    """The second line: the format, a letter per cell, the keys' digest."""
+    letters = data["outcome"]
+    return (data["format"] == VERSION and isinstance(letters, str)
+            and set(letters) <= FROM_LETTER.keys() and data["cells"] == len(letters)
+            and isinstance(data["keys_digest"], str))
 
 
 def _whole(data: Any) -> bool:

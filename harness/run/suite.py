@@ -85,6 +85,8 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
     # Resumed: the tests already recorded are deselected in the first process (the next
     # ones are given their list); the session counts them as they were.
     done: list[str] | None = [r.nodeid for r in cell.resumed] or None
+    # What it collects is kept under the suite's files as they are now, before it starts.
+    kept_as = None if cell.resumed else collected.key(env.spec, suite, cell.hardware)
     processes = 0
     while processes < MAX_PROCESSES:
         processes += 1
@@ -102,11 +104,11 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
         if not only:
             break
     yield from session.fresh(b"")  # a test the last process's end settled
-    if session.failure is None and not cell.resumed and (session.collected
-                                                         or session.collect_errors):
+    if session.failure is None and (session.collected or session.collect_errors):
         # What ``harness plan`` says this session will run, until the suite or the
-        # environment changes (a resumed session's first process skipped the tests done).
-        collected.save(env.spec, suite, [stable_nodeid(n) for n in session.collected],
+        # environment changes (a resumed session's first process skipped the tests done:
+        # it keeps none).
+        collected.save(kept_as, env.spec, suite, [stable_nodeid(n) for n in session.collected],
                        len(session.collect_errors), cache_dir=backend.cache_dir)
     yield CellRun(result=session.summary(processes), log=session.log, log_name=session.log_name,
                   fingerprint=env.fingerprint)

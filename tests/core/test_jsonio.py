@@ -43,6 +43,8 @@ def test_an_array_written_a_few_items_at_a_time_is_the_whole_array(count: int) -
     b'{"reason": "caf\\u00e9", "duration": 1795447232.3585503, "gpu": null}',
     b'{"reason": "a lone surrogate: \\udc80"}',  # orjson refuses it
     b'{"attempts": 1180591620717411303424}',  # 2**70: orjson may read it as a float
+    b'{"seed": -9223372036854775809}',  # below -2**63 in 19 digits: the same
+    b'{"seed": 18446744073709551615, "low": -9223372036854775808}',  # the ends of 64 bits
     b'[NaN, Infinity, -Infinity]',  # json writes these, orjson refuses them
     b'{"a": 1, "a": 2}',
     b'[0.1, 1e-300, -0.0, true, false, ""]',

@@ -32,16 +32,18 @@ def suite_in(tmp_path: Path) -> tuple[SuiteSpec, Path]:
 
 def test_kept_and_found_while_nothing_changes(tmp_path: Path) -> None:
     suite, _ = suite_in(tmp_path)
-    assert collected.load(env(), suite, cache_dir=tmp_path / "cache") is None  # never ran
-    collected.save(env(), suite, ["test_a.py::test_one", "sub/test_b.py::test_two"], 1,
-                   cache_dir=tmp_path / "cache")
-    found = collected.load(env(), suite, cache_dir=tmp_path / "cache")
+    cache = tmp_path / "cache"
+    assert collected.load(env(), suite, "cpu", cache_dir=cache) is None  # never ran
+    collected.save(collected.key(env(), suite, "cpu"), env(), suite,
+                   ["test_a.py::test_one", "sub/test_b.py::test_two"], 1, cache_dir=cache)
+    found = collected.load(env(), suite, "cpu", cache_dir=cache)
     assert found is not None
     assert found.tests == ("test_a.py::test_one", "sub/test_b.py::test_two")
     assert found.line().startswith("2 tests, 1 module did not collect (as collected there ")
     # what does not change the tests: how long a test may take, how many workers run them
-    assert collected.load(env(), replace(suite, timeout=5, workers=4),
-                          cache_dir=tmp_path / "cache") == found
+    assert collected.load(env(), replace(suite, timeout=5, workers=4), "cpu",
+                          cache_dir=cache) == found
+    assert collected.load(env(), suite, "sm_90", cache_dir=cache) is None  # another target
 
 
 @pytest.mark.parametrize("change", ["test file", "new file", "conftest above", "pin",
@@ -49,7 +51,8 @@ def test_kept_and_found_while_nothing_changes(tmp_path: Path) -> None:
 def test_anything_that_decides_collection_makes_it_unknown(tmp_path: Path, change: str) -> None:
     suite, tests = suite_in(tmp_path)
     cache = tmp_path / "cache"
-    collected.save(env(), suite, ["test_a.py::test_one"], 0, cache_dir=cache)
+    collected.save(collected.key(env(), suite, "cpu"), env(), suite, ["test_a.py::test_one"], 0,
+                   cache_dir=cache)
     spec, after = env(), suite
     if change == "test file":
         path = tests / "sub" / "test_b.py"
@@ -65,21 +68,43 @@ def test_anything_that_decides_collection_makes_it_unknown(tmp_path: Path, chang
         after = replace(suite, env=(("BACKENDS", "numpy"),))
     else:
         after = replace(suite, args=("-k", "not slow"))
-    assert collected.load(spec, after, cache_dir=cache) is None
+    assert collected.load(spec, after, "cpu", cache_dir=cache) is None
 
 
 def test_a_cache_a_folder_cannot_give_is_unknown(tmp_path: Path) -> None:
     suite, _ = suite_in(tmp_path)
     cache = tmp_path / "cache"
-    collected.save(env(), suite, ["test_a.py::test_one"], 0, cache_dir=cache)
+
+    def save(spec: SuiteSpec, tests: list[str], e: EnvSpec | None = None) -> None:
+        e = e or env()
+        collected.save(collected.key(e, spec, "cpu"), e, spec, tests, 0, cache_dir=cache)
+
+    save(suite, ["test_a.py::test_one"])
     (kept,) = (cache / "collected").iterdir()
-    kept.write_text('{"tests": ["x"]')  # damaged
-    assert collected.load(env(), suite, cache_dir=cache) is None
+    for damage in ('{"tests": ["x"]', '{"tests": ["x"], "errors": Infinity, "at": 1.0}',
+                   '{"tests": ["x"], "errors": 0, "at": 1e300}', '{"tests": "x", "errors": 0,'
+                   ' "at": 1.0}', '{"tests": [1], "errors": 0, "at": 1.0}', "[" * 100000):
+        kept.write_text(damage)
+        assert collected.load(env(), suite, "cpu", cache_dir=cache) is None
     gone = replace(suite, path=str(tmp_path / "elsewhere"))  # not on this machine
-    collected.save(env(), gone, ["t"], 0, cache_dir=cache)
-    assert collected.load(env(), gone, cache_dir=cache) is None
+    save(gone, ["t"])
+    assert collected.load(env(), gone, "cpu", cache_dir=cache) is None
     # the tests of an installed package: the environment's key alone decides them
     package = SuiteSpec(name="pkg", pyargs="lib.tests")
-    collected.save(env(), package, ["t"], 0, cache_dir=cache)
-    assert collected.load(env(), package, cache_dir=cache) is not None
-    assert collected.load(env(python="3.12"), package, cache_dir=cache) is None
+    save(package, ["t"])
+    assert collected.load(env(), package, "cpu", cache_dir=cache) is not None
+    assert collected.load(env(python="3.12"), package, "cpu", cache_dir=cache) is None
+
+
+def test_a_symlinked_folder_is_stamped_as_pytest_collects_it_and_a_loop_ends(
+        tmp_path: Path) -> None:
+    suite, tests = suite_in(tmp_path)
+    elsewhere = tmp_path / "shared_tests"
+    elsewhere.mkdir()
+    (elsewhere / "test_c.py").write_text("def test_three(): pass\n")
+    (tests / "linked").symlink_to(elsewhere)
+    (elsewhere / "loop").symlink_to(tests)  # back up: walked once
+    before = collected.key(env(), suite, "cpu")
+    assert before is not None
+    (elsewhere / "test_d.py").write_text("def test_four(): pass\n")
+    assert collected.key(env(), suite, "cpu") != before

@@ -84,13 +84,15 @@ def test_the_snapshot_is_read_while_current_and_made_again_when_the_record_grows
     run = write_run(tmp_path, "n1", 1.0, {("a", "x"): P})
     assert run_outcomes(run) == {("a", "case::x", "cpu"): P}
     snap = run / SNAPSHOT
-    head, body = snap.read_bytes().split(b"\n", 1)
+    head, letters, rest = snap.read_bytes().split(b"\n", 2)
     record = (run / "results.jsonl").stat()
-    assert head == f"# results.jsonl {record.st_size} {record.st_mtime_ns} snapshot 1".encode()
-    data = json.loads(body)
+    assert head == f"# results.jsonl {record.st_size} {record.st_mtime_ns} snapshot 2".encode()
+    data = json.loads(letters)
     data["outcome"] = "F"
-    snap.write_bytes(head + b"\n" + json.dumps(data).encode())  # the snapshot is what is read
+    # the snapshot is what is read: its letters line by history, the whole by the rest
+    snap.write_bytes(head + b"\n" + json.dumps(data).encode() + b"\n" + rest)
     assert run_outcomes(run) == {("a", "case::x", "cpu"): F}
+    assert load(tmp_path, last=1).cells == {("a", "case::x", "cpu"): (F,)}
     write_run(tmp_path, "n2", 2.0, {("a", "x"): R})  # another record, appended to n1's file
     (run / "results.jsonl").write_text((run / "results.jsonl").read_text()
                                        + (tmp_path / "n2" / "results.jsonl").read_text())

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from harness.core.results import CellResult, Outcome
 from harness.records import snapshot
+from harness.records.snapshot import LETTER_FIELDS as LETTERS
 from harness.records.snapshot import SNAPSHOT, load, read, rows_of, write
 from harness.records.store import RunStore
 from harness.report.build import write_report
@@ -68,8 +69,18 @@ def test_a_stale_or_damaged_snapshot_is_made_again_from_the_record(tmp_path: Pat
     assert not snapshot.is_current(store.run_dir) and read(store.run_dir) is None
     assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.FAIL]
     path = store.run_dir / SNAPSHOT
-    head, body = path.read_bytes().split(b"\n", 1)
-    data = json.loads(body)
+    head, first, rest = path.read_bytes().split(b"\n", 2)
+    data = {**json.loads(first), **json.loads(rest)}
+    assert set(json.loads(first)) == set(LETTERS)  # the letters line holds these alone
+
+    def put(value: object) -> None:  # the letters line and the rest, as write() splits them
+        lines = ([{k: v for k, v in value.items() if k in LETTERS},
+                  {k: v for k, v in value.items() if k not in LETTERS}]
+                 if isinstance(value, dict) else [value, value])
+        path.write_bytes(head + b"".join(b"\n" + json.dumps(v).encode() for v in lines))
+
+    put(data)
+    assert snapshot.letters(store.run_dir) == ("F", data["keys_digest"])
     for damage in ({**data, "codes": {**data["codes"], "environment": [7]}},  # out of range
                    {**data, "codes": {**data["codes"], "environment": [-1]}},
                    {**data, "codes": {**data["codes"], "environment": [0.0]}},
@@ -77,12 +88,17 @@ def test_a_stale_or_damaged_snapshot_is_made_again_from_the_record(tmp_path: Pat
                    {**data, "tables": {**data["tables"], "values": ["x"]}},
                    {**data, "outcome": ["F"]}, {**data, "duration": ["1"]},
                    {**data, "cell_id": {"a": 1}}, [data],
-                   {**data, "outcome": "Z"}, {**data, "cell_id": []}):
-        path.write_bytes(head + b"\n" + json.dumps(damage).encode())
+                   {**data, "outcome": "Z"}, {**data, "cell_id": []},
+                   {**data, "format": 1}, {**data, "cells": 2}):
+        put(damage)
         assert read(store.run_dir) is None
         assert [r.outcome for r in load(store.run_dir).rows()] == [Outcome.FAIL]
-    path.write_bytes(head + b"\n{not json")
-    assert load(store.run_dir).cell_ids == ["a"]
+    for text in (b"\n{not json", b"\n" + first + b"\n{not json", b""):
+        path.write_bytes(head + text)
+        assert read(store.run_dir) is None
+        assert load(store.run_dir).cell_ids == ["a"]
+        path.write_bytes(head + text)
+        assert snapshot.letters(store.run_dir).letters == "F"  # made again where damaged
     # The same size, rewritten (a hand edit): its modification time makes the snapshot stale.
     record = store.run_dir / "results.jsonl"
     text = record.read_text()

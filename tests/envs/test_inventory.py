@@ -1,0 +1,34 @@
+"""What ``envs list`` and ``envs prune`` see of the uv environments in a cache folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.core.matrix import EnvSpec
+from harness.envs import inventory
+from harness.envs.uv import MARKER, UvBackend
+
+
+def built(folder: Path, spec: EnvSpec) -> Path:
+    """An environment's folder as a build leaves it (its marker written last)."""
+    folder.mkdir(parents=True)
+    (folder / MARKER).write_text(json.dumps({"name": spec.name, "key": spec.key,
+                                             "built_at": 1.0}))
+    return folder
+
+
+def test_a_folder_an_earlier_harness_named_is_listed_as_such_and_pruned(tmp_path: Path) -> None:
+    spec = EnvSpec(name="cpu:torch=2.0.1,numpy<2", origin="cpu", values=(), backend="uv",
+                   python="3.11", requirements=(), pins=())
+    other = EnvSpec(name="cpu:torch=2.0.1,numpy>=2", origin="cpu", values=(), backend="uv",
+                    python="3.11", requirements=("numpy>=2",), pins=())
+    current = built(UvBackend(tmp_path).path_for(spec), spec)
+    # the same environment, in the folder an earlier harness named it (numpy<2: "numpy-2")
+    earlier = built(tmp_path / "uv" / f"cpu-torch-2.0.1-numpy-2-{spec.key}", spec)
+    unused = built(UvBackend(tmp_path).path_for(other), other)
+    listed = {Path(e["location"]).name: e["stale"] for e in inventory.listing(tmp_path)}
+    assert listed == {current.name: False, earlier.name: True, unused.name: False}
+    pruned = inventory.prune(tmp_path, [spec])
+    assert {Path(e["location"]) for e in pruned.removed} == {earlier, unused}
+    assert current.is_dir() and not earlier.exists() and not unused.exists()
