@@ -205,8 +205,9 @@ def _count_env(stats: DispatchStats, cell: Cell, run: CellRun,
             on_note(f"environment {name}: ERROR {run.result.reason}")
         stats.envs_failed.add(name)
     elif run.env_built:
+        if name not in stats.envs_built:  # each batch of it says so first: said once
+            on_note(f"environment {name}: built")
         stats.envs_built.add(name)
-        on_note(f"environment {name}: built")
     else:
         if not seen:
             on_note(f"environment {name}: up to date, nothing rebuilt")

@@ -8,7 +8,7 @@ import threading
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import HarnessError
@@ -89,7 +89,9 @@ class EnvCache:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._done:
-                return replace(self._done[key], built=False)
+                # As realized for the first batch: a batch that starts later may end first,
+                # and its report must not call an environment built in this run "up to date".
+                return self._done[key]
             try:
                 env = backend.realize(cell.env)
                 outcome = Realized(env, built=env.built)
