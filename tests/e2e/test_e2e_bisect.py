@@ -146,6 +146,11 @@ def test_a_bump_in_one_line_says_what_changed(workdir: Path, night: RunStore) ->
     assert change["versions"] == {"probe": "1.0 -> 1.3"}
     assert (change["class"], change["before"], change["after"]) == (
         "versions changed", "REPRODUCED", "REPRODUCED")
+    # The report says it is a bump, and of what (an environment's name may say otherwise).
+    for page in ("compat.md", "index.html", "summary.txt"):
+        assert "bumped: --set probe=1.3" in (bump.run_dir / "report" / page).read_text()
+    night_md = (night.run_dir / "report" / "compat.md").read_text()
+    assert "bumped" not in night_md
 
 
 def test_a_query_axis_against_the_local_index_and_the_lock(workdir: Path) -> None:

@@ -126,6 +126,8 @@ class Header:
     ran: int
     cells: int
     counts: tuple[tuple[str, int], ...]
+    # A bump's ``--set`` (run.json ``set``): environments named for other versions hold these.
+    sets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,7 +239,9 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         machines=tuple(sorted(machines)), tested=tested,
         not_tested=tuple(h for h in targets if h not in tested),
         ran=sum(r.outcome is not Outcome.NOT_RUN for r in results), cells=len(results),
-        counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]))
+        counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
+        sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
+                                 for k, v in (m.get("set") or {}).items())))
 
 
 def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[str]:

@@ -205,7 +205,8 @@ def summary_text(site: Site) -> str:
 def _about(h: Header) -> str:
     return " · ".join(filter(None, [
         h.date, f"run {', '.join(h.run_ids)}", f"harness {h.harness}" if h.harness else "",
-        f"matrix {h.matrix_sha256}" if h.matrix_sha256 else ""]))
+        f"matrix {h.matrix_sha256}" if h.matrix_sha256 else "",
+        f"bumped: --set {', '.join(h.sets)}" if h.sets else ""]))
 
 
 def _coverage(h: Header) -> str:
