@@ -95,6 +95,9 @@ def test_the_suite_report_agrees_with_its_record_and_the_check_can_fail(
     out = tmp_path / "report"
     write_report([store], out)
     assert check_run([store], out) == []
+    # a suite's run has no probe: no page links a capability grid it would not have
+    assert all('href="probes.html"' not in (out / page).read_text(encoding="utf-8")
+               for page in ("index.html", "cells.html", "suite-lib.html"))
     md = out / "compat.md"
     text = md.read_text(encoding="utf-8")
     assert "| tests/test_new.py::test_numpy2_only" not in text  # test ids are code
