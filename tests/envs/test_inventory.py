@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from harness.core.matrix import EnvSpec
 from harness.envs import inventory
 from harness.envs.uv import MARKER, UvBackend
@@ -18,7 +20,10 @@ def built(folder: Path, spec: EnvSpec) -> Path:
     return folder
 
 
-def test_a_folder_an_earlier_harness_named_is_listed_as_such_and_pruned(tmp_path: Path) -> None:
+def test_a_folder_an_earlier_harness_named_is_listed_as_such_and_pruned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The uv backend alone: the Docker backend would list (and prune) this machine's images.
+    monkeypatch.setattr(inventory, "backends", lambda cache: {"uv": UvBackend(cache)})
     spec = EnvSpec(name="cpu:torch=2.0.1,numpy<2", origin="cpu", values=(), backend="uv",
                    python="3.11", requirements=(), pins=())
     other = EnvSpec(name="cpu:torch=2.0.1,numpy>=2", origin="cpu", values=(), backend="uv",
