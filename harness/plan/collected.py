@@ -28,11 +28,11 @@ from pathlib import Path
 from harness.core import atomic
 from harness.core.matrix import EnvSpec, SuiteSpec
 from harness.core.paths import default_cache_dir
-from harness.plan.suites import rootdir
+from harness.plan.suites import CONFIG_FILES, rootdir
 
 FOLDER = "collected"  # under the harness's cache folder
 #: Files above a suite's folder (up to its rootdir) that change what pytest collects there.
-_ABOVE = ("conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+_ABOVE = ("conftest.py", *(name for name, _ in CONFIG_FILES))
 
 
 @dataclass(frozen=True)

@@ -189,23 +189,30 @@ def is_current(run_dir: Path) -> bool:
 def read(run_dir: Path) -> Snapshot | None:
     """The run's snapshot if it is current (made from the record as it is now) and whole,
     else None: a damaged or foreign file is never taken for the run's."""
+    data = _read(run_dir, whole=True)
+    return Snapshot(data) if data is not None else None
+
+
+def _read(run_dir: Path, *, whole: bool) -> dict[str, Any] | None:
+    """The snapshot's letters line (``whole``: and the rest), if the file is current and
+    what it holds is whole, else None."""
     now = stamp(run_dir)
-    try:
-        raw = (run_dir / SNAPSHOT).read_bytes() if now is not None else b""
-    except OSError:
+    if now is None:
         return None
-    head, _, body = raw.partition(b"\n")
-    if now is None or head != _head(now)[:-1]:
-        return None  # another record's (the run went on, or was resumed), or another format
-    first, _, rest = body.partition(b"\n")
     try:
-        data = orjson.loads(first)
-        if not _letters_whole(data):
-            return None
-        data.update(orjson.loads(rest))
-        return Snapshot(data) if _whole(data) else None
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        return None  # damaged: made again
+        with open(run_dir / SNAPSHOT, "rb") as fh:
+            if fh.readline() != _head(now):
+                return None  # another record's (the run went on, or was resumed), or format
+            data = orjson.loads(fh.readline())
+            if not _letters_whole(data):
+                return None
+            if whole:
+                data.update(orjson.loads(fh.read()))
+                if not _columns_whole(data):
+                    return None
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None  # none, or damaged: made again
+    return data  # type: ignore[no-any-return]
 
 
 class Letters(NamedTuple):
@@ -219,15 +226,9 @@ class Letters(NamedTuple):
 def letters(run_dir: Path) -> Letters:
     """The run's outcome letters and keys' digest: from the snapshot's second line alone when
     it is current, else from the snapshot made again (``load``)."""
-    now = stamp(run_dir)
-    try:
-        with open(run_dir / SNAPSHOT, "rb") as fh:
-            if now is not None and fh.readline() == _head(now):
-                data = orjson.loads(fh.readline())
-                if _letters_whole(data):
-                    return Letters(data["outcome"], data["keys_digest"])
-    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        pass  # none, stale or damaged: made again
+    data = _read(run_dir, whole=False)
+    if data is not None:
+        return Letters(data["outcome"], data["keys_digest"])
     found = load(run_dir)
     return Letters(found.letters, found.keys_digest)
 
@@ -240,13 +241,11 @@ def _letters_whole(data: Any) -> bool:
             and isinstance(data["keys_digest"], str))
 
 
-def _whole(data: Any) -> bool:
-    """Every column there, of its type and length, every code an index into its table."""
-    letters, cells = data["outcome"], data["cell_id"]
-    n = len(letters)
-    if not (isinstance(letters, str) and set(letters) <= FROM_LETTER.keys()
-            and isinstance(data["keys_digest"], str) and isinstance(cells, list)
-            and len(cells) == n and set(map(type, cells)) <= {str}
+def _columns_whole(data: Any) -> bool:
+    """The rest, after a whole letters line: every column there, of its type and of the
+    letters' length, every code an index into its table."""
+    cells, n = data["cell_id"], len(data["outcome"])
+    if not (isinstance(cells, list) and len(cells) == n and set(map(type, cells)) <= {str}
             and isinstance(data["duration"], list) and len(data["duration"]) == n
             and set(map(type, data["duration"])) <= {int, float}):
         return False

@@ -81,7 +81,7 @@ def test_the_differing_tests_name_the_combination_that_decides_them() -> None:
         "tests/test_new.py::test_numpy2_only": "skipped with numpy 1.26.4",
         "tests/test_compile.py::test_new_api": "not collected with torch 2.0.1"}
     first = next(d for d in table.differing if d.test.endswith("test_from_numpy"))
-    assert first.first == "RuntimeError: Numpy is not available"
+    assert first.lines == ("RuntimeError: Numpy is not available",)
     totals = {t.column.name: dict(t.counts) for t in table.totals}
     assert totals["torch 2.0.1 · numpy 2.4.6 @cpu"] == {"passed": 51, "failed": 1}
     assert site.header.cells == 6 * 52 + 4  # the tests, not their sessions once more

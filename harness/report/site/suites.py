@@ -89,7 +89,6 @@ class Differing:
     test: str
     outcomes: tuple[Outcome | None, ...]  # per column; None: not collected there
     claim: Claim
-    first: str  # the first failure's (or skip's) reason
     log: str
     # The first line of each distinct reason among the environments the claim names, in
     # column order: a test that fails two ways (numpy's bridge on one torch, a removed numpy
@@ -159,7 +158,6 @@ def suite_table(suite: str, results: Sequence[CellResult],
         first = named[0] if named else None
         lines = tuple(dict.fromkeys(t.reason.splitlines()[0] for t in named if t.reason.strip()))
         differing.append(Differing(test=test, outcomes=outcomes, claim=claim,
-                                   first=first.reason if first else "",
                                    log=links.get(first.cell_id, "") if first else "",
                                    lines=lines))
     totals = tuple(_totals(s, columns[(s.environment, s.hardware_target)], links)
