@@ -20,8 +20,11 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from harness.core.errors import HarnessError
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -35,17 +38,17 @@ def no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def side_by_side(there: Callable[[], None], here: Callable[[], None], what: str) -> None:
+def side_by_side(there: Callable[[], T], here: Callable[[], None], what: str) -> T:
     """``there`` in a forked child while ``here`` runs in this process; both have finished on
-    return, and an error in either is raised here: the child's as it was (a HarnessError), or
-    a RuntimeError holding its traceback (a bug). ``what``: what ``there`` does, for the
-    message when the child dies without a word (killed). One after the other where forking is
-    not safe or gains nothing: one core, no ``fork``, other threads running (a fork copies
-    their locks, held or not)."""
+    return, which is ``there``'s value (pickled back: keep it small), and an error in either
+    is raised here: the child's as it was (a HarnessError), or a RuntimeError holding its
+    traceback (a bug). ``what``: what ``there`` does, for the message when the child dies
+    without a word (killed). One after the other where forking is not safe or gains nothing:
+    one core, no ``fork``, other threads running (a fork copies their locks, held or not)."""
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
-        there()
+        value = there()
         here()
-        return
+        return value
     sys.stdout.flush()  # or the child's exit would write what is buffered a second time
     sys.stderr.flush()
     read, write = os.pipe()
@@ -54,15 +57,16 @@ def side_by_side(there: Callable[[], None], here: Callable[[], None], what: str)
         os.close(read)
         code = 0
         try:
-            there()
+            payload = pickle.dumps((True, there()))
         except BaseException as exc:  # everything goes back to the parent
             code = 1
             failure = exc if isinstance(exc, HarnessError) else RuntimeError(
                 f"{what} (in a second process) failed:\n{traceback.format_exc()}")
             try:
-                payload = pickle.dumps(failure)
+                payload = pickle.dumps((False, failure))
             except Exception:
-                payload = pickle.dumps(RuntimeError(f"{what} failed: {exc!r}"))
+                payload = pickle.dumps((False, RuntimeError(f"{what} failed: {exc!r}")))
+        try:
             with os.fdopen(write, "wb") as fh:
                 fh.write(payload)
         finally:
@@ -74,10 +78,15 @@ def side_by_side(there: Callable[[], None], here: Callable[[], None], what: str)
         with os.fdopen(read, "rb") as fh:
             payload = fh.read()
         _, status = os.waitpid(pid, 0)
-    if payload:
-        raise pickle.loads(payload)
-    if status != 0:
+    if status != 0 and not payload:
         raise HarnessError(f"{what}: its process ended abnormally ({_status(status)})")
+    try:
+        done, value = pickle.loads(payload)
+    except Exception:  # cut short: killed while writing it
+        raise HarnessError(f"{what}: its process ended abnormally ({_status(status)})") from None
+    if not done:
+        raise value
+    return value
 
 
 def _status(status: int) -> str:

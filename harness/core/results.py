@@ -129,7 +129,9 @@ def adopt(row: dict[str, Any]) -> CellResult:
 
 
 _FIELDS = tuple(f.name for f in fields(CellResult))
-_KNOWN = frozenset(_FIELDS)
+#: The fields a result line the harness writes holds, no more and no fewer.
+FIELDS = frozenset(_FIELDS)
+_KNOWN = FIELDS
 _REQUIRED = frozenset(f.name for f in fields(CellResult)
                       if f.default is MISSING and f.default_factory is MISSING)
 _DEFAULTS = {f.name: f.default for f in fields(CellResult) if f.default is not MISSING}

@@ -95,6 +95,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
     run's outcomes are one letter a cell, and runs of the same cells in the same order share
     their keys' digest, so only the first of them has its keys read)."""
     runs = run_folders(folder)[-last:]
+    snapshot.make_missing(runs)  # runs recorded before snapshots: theirs made on two cores
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``

@@ -24,14 +24,14 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
-from harness.core.results import CellResult, Outcome, adopt
+from harness.core.results import FIELDS, CellResult, Outcome, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS
 from harness.records.select import choose_records
@@ -136,8 +136,6 @@ class _Gaps:
             sources, metas, strict=True) for c in s.planned()}
 
 
-#: A line with just these keys holds every field as written; any other needs adopt's care.
-_FIELDS = frozenset(f.name for f in fields(CellResult))
 
 
 class _Read(RunStore):
@@ -181,7 +179,7 @@ class _Read(RunStore):
         by_cell: dict[str, CellResult] = {}
         for line, row, verbatim in jsonio.loads_lines(data):
             try:
-                whole = verbatim and row.keys() == _FIELDS  # adopt will add or drop none
+                whole = verbatim and row.keys() == FIELDS  # adopt will add or drop none
                 names = _resolve(row, shared)
                 share(row)
                 result = adopt(row)

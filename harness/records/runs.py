@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.records.layout import META, RESULTS
 
@@ -19,7 +20,7 @@ from harness.records.layout import META, RESULTS
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
     """A run folder's run.json, or None where there is no readable one."""
     try:
-        meta = json.loads((run_dir / META).read_text(encoding="utf-8"))
+        meta = jsonio.loads((run_dir / META).read_bytes())
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None

@@ -22,6 +22,7 @@ installs 166 MB; Arrow's files are 1.2 to 3.6 times smaller (1.3-3.9 MB against 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import attrgetter
@@ -31,6 +32,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from harness.core import atomic, jsonio
+from harness.core.bulk import side_by_side
 from harness.core.results import CellResult, Outcome
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore
@@ -165,14 +167,19 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None 
     if made_from is None:
         return None
     document = _document(results)
+    return document if _store(run_dir, document, made_from) else None
+
+
+def _store(run_dir: Path, document: dict[str, Any], made_from: Stamp) -> bool:
+    """The file, if the folder takes it."""
     letters = {k: document[k] for k in LETTER_FIELDS}
     rest = {k: v for k, v in document.items() if k not in LETTER_FIELDS}
     try:
         atomic.write_bytes(run_dir / SNAPSHOT, _head(made_from) + jsonio.dumps(letters)
                            + b"\n" + jsonio.dumps(rest))
     except OSError:
-        return None
-    return document
+        return False
+    return True
 
 
 def is_current(run_dir: Path) -> bool:
@@ -184,6 +191,23 @@ def is_current(run_dir: Path) -> bool:
             return now is not None and fh.readline() == _head(now)
     except OSError:
         return False
+
+
+def make_missing(run_dirs: Sequence[Path]) -> None:
+    """The snapshots these runs lack (or that are stale), made from their records on two
+    cores: the first ``history`` over runs recorded before snapshots makes each one (about a
+    second a fleet's run). Best effort: a run whose record cannot be read is left to the
+    reader that needs it, which says why."""
+    stale = [run for run in run_dirs if stamp(run) is not None and not is_current(run)]
+    if len(stale) < 2:
+        return
+
+    def make(runs: Sequence[Path]) -> None:
+        for run in runs:
+            with contextlib.suppress(Exception):  # its reader makes it again, or says why
+                load(run)
+
+    side_by_side(lambda: make(stale[1::2]), lambda: make(stale[::2]), "making run snapshots")
 
 
 def read(run_dir: Path) -> Snapshot | None:
@@ -268,9 +292,11 @@ def load(run_dir: Path) -> Snapshot:
     if found is not None:
         return found
     made_from = stamp(run_dir)
-    results = RunStore(run_dir).results() if made_from is not None else []
-    written = write(run_dir, results, made_from) if made_from is not None else None
-    return Snapshot(written if written is not None else _document(results))
+    if made_from is None:
+        return Snapshot(_document([]))
+    document = _document(RunStore(run_dir).results())
+    _store(run_dir, document, made_from)
+    return Snapshot(document)
 
 
 def _document(results: Sequence[CellResult]) -> dict[str, Any]:
@@ -285,7 +311,7 @@ def _document(results: Sequence[CellResult]) -> dict[str, Any]:
     tables: dict[str, list[Any]] = {name: [] for name in TABLED}
     codes = {name: _encode(column, tables[name])
              for name, column in zip(TABLED[:5], strings, strict=True)}
-    codes["values"] = _encode(values, tables["values"], _items)
+    codes["values"] = _encode_mappings(values, tables["values"])
     codes["versions"] = _encode(fingerprints, tables["versions"], _items, convert=versions_of)
     keys = hashlib.sha256()  # runs of the same cells in the same order share it (history)
     for name in TABLED[:4]:
@@ -311,6 +337,25 @@ def _items(value: Mapping[str, Any]) -> Hashable:
 
 def _as_json(value: Any) -> Hashable:
     return jsonio.dumps(value)
+
+
+def _encode_mappings(values: Sequence[Any], table: list[Any]) -> list[int]:
+    """``_encode(values, table, _items)`` for a column of dicts each its own object (a record
+    read line by line: 100,000 axis-value mappings), with every loop over the cells in C.
+    Mappings shared as objects (a merge's) go to ``_encode``, which tells them apart by
+    identity first."""
+    if len(set(map(id, values))) * 4 < len(values):
+        return _encode(values, table, _items)
+    try:
+        keys = list(map(tuple, map(dict.items, values)))  # as ``_items`` makes them
+        index: dict[Hashable, Any] = dict.fromkeys(keys)  # each once, in order of appearance
+    except TypeError:  # not a dict, or a value that is not hashable (a hand edit)
+        return _encode(values, table, _items)
+    first = dict(zip(reversed(keys), reversed(values), strict=True))  # each key's first dict
+    for i, key in enumerate(index, len(table)):
+        index[key] = i
+        table.append(first[key])
+    return list(map(index.__getitem__, keys))
 
 
 def _encode(values: Sequence[Any], table: list[Any], key: Callable[[Any], Hashable] | None = None,

@@ -105,7 +105,7 @@ class RunStore:
     @property
     def meta(self) -> dict[str, Any]:
         try:
-            data: dict[str, Any] = json.loads((self.run_dir / META).read_text())
+            data: dict[str, Any] = jsonio.loads((self.run_dir / META).read_bytes())
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.run_dir / META}: unreadable: {exc}") from None
         return data
@@ -122,7 +122,7 @@ class RunStore:
         path = self.run_dir / name
         if path.is_file():
             try:
-                data: list[dict[str, Any]] = json.loads(path.read_bytes())
+                data: list[dict[str, Any]] = jsonio.loads(path.read_bytes())
             except (OSError, ValueError) as exc:
                 raise StoreError(f"{path}: unreadable: {exc}") from None
             return data
@@ -133,7 +133,7 @@ class RunStore:
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        data: dict[str, Any] = jsonio.loads(path.read_bytes()) if path.is_file() else {}
         return data
 
     def environments(self) -> dict[str, dict[str, Any]]:
@@ -313,7 +313,7 @@ def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
         return
     for line in raw.splitlines():
         try:
-            digest, value = json.loads(line)
+            digest, value = jsonio.loads(line)
         except (ValueError, TypeError):
             continue
         yield str(digest), value, line

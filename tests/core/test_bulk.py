@@ -29,6 +29,13 @@ def test_both_halves_have_run_on_return_the_first_in_another_process(tmp_path: P
     assert int((tmp_path / "there").read_text()) != os.getpid()
 
 
+def test_the_childs_value_comes_back_and_a_value_it_cannot_send_is_an_error() -> None:
+    value = side_by_side(lambda: ["against expectations", os.getpid()], lambda: None, "judging")
+    assert value[0] == "against expectations" and value[1] != os.getpid()
+    with pytest.raises(RuntimeError, match=r"judging \(in a second process\) failed"):
+        side_by_side(lambda: threading.Lock(), lambda: None, "judging")
+
+
 def test_a_harness_error_in_the_child_is_raised_here_as_it_was() -> None:
     def there() -> None:
         raise UsageError("compat.json: no space left on device")
