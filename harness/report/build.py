@@ -6,9 +6,11 @@ markdown (``harness.site``), JUnit, and what changed between two runs.
 from __future__ import annotations
 
 import csv
+import functools
 import os
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,11 +53,12 @@ _ROW_FIELDS = attrgetter("environment", "hardware_target", "case_id", "variant",
                          "attempt", "node", "fingerprint", "values")
 
 
-def long_columns(results: Sequence[CellResult],
-                 logs: Mapping[str, str] | None = None) -> dict[str, list[Any]]:
+def long_columns(results: Sequence[CellResult], logs: Mapping[str, str] | None = None,
+                 only: Collection[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns (the CSV, the long table, the heatmap read them).
     ``logs``: cell id -> the log's link from where the report goes. What a cell's
-    fingerprint says is worked out once per fingerprint: cells of one environment share it."""
+    fingerprint says is worked out once per fingerprint: cells of one environment share it.
+    ``only``: these columns alone (of ``LONG``; no axes), for the pages."""
     links = logs or {}
     facts: dict[int, tuple[str, ...]] = {}
 
@@ -77,23 +80,26 @@ def long_columns(results: Sequence[CellResult],
         zip(*map(_ROW_FIELDS, results), strict=True) if results else [()] * 15)
     derived = list(zip(*map(of, fingerprints), strict=True)) or [
         () for _ in range(2 + len(KEY_VERSIONS))]
-    columns: dict[str, list[Any]] = {
-        "environment": list(envs),
-        "hardware": list(hardware),
-        "column": [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)],
-        "outcome": [o.value for o in outcomes],
-        "signature": [s or "" for s in signatures],
-        "reason": list(reasons),
-        "duration": list(durations),
+    makers: dict[str, Callable[[], list[Any]]] = {
+        "environment": lambda: list(envs),
+        "hardware": lambda: list(hardware),
+        "column": lambda: [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)],
+        "outcome": lambda: [o.value for o in outcomes],
+        "signature": lambda: [s or "" for s in signatures],
+        "reason": lambda: list(reasons),
+        "duration": lambda: list(durations),
         # Records before format 2 kept the caveat among the details.
-        "caveat": [c or str(d.get("caveat", "")) for c, d in zip(caveats, details, strict=True)],
-        "cell_id": list(cell_ids),
-        "attempt": list(attempts),
-        "node": list(nodes),
-        "log": [links.get(c, "") for c in cell_ids],
-        **{name: list(v) for name, v in zip(LONG[12:], derived, strict=True)},
+        "caveat": lambda: [c or str(d.get("caveat", ""))
+                           for c, d in zip(caveats, details, strict=True)],
+        "cell_id": lambda: list(cell_ids),
+        "attempt": lambda: list(attempts),
+        "node": lambda: list(nodes),
+        "log": lambda: [links.get(c, "") for c in cell_ids],
+        **{name: functools.partial(list, v) for name, v in zip(LONG[12:], derived,
+                                                                strict=True)},
     }
-    for i, axes in enumerate(values):
+    columns = {name: make() for name, make in makers.items() if only is None or name in only}
+    for i, axes in enumerate(values if only is None else ()):
         for k, v in axes.items():
             name = f"axis:{k}"
             if name not in columns:
@@ -132,53 +138,51 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     made_from = snapshot.stamp(stores[0].run_dir) if len(stores) == 1 else None  # before reading
     metas = [s.meta for s in stores]
-    if results is not None and len(stores) == 1:
-        pairs = [(stores[0], r) for r in results]
-    else:
-        pairs = merged_results(stores)
-    # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
-    # from the record would have them: the same cells win a logical key whoever wrote it.
-    in_record = [r for _, r in pairs]
-    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
-        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
-    results = [r for _, r in pairs]
-    bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
-    present = {id(s): s.log_names() for s in stores}
-    logs = {r.cell_id: _link(store, r, bases[id(store)], present[id(store)])
-            for store, r in pairs}
-    columns = long_columns(results, logs)
-    summary = summary_line(columns)
+    given = results
     cases = merged_cases(stores)
     environments = merged_environments(metas)
     moved = bumped(metas)
-    changes = (diff_runs(snapshot.load(previous.run_dir).rows(), rows_of(results), moved)
-               if previous is not None else [])
     since = previous.run_id if previous is not None else None
     name = ", ".join(s.run_id for s in stores)
     paths: dict[str, Path] = {"md": out_dir / "compat.md", "summary": out_dir / "summary.txt",
                               "csv": out_dir / "compat.csv", "json": out_dir / "compat.json",
                               "junit": out_dir / "junit.xml"}
 
+    @functools.cache
+    def read() -> _Cells:
+        """The cells, each process its own where the records are to be read: the two halves
+        below read them at once, each on its core, rather than one after the other (where
+        the caller has them in memory, read before the halves part and shared)."""
+        return _cells(stores, metas, out_dir, given)
+
+    @functools.cache
+    def changes() -> list[dict[str, Any]]:
+        return (diff_runs(snapshot.load(previous.run_dir).rows(), rows_of(read().results),
+                          moved) if previous is not None else [])
+
     def data_files() -> str:  # the verdicts, the downloads, JUnit and the run's snapshot
+        results, columns = read().results, long_columns(read().results, read().logs)
         verdicts = judge_runs(stores, baseline, results)
         with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")
             writer.writerow(columns)
             writer.writerows(zip(*columns.values(), strict=True))
         _write_long_json(paths["json"], {
-            "run_id": name, "runs": [s.run_id for s in stores], "summary": summary,
+            "run_id": name, "runs": [s.run_id for s in stores], "summary": summary_line(columns),
             "cases": cases}, results, {
-            "changes": changes, "since": since,
+            "changes": changes(), "since": since,
             "expectations": [_verdict(v) for v in verdicts if v.deviates or (
                 v.status == "expected" and not v.result.outcome.ok)]})
         if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
             # what the next night's "what changed", history and baselines read of this run
-            snapshot.write(stores[0].run_dir, in_record, made_from)
+            snapshot.write(stores[0].run_dir, read().in_record, made_from)
         write_junit(results, f"ml-compat-harness {name}", paths["junit"])
         return "\n".join(summary_lines(verdicts, limit=200))  # for compat.md
 
     def site_files() -> None:  # the pages and their markdown twin
-        site = build_site(results, environments, cases, metas, logs, changes, since,
+        results, logs = read().results, read().logs
+        columns = long_columns(results, logs, LONG_COLUMNS)
+        site = build_site(results, environments, cases, metas, logs, changes(), since,
                           bisects=_bisects(stores, {r.case_id for r in results}))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
         paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
@@ -186,6 +190,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             fh.writelines(line + "\n" for line in markdown(site))
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
 
+    if given is not None:
+        read()
     # A fleet's report: the site here, the rest on the second core, at once; judging there too
     # (a fifth of a second at 100,000 cells), its summary back for compat.md's end.
     against = side_by_side(data_files, site_files,
@@ -193,6 +199,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     with open(paths["md"], "a", encoding="utf-8") as fh:
         fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
                  + _case_lines(cases) + "\n")
+    results = read().results
     if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
         problems = check_report(out_dir, results, environments, cases,
                                 previous.results() if previous is not None else None, moved,
@@ -200,6 +207,31 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         if problems:
             raise RuntimeError("the report contradicts its record:\n" + "\n".join(problems))
     return paths
+
+
+@dataclass(frozen=True)
+class _Cells:
+    in_record: list[CellResult]  # each cell's last attempt, in the record's order
+    results: list[CellResult]  # the same, in plan order (the report's)
+    logs: dict[str, str]  # cell id -> its log's link from the report
+
+
+def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
+           given: Sequence[CellResult] | None) -> _Cells:
+    if given is not None and len(stores) == 1:
+        pairs = [(stores[0], r) for r in given]
+    else:
+        pairs = merged_results(stores)
+    # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
+    # from the record would have them: the same cells win a logical key whoever wrote it.
+    in_record = [r for _, r in pairs]
+    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
+        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
+    bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
+    present = {id(s): s.log_names() for s in stores}
+    return _Cells(in_record, [r for _, r in pairs],
+                  {r.cell_id: _link(store, r, bases[id(store)], present[id(store)])
+                   for store, r in pairs})
 
 
 def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],

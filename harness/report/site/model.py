@@ -238,7 +238,7 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         matrix_sha256=str(meta[0].get("matrix_sha256") or "") if meta else "",
         machines=tuple(sorted(machines)), tested=tested,
         not_tested=tuple(h for h in targets if h not in tested),
-        ran=sum(r.outcome is not Outcome.NOT_RUN for r in results), cells=len(results),
+        ran=len(results) - counts[str(Outcome.NOT_RUN)], cells=len(results),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
         sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
                                  for k, v in (m.get("set") or {}).items())))
@@ -340,8 +340,10 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
         return versions[env].get(key, "—") if key else env
 
     by_env: dict[str, list[CellResult]] = defaultdict(list)
-    for r in results:
+    by_variant: dict[str, list[CellResult]] = defaultdict(list)
+    for r in results:  # one pass, not one more per workaround
         by_env[r.environment].append(r)
+        by_variant[r.variant].append(r)
     for env, rs in by_env.items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
@@ -365,9 +367,8 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
         parts.append("the reproduction did not run to a verdict here (see the table)")
     elif repro and not results:
         parts.append("not run here")
-    for variant in sorted({r.variant for r in results} - repro):
-        parts.append(_workaround(variant, [r for r in results if r.variant == variant],
-                                 versions, key, tested))
+    for variant in sorted(by_variant.keys() - repro):
+        parts.append(_workaround(variant, by_variant[variant], versions, key, tested))
     if not_tested:
         parts.append(f"{'/'.join(not_tested)}: not tested this run")
     if broken:
