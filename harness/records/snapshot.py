@@ -311,7 +311,7 @@ def _document(results: Sequence[CellResult]) -> dict[str, Any]:
     tables: dict[str, list[Any]] = {name: [] for name in TABLED}
     codes = {name: _encode(column, tables[name])
              for name, column in zip(TABLED[:5], strings, strict=True)}
-    codes["values"] = _encode_mappings(values, tables["values"])
+    codes["values"] = _encode(values, tables["values"], _items)
     codes["versions"] = _encode(fingerprints, tables["versions"], _items, convert=versions_of)
     keys = hashlib.sha256()  # runs of the same cells in the same order share it (history)
     for name in TABLED[:4]:
@@ -337,25 +337,6 @@ def _items(value: Mapping[str, Any]) -> Hashable:
 
 def _as_json(value: Any) -> Hashable:
     return jsonio.dumps(value)
-
-
-def _encode_mappings(values: Sequence[Any], table: list[Any]) -> list[int]:
-    """``_encode(values, table, _items)`` for a column of dicts each its own object (a record
-    read line by line: 100,000 axis-value mappings), with every loop over the cells in C.
-    Mappings shared as objects (a merge's) go to ``_encode``, which tells them apart by
-    identity first."""
-    if len(set(map(id, values))) * 4 < len(values):
-        return _encode(values, table, _items)
-    try:
-        keys = list(map(tuple, map(dict.items, values)))  # as ``_items`` makes them
-        index: dict[Hashable, Any] = dict.fromkeys(keys)  # each once, in order of appearance
-    except TypeError:  # not a dict, or a value that is not hashable (a hand edit)
-        return _encode(values, table, _items)
-    first = dict(zip(reversed(keys), reversed(values), strict=True))  # each key's first dict
-    for i, key in enumerate(index, len(table)):
-        index[key] = i
-        table.append(first[key])
-    return list(map(index.__getitem__, keys))
 
 
 def _encode(values: Sequence[Any], table: list[Any], key: Callable[[Any], Hashable] | None = None,

@@ -182,26 +182,6 @@ def test_a_merge_leaves_the_merged_runs_snapshot(tmp_path: Path, no_report: bool
         ("a", Outcome.PASS), ("b", Outcome.REPRODUCED)}
 
 
-@settings(max_examples=200, deadline=None)
-@given(values=st.lists(st.one_of(
-    st.dictionaries(TEXT, TEXT | st.integers(0, 2) | st.booleans(), max_size=3),
-    st.none(), st.just({"torch": ["a list"]})), max_size=16), shared=st.booleans())
-def test_a_column_of_mappings_is_tabled_as_encode_tables_it(values: list[object],
-                                                          shared: bool) -> None:
-    if shared:  # a merge's: few objects, each held by many cells
-        values = [values[i % 2] for i in range(len(values))] if values else values
-    table: list[object] = []
-    try:
-        expected = snapshot._encode(values, table, snapshot._items)
-    except TypeError:  # a list among the values: not hashable either way
-        with pytest.raises(TypeError):
-            snapshot._encode_mappings(values, [])
-        return
-    found: list[object] = []
-    assert snapshot._encode_mappings(values, found) == expected
-    assert found == table and all(a is b for a, b in zip(found, table, strict=True))
-
-
 def test_runs_without_snapshots_get_them_made_on_two_cores(tmp_path: Path) -> None:
     runs = []
     for i in range(5):
