@@ -40,11 +40,12 @@ def no_cycle_collection() -> Iterator[None]:
 
 def side_by_side(there: Callable[[], T], here: Callable[[], None], what: str) -> T:
     """``there`` in a forked child while ``here`` runs in this process; both have finished on
-    return, which is ``there``'s value (pickled back: keep it small), and an error in either
-    is raised here: the child's as it was (a HarnessError), or a RuntimeError holding its
-    traceback (a bug). ``what``: what ``there`` does, for the message when the child dies
-    without a word (killed). One after the other where forking is not safe or gains nothing:
-    one core, no ``fork``, other threads running (a fork copies their locks, held or not)."""
+    return, which is ``there``'s value (pickled back: it must pickle; keep it small), and an
+    error in either is raised here: the child's as it was (a HarnessError), or a RuntimeError
+    holding its traceback (a bug). ``what``: what ``there`` does, for the message when the
+    child dies without a word (killed). One after the other where forking is not safe or
+    gains nothing: one core, no ``fork``, other threads running (a fork copies their locks,
+    held or not)."""
     if not hasattr(os, "fork") or (os.cpu_count() or 1) < 2 or threading.active_count() > 1:
         value = there()
         here()
@@ -55,15 +56,21 @@ def side_by_side(there: Callable[[], T], here: Callable[[], None], what: str) ->
     pid = os.fork()
     if pid == 0:  # pragma: no cover  (the child; its work is checked by what it wrote)
         os.close(read)
-        code = 0
+        code, payload = 0, b""
         try:
-            payload = pickle.dumps((True, there()))
+            value = there()
+            try:
+                payload = pickle.dumps((True, value))
+            except Exception as exc:  # its work done, its value cannot travel (a bug)
+                raise RuntimeError(f"{what}: its value could not be sent back: {exc!r}"
+                                   ) from None
         except BaseException as exc:  # everything goes back to the parent
             code = 1
             failure = exc if isinstance(exc, HarnessError) else RuntimeError(
                 f"{what} (in a second process) failed:\n{traceback.format_exc()}")
-            try:
+            try:  # as the parent will read it (an exception may pickle, yet not unpickle)
                 payload = pickle.dumps((False, failure))
+                pickle.loads(payload)
             except Exception:
                 payload = pickle.dumps((False, RuntimeError(f"{what} failed: {exc!r}")))
         try:
@@ -82,7 +89,7 @@ def side_by_side(there: Callable[[], T], here: Callable[[], None], what: str) ->
         raise HarnessError(f"{what}: its process ended abnormally ({_status(status)})")
     try:
         done, value = pickle.loads(payload)
-    except Exception:  # cut short: killed while writing it
+    except (EOFError, pickle.UnpicklingError):  # nothing, or cut short: killed while writing
         raise HarnessError(f"{what}: its process ended abnormally ({_status(status)})") from None
     if not done:
         raise value

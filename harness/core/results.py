@@ -109,12 +109,12 @@ def adopt(row: dict[str, Any]) -> CellResult:
     and used for nothing else one dict per result instead of two."""
     # A line the harness wrote holds every field and no other (a fleet's merge: 100,000 of
     # them): nothing to add or drop, the checks skipped (a tenth of reading a record).
-    if row.keys() != _KNOWN:
+    if row.keys() != FIELDS:
         missing = _REQUIRED - row.keys()
         if missing:
             raise KeyError(f"result record without {', '.join(sorted(missing))}")
-        if not row.keys() <= _KNOWN:
-            for name in row.keys() - _KNOWN:
+        if not row.keys() <= FIELDS:
+            for name in row.keys() - FIELDS:
                 del row[name]
         for name, value in _DEFAULTS.items():
             if name not in row:
@@ -131,7 +131,6 @@ def adopt(row: dict[str, Any]) -> CellResult:
 _FIELDS = tuple(f.name for f in fields(CellResult))
 #: The fields a result line the harness writes holds, no more and no fewer.
 FIELDS = frozenset(_FIELDS)
-_KNOWN = FIELDS
 _REQUIRED = frozenset(f.name for f in fields(CellResult)
                       if f.default is MISSING and f.default_factory is MISSING)
 _DEFAULTS = {f.name: f.default for f in fields(CellResult) if f.default is not MISSING}

@@ -41,14 +41,18 @@ def append(path: Path, data: bytes | Sequence[bytes]) -> None:
 CHUNK = 1 << 20
 
 
-def read_lines(path: Path) -> list[Any]:
+def read_lines(path: Path, size: int | None = None) -> list[Any]:
     """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
     (one decode per chunk: a fleet's record is 100,000 lines), line by line only in a
-    chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped."""
+    chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped.
+    ``size``: its first bytes alone (what it held then, however much has been added)."""
     data: list[Any] = []
     rest = b""
+    left = size
     with open(path, "rb") as fh:
-        while block := fh.read(CHUNK):
+        while block := fh.read(CHUNK if left is None else min(CHUNK, left)):
+            if left is not None:
+                left -= len(block)
             block = rest + block
             cut = block.rfind(b"\n") + 1  # whole lines now, the rest with the next block
             data += _decode_chunk(block[:cut])

@@ -240,20 +240,11 @@ def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def judge_runs(stores: Sequence[RunStore], baseline: Baseline | None = None,
-               results: Sequence[CellResult] | None = None) -> list[Verdict]:
-    """Every cell of the records once (as ``harness merge`` chooses it, unless the caller has
-    them: ``results``), judged by the rules the records keep and the baseline."""
-    rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
-    if results is None:
-        results = [r for _, r in choose_records(stores)[0].values()]
-    return judge(results, rules, baseline)
-
-
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
                 baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
-    """The exit code ``--fail-on`` asks of the records (``judge_runs``), after their summary
-    lines where there is news or a baseline."""
+    """The exit code ``--fail-on`` asks of the records (every cell once, as ``harness merge``
+    chooses it unless the caller has them, judged by their rules and the baseline), after
+    their summary lines where there is news or a baseline."""
     known = load_baseline(Path(baseline), reports_dir) if baseline else None
     rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
     if results is None:

@@ -136,8 +136,6 @@ class _Gaps:
             sources, metas, strict=True) for c in s.planned()}
 
 
-
-
 class _Read(RunStore):
     """A shard's record as the merge reads it: each cell's last attempt, as ``results``
     gives it, decoded once (orjson, line by line), each kept with the line it came from

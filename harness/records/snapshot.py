@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
@@ -33,6 +34,7 @@ import orjson
 
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
+from harness.core.errors import HarnessError
 from harness.core.results import CellResult, Outcome
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore
@@ -198,7 +200,8 @@ def make_missing(run_dirs: Sequence[Path]) -> None:
     cores: the first ``history`` over runs recorded before snapshots makes each one (about a
     second a fleet's run). Best effort: a run whose record cannot be read is left to the
     reader that needs it, which says why."""
-    stale = [run for run in run_dirs if stamp(run) is not None and not is_current(run)]
+    stale = [run for run in run_dirs if stamp(run) is not None and not is_current(run)
+             and os.access(run, os.W_OK)]  # a read-only run keeps none: read as ever
     if len(stale) < 2:
         return
 
@@ -207,7 +210,11 @@ def make_missing(run_dirs: Sequence[Path]) -> None:
             with contextlib.suppress(Exception):  # its reader makes it again, or says why
                 load(run)
 
-    side_by_side(lambda: make(stale[1::2]), lambda: make(stale[::2]), "making run snapshots")
+    # Not even the second process is needed: killed (out of memory), or no fork to be had,
+    # the readers make what is still missing one by one.
+    with contextlib.suppress(HarnessError, OSError, RuntimeError):
+        side_by_side(lambda: make(stale[1::2]), lambda: make(stale[::2]),
+                     "making run snapshots")
 
 
 def read(run_dir: Path) -> Snapshot | None:

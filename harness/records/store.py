@@ -20,6 +20,7 @@ log links included.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -58,6 +59,7 @@ class RunStore:
         # id(value) -> (value, hash) of the values in shared.jsonl (kept, so no id is reused)
         self._written: dict[int, tuple[Any, str]] = {}
         self._shared: dict[str, Any] | None = None  # hash -> value, read once
+        self.upto: int | None = None  # the record's first bytes alone (``as_of``)
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -246,10 +248,18 @@ class RunStore:
             self._shared = {digest: value for digest, value, _ in read_shared(self.run_dir)}
         return self._shared
 
+    def as_of(self, size: int | None) -> RunStore:
+        """This run as its record was when it held ``size`` bytes: two readers of it (the two
+        halves of a report, each in its own process) read the same lines, whatever the run
+        appends meanwhile. None: as it is when read."""
+        frozen = copy.copy(self)
+        frozen.upto = size
+        return frozen
+
     def attempts(self) -> list[CellResult]:
         """Every recorded attempt, in order (lost machines included)."""
         try:
-            rows = read_lines(self.run_dir / RESULTS)
+            rows = read_lines(self.run_dir / RESULTS, self.upto)
         except FileNotFoundError:
             return []
         out: list[CellResult] = []

@@ -15,14 +15,15 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.core import jsonio
+from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.results import CellResult, Outcome
+from harness.core.rules import Rule
 from harness.records import snapshot
 from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
-from harness.records.expect import Verdict, judge_runs, summary_lines
+from harness.records.expect import Verdict, judge, recorded_rules, summary_lines
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.snapshot import Row, rows_of
 from harness.records.store import RunStore
@@ -58,7 +59,8 @@ def long_columns(results: Sequence[CellResult], logs: Mapping[str, str] | None =
     """One row per cell, as columns (the CSV, the long table, the heatmap read them).
     ``logs``: cell id -> the log's link from where the report goes. What a cell's
     fingerprint says is worked out once per fingerprint: cells of one environment share it.
-    ``only``: these columns alone (of ``LONG``; no axes), for the pages."""
+    ``only``: these columns alone (names of ``LONG``; any other is not made, nor an axis),
+    for the pages."""
     links = logs or {}
     facts: dict[int, tuple[str, ...]] = {}
 
@@ -136,8 +138,14 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     them), so they are not read back."""
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     out_dir.mkdir(parents=True, exist_ok=True)
-    made_from = snapshot.stamp(stores[0].run_dir) if len(stores) == 1 else None  # before reading
+    # Each record as it is now (its size, before it is read): both halves below read these
+    # lines, and the snapshot says it was made of them, whatever a run still going appends.
+    stamps = [snapshot.stamp(s.run_dir) for s in stores]
+    stores = [s.as_of(stamp[0] if stamp else None) for s, stamp in zip(stores, stamps,
+                                                                        strict=True)]
+    made_from = stamps[0] if len(stores) == 1 else None
     metas = [s.meta for s in stores]
+    rules = tuple(Rule.from_dict(d) for d in recorded_rules(metas))  # a bad one: before any file
     given = results
     cases = merged_cases(stores)
     environments = merged_environments(metas)
@@ -150,19 +158,21 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     @functools.cache
     def read() -> _Cells:
-        """The cells, each process its own where the records are to be read: the two halves
-        below read them at once, each on its core, rather than one after the other (where
-        the caller has them in memory, read before the halves part and shared)."""
+        """The cells. Where the records are to be read, each half below reads them in its own
+        process, at once on two cores (with one core, or no fork, once); where the caller
+        has them in memory, they are taken before the halves part, and shared."""
         return _cells(stores, metas, out_dir, given)
+
+    before = snapshot.load(previous.run_dir) if previous is not None else None  # made once
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
-        return (diff_runs(snapshot.load(previous.run_dir).rows(), rows_of(read().results),
-                          moved) if previous is not None else [])
+        return (diff_runs(before.rows(), rows_of(read().results), moved)
+                if before is not None else [])
 
     def data_files() -> str:  # the verdicts, the downloads, JUnit and the run's snapshot
         results, columns = read().results, long_columns(read().results, read().logs)
-        verdicts = judge_runs(stores, baseline, results)
+        verdicts = judge(results, rules, baseline)
         with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")
             writer.writerow(columns)
@@ -186,19 +196,19 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                           bisects=_bisects(stores, {r.case_id for r in results}))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
         paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
-        with open(paths["md"], "w", encoding="utf-8") as fh:
-            fh.writelines(line + "\n" for line in markdown(site))
+        md.extend(line + "\n" for line in markdown(site))
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
 
     if given is not None:
         read()
+    md: list[str] = []  # compat.md, written whole once both halves are done
     # A fleet's report: the site here, the rest on the second core, at once; judging there too
     # (a fifth of a second at 100,000 cells), its summary back for compat.md's end.
     against = side_by_side(data_files, site_files,
                            "judging, writing compat.csv, compat.json and junit.xml")
-    with open(paths["md"], "a", encoding="utf-8") as fh:
-        fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
-                 + _case_lines(cases) + "\n")
+    md.append(f"\n## Against expectations\n\n```\n{against}\n```\n" + _case_lines(cases)
+              + "\n")
+    atomic.write_text(paths["md"], "".join(md))
     results = read().results
     if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
         problems = check_report(out_dir, results, environments, cases,
@@ -211,6 +221,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
 @dataclass(frozen=True)
 class _Cells:
+    """What a report is made of, read once per process."""
+
     in_record: list[CellResult]  # each cell's last attempt, in the record's order
     results: list[CellResult]  # the same, in plan order (the report's)
     logs: dict[str, str]  # cell id -> its log's link from the report
@@ -218,6 +230,8 @@ class _Cells:
 
 def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
            given: Sequence[CellResult] | None) -> _Cells:
+    """The records' cells (or ``given``, one record's as its caller holds them), in both
+    orders, with their logs' links from ``out_dir``."""
     if given is not None and len(stores) == 1:
         pairs = [(stores[0], r) for r in given]
     else:

@@ -69,6 +69,7 @@ def _lines(results: Sequence[CellResult], name: str) -> Iterator[str]:
         parts = [f'  <testcase classname="{attr(f"{r.environment} @{r.hardware_target}")}" '
                  f'name="{attr(f"{r.case_id}::{r.variant}")}" time="{r.duration:.3f}">\n'
                  "    <properties>\n"
+                 # an outcome's name is plain capitals: nothing to escape
                  f'      <property name="outcome" value="{outcome}" />\n']
         for key, value in (("cell_id", r.cell_id),
                            ("flaky", r.reason if r.outcome is Outcome.FLAKY else ""),

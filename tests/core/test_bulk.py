@@ -31,9 +31,26 @@ def test_both_halves_have_run_on_return_the_first_in_another_process(tmp_path: P
 
 def test_the_childs_value_comes_back_and_a_value_it_cannot_send_is_an_error() -> None:
     value = side_by_side(lambda: ["against expectations", os.getpid()], lambda: None, "judging")
-    assert value[0] == "against expectations" and value[1] != os.getpid()
-    with pytest.raises(RuntimeError, match=r"judging \(in a second process\) failed"):
+    assert value[0] == "against expectations"
+    assert value[1] != os.getpid()  # made in the child
+    with pytest.raises(RuntimeError, match=r"(?s)judging \(in a second process\) failed:.*"
+                                           r"its value could not be sent back"):
         side_by_side(lambda: threading.Lock(), lambda: None, "judging")
+
+
+class _KeywordOnly(HarnessError):
+    """Pickles, yet does not unpickle (its ``__init__`` wants a keyword)."""
+
+    def __init__(self, *, why: str) -> None:
+        super().__init__(why)
+
+
+def test_an_error_that_cannot_come_back_as_it_was_comes_back_in_words() -> None:
+    def there() -> None:
+        raise _KeywordOnly(why="matrix.yaml:3: torch: not a version")
+
+    with pytest.raises(RuntimeError, match=r"writing failed: .*matrix.yaml:3: torch"):
+        side_by_side(there, lambda: None, "writing")
 
 
 def test_a_harness_error_in_the_child_is_raised_here_as_it_was() -> None:

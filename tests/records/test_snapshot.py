@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.core.errors import HarnessError
 from harness.core.results import CellResult, Outcome
 from harness.records import snapshot
 from harness.records.snapshot import LETTER_FIELDS as LETTERS
@@ -193,11 +194,34 @@ def test_runs_without_snapshots_get_them_made_on_two_cores(tmp_path: Path) -> No
     (runs[2] / "results.jsonl").write_text('{"not": "a result"}\n{torn')  # an empty one
     write(runs[3], RunStore(runs[3]).results())  # current already: kept as it is
     kept = (runs[3] / SNAPSHOT).stat().st_mtime_ns
-    snapshot.make_missing(runs)
+    broken = RunStore.create(tmp_path, {"planned": []}, run_id="broken").run_dir
+    (broken / "results.jsonl").mkdir()  # unreadable: its reader says why, not this
+    snapshot.make_missing([*runs, broken])
     assert [snapshot.is_current(r) for r in runs] == [True, False, True, True, True]
+    assert not snapshot.is_current(broken)
     assert (runs[3] / SNAPSHOT).stat().st_mtime_ns == kept
+    with pytest.raises(IsADirectoryError):
+        load(broken)
     for run in (runs[0], runs[2], runs[4]):
         made = (run / SNAPSHOT).read_bytes()
         (run / SNAPSHOT).unlink()
         load(run)  # as this process makes it
         assert (run / SNAPSHOT).read_bytes() == made
+
+
+def test_a_second_process_that_fails_leaves_the_snapshots_to_their_readers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = []
+    for i in range(3):
+        store = RunStore.create(tmp_path, {"planned": []}, run_id=f"night-{i}")
+        store.append(cell("a", f"2.{i}.0", Outcome.PASS))
+        runs.append(store.run_dir)
+
+    def killed(*_: object) -> None:
+        raise HarnessError("making run snapshots: its process ended abnormally (killed by "
+                           "signal 9)")
+
+    monkeypatch.setattr(snapshot, "side_by_side", killed)
+    snapshot.make_missing(runs)  # no error: history goes on
+    assert not any(snapshot.is_current(r) for r in runs)
+    assert [load(r).cell_ids for r in runs] == [["a"]] * 3  # each made by its reader

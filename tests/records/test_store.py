@@ -48,6 +48,23 @@ def test_a_record_read_in_chunks_keeps_every_line_and_skips_only_the_bad_ones(
     assert store_module.read_lines(path) == []
 
 
+def test_a_run_as_of_a_size_reads_what_its_record_held_then(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(result("a", "2.0.1", "repro", Outcome.PASS))
+    store.append(result("b", "2.0.1", "repro", Outcome.PASS))
+    size = (store.run_dir / "results.jsonl").stat().st_size
+    then = store.as_of(size)
+    store.append(result("c", "2.0.1", "repro", Outcome.FAIL))  # the run goes on
+    for chunk in (7, 1 << 20):  # a limit inside a block, and a block past it
+        monkeypatch.setattr(store_module, "CHUNK", chunk)
+        assert [r.cell_id for r in then.results()] == ["a", "b"]
+        assert [r.cell_id for r in store.results()] == ["a", "b", "c"]
+        assert [r.cell_id for r in store.as_of(size - 5).results()] == ["a"]  # b cut: torn
+        assert store.as_of(0).results() == []
+    assert then.run_id == store.run_id and then.upto == size and store.upto is None
+
+
 def test_shared_values_are_written_once_and_read_back_whole(tmp_path: Path) -> None:
     """Format 4: a fingerprint and a machine that thousands of lines share are one line of
     shared.jsonl, named by their content; each result line holds the name and reads back the
@@ -227,3 +244,12 @@ def test_the_heatmap_has_a_row_per_environment_and_target_a_column_per_variant()
                "outcome": ["PASS", "REPRODUCED", "FAIL", "SKIP", "CRASH"]}
     assert _heatmap(columns) == [  # rows as they first come; the later of two records wins
         [Outcome.REPRODUCED, Outcome.PASS], [Outcome.CRASH, None], [Outcome.SKIP, None]]
+
+
+def test_a_rule_that_cannot_be_read_stops_the_report_before_any_file(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": [], "expect": [{"outcome": ["PASSED"],
+                                                                  "why": "hand-edited"}]})
+    store.append(result("a", "2.0.1", "repro", Outcome.PASS))
+    with pytest.raises(ValueError, match="PASSED"):
+        write_report(store, tmp_path / "report")
+    assert list((tmp_path / "report").iterdir()) == []

@@ -48,7 +48,6 @@ def _templates() -> Environment:
                       autoescape=select_autoescape(["j2", "html"], default=True),
                       undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True)
     env.filters["code"] = inline_code
-    env.filters["badges"] = badges
     return env
 
 
@@ -62,7 +61,7 @@ def badges(cell: Sequence[Badge], made: dict[Any, Any] | None = None) -> Markup:
     made = {} if made is None else made
     out = []
     for b in cell:
-        key = (b.variant, b.outcome, b.reason, b.caveat)
+        key = (b.variant, b.outcome, b.reason, b.caveat)  # all the badge is but its log
         parts = made.get(key)
         if parts is None:
             parts = made[key] = _badge_parts(b)
