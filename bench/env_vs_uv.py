@@ -12,8 +12,15 @@ Times, for the pins of one environment of a matrix (by default the repository's
       spec names (writing the bytecode the cells read) and reads the fingerprint, the
       marker;
 
-each ``--repeat`` times, (a)+(b) and (c) alternating which goes first, every one into a new
-folder (all removed at the end, so that no deletion runs between timings); prints the
+and, end to end, what a user waits for before the first result of a case in a new environment:
+
+  (d) bare uv and pytest: (a), then ``python -m pytest`` of one case (by default the numpy
+      bridge probe, which imports torch and numpy) in it, with the case plugin on PYTHONPATH;
+  (e) the harness: (c), then that case as a cell (``run.cell.iter_batch``: its pytest process,
+      watched, its result classified);
+
+each ``--repeat`` times, (a)+(b), (c), (d) and (e) rotating which goes first, every one into a
+new folder (all removed at the end, so that no deletion runs between timings); prints the
 medians, the ratios c/a (the issue's goal: <= 1.2) and c/b, and where the harness's time
 went: each uv call and each interpreter start of the build, timed by wrapping the functions
 ``harness.envs.uv`` calls them through (the build's own code is what runs). All share uv's
@@ -21,6 +28,7 @@ cache, warmed by one untimed bare install first. Nothing else should run on the 
 meanwhile; the load average is printed before and after.
 
     python bench/env_vs_uv.py [--repeat 3] [-m matrix.yaml] [--env 'cpu:torch=2.5.1,numpy>=2']
+                              [--case 'test_probes.py::test_numpy_bridge']
 """
 
 from __future__ import annotations
@@ -40,8 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.matrix import EnvSpec, requirement_name
+from harness.core.paths import INENV_DIR
 from harness.envs import uv as uv_backend
 from harness.matrix.load import load_matrix
+from harness.plan.cases import collect_cases, pytest_args
+from harness.plan.cells import Cell, make_plan
+from harness.run.cell import iter_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the build calls, by the name harness.envs.uv looks it up under (one that a version
@@ -52,6 +64,8 @@ STEPS = ("find_interpreter", "_uv", "import_problems", "read_fingerprint",
 FIRST_USE = "import importlib, sys\nfor name in sys.argv[1:]: importlib.import_module(name)"
 BARE, FIRST, HARNESS = ("bare uv venv + pip install", "bare uv + first import",
                         "harness realize")
+BARE_CASE, HARNESS_CASE = "bare uv + pytest of the case", "harness realize + the cell"
+CASES = ROOT / "cases"
 
 
 def bare_uv(spec: EnvSpec, venv: Path, env: dict[str, str]) -> tuple[float, float]:
@@ -70,14 +84,43 @@ def bare_uv(spec: EnvSpec, venv: Path, env: dict[str, str]) -> tuple[float, floa
     return built - start, time.perf_counter() - built
 
 
-def _run(argv: list[str], env: dict[str, str]) -> None:
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+def bare_case(spec: EnvSpec, venv: Path, env: dict[str, str], nodeid: str) -> float:
+    """Seconds for (d): the bare environment, then pytest of ``nodeid`` in it, as a user who
+    has the case file would run it (the case plugin on PYTHONPATH, no other plugin)."""
+    python = str(venv / "bin" / "python")
+    start = time.perf_counter()
+    for argv in (["venv", "--quiet", "--python", spec.python, str(venv)],
+                 ["pip", "install", "--quiet", "--python", python,
+                  *uv_backend.index_args(spec.index_urls), *spec.requirements,
+                  uv_backend.PYTEST_REQUIREMENT]):
+        _run(["uv", *argv], env)
+    variables = {**{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
+                 "PYTHONPATH": str(INENV_DIR), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    _run([python, "-m", "pytest", "-q", *pytest_args(CASES), nodeid], variables, cwd=CASES)
+    return time.perf_counter() - start
+
+
+def harness_case(cell: Cell, cache: Path) -> float:
+    """Seconds for (e): the harness realizes the environment and runs the cell in it."""
+    backend = uv_backend.UvBackend(cache)
+    uv_backend.find_interpreter.cache_clear()
+    start = time.perf_counter()
+    (run,) = iter_batch([cell], backend, None, cases_dir=CASES)
+    took = time.perf_counter() - start
+    if run.result.outcome.value not in ("PASS", "REPRODUCED", "SKIP"):
+        sys.exit(f"the cell ended {run.result.outcome.value}: {run.result.reason}")
+    return took
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=cwd)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
 
 
 def harness_realize(spec: EnvSpec, cache: Path, steps: dict[str, list[float]]) -> float:
     backend = uv_backend.UvBackend(cache)
+    uv_backend.find_interpreter.cache_clear()  # as a fresh harness process finds it
     start = time.perf_counter()
     with timed_steps(steps):
         env = backend.realize(spec)
@@ -115,21 +158,38 @@ def _timed(name: str, function: Callable[..., Any], steps: dict[str, list[float]
     return timed
 
 
-def measure(spec: EnvSpec, work: Path, repeat: int
+def measure(spec: EnvSpec, cell: Cell, work: Path, repeat: int
             ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     env = uv_backend.uv_environ()  # uv as the harness runs it: native TLS, no downloads
     bare_uv(spec, work / "warm", env)  # warms uv's cache for all; not timed
-    figures: dict[str, list[float]] = {BARE: [], FIRST: [], HARNESS: []}
+    figures: dict[str, list[float]] = {BARE: [], FIRST: [], HARNESS: [], BARE_CASE: [],
+                                       HARNESS_CASE: []}
     steps: dict[str, list[float]] = defaultdict(list)
+    order = ["bare", "harness", "bare case", "harness case"]
     for i in range(repeat):
-        for which in ("bare", "harness") if i % 2 == 0 else ("harness", "bare"):
+        for which in order[i % 4:] + order[:i % 4]:
             if which == "bare":
                 built, first = bare_uv(spec, work / f"bare-{i}", env)
                 figures[BARE].append(built)
                 figures[FIRST].append(built + first)
-            else:
+            elif which == "harness":
                 figures[HARNESS].append(harness_realize(spec, work / f"cache-{i}", steps))
+            elif which == "bare case":
+                figures[BARE_CASE].append(
+                    bare_case(spec, work / f"bare-case-{i}", env, cell.case.nodeid))
+            else:
+                figures[HARNESS_CASE].append(harness_case(cell, work / f"cache-case-{i}"))
     return figures, steps
+
+
+def find_cell(matrix: Path, env_name: str, case: str) -> Cell:
+    """The planned cell of ``case`` (a node id under cases/) in the environment ``env_name``."""
+    spec = load_matrix(matrix)
+    plan = make_plan(spec, collect_cases(CASES), ["cpu"])
+    found = [c for c in plan.cells if c.env.name == env_name and c.case.nodeid == case]
+    if not found:
+        sys.exit(f"{matrix}: no cell of {case!r} in {env_name!r} on cpu")
+    return found[0]
 
 
 def main() -> None:
@@ -137,25 +197,30 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("-m", "--matrix", type=Path, default=ROOT / "matrix.yaml")
     parser.add_argument("--env", default="cpu:torch=2.5.1,numpy>=2")
+    parser.add_argument("--case", default="test_probes.py::test_numpy_bridge",
+                        help="the case (a node id under cases/) run end to end in (d), (e)")
     args = parser.parse_args()
     found = [e for e in load_matrix(args.matrix).environments if e.name == args.env]
     if not found or found[0].backend != "uv":
         sys.exit(f"{args.matrix}: no uv environment named {args.env!r}")
     spec = found[0]
+    cell = find_cell(args.matrix, args.env, args.case)
     os.environ.update(uv_backend.uv_environ())
     version = subprocess.run(["uv", "--version"], capture_output=True, text=True).stdout
     print(f"{spec.name}: {' '.join(spec.requirements)}, Python {spec.python}; "
           f"{version.strip()}; load average {os.getloadavg()[0]:.2f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="env-vs-uv-") as tmp:
-        figures, steps = measure(spec, Path(tmp), args.repeat)
+        figures, steps = measure(spec, cell, Path(tmp), args.repeat)
     median = {name: statistics.median(times) for name, times in figures.items()}
     print(f"load average after: {os.getloadavg()[0]:.2f}\n")
     width = max(12, 5 * args.repeat - 2)
-    print(f"| {'what':28} | median s | {'each run (s)':{width}} | c / this |")
+    print(f"| {'what':28} | median s | {'each run (s)':{width}} | c (e) / this |")
     print(f"|{'-' * 30}|---------:|{'-' * (width + 2)}|---------:|")
     for name, times in figures.items():
         each = ", ".join(f"{t:.1f}" for t in times)
-        ratio = median[HARNESS] / median[name]
+        # The end-to-end pair is compared with each other: (e) / (d).
+        ours = HARNESS_CASE if name in (BARE_CASE, HARNESS_CASE) else HARNESS
+        ratio = median[ours] / median[name]
         print(f"| {name:28} | {median[name]:8.1f} | {each:{width}} | {ratio:7.2f}x |")
     print(f"\nthe harness's realization, step by step (median of {args.repeat}):\n")
     print(f"| {'step':28} | median s |")

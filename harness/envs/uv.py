@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -251,11 +252,14 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
     return data
 
 
+@functools.cache
 def find_interpreter(version: str) -> str:
     """An interpreter for ``version``: what uv finds, else a pyenv installation of it.
 
     pyenv shims answer only for the versions pyenv has activated, so uv's search of PATH
-    misses the others (a CI image with 3.10, 3.11 and 3.12 under ~/.pyenv, 3.11 global)."""
+    misses the others (a CI image with 3.10, 3.11 and 3.12 under ~/.pyenv, 3.11 global).
+    Asked once per version in a process: each ask starts uv (0.15 s), and a run that builds
+    a dozen environments of one Python asked a dozen times."""
     try:  # --system: never a project's .venv that happens to be where the harness runs
         found = subprocess.run([_uv_binary(), "python", "find", "--system", version],
                                capture_output=True, text=True, env=uv_environ(), check=False,

@@ -158,6 +158,7 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.envs.uv import find_interpreter
 
+    find_interpreter.cache_clear()  # asked once per version in a process: not by this test
     for patch in ("9", "10rc1", "10"):
         binary = tmp_path / "versions" / f"3.42.{patch}" / "bin" / "python3.42"
         binary.parent.mkdir(parents=True)
@@ -165,6 +166,28 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     assert find_interpreter("3.42") == str(tmp_path / "versions/3.42.10/bin/python3.42")
     assert find_interpreter("3.43") == "3.43"  # nothing anywhere: uv says so in its own words
+
+
+def test_an_interpreter_is_asked_of_uv_once_per_version_in_a_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that builds a dozen environments of one Python started uv a dozen times."""
+    from harness.envs import uv
+
+    asked: list[list[str]] = []
+
+    def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        asked.append(argv)
+        return subprocess.CompletedProcess(argv, 0, stdout=f"/opt/py{argv[-1]}/bin/python\n")
+
+    uv.find_interpreter.cache_clear()
+    monkeypatch.setattr(uv.subprocess, "run", run)
+    try:
+        assert [uv.find_interpreter(v) for v in ("3.11", "3.11", "3.12", "3.11")] == [
+            "/opt/py3.11/bin/python", "/opt/py3.11/bin/python", "/opt/py3.12/bin/python",
+            "/opt/py3.11/bin/python"]
+    finally:
+        uv.find_interpreter.cache_clear()  # nothing of the fake left for other tests
+    assert [a[-1] for a in asked] == ["3.11", "3.12"]
 
 
 def test_refresh_rebuilds_once_and_takes_the_newest_release(tmp_path: Path) -> None:
