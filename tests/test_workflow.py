@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.errors import SpecError
-from harness.workflow import RunOptions, RunState, execute, load_spec, point_latest
+from harness.workflow import RunOptions, RunState, execute, point_latest
 
 
 class Closing:
@@ -62,11 +61,3 @@ def test_latest_points_at_the_newest_full_report_by_a_relative_link(tmp_path: Pa
         point_latest(reports, reports / "runs" / run / "report")
     assert str((reports / "latest").readlink()) == "runs/two/report"
     assert (reports / "latest").resolve() == (reports / "runs" / "two" / "report").resolve()
-
-
-def test_a_cases_folder_without_pytest_ini_is_a_matrix_error(tmp_path: Path) -> None:
-    (tmp_path / "cases").mkdir()
-    matrix = tmp_path / "m.yaml"
-    matrix.write_text("version: 1\ncases_dir: cases\nenvironments:\n  h: {backend: host}\n")
-    with pytest.raises(SpecError, match="not a cases folder"):
-        load_spec(RunState(options=RunOptions(matrix=matrix)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.plan.hardware import describe, probe_machine
-from harness.workflow import RunOptions, RunState, load_spec
+from harness.planning import RunOptions, RunState, load_spec
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 
 from harness.core.defaults import DEFAULT_FAIL_ON, RETRIES
 from harness.matrix.overrides import parse_sets
-from harness.workflow import RunOptions
+from harness.planning import RunOptions
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:

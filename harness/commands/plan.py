@@ -13,7 +13,7 @@ from harness.matrix.sources import find_links_folders, offline_from_environment
 from harness.plan import collected
 from harness.plan.cells import json_lines
 from harness.plan.shard import fit_shards, shard_jobs
-from harness.workflow import RunState, load_spec, plan_cells, probe_targets, shard_durations
+from harness.planning import RunState, load_spec, plan_cells, probe_targets, shard_durations
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -1,0 +1,140 @@
+"""What a run is asked to do and how it is planned: its options, its state, and the steps that
+come before any cell runs (the matrix read, the cases collected, the cells planned).
+
+``harness plan``, ``cases`` and ``doctor`` end there; they import this and not
+``harness.workflow``, whose steps go on to environments, executors and reports (jinja2, rich,
+the run layer: a fifth of a second of imports that a plan never used).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.core.defaults import DEFAULT_FAIL_ON, RETRIES
+from harness.core.errors import UsageError
+from harness.core.matrix import MatrixSpec
+from harness.core.paths import default_cache_dir
+from harness.matrix.load import load_matrix
+from harness.matrix.lock import Releases
+from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
+from harness.plan.cases import CaseVariant, collect_cases
+from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
+from harness.plan.hardware import probe_machine
+from harness.plan.shard import select_shard
+from harness.records import snapshot
+from harness.records.store import RunStore
+
+if TYPE_CHECKING:  # the run layer: what a run's later steps put in the state
+    from harness.run.dispatch import DispatchStats
+    from harness.run.executors import Executor
+
+__all__ = ["RunOptions", "RunState", "Step", "load_spec", "plan_cells", "probe_targets",
+           "shard_durations"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    matrix: Path = Path("matrix.yaml")
+    reports_dir: Path = Path("reports")
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    only: tuple[str, ...] = ()
+    keyword: str | None = None
+    hardware: tuple[str, ...] = ()
+    gpus: str | None = None
+    max_cells: int | None = None  # None: HARNESS_MAX_CELLS, else core.defaults.MAX_CELLS
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    resume: str | None = None
+    run_id: str | None = None
+    report: bool = True
+    live: bool | None = None
+    verbose: bool = False  # every NOT_RUN cell on a line of its own
+    find_links: tuple[Path, ...] = ()
+    offline: bool = False
+    refresh: bool = False
+    executor: str = "local"
+    shard: str | None = None  # "I/N": only this shard of the plan
+    durations_from: str | None = None  # a run whose durations balance the shards
+    address: str | None = None  # a Ray cluster: "auto" or HOST:PORT; none starts one here
+    retries: int = RETRIES
+    batch: bool = True  # cells of one module share a pytest process (--isolate-cells: never)
+    fail_on: str = DEFAULT_FAIL_ON  # what makes the exit code 1 (core.defaults.FAIL_ON)
+    baseline: str | None = None  # a baseline file or a run: what each cell is expected to be
+    sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: axis values replaced or added
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunState:
+    options: RunOptions
+    spec: MatrixSpec | None = None
+    cases: tuple[CaseVariant, ...] = ()
+    executor: Executor | None = None
+    targets: tuple[str, ...] = ()  # what `auto` hardware becomes (from the executor)
+    plan: Plan | None = None
+    full_plan: Plan | None = None  # before sharding: what a merge of the shards must cover
+    store: RunStore | None = None
+    stats: DispatchStats | None = None
+
+
+Step = Callable[[RunState], "RunState | int"]
+
+
+def load_spec(state: RunState) -> RunState:
+    folders = find_links_folders(state.options.find_links)
+    offline = offline_from_environment(state.options.offline)
+    releases = Releases.for_matrix(
+        state.options.matrix, find_links=tuple(str(f) for f in folders),
+        mode="offline" if offline else "refresh" if state.options.refresh else "lock")
+    matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells,
+                         releases=releases, overrides=state.options.sets,
+                         count_cases=case_counter())
+    if not offline:
+        releases.save()
+    for line in [*matrix.set_notes, *releases.changes(),
+                 *(line for r in matrix.resolutions for line in r.lines()
+                   if r.source != "lock" or r.left_out)]:
+        print(f"harness: {line}", file=sys.stderr)
+    spec = with_find_links(matrix, folders, offline=offline)
+    if state.options.refresh:
+        now = time.time()
+        spec = replace(spec, environments=tuple(replace(e, refresh_before=now)
+                                                for e in spec.environments))
+    if not spec.needs_cases:  # only test suites: they collect in their environments
+        return replace(state, spec=spec, cases=())
+    cases_dir = spec.cases_dir.resolve()
+    if not (cases_dir / "pytest.ini").is_file():
+        raise spec.cases_error(f"{spec.cases_dir}: not a cases folder (no pytest.ini there)")
+    try:
+        cases = collect_cases(cases_dir)
+    except UsageError as exc:  # the cases do not collect: point at where they come from
+        raise spec.cases_error(str(exc)) from None
+    return replace(state, spec=spec, cases=cases)
+
+
+def probe_targets(state: RunState) -> RunState:
+    """For ``harness plan``: this machine's hardware, without starting an executor."""
+    return replace(state, targets=probe_machine(state.options.gpus).targets)
+
+
+def plan_cells(state: RunState) -> RunState:
+    assert state.spec is not None
+    plan = make_plan(state.spec, state.cases, state.targets)
+    plan = filter_plan(plan, only=state.options.only, keyword=state.options.keyword,
+                       hardware=state.options.hardware)
+    full = plan
+    if state.options.shard:
+        plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))
+    return replace(state, plan=plan, full_plan=full)
+
+
+def shard_durations(options: RunOptions) -> dict[str, float]:
+    """Durations from ``--durations-from`` (the same run on every machine: the same shards)."""
+    if not options.durations_from:
+        return {}
+    return snapshot.load(
+        RunStore.open(options.reports_dir, options.durations_from).run_dir).durations_by_cell()
