@@ -1,13 +1,12 @@
-"""harness/workflow.py: the run as a chain of steps, and what it publishes."""
+"""harness/workflow.py: the run as a chain of steps."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from harness.workflow import RunOptions, RunState, execute, point_latest
+from harness.workflow import RunOptions, RunState, execute
 
 
 class Closing:
@@ -52,12 +51,3 @@ def test_the_executor_is_shut_down_when_a_step_raises() -> None:
     with pytest.raises(RuntimeError):
         execute(RunState(options=RunOptions()), (first, boom))
     assert executor.closed
-
-
-def test_latest_points_at_the_newest_full_report_by_a_relative_link(tmp_path: Path) -> None:
-    reports = tmp_path / "reports"
-    for run in ("one", "two"):
-        (reports / "runs" / run / "report").mkdir(parents=True)
-        point_latest(reports, reports / "runs" / run / "report")
-    assert str((reports / "latest").readlink()) == "runs/two/report"
-    assert (reports / "latest").resolve() == (reports / "runs" / "two" / "report").resolve()

@@ -11,6 +11,7 @@ from pathlib import Path
 from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.results import CellResult
+from harness.publish import publish_ci, publish_report, write_status
 from harness.records import history, snapshot
 from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
 from harness.records.expect import judged_exit
@@ -20,7 +21,6 @@ from harness.records.snapshot import Row
 from harness.records.store import RunStore
 from harness.report.build import write_report
 from harness.report.check import check_run
-from harness.workflow import publish_ci, publish_report, write_status
 
 
 def cmd_report(args: argparse.Namespace) -> int:

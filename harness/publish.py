@@ -1,0 +1,91 @@
+"""A run's report published: written into the run's folder against the run before it,
+``reports/latest`` pointed at it, and under CI the step summary and the status badge.
+
+``harness run`` ends with it (``workflow.report``); ``merge``, ``report`` and ``history``
+import it without the run's own steps (the executors, the console, the environments).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.core import atomic
+from harness.core.bulk import no_cycle_collection
+from harness.core.results import CellResult, counted
+from harness.records import snapshot
+from harness.records.compare import bumped, new_releases, pinned_releases
+from harness.records.runs import previous_run
+from harness.records.snapshot import rows_of
+from harness.records.store import RunStore
+from harness.report.build import diff_runs, write_report
+from harness.report.ci import publish, status_badge
+
+__all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
+
+
+def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
+                   previous: RunStore | None = None,
+                   results: Sequence[CellResult] | None = None) -> dict[str, Path]:
+    """The run's report, into its own folder (``<run>/report``), compared with ``previous``
+    (default: the run before it of the same slice); ``reports/latest`` then points at it if
+    the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it).
+    ``results``: the record's, if the caller holds them (``write_report``)."""
+    if previous is None:
+        before = previous_run(reports_dir, store.run_dir)
+        previous = RunStore(before) if before else None
+    out = store.run_dir / "report"
+    with no_cycle_collection():  # the run's driver is long-lived; its report is a batch
+        paths = write_report([store], out, baseline=baseline, previous=previous,
+                             results=results)
+    meta = store.meta
+    filters = meta.get("filters") or {}
+    if not meta.get("shard") and not any(filters.values()):
+        point_latest(reports_dir, out)
+    return paths
+
+
+def point_latest(reports_dir: Path, target: Path) -> None:
+    """``reports/latest`` -> the newest full report (a relative link, replaced atomically)."""
+    link = reports_dir / "latest"
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    atomic.point_link(link, os.path.relpath(target.resolve(), reports_dir.resolve()))
+
+
+def publish_ci(store: RunStore, reports_dir: Path,
+               results: Sequence[CellResult] | None = None) -> None:
+    """Under CI: the step summary and the new-failure annotations, against the run before.
+    ``results``: the record's, if the caller holds them (a merge: not read a second time)."""
+    import os
+
+    if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
+        return
+    before, results, changes = _against_previous(store, reports_dir, results)
+    releases = new_releases(store.meta, before.meta) if before else []
+    publish(store.run_id, results, changes, before.run_id if before else None, releases,
+            pinned_releases(store.meta.get("environments") or {}))
+
+
+def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, Any]:
+    """The badge JSON for ``store`` (``report.ci.status_badge``), against the run before."""
+    before, results, changes = _against_previous(store, reports_dir)
+    badge = status_badge(counted(results), changes, before.run_id if before else None)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(badge) + "\n")
+    return badge
+
+
+def _against_previous(store: RunStore, reports_dir: Path,
+                      results: Sequence[CellResult] | None = None
+                      ) -> tuple[RunStore | None, list[CellResult], list[dict[str, Any]]]:
+    """The run before ``store`` (``records.runs.previous_run``), ``store``'s results, and
+    what changed since (a bump's cells against the cells it replaced)."""
+    found = previous_run(reports_dir, store.run_dir)
+    before = RunStore(found) if found else None
+    mine = list(results) if results is not None else store.results()
+    changes = (diff_runs(snapshot.load(before.run_dir).rows(), rows_of(mine),
+                         bumped([store.meta])) if before else [])
+    return before, mine, changes
