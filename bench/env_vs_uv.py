@@ -19,13 +19,14 @@ and, end to end, what a user waits for before the first result of a case in a ne
   (e) the harness: (c), then that case as a cell (``run.cell.iter_batch``: its pytest process,
       watched, its result classified);
 
-each ``--repeat`` times, (a)+(b), (c), (d) and (e) rotating which goes first, every one into a
-new folder (all removed at the end, so that no deletion runs between timings); prints the
-medians, the ratios c/a (the issue's goal: <= 1.2) and c/b, and where the harness's time
-went: each uv call and each interpreter start of the build, timed by wrapping the functions
-``harness.envs.uv`` calls them through (the build's own code is what runs). All share uv's
-cache, warmed by one untimed bare install first. Nothing else should run on the machine
-meanwhile; the load average is printed before and after.
+each ``--repeat`` times, every one into a new folder (all removed at the end, so that no
+deletion runs between timings), in pairs: (a)+(b) with (c), (d) with (e); which of a pair
+goes first alternates from one repeat to the next, and so does which pair goes first. Prints
+the medians, the ratios c/a (the issue's goal: <= 1.2), c/b and e/d, and where the harness's
+time went: each uv call and each interpreter start of the build, timed by wrapping the
+functions ``harness.envs.uv`` calls them through (the build's own code is what runs). All
+share uv's cache, warmed first by one untimed install of the pins and pytest. Nothing else
+should run on the machine meanwhile; the load average is printed before and after.
 
     python bench/env_vs_uv.py [--repeat 3] [-m matrix.yaml] [--env 'cpu:torch=2.5.1,numpy>=2']
                               [--case 'test_probes.py::test_numpy_bridge']
@@ -84,19 +85,31 @@ def bare_uv(spec: EnvSpec, venv: Path, env: dict[str, str]) -> tuple[float, floa
     return built - start, time.perf_counter() - built
 
 
-def bare_case(spec: EnvSpec, venv: Path, env: dict[str, str], nodeid: str) -> float:
-    """Seconds for (d): the bare environment, then pytest of ``nodeid`` in it, as a user who
-    has the case file would run it (the case plugin on PYTHONPATH, no other plugin)."""
+def bare_install(spec: EnvSpec, venv: Path, env: dict[str, str]) -> str:
+    """``uv venv`` and ``uv pip install`` of the pins and pytest; the venv's interpreter."""
     python = str(venv / "bin" / "python")
-    start = time.perf_counter()
     for argv in (["venv", "--quiet", "--python", spec.python, str(venv)],
                  ["pip", "install", "--quiet", "--python", python,
                   *uv_backend.index_args(spec.index_urls), *spec.requirements,
                   uv_backend.PYTEST_REQUIREMENT]):
         _run(["uv", *argv], env)
+    return python
+
+
+def bare_case(spec: EnvSpec, venv: Path, env: dict[str, str], nodeid: str) -> float:
+    """Seconds for (d): the bare environment, then pytest of ``nodeid`` in it, as a user who
+    has the case file would run it: the case plugin on PYTHONPATH, no other plugin, the
+    environment's variables, its bytecode kept in the venv (as the harness keeps it), not
+    beside the cases."""
+    start = time.perf_counter()
+    python = bare_install(spec, venv, env)
     variables = {**{k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"},
-                 "PYTHONPATH": str(INENV_DIR), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    _run([python, "-m", "pytest", "-q", *pytest_args(CASES), nodeid], variables, cwd=CASES)
+                 **dict(spec.env_vars), "PYTHONPATH": str(INENV_DIR),
+                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                 "PYTHONPYCACHEPREFIX": str(venv / ".pycache")}
+    # Exit 1: the case reproduced its failure (the harness calls that REPRODUCED).
+    _run([python, "-m", "pytest", "-q", *pytest_args(CASES), nodeid], variables, cwd=CASES,
+         ok=(0, 1))
     return time.perf_counter() - start
 
 
@@ -107,14 +120,16 @@ def harness_case(cell: Cell, cache: Path) -> float:
     start = time.perf_counter()
     (run,) = iter_batch([cell], backend, None, cases_dir=CASES)
     took = time.perf_counter() - start
+    assert run.env_built, "the harness found an environment instead of building one"
     if run.result.outcome.value not in ("PASS", "REPRODUCED", "SKIP"):
         sys.exit(f"the cell ended {run.result.outcome.value}: {run.result.reason}")
     return took
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
+def _run(argv: list[str], env: dict[str, str], cwd: Path | None = None,
+         ok: tuple[int, ...] = (0,)) -> None:
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, cwd=cwd)
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         sys.exit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
 
 
@@ -161,13 +176,15 @@ def _timed(name: str, function: Callable[..., Any], steps: dict[str, list[float]
 def measure(spec: EnvSpec, cell: Cell, work: Path, repeat: int
             ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     env = uv_backend.uv_environ()  # uv as the harness runs it: native TLS, no downloads
-    bare_uv(spec, work / "warm", env)  # warms uv's cache for all; not timed
+    bare_install(spec, work / "warm", env)  # warms uv's cache for all, pytest too; not timed
     figures: dict[str, list[float]] = {BARE: [], FIRST: [], HARNESS: [], BARE_CASE: [],
                                        HARNESS_CASE: []}
     steps: dict[str, list[float]] = defaultdict(list)
-    order = ["bare", "harness", "bare case", "harness case"]
+    pairs = [["bare", "harness"], ["bare case", "harness case"]]
     for i in range(repeat):
-        for which in order[i % 4:] + order[:i % 4]:
+        # Which of a pair goes first alternates every repeat; which pair, every second one.
+        ordered = pairs if (i // 2) % 2 == 0 else pairs[::-1]
+        for which in (w for pair in ordered for w in (pair if i % 2 == 0 else pair[::-1])):
             if which == "bare":
                 built, first = bare_uv(spec, work / f"bare-{i}", env)
                 figures[BARE].append(built)
@@ -203,8 +220,8 @@ def main() -> None:
     found = [e for e in load_matrix(args.matrix).environments if e.name == args.env]
     if not found or found[0].backend != "uv":
         sys.exit(f"{args.matrix}: no uv environment named {args.env!r}")
-    spec = found[0]
     cell = find_cell(args.matrix, args.env, args.case)
+    spec = cell.env  # every timing of the same environment, the cell's
     os.environ.update(uv_backend.uv_environ())
     version = subprocess.run(["uv", "--version"], capture_output=True, text=True).stdout
     print(f"{spec.name}: {' '.join(spec.requirements)}, Python {spec.python}; "
@@ -214,11 +231,11 @@ def main() -> None:
     median = {name: statistics.median(times) for name, times in figures.items()}
     print(f"load average after: {os.getloadavg()[0]:.2f}\n")
     width = max(12, 5 * args.repeat - 2)
-    print(f"| {'what':28} | median s | {'each run (s)':{width}} | c (e) / this |")
+    print(f"| {'what':28} | median s | {'each run (s)':{width}} | c or e / it |")
     print(f"|{'-' * 30}|---------:|{'-' * (width + 2)}|---------:|")
     for name, times in figures.items():
         each = ", ".join(f"{t:.1f}" for t in times)
-        # The end-to-end pair is compared with each other: (e) / (d).
+        # The end-to-end pair is compared with each other, e / d; the rest with c.
         ours = HARNESS_CASE if name in (BARE_CASE, HARNESS_CASE) else HARNESS
         ratio = median[ours] / median[name]
         print(f"| {name:28} | {median[name]:8.1f} | {each:{width}} | {ratio:7.2f}x |")

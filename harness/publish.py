@@ -59,8 +59,6 @@ def publish_ci(store: RunStore, reports_dir: Path,
                results: Sequence[CellResult] | None = None) -> None:
     """Under CI: the step summary and the new-failure annotations, against the run before.
     ``results``: the record's, if the caller holds them (a merge: not read a second time)."""
-    import os
-
     if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
         return
     before, results, changes = _against_previous(store, reports_dir, results)

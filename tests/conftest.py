@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +36,17 @@ def report_dir(reports: Path) -> Path:
     runs = sorted((reports / "runs").glob("*/report"), key=lambda p: p.stat().st_mtime)
     assert runs, f"no report under {reports / 'runs'}"
     return runs[-1]
+
+
+def imported(module: str, names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` importing ``module`` brings in, in a fresh interpreter (what a
+    command's start-up pays for)."""
+    code = (f"import sys, json; import {module}; "
+            f"print(json.dumps(sorted(m for m in {names!r} if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+    found: list[str] = json.loads(done.stdout)
+    return found
 
 
 def write_matrix(path: Path, body: str) -> Path:

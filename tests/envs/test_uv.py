@@ -158,7 +158,6 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.envs.uv import find_interpreter
 
-    find_interpreter.cache_clear()  # asked once per version in a process: not by this test
     for patch in ("9", "10rc1", "10"):
         binary = tmp_path / "versions" / f"3.42.{patch}" / "bin" / "python3.42"
         binary.parent.mkdir(parents=True)
@@ -179,14 +178,10 @@ def test_an_interpreter_is_asked_of_uv_once_per_version_in_a_process(
         asked.append(argv)
         return subprocess.CompletedProcess(argv, 0, stdout=f"/opt/py{argv[-1]}/bin/python\n")
 
-    uv.find_interpreter.cache_clear()
     monkeypatch.setattr(uv.subprocess, "run", run)
-    try:
-        assert [uv.find_interpreter(v) for v in ("3.11", "3.11", "3.12", "3.11")] == [
-            "/opt/py3.11/bin/python", "/opt/py3.11/bin/python", "/opt/py3.12/bin/python",
-            "/opt/py3.11/bin/python"]
-    finally:
-        uv.find_interpreter.cache_clear()  # nothing of the fake left for other tests
+    assert [uv.find_interpreter(v) for v in ("3.11", "3.11", "3.12", "3.11")] == [
+        "/opt/py3.11/bin/python", "/opt/py3.11/bin/python", "/opt/py3.12/bin/python",
+        "/opt/py3.11/bin/python"]
     assert [a[-1] for a in asked] == ["3.11", "3.12"]
 
 
