@@ -71,12 +71,8 @@ CASES = ROOT / "cases"
 
 def bare_uv(spec: EnvSpec, venv: Path, env: dict[str, str]) -> tuple[float, float]:
     """Seconds for (a), and for the first import after it."""
-    python = str(venv / "bin" / "python")
     start = time.perf_counter()
-    for argv in (["venv", "--quiet", "--python", spec.python, str(venv)],
-                 ["pip", "install", "--quiet", "--python", python,
-                  *uv_backend.index_args(spec.index_urls), *spec.requirements]):
-        _run(["uv", *argv], env)
+    python = bare_install(spec, venv, env, pytest=False)  # the pins alone, as (a) is defined
     built = time.perf_counter()
     # The module a distribution installs is, for these pins, its name.
     modules = [requirement_name(r).replace("-", "_") for r in spec.requirements]
@@ -85,13 +81,14 @@ def bare_uv(spec: EnvSpec, venv: Path, env: dict[str, str]) -> tuple[float, floa
     return built - start, time.perf_counter() - built
 
 
-def bare_install(spec: EnvSpec, venv: Path, env: dict[str, str]) -> str:
-    """``uv venv`` and ``uv pip install`` of the pins and pytest; the venv's interpreter."""
+def bare_install(spec: EnvSpec, venv: Path, env: dict[str, str], *, pytest: bool = True
+                 ) -> str:
+    """``uv venv`` and ``uv pip install`` of the pins (and pytest); the venv's interpreter."""
     python = str(venv / "bin" / "python")
+    extra = [uv_backend.PYTEST_REQUIREMENT] if pytest else []
     for argv in (["venv", "--quiet", "--python", spec.python, str(venv)],
                  ["pip", "install", "--quiet", "--python", python,
-                  *uv_backend.index_args(spec.index_urls), *spec.requirements,
-                  uv_backend.PYTEST_REQUIREMENT]):
+                  *uv_backend.index_args(spec.index_urls), *spec.requirements, *extra]):
         _run(["uv", *argv], env)
     return python
 

@@ -12,6 +12,7 @@ import pytest
 
 from harness.core.errors import EnvBuildError, EnvImportError
 from harness.core.matrix import BuildSetting, EnvSpec
+from harness.envs import uv
 from harness.envs.base import LaunchRequest, read_fingerprint
 from harness.envs.uv import UvBackend, check_nvcc
 from tests.conftest import PY
@@ -170,8 +171,6 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
 def test_an_interpreter_is_asked_of_uv_once_per_version_in_a_process(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that builds a dozen environments of one Python started uv a dozen times."""
-    from harness.envs import uv
-
     asked: list[list[str]] = []
 
     def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
