@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.core import jsonio
+from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Outcome, adopt
@@ -73,7 +74,6 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     """The merged run folder, its record chosen (``report.results``, to be written by the
     writer) and its logs sent to the linker."""
     metas = [s.meta for s in sources]
-    planned = _full_plan(sources, metas)
     run_id = run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10]
     target = reports_dir / "runs" / run_id
@@ -81,22 +81,32 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         raise UsageError(f"merge: {target} is one of the runs being merged")
     if (target / META).exists():  # merging again replaces the earlier merge, whole
         shutil.rmtree(target)
-    out = RunStore.create(reports_dir, {
-        "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
-                        for s, m in zip(sources, metas, strict=True)],
-        "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
-        "planned": planned, "executor": {"executor": "merge"},
-        "expect": recorded_rules(metas),
-        # Every shard planned from the same lock: the first one's resolutions are the run's.
-        "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
-    }, run_id=run_id, cases=_union(s.cases for s in sources))
-    # The plan's cells are not held while the records are read (a fleet's: 150 MiB), only
-    # their order; a gap reads them again.
-    order = [cell["cell_id"] for cell in planned]
-    del planned
+    redactor = Redactor.from_environment()
+
+    def create() -> list[str]:
+        """The merged run's folder (run.json, plan.json, cases.json); the plan's order.
+        Decoding a fleet's plan and writing it again is a sixth of a merge, on the second
+        core while this one reads the shards; the cells stay there (150 MiB), only their
+        order comes back (a gap reads them again)."""
+        planned = _full_plan(sources, metas)
+        RunStore.create(reports_dir, {
+            "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
+                            for s, m in zip(sources, metas, strict=True)],
+            "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
+            "planned": planned, "executor": {"executor": "merge"},
+            "expect": recorded_rules(metas),
+            # Every shard planned from the same lock: the first one's resolutions are the run's.
+            "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
+        }, run_id=run_id, cases=_union(s.cases for s in sources), redactor=redactor)
+        return [cell["cell_id"] for cell in planned]
+
     # The rules of choice are select's; the shards' records are read here, keeping each line.
-    names, common = _Names(out.redactor), _Common()
-    chosen, conflicts = choose_records([_Read(s, names, common) for s in sources], warn)
+    names, common = _Names(redactor), _Common()
+    picked: list[tuple[dict[str, tuple[RunStore, CellResult]], list[str]]] = []
+    order = side_by_side(create, lambda: picked.append(choose_records(
+        [_Read(s, names, common) for s in sources], warn)), "writing the merged run's plan")
+    (chosen, conflicts), = picked
+    out = RunStore(target, redactor)
     report = MergeReport(store=out, conflicts=conflicts)
     gaps: _Gaps | None = None
     lines = report.results

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.core import jsonio
+from harness.core.errors import StoreError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.records import codec
 from harness.records.merge import _full_plan, _missing, merge_runs
@@ -274,3 +275,38 @@ def test_lines_appended_in_pieces_are_their_concatenation(tmp_path: Path) -> Non
     codec.append(path, pieces)  # more pieces than one writev takes
     codec.append(path, [])
     assert path.read_bytes() == b"first\n" + b"".join(pieces)
+
+
+def test_the_merged_run_holds_the_shards_plan_and_says_where_it_came_from(
+        tmp_path: Path) -> None:
+    """Its plan (made on the second core while the shards are read): the shards' full plan in
+    plan order, plus what an unsharded record planned; run.json counts it and names the
+    sources; the cases of every source."""
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/2", CELLS[:6])
+    two = shard(reports, "shard-2", "2/2", CELLS[6:])
+    extra = {**CELLS[0], "cell_id": "z01", "variant": "v9"}
+    rerun = shard(reports, "rerun", None, [extra])
+    record(one, result(CELLS[0], "shard-1", Outcome.PASS))
+    record(rerun, result(extra, "rerun", Outcome.FAIL))
+    merged = merge_runs([one, two, rerun], tmp_path / "out", run_id="merged").store
+    assert merged.planned() == [*CELLS, extra]
+    meta = merged.meta
+    assert meta["cells"] == len(CELLS) + 1 and meta["ordered_cells"] == len(CELLS) + 1
+    assert meta["merged_from"] == [{"run_id": "shard-1", "shard": "1/2"},
+                                   {"run_id": "shard-2", "shard": "2/2"},
+                                   {"run_id": "rerun", "shard": None}]
+    assert [r.cell_id for r in merged.results()] == [c["cell_id"] for c in [*CELLS, extra]]
+
+
+def test_a_plan_that_cannot_be_read_is_said_in_one_line_and_no_run_is_left(
+        tmp_path: Path) -> None:
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/2", CELLS[:6])
+    two = shard(reports, "shard-2", "2/2", CELLS[6:])
+    record(one, result(CELLS[0], "shard-1", Outcome.PASS))
+    (one.run_dir / "full_plan.json").write_text('[{"cell')  # the artifact cut short
+    with pytest.raises(StoreError, match=r"full_plan\.json: unreadable") as raised:
+        merge_runs([one, two], tmp_path / "out", run_id="merged")
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "out" / "runs" / "merged").exists()
