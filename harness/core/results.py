@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from operator import attrgetter
+from typing import Any, NamedTuple, TypeVar
 
 
 class Outcome(StrEnum):
@@ -94,7 +95,59 @@ class CellResult:
         return adopt(dict(data))
 
 
-def counted(results: Sequence[CellResult]) -> Sequence[CellResult]:
+class ResultRow(NamedTuple):
+    """A result's fields as one tuple, for code that reads a fleet's 100,000 results many
+    times over (the site's model): an attribute of a ``CellResult`` is a lookup in its own
+    dict, one of 100,000 spread over the heap; these are indexed, and made together. Made
+    by ``as_rows``; the same fields, in the same order, as ``CellResult``."""
+
+    run_id: str
+    cell_id: str
+    environment: str
+    values: dict[str, str]
+    env_key: str
+    backend: str
+    case_id: str
+    variant: str
+    nodeid: str
+    hardware_target: str
+    outcome: Outcome
+    reason: str
+    signature: str | None
+    fingerprint: dict[str, Any]
+    hardware: dict[str, Any]
+    details: dict[str, Any]
+    duration: float
+    log: str | None
+    finished_at: float
+    caveat: str
+    attempt: int
+    node: str
+    gpu: int | None
+    infra: bool
+    parent: str
+
+    @property
+    def unbuilt(self) -> bool:
+        return self.outcome is Outcome.ERROR and not self.fingerprint
+
+    @property
+    def logical_key(self) -> tuple[str, str, str]:
+        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
+
+
+#: A result, in either form (for code that reads both: the site's model, the counts).
+ResultLike = CellResult | ResultRow
+AnyResult = TypeVar("AnyResult", bound=ResultLike)
+
+
+def as_rows(results: Iterable[CellResult]) -> list[ResultRow]:
+    """``results`` as ``ResultRow``s, in one pass (a fleet's: a quarter of a second, which
+    the site's model, reading them a dozen times, gets back four times over)."""
+    return list(map(ResultRow._make, map(_ALL_FIELDS, results)))
+
+
+def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
     """The results that count as cells: a suite's session that came back as its tests
     (``parent``) is those tests, not one cell more. The coverage line, the judging and the
     consistency check all count this way."""
@@ -129,6 +182,7 @@ def adopt(row: dict[str, Any]) -> CellResult:
 
 
 _FIELDS = tuple(f.name for f in fields(CellResult))
+_ALL_FIELDS = attrgetter(*_FIELDS)
 #: The fields a result line the harness writes holds, no more and no fewer.
 FIELDS = frozenset(_FIELDS)
 _REQUIRED = frozenset(f.name for f in fields(CellResult)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, ResultLike, as_rows
 from harness.core.rules import Rule
 from harness.records import snapshot
 from harness.records.baseline import Baseline
@@ -54,7 +54,7 @@ _ROW_FIELDS = attrgetter("environment", "hardware_target", "case_id", "variant",
                          "attempt", "node", "fingerprint", "values")
 
 
-def long_columns(results: Sequence[CellResult], logs: Mapping[str, str] | None = None,
+def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None = None,
                  only: Collection[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns (the CSV, the long table, the heatmap read them).
     ``logs``: cell id -> the log's link from where the report goes. What a cell's
@@ -171,7 +171,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                 if before is not None else [])
 
     def data_files() -> str:  # the verdicts, the downloads, JUnit and the run's snapshot
-        results, columns = read().results, long_columns(read().results, read().logs)
+        results = read().results
+        rows = as_rows(results)  # the columns and JUnit read each cell a dozen times
+        columns = long_columns(rows, read().logs)
         verdicts = judge(results, rules, baseline)
         with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
             writer = csv.writer(fh, lineterminator="\n")
@@ -186,11 +188,13 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
             # what the next night's "what changed", history and baselines read of this run
             snapshot.write(stores[0].run_dir, read().in_record, made_from)
-        write_junit(results, f"ml-compat-harness {name}", paths["junit"])
+        write_junit(rows, f"ml-compat-harness {name}", paths["junit"])
         return "\n".join(summary_lines(verdicts, limit=200))  # for compat.md
 
     def site_files() -> None:  # the pages and their markdown twin
-        results, logs = read().results, read().logs
+        # As tuples: the model reads each cell a dozen times (a fleet's: 2.0 s from the
+        # records' objects, 1.2 s from these, made in 0.25 s).
+        results, logs = as_rows(read().results), read().logs
         columns = long_columns(results, logs, LONG_COLUMNS)
         site = build_site(results, environments, cases, metas, logs, changes(), since,
                           bisects=_bisects(stores, {r.case_id for r in results}))

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from harness.core.results import CellResult, Outcome
+from harness.core.results import Outcome, ResultLike
 
 FAILURES = {Outcome.FAIL}
 ERRORS = {Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH, Outcome.MISSING}
@@ -46,7 +46,7 @@ def _attr(value: str) -> str:
             .replace("\t", "&#09;"))
 
 
-def _lines(results: Sequence[CellResult], name: str) -> Iterator[str]:
+def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
     kinds = Counter("failure" if r.outcome in FAILURES else "error" if r.outcome in ERRORS
                     else "skipped" if r.outcome in SKIPPED else "passed" for r in results)
     yield "<?xml version='1.0' encoding='utf-8'?>\n"
@@ -93,7 +93,7 @@ def _lines(results: Sequence[CellResult], name: str) -> Iterator[str]:
     yield "</testsuite>\n"
 
 
-def write_junit(results: Sequence[CellResult], name: str, path: Path) -> Path:
+def write_junit(results: Sequence[ResultLike], name: str, path: Path) -> Path:
     with open(path, "w", encoding="utf-8") as fh:
         fh.writelines(_lines(results, name))
     return path

@@ -3,12 +3,12 @@ skips the checks, any other goes the checked way."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
 
-from harness.core.results import CellResult, Outcome, adopt
+from harness.core.results import CellResult, Outcome, adopt, as_rows
 
 FULL = CellResult(run_id="r", cell_id="c1", environment="e", values={"torch": "2.1.2"},
                   env_key="k", backend="uv", case_id="case", variant="v", nodeid="t.py::t",
@@ -54,3 +54,13 @@ def test_a_line_without_a_required_field_is_refused() -> None:
         adopt(row)
     with pytest.raises(KeyError):
         adopt(line(outcome="NOT-AN-OUTCOME"))
+
+
+def test_a_result_as_a_row_holds_every_field_in_order_and_reads_the_same() -> None:
+    built = replace(FULL, outcome=Outcome.ERROR, fingerprint={})
+    for result in (FULL, built, adopt(line(parent="s1"))):
+        (row,) = as_rows([result])
+        assert row._fields == tuple(f.name for f in fields(CellResult))
+        assert row._asdict() == vars(result)  # every field, as the result holds it
+        assert (row.unbuilt, row.logical_key) == (result.unbuilt, result.logical_key)
+    assert as_rows([built])[0].unbuilt and not as_rows([FULL])[0].unbuilt

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, as_rows
 from harness.report.junit import write_junit
 
 
@@ -60,3 +60,12 @@ def test_any_text_in_a_record_stays_well_formed_xml_and_reads_back(tmp_path: Pat
     assert failure is not None and failure.text == shown and failure.get("message") == shown
     props = {p.get("name"): p.get("value") for p in case.iter("property")}
     assert props["caveat"] == "x\ny" and props["outcome"] == "FAIL"
+
+
+def test_rows_write_the_same_file_as_results(tmp_path: Path) -> None:
+    """The report writes JUnit from ``as_rows``: byte for byte what the results give."""
+    results = [cell("b", Outcome.FAIL, caveat="fp8 off"), cell("a", Outcome.FLAKY),
+               cell("c", Outcome.SKIP, log="logs/c.log"), cell("d", Outcome.PASS)]
+    one = write_junit(results, "n", tmp_path / "from-results.xml").read_bytes()
+    assert write_junit(as_rows(results), "n", tmp_path / "from-rows.xml").read_bytes() == one
+    assert b"fp8 off" in one and b'name="mergekit_fp16::a"' in one

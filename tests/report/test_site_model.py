@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from harness.core.results import CellResult, Outcome
+from dataclasses import replace
+
+from harness.core.results import CellResult, Outcome, as_rows
 from harness.report.site.model import build_site, spec_versions
 
 CASES = {
@@ -206,3 +208,21 @@ def test_the_packages_a_case_is_about_lead_its_table_and_verdict() -> None:
         (table,) = site.failures
         assert table.verdict == verdict
         assert table.rows[0].label.startswith(label)
+
+
+def test_the_site_is_the_same_from_results_and_from_their_rows() -> None:
+    """The report builds its model from ``as_rows`` (tuples read faster than 100,000
+    objects' dicts): every table, verdict, badge and grid cell as from the results."""
+    results = [cell("t-2.0.1", "repro", Outcome.REPRODUCED),
+               cell("t-2.0.1", "workaround[bfloat16]", Outcome.PASS),
+               cell("t-2.2.2", "repro", Outcome.PASS),
+               cell("t-2.2.2", "workaround[bfloat16]", Outcome.FAIL, reason="still"),
+               cell("t-2.3.0", "repro", Outcome.ERROR, reason="uv: no torch", built=False),
+               cell("t-2.0.1", "repro", Outcome.NOT_RUN, "sm_90", "no sm_90 here"),
+               replace(cell("t-2.0.1", "fp16", Outcome.PASS), case_id="probes"),
+               replace(cell("t-2.2.2", "fp16", Outcome.REPRODUCED), case_id="probes")]
+    args = (envs("t-2.0.1", "t-2.2.2", "t-2.3.0"), CASES, [{"run_id": "r", "created": 1}],
+            {"t-2.0.1/repro/cpu": "logs/a.log"})
+    from_results = build_site(results, *args)
+    assert build_site(as_rows(results), *args) == from_results
+    assert from_results.failures and from_results.grid and from_results.unbuildable

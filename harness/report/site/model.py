@@ -18,7 +18,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from harness.core.results import CellResult, Outcome, counted
+from harness.core.results import Outcome, ResultLike, counted
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, version_sort_key
 
@@ -162,7 +162,7 @@ def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def row_versions(env: Mapping[str, Any], results: Sequence[CellResult]) -> dict[str, str]:
+def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[str, str]:
     """The spec's pins, replaced by what was really installed where the environment built."""
     versions = spec_versions(env)
     for r in results:
@@ -175,7 +175,7 @@ def row_versions(env: Mapping[str, Any], results: Sequence[CellResult]) -> dict[
     return {k: v for k, v in versions.items() if k not in _NOT_SHOWN}
 
 
-def _unbuildable(results: Sequence[CellResult]) -> str | None:
+def _unbuildable(results: Sequence[ResultLike]) -> str | None:
     """An environment whose every cell that ran is ERROR without a fingerprint: it never
     built. Returns the reason's first line."""
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
@@ -184,17 +184,17 @@ def _unbuildable(results: Sequence[CellResult]) -> str | None:
     return None
 
 
-def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping[str, Any]],
+def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping[str, Any]],
                cases: Mapping[str, Mapping[str, Any]], meta: Sequence[Mapping[str, Any]],
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
                since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None
                ) -> Site:
-    by_env: dict[str, list[CellResult]] = defaultdict(list)
+    by_env: dict[str, list[ResultLike]] = defaultdict(list)
     for r in results:
         by_env[r.environment].append(r)
     broken = {env: why for env, rs in by_env.items() if (why := _unbuildable(rs))}
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
-    by_case: dict[str, list[CellResult]] = defaultdict(list)
+    by_case: dict[str, list[ResultLike]] = defaultdict(list)
     for r in results:
         by_case[r.case_id].append(r)
     suites = suite_names(results, cases)
@@ -211,7 +211,7 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
                              for c, rs in by_case.items() if c in suites))
 
 
-def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
+def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) -> Header:
     import time
 
     targets = sorted({r.hardware_target for r in results})
@@ -248,7 +248,7 @@ def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[st
     return {m["variant"] for m in cases.values() if m.get("case") == case and m.get("signatures")}
 
 
-def _failure_table(case: str, results: Sequence[CellResult],
+def _failure_table(case: str, results: Sequence[ResultLike],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
                    links: Mapping[str, str], bisected: Sequence[str] = ()) -> FailureTable:
@@ -259,7 +259,7 @@ def _failure_table(case: str, results: Sequence[CellResult],
     # made before case metadata was kept).
     repro = _repro_variants(case, cases) | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
-    by_env: dict[str, list[CellResult]] = defaultdict(list)
+    by_env: dict[str, list[ResultLike]] = defaultdict(list)
     for r in results:  # one pass: a fleet's matrix has thousands of environments
         by_env[r.environment].append(r)
     envs = list(by_env)
@@ -326,7 +326,7 @@ def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
                                              k)))
 
 
-def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
+def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
              varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
              broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """Derived, never written by hand: which versions the failure reproduces on, whether each
@@ -339,8 +339,8 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
     def value(env: str) -> str:
         return versions[env].get(key, "—") if key else env
 
-    by_env: dict[str, list[CellResult]] = defaultdict(list)
-    by_variant: dict[str, list[CellResult]] = defaultdict(list)
+    by_env: dict[str, list[ResultLike]] = defaultdict(list)
+    by_variant: dict[str, list[ResultLike]] = defaultdict(list)
     for r in results:  # one pass, not one more per workaround
         by_env[r.environment].append(r)
         by_variant[r.variant].append(r)
@@ -399,7 +399,7 @@ def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: in
     return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
-def _workaround(variant: str, results: Sequence[CellResult],
+def _workaround(variant: str, results: Sequence[ResultLike],
                 versions: Mapping[str, dict[str, str]], key: str | None,
                 tested: Sequence[str] | None) -> str:
     """Whether a workaround helps, by the versions of the table's rows: a range never spans a
@@ -409,7 +409,7 @@ def _workaround(variant: str, results: Sequence[CellResult],
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
         return f"{variant}: not run ({why})" if why else f"{variant}: not run"
 
-    def value(r: CellResult) -> str:
+    def value(r: ResultLike) -> str:
         return versions[r.environment].get(key, "—") if key else r.environment
 
     good = {value(r) for r in ran if r.outcome.passed}
@@ -440,7 +440,7 @@ def probe_packages(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> tupl
     return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
 
 
-def probe_combinations(results: Iterable[CellResult], versions: Mapping[str, dict[str, str]],
+def probe_combinations(results: Iterable[ResultLike], versions: Mapping[str, dict[str, str]],
                        packages: Sequence[str]) -> dict[str, set[tuple[str, ...]]]:
     """For each grid word (``GRID_KIND``), the version combinations of ``packages`` whose
     environments had a result of that kind."""
@@ -452,11 +452,11 @@ def probe_combinations(results: Iterable[CellResult], versions: Mapping[str, dic
     return kinds
 
 
-def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
+def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
-    groups: dict[tuple[str, str], list[CellResult]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[ResultLike]] = defaultdict(list)
     for r in results:
         groups[(r.variant, r.hardware_target)].append(r)
     rows = []
