@@ -276,10 +276,8 @@ class RunStore:
 
     def results(self) -> list[CellResult]:
         """Every cell once: its last attempt."""
-        by_cell: dict[str, CellResult] = {}
-        for record in self.attempts():
-            by_cell[record.cell_id] = record
-        return list(by_cell.values())
+        # A cell keeps its first attempt's place and its last attempt's record.
+        return list({record.cell_id: record for record in self.attempts()}.values())
 
     def done_cells(self) -> set[str]:
         """Cells that need no re-run on resume (``is_done``)."""

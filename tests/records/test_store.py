@@ -8,9 +8,17 @@ import pytest
 
 from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module
+from harness.records.select import choose_records
 from harness.records.snapshot import rows_of
 from harness.records.store import RunStore
-from harness.report.build import diff_runs, long_columns, results_frame, summary_line, write_report
+from harness.report.build import (
+    diff_runs,
+    long_columns,
+    merged_results,
+    results_frame,
+    summary_line,
+    write_report,
+)
 
 
 def result(cell: str, env: str, variant: str, outcome: Outcome) -> CellResult:
@@ -253,3 +261,19 @@ def test_a_rule_that_cannot_be_read_stops_the_report_before_any_file(tmp_path: P
     with pytest.raises(ValueError, match="PASSED"):
         write_report(store, tmp_path / "report")
     assert list((tmp_path / "report").iterdir()) == []
+
+
+def test_each_cell_keeps_its_first_place_and_its_last_attempt_as_one_record_chooses(
+        tmp_path: Path) -> None:
+    """``results``: a retried cell where it first appeared, with its last attempt; a report
+    of one record takes them as they are, which is what choosing across records gives."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(result("a", "2.0.1", "repro", Outcome.ERROR))
+    store.append(result("b", "2.0.1", "workaround", Outcome.PASS))
+    store.append(replace(result("a", "2.0.1", "repro", Outcome.REPRODUCED), attempt=2))
+    store.append(result("c", "2.1.2", "repro", Outcome.SKIP))
+    got = store.results()
+    assert [(r.cell_id, r.outcome) for r in got] == [
+        ("a", Outcome.REPRODUCED), ("b", Outcome.PASS), ("c", Outcome.SKIP)]
+    chosen = list(choose_records([store])[0].values())
+    assert merged_results([store]) == chosen and [r for _, r in chosen] == got
