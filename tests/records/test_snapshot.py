@@ -3,8 +3,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -225,3 +227,77 @@ def test_a_second_process_that_fails_leaves_the_snapshots_to_their_readers(
     snapshot.make_missing(runs)  # no error: history goes on
     assert not any(snapshot.is_current(r) for r in runs)
     assert [load(r).cell_ids for r in runs] == [["a"]] * 3  # each made by its reader
+
+
+def _by_store(run_dir: Path) -> bytes:
+    """The document as it was always made: the record read by ``RunStore``."""
+    return orjson.dumps(snapshot._document(RunStore(run_dir).results()))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4))
+def test_a_record_the_harness_wrote_is_read_in_one_pass_into_the_same_document(
+        tmp_path_factory: pytest.TempPathFactory, cells: list[CellResult],
+        retried: list[int]) -> None:
+    """Lines as the store writes them (fingerprints named in shared.jsonl, retries later in
+    the record): read by msgspec into only what the snapshot keeps, the same document,
+    byte for byte, as the store's reading gives."""
+    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
+    store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.PASS, duration=3)
+                          for i in retried if i < len(cells)])
+    fast = snapshot._from_record(store.run_dir)
+    assert fast is not None and orjson.dumps(fast) == _by_store(store.run_dir)
+
+
+def _line(**changes: object) -> bytes:
+    row = cell("c9", "2.1.2", Outcome.FAIL).to_dict()
+    row.update(changes)
+    return json.dumps(row).encode()
+
+
+@pytest.mark.parametrize(("what", "text"), [
+    ("a torn last line", b'{"run_id": "r", "cell_id": "c'),
+    ("a blank line", b"\n"),
+    ("two values on a line", _line() + b" " + _line(cell_id="c8")),
+    ("a value over two lines", _line().replace(b', "environment"', b',\n"environment"')),
+    ("NaN", _line(duration=float("nan"))),
+    ("a lone surrogate", _line(reason="\ud800")),
+    ("an unknown outcome", _line(outcome="GREAT")),
+    ("a required field missing", json.dumps({"cell_id": "c7", "outcome": "PASS"}).encode()),
+    ("a number where text goes", _line(environment=7)),
+    ("not an object", b"[1, 2]"),
+    ("an infinity as json writes it", _line(duration=float("inf"))),
+])
+def test_a_line_the_harness_would_not_write_sends_the_record_to_the_store(
+        tmp_path: Path, what: str, text: bytes) -> None:
+    """Any line that is not one result as the harness writes it: the one-pass reading gives
+    up (None), and the snapshot is made from the store's reading, as before."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED), cell("c2", "2.1.2", Outcome.PASS)])
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(text + b"\n" + _line(cell_id="c3") + b"\n")
+    assert snapshot._from_record(store.run_dir) is None, what
+    assert orjson.dumps(load(store.run_dir)._data) == _by_store(store.run_dir)
+
+
+@pytest.mark.parametrize(("what", "text"), [
+    ("fields it does not know, a value inline", _line(note="by hand", fingerprint={"key": {}})),
+    ("optional fields missing", json.dumps({k: v for k, v in json.loads(_line()).items()
+                                            if k not in ("signature", "duration", "log",
+                                                         "fingerprint")}).encode()),
+    ("a null fingerprint, a name shared.jsonl lacks", _line(fingerprint=None)
+     + b"\n" + _line(cell_id="c4", fingerprint="feedfacefeedface")),
+    ("a whole-number duration, a key twice", _line(duration=3)[:-1] + b', "variant": "w"}'),
+    ("a CRLF line", _line(cell_id="c5") + b"\r"),
+    ("the same cell again", _line(cell_id="c1", outcome="PASS", attempt=2)),
+])
+def test_lines_a_result_may_be_are_read_in_one_pass_as_the_store_reads_them(
+        tmp_path: Path, what: str, text: bytes) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED), cell("c2", "2.1.2", Outcome.PASS)])
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(text + b"\n")
+    fast = snapshot._from_record(store.run_dir)
+    assert fast is not None, what
+    assert orjson.dumps(fast) == _by_store(store.run_dir), what
