@@ -129,10 +129,12 @@ class ResultRow(NamedTuple):
 
     @property
     def unbuilt(self) -> bool:
+        """As ``CellResult.unbuilt``."""
         return self.outcome is Outcome.ERROR and not self.fingerprint
 
     @property
     def logical_key(self) -> tuple[str, str, str]:
+        """As ``CellResult.logical_key``."""
         return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
 
 
@@ -142,8 +144,8 @@ AnyResult = TypeVar("AnyResult", bound=ResultLike)
 
 
 def as_rows(results: Iterable[CellResult]) -> list[ResultRow]:
-    """``results`` as ``ResultRow``s, in one pass (a fleet's: a quarter of a second, which
-    the site's model, reading them a dozen times, gets back four times over)."""
+    """``results`` as ``ResultRow``s, in one pass (a fleet's: 0.2 s, which the site's model,
+    reading each cell a dozen times over, gets back five times: 2.0 s -> 0.9 s)."""
     return list(map(ResultRow._make, map(_ALL_FIELDS, results)))
 
 

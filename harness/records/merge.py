@@ -36,7 +36,7 @@ from harness.core.results import FIELDS, CellResult, Outcome, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS
 from harness.records.select import choose_records
-from harness.records.store import RunStore, content_name, read_shared
+from harness.records.store import RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
 
 
@@ -73,13 +73,11 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
            warn: Callable[[str], None], linker: _Linker) -> tuple[MergeReport, _Writer]:
     """The merged run folder, its record chosen (``report.results``, to be written by the
     writer) and its logs sent to the linker."""
-    run_id = run_id or "merged-" + hashlib.sha256(
-        json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10]
+    run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
+        json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
     target = reports_dir / "runs" / run_id
     if target.resolve() in {s.run_dir for s in sources}:
         raise UsageError(f"merge: {target} is one of the runs being merged")
-    if (target / META).exists():  # merging again replaces the earlier merge, whole
-        shutil.rmtree(target)
     redactor = Redactor.from_environment()
 
     def create() -> list[str]:
@@ -87,9 +85,14 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         Decoding a fleet's plan and writing it again is a sixth of a merge, on the second
         core while this one reads the shards; the cells stay there (150 MiB), only their
         order comes back (a gap reads them again). The shards' run.json too: 64 of a
-        fleet's hold 6 MB, read there alone."""
+        fleet's hold 6 MB, and this process needs them only for a gap."""
         metas = [s.meta for s in sources]
         planned = _full_plan(sources, metas)
+        cases = _union(s.cases for s in sources)
+        # Only now, with every shard's plan and cases read: an artifact that cannot be read
+        # leaves the earlier merge of the same name as it was.
+        if (target / META).exists():  # merging again replaces the earlier merge, whole
+            shutil.rmtree(target)
         RunStore.create(reports_dir, {
             "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
                             for s, m in zip(sources, metas, strict=True)],
@@ -98,7 +101,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             "expect": recorded_rules(metas),
             # Every shard planned from the same lock: the first one's resolutions are the run's.
             "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
-        }, run_id=run_id, cases=_union(s.cases for s in sources), redactor=redactor)
+        }, run_id=run_id, cases=cases, redactor=redactor)
         return [cell["cell_id"] for cell in planned]
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.

@@ -37,7 +37,7 @@ from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import HarnessError
 from harness.core.results import CellResult, Outcome
-from harness.records.codec import CHUNK
+from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
 
@@ -333,41 +333,34 @@ class _Line(msgspec.Struct):
 
 
 _LINE = msgspec.json.Decoder(_Line)
+_VALUES = attrgetter("values")
+_NO_TEXT = msgspec.Raw()
 
 
 def _from_record(run_dir: Path) -> dict[str, Any] | None:
     """The snapshot's document made from the record, each line decoded into only what the
-    snapshot keeps (msgspec: a fleet's record in 0.3 s, where decoding every field into
-    dicts and making results of them took 0.7 s), or None where any line is not one result
-    as the harness writes it (torn, blank, two values, by hand, another type, NaN, a lone
-    surrogate): then ``RunStore`` reads the record (skipping what is not a result) and the
-    document is made from that, as it always was. Read a MiB at a time (``codec.CHUNK``)."""
-    found: list[_Line] = []
-    rest = b""
-    try:
-        with open(run_dir / RESULTS, "rb") as fh:
-            while block := fh.read(CHUNK):
-                block = rest + block
-                cut = block.rfind(b"\n") + 1  # whole lines now, the rest with the next block
-                rest = block[cut:]
-                lines = block[:cut].split(b"\n")
-                lines.pop()  # after the last newline: nothing
-                found += map(_LINE.decode, lines)
-        if rest:  # a last line without its newline
-            found.append(_LINE.decode(rest))
-    except (OSError, ValueError, msgspec.MsgspecError):
+    snapshot keeps (msgspec: a fleet's record in 0.6-0.9 s, where decoding every field into
+    dicts and making results of them, then the document, took 1.3-1.6 s), or None where any
+    line is not one result as the harness writes it (torn, blank, two values, by hand,
+    another type, NaN, a lone surrogate, bytes that are not UTF-8, a carriage return): then
+    ``RunStore`` reads the record (skipping what is not a result) and the document is made
+    from that, as it always was."""
+    decoded = _decoded(run_dir)
+    if decoded is None:
         return None
-    cells = list({line.cell_id: line for line in found}.values())  # first place, last
-    del found  # attempt (``results``)
+    lines, texts = decoded
+    # Each cell at its first place, with its last attempt (as ``RunStore.results``).
+    last = {line.cell_id: i for i, line in enumerate(lines)}
+    cells = [lines[i] for i in last.values()]
     if not cells:
         return _document([])
 
     def column(name: str) -> list[Any]:  # a column at a time, in C (transposing 100,000
         return list(map(attrgetter(name), cells))  # tuples of fields took twice as long)
 
-    texts = list(map(bytes, column("values")))
+    mine = [texts[i] for i in last.values()]
     try:  # each distinct text once, as json reads it
-        parsed = {text: jsonio.loads(text) for text in dict.fromkeys(texts)}
+        parsed = {text: jsonio.loads(text) for text in dict.fromkeys(mine)}
     except ValueError:
         return None
     fingerprints = column("fingerprint")
@@ -376,9 +369,46 @@ def _from_record(run_dir: Path) -> dict[str, Any] | None:
         shared = {digest: value for digest, value, _ in read_shared(run_dir)}
         found_as = {name: shared.get(name, {}) for name in names}
         fingerprints = [found_as[f] if isinstance(f, str) else f for f in fingerprints]
-    return _columns([column(name) for name in TABLED[:5]],
-                    list(map(parsed.__getitem__, texts)), fingerprints, column("outcome"),
-                    column("cell_id"), column("duration"))
+    return _columns([column(name) for name in TABLED[:5]], list(map(parsed.__getitem__, mine)),
+                    fingerprints, column("outcome"), column("cell_id"), column("duration"))
+
+
+def _decoded(run_dir: Path) -> tuple[list[_Line], list[bytes]] | None:
+    """Every line of the record decoded, and each one's ``values`` text; None where one is
+    not one result as the harness writes it. Read a MiB at a time (``codec.CHUNK``)."""
+    lines: list[_Line] = []
+    texts: list[bytes] = []
+    rest = b""
+    try:
+        with open(run_dir / RESULTS, "rb") as fh:
+            while block := fh.read(codec.CHUNK):
+                block = rest + block
+                cut = block.rfind(b"\n") + 1  # whole lines now, the rest with the next block
+                rest = block[cut:]
+                _decode_block(block[:cut], lines, texts)
+        if rest:  # a last line without its newline
+            _decode_block(rest + b"\n", lines, texts)
+    except (OSError, ValueError, msgspec.MsgspecError):
+        return None
+    return lines, texts
+
+
+def _decode_block(block: bytes, lines: list[_Line], texts: list[bytes]) -> None:
+    """``block``'s lines (each ending in a newline) onto ``lines``, their values' texts onto
+    ``texts``. Raises ValueError or msgspec's DecodeError where a line is not a result as the
+    harness writes it, including what msgspec would pass over where RunStore's reading
+    drops the line: bytes that are not UTF-8 in a field it skips (it checks only those it
+    decodes), and a carriage return (where a chunk fails, the store splits lines there)."""
+    if b"\r" in block:
+        raise ValueError("a carriage return")
+    block.decode()  # UnicodeDecodeError: a ValueError
+    pieces = block.split(b"\n")
+    pieces.pop()  # after the last newline: nothing
+    found = list(map(_LINE.decode, pieces))
+    texts += map(bytes, map(_VALUES, found))
+    for line in found:  # a Raw holds its whole line: the record would be kept whole
+        line.values = _NO_TEXT
+    lines += found
 
 
 def _document(results: Sequence[CellResult]) -> dict[str, Any]:

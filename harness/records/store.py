@@ -66,9 +66,7 @@ class RunStore:
                cases: dict[str, Any] | None = None, redactor: Redactor | None = None
                ) -> RunStore:
         """A new run folder. ``run_id`` names it (a CI job names its shard)."""
-        run_id = run_id or new_run_id()
-        if not RUN_ID.fullmatch(run_id):
-            raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
+        run_id = check_run_id(run_id or new_run_id())
         store = cls(reports_dir / "runs" / run_id, redactor)
         if (store.run_dir / META).exists():
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
@@ -135,7 +133,10 @@ class RunStore:
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        data: dict[str, Any] = jsonio.loads(path.read_bytes()) if path.is_file() else {}
+        try:
+            data: dict[str, Any] = jsonio.loads(path.read_bytes()) if path.is_file() else {}
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{path}: unreadable: {exc}") from None
         return data
 
     def environments(self) -> dict[str, dict[str, Any]]:
@@ -297,6 +298,13 @@ class RunStore:
             return None
         path = Path(result.log)
         return path if path.is_absolute() else self.run_dir / path
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id``, if it may name a run folder (no path in it); else a UsageError."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
+    return run_id
 
 
 def content_name(value: Any) -> str:

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.core import jsonio
-from harness.core.errors import StoreError
+from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.records import codec
 from harness.records.merge import _full_plan, _missing, merge_runs
@@ -310,3 +310,30 @@ def test_a_plan_that_cannot_be_read_is_said_in_one_line_and_no_run_is_left(
         merge_runs([one, two], tmp_path / "out", run_id="merged")
     assert "\n" not in str(raised.value)
     assert not (tmp_path / "out" / "runs" / "merged").exists()
+
+
+def test_a_merge_that_fails_leaves_the_earlier_merge_of_its_name(tmp_path: Path) -> None:
+    """A nightly merges into one run id: an artifact that cannot be read that night is said,
+    and last night's merge stays as it was (it is replaced only once every plan is read)."""
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/2", CELLS[:6])
+    two = shard(reports, "shard-2", "2/2", CELLS[6:])
+    record(one, result(CELLS[0], "shard-1", Outcome.PASS))
+    first = merge_runs([one, two], tmp_path / "out", run_id="nightly").store
+    before = rows(first)
+    (two.run_dir / "cases.json").write_text("{")  # cut short
+    with pytest.raises(StoreError, match=r"cases\.json: unreadable"):
+        merge_runs([one, two], tmp_path / "out", run_id="nightly")
+    assert rows(RunStore(first.run_dir)) == before and (first.run_dir / "plan.json").is_file()
+
+
+def test_a_run_id_that_is_a_path_is_refused_before_anything_is_touched(tmp_path: Path) -> None:
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/1", CELLS)
+    victim = tmp_path / "elsewhere"
+    victim.mkdir()
+    (victim / "run.json").write_text("{}")
+    (tmp_path / "out" / "runs").mkdir(parents=True)  # so that the path leads somewhere
+    with pytest.raises(UsageError, match="--run-id"):
+        merge_runs([one], tmp_path / "out", run_id="../../elsewhere")
+    assert (victim / "run.json").is_file()

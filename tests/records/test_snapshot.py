@@ -6,14 +6,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.core import jsonio
 from harness.core.errors import HarnessError
 from harness.core.results import CellResult, Outcome
-from harness.records import snapshot
+from harness.records import codec, snapshot
 from harness.records.snapshot import LETTER_FIELDS as LETTERS
 from harness.records.snapshot import SNAPSHOT, load, read, rows_of, write
 from harness.records.store import RunStore
@@ -231,7 +231,7 @@ def test_a_second_process_that_fails_leaves_the_snapshots_to_their_readers(
 
 def _by_store(run_dir: Path) -> bytes:
     """The document as it was always made: the record read by ``RunStore``."""
-    return orjson.dumps(snapshot._document(RunStore(run_dir).results()))
+    return jsonio.dumps(snapshot._document(RunStore(run_dir).results()))
 
 
 @settings(max_examples=40, deadline=None,
@@ -247,7 +247,7 @@ def test_a_record_the_harness_wrote_is_read_in_one_pass_into_the_same_document(
     store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.PASS, duration=3)
                           for i in retried if i < len(cells)])
     fast = snapshot._from_record(store.run_dir)
-    assert fast is not None and orjson.dumps(fast) == _by_store(store.run_dir)
+    assert fast is not None and jsonio.dumps(fast) == _by_store(store.run_dir)
 
 
 def _line(**changes: object) -> bytes:
@@ -268,6 +268,10 @@ def _line(**changes: object) -> bytes:
     ("a number where text goes", _line(environment=7)),
     ("not an object", b"[1, 2]"),
     ("an infinity as json writes it", _line(duration=float("inf"))),
+    ("bytes that are not UTF-8 in a field the snapshot skips",
+     _line()[:-1] + b', "reason": "caf\xe9"}'),
+    ("a carriage return between fields", _line().replace(b', "variant"', b',\r"variant"')),
+    ("a CRLF line", _line(cell_id="c5") + b"\r"),
 ])
 def test_a_line_the_harness_would_not_write_sends_the_record_to_the_store(
         tmp_path: Path, what: str, text: bytes) -> None:
@@ -278,7 +282,7 @@ def test_a_line_the_harness_would_not_write_sends_the_record_to_the_store(
     with open(store.run_dir / "results.jsonl", "ab") as fh:
         fh.write(text + b"\n" + _line(cell_id="c3") + b"\n")
     assert snapshot._from_record(store.run_dir) is None, what
-    assert orjson.dumps(load(store.run_dir)._data) == _by_store(store.run_dir)
+    assert jsonio.dumps(load(store.run_dir)._data) == _by_store(store.run_dir)
 
 
 @pytest.mark.parametrize(("what", "text"), [
@@ -289,10 +293,12 @@ def test_a_line_the_harness_would_not_write_sends_the_record_to_the_store(
     ("a null fingerprint, a name shared.jsonl lacks", _line(fingerprint=None)
      + b"\n" + _line(cell_id="c4", fingerprint="feedfacefeedface")),
     ("a whole-number duration, a key twice", _line(duration=3)[:-1] + b', "variant": "w"}'),
-    ("a CRLF line", _line(cell_id="c5") + b"\r"),
     ("the same cell again", _line(cell_id="c1", outcome="PASS", attempt=2)),
+    ("numbers in values and a fingerprint, an integer past 64 bits",
+     _line(cell_id="c6", values={"torch": "2.1.2", "n": 3, "big": 2**70},
+           fingerprint={"key": {"torch": 2.5}, "freeze_sha256": 7}, duration=2**70)),
 ])
-def test_lines_a_result_may_be_are_read_in_one_pass_as_the_store_reads_them(
+def test_lines_a_result_may_hold_are_read_in_one_pass_as_the_store_reads_them(
         tmp_path: Path, what: str, text: bytes) -> None:
     store = RunStore.create(tmp_path, {"planned": []})
     store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED), cell("c2", "2.1.2", Outcome.PASS)])
@@ -300,4 +306,28 @@ def test_lines_a_result_may_be_are_read_in_one_pass_as_the_store_reads_them(
         fh.write(text + b"\n")
     fast = snapshot._from_record(store.run_dir)
     assert fast is not None, what
-    assert orjson.dumps(fast) == _by_store(store.run_dir), what
+    assert jsonio.dumps(fast) == _by_store(store.run_dir), what
+
+
+def test_the_last_line_without_its_newline_is_read_in_one_pass(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED)])
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(_line(cell_id="c2"))  # whole, its newline not written yet
+    fast = snapshot._from_record(store.run_dir)
+    assert fast is not None and fast["cell_id"] == ["c1", "c2"]
+    assert jsonio.dumps(fast) == _by_store(store.run_dir)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=results(), chunk=st.integers(1, 700))
+def test_lines_cut_across_blocks_read_as_whole_lines(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        cells: list[CellResult], chunk: int) -> None:
+    """Blocks of any size (a fleet's are a MiB): a line cut between two is read whole."""
+    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
+    store.extend(cells)
+    monkeypatch.setattr(codec, "CHUNK", chunk)
+    fast = snapshot._from_record(store.run_dir)
+    assert fast is not None and jsonio.dumps(fast) == _by_store(store.run_dir)
