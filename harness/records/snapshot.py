@@ -22,6 +22,7 @@ installs 166 MB; Arrow's files are 1.2 to 3.6 times smaller (1.3-3.9 MB against 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import os
@@ -351,16 +352,17 @@ def _from_record(run_dir: Path) -> dict[str, Any] | None:
     lines, texts = decoded
     # Each cell at its first place, with its last attempt (as ``RunStore.results``).
     last = {line.cell_id: i for i, line in enumerate(lines)}
-    cells = [lines[i] for i in last.values()]
+    if len(last) < len(lines):  # a cell retried
+        lines, texts = [lines[i] for i in last.values()], [texts[i] for i in last.values()]
+    cells = lines
     if not cells:
         return _document([])
 
     def column(name: str) -> list[Any]:  # a column at a time, in C (transposing 100,000
         return list(map(attrgetter(name), cells))  # tuples of fields took twice as long)
 
-    mine = [texts[i] for i in last.values()]
     try:  # each distinct text once, as json reads it
-        parsed = {text: jsonio.loads(text) for text in dict.fromkeys(mine)}
+        parsed = {text: jsonio.loads(text) for text in dict.fromkeys(texts)}
     except ValueError:
         return None
     fingerprints = column("fingerprint")
@@ -369,7 +371,7 @@ def _from_record(run_dir: Path) -> dict[str, Any] | None:
         shared = {digest: value for digest, value, _ in read_shared(run_dir)}
         found_as = {name: shared.get(name, {}) for name in names}
         fingerprints = [found_as[f] if isinstance(f, str) else f for f in fingerprints]
-    return _columns([column(name) for name in TABLED[:5]], list(map(parsed.__getitem__, mine)),
+    return _columns([column(name) for name in TABLED[:5]], list(map(parsed.__getitem__, texts)),
                     fingerprints, column("outcome"), column("cell_id"), column("duration"))
 
 
@@ -383,27 +385,32 @@ def _decoded(run_dir: Path) -> tuple[list[_Line], list[bytes]] | None:
         with open(run_dir / RESULTS, "rb") as fh:
             while block := fh.read(codec.CHUNK):
                 block = rest + block
-                cut = block.rfind(b"\n") + 1  # whole lines now, the rest with the next block
-                rest = block[cut:]
-                _decode_block(block[:cut], lines, texts)
+                _check(block, block.rfind(b"\n") + 1)
+                pieces = block.split(b"\n")
+                rest = pieces.pop()  # after the last newline: the next block's first line
+                _decode_lines(pieces, lines, texts)
         if rest:  # a last line without its newline
-            _decode_block(rest + b"\n", lines, texts)
+            _check(rest, len(rest))
+            _decode_lines([rest], lines, texts)
     except (OSError, ValueError, msgspec.MsgspecError):
         return None
     return lines, texts
 
 
-def _decode_block(block: bytes, lines: list[_Line], texts: list[bytes]) -> None:
-    """``block``'s lines (each ending in a newline) onto ``lines``, their values' texts onto
-    ``texts``. Raises ValueError or msgspec's DecodeError where a line is not a result as the
-    harness writes it, including what msgspec would pass over where RunStore's reading
-    drops the line: bytes that are not UTF-8 in a field it skips (it checks only those it
-    decodes), and a carriage return (where a chunk fails, the store splits lines there)."""
-    if b"\r" in block:
+def _check(block: bytes, end: int) -> None:
+    """ValueError where ``block``'s first ``end`` bytes hold what msgspec would pass over
+    where RunStore's reading drops the line: bytes that are not UTF-8 in a field it skips
+    (it checks only those it decodes), a carriage return (where a chunk fails, the store
+    splits lines there)."""
+    if block.find(b"\r", 0, end) >= 0:
         raise ValueError("a carriage return")
-    block.decode()  # UnicodeDecodeError: a ValueError
-    pieces = block.split(b"\n")
-    pieces.pop()  # after the last newline: nothing
+    if not block.isascii():  # (no copy: most records are ASCII)
+        codecs.utf_8_decode(memoryview(block)[:end], "strict", True)  # UnicodeDecodeError
+
+
+def _decode_lines(pieces: list[bytes], lines: list[_Line], texts: list[bytes]) -> None:
+    """The lines ``pieces`` decoded onto ``lines``, their values' texts onto ``texts``;
+    msgspec's DecodeError where one is not a result as the harness writes it."""
     found = list(map(_LINE.decode, pieces))
     texts += map(bytes, map(_VALUES, found))
     for line in found:  # a Raw holds its whole line: the record would be kept whole
