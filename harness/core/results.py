@@ -72,13 +72,13 @@ class CellResult:
     @property
     def unbuilt(self) -> bool:
         """Its environment never built: ERROR with no fingerprint (nothing was imported)."""
-        return self.outcome is Outcome.ERROR and not self.fingerprint
+        return unbuilt(self.outcome, self.fingerprint)
 
     @property
     def logical_key(self) -> tuple[str, str, str]:
         """What the cell is to a reader, stable across pin changes: environment name,
         ``case::variant``, hardware target. The content key (``cell_id``) changes with pins."""
-        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
+        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow: the nested dicts are plain JSON data, shared, not deep-copied (asdict's
@@ -130,12 +130,24 @@ class ResultRow(NamedTuple):
     @property
     def unbuilt(self) -> bool:
         """As ``CellResult.unbuilt``."""
-        return self.outcome is Outcome.ERROR and not self.fingerprint
+        return unbuilt(self.outcome, self.fingerprint)
 
     @property
     def logical_key(self) -> tuple[str, str, str]:
         """As ``CellResult.logical_key``."""
-        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
+        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
+
+
+def logical_key(environment: str, case_id: str, variant: str, hardware_target: str
+                ) -> tuple[str, str, str]:
+    """A cell's logical key (``CellResult.logical_key``), from its fields: every form of a
+    result (the record's, ``ResultRow``, a snapshot's row) makes it here."""
+    return (environment, f"{case_id}::{variant}", hardware_target)
+
+
+def unbuilt(outcome: Outcome, fingerprint: dict[str, Any]) -> bool:
+    """ERROR with no fingerprint: the environment never built (``CellResult.unbuilt``)."""
+    return outcome is Outcome.ERROR and not fingerprint
 
 
 #: A result, in either form (for code that reads both: the site's model, the counts).

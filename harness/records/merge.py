@@ -106,10 +106,15 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
-    picked: list[tuple[dict[str, tuple[RunStore, CellResult]], list[str]]] = []
-    order = side_by_side(create, lambda: picked.append(choose_records(
-        [_Read(s, names, common) for s in sources], warn)), "writing the merged run's plan")
-    (chosen, conflicts), = picked
+    chosen: dict[str, tuple[RunStore, CellResult]] = {}
+    conflicts: list[str] = []
+
+    def read() -> None:
+        found, clashes = choose_records([_Read(s, names, common) for s in sources], warn)
+        chosen.update(found)
+        conflicts.extend(clashes)
+
+    order = side_by_side(create, read, "writing the merged run's plan")
     out = RunStore(target, redactor)
     report = MergeReport(store=out, conflicts=conflicts)
     gaps: _Gaps | None = None

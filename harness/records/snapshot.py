@@ -37,7 +37,7 @@ import orjson
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import HarnessError
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, logical_key
 from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
@@ -74,7 +74,7 @@ class Row(NamedTuple):
 
     @property
     def logical_key(self) -> Key:
-        return (self.environment, f"{self.case_id}::{self.variant}", self.hardware_target)
+        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
 
 class Snapshot:
@@ -354,12 +354,11 @@ def _from_record(run_dir: Path) -> dict[str, Any] | None:
     last = {line.cell_id: i for i, line in enumerate(lines)}
     if len(last) < len(lines):  # a cell retried
         lines, texts = [lines[i] for i in last.values()], [texts[i] for i in last.values()]
-    cells = lines
-    if not cells:
+    if not lines:
         return _document([])
 
     def column(name: str) -> list[Any]:  # a column at a time, in C (transposing 100,000
-        return list(map(attrgetter(name), cells))  # tuples of fields took twice as long)
+        return list(map(attrgetter(name), lines))  # tuples of fields took twice as long)
 
     try:  # each distinct text once, as json reads it
         parsed = {text: jsonio.loads(text) for text in dict.fromkeys(texts)}
