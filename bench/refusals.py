@@ -44,6 +44,7 @@ from common import (
     load_line,
     revision,
     run_fresh,
+    speed_line,
     warm_cases,
 )
 
@@ -130,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         env = harness_env(root / "cache")
         warm_cases(env)  # the collection cache, warm
         started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        load_before = load_line(2)
+        load_before, speed_before = load_line(2), speed_line()
         found = {c.name: measure(c, env, root / f"run{i}", args.repeat)
                  for i, c in enumerate(cases)}
     print(f"$ {command}")
     print(f"{started}, harness at {revision()}; {os.cpu_count()} cores, {load_before} at "
           f"the start, {load_line(2)} at the end")
+    print(f"{speed_before} at the start; {speed_line().removeprefix('speed: ')} at the end")
     print(f"each figure: median of {args.repeat} fresh processes; seconds wall, CPU seconds "
           "(user + system), MiB peak RSS")
     print()

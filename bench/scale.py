@@ -56,7 +56,16 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from common import ROOT, command_line, harness_env, load_line, revision, run_fresh, warm_cases
+from common import (
+    ROOT,
+    command_line,
+    harness_env,
+    load_line,
+    revision,
+    run_fresh,
+    speed_line,
+    warm_cases,
+)
 from packaging.version import Version
 
 if str(ROOT) not in sys.path:  # this checkout's harness, not whichever one is installed
@@ -832,7 +841,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "--history at least 1")
     command = command_line(argv)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load_before = load_line()
+    load_before, speed_before = load_line(), speed_line()
     results: dict[int, dict[str, Measure]] = {}
     names: list[str] = []
     goals: dict[str, str] = {}
@@ -853,6 +862,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{started}, harness at {revision()}")
     print(machine_line())
     print(f"{load_before} at the start, {load_line()} at the end")
+    print(f"{speed_before} at the start; {speed_line().removeprefix('speed: ')} at the end")
     print(f"data: {args.shards} shards, {args.history} earlier runs; each step a fresh "
           "process; seconds wall, MiB peak RSS (ru_maxrss); fixed steps best of "
           f"{FIXED_REPEAT}; growth: exponent of seconds from {args.sizes[0]:,} to "
