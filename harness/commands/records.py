@@ -64,7 +64,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         args.baseline = str(resolve_baseline(args.baseline, args.reports))
     baseline = _baseline(args)
     report = merge_runs(sources, args.reports, run_id=args.run_id,
-                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
+                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr),
+                        results=not args.no_report)
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     code = 0
@@ -72,13 +73,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     def judged() -> None:
         nonlocal code
         code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
-                           report.results)
+                           report.judged)
 
     if args.no_report:
         # The merged run's snapshot (what the next night compares with) on the second core
         # while the verdicts are worked out here; a report writes it beside its site.
         def snapshotted() -> None:
-            snapshot.write(report.store.run_dir, report.results)
+            snapshot.write(report.store.run_dir, report.tabled())
 
         side_by_side(snapshotted, judged, "writing the merged run's snapshot")
         return code

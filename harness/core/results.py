@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from operator import attrgetter
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 
 class Outcome(StrEnum):
@@ -152,7 +152,39 @@ def unbuilt(outcome: Outcome, fingerprint: dict[str, Any]) -> bool:
 
 #: A result, in either form (for code that reads both: the site's model, the counts).
 ResultLike = CellResult | ResultRow
-AnyResult = TypeVar("AnyResult", bound=ResultLike)
+
+
+class Keyed(Protocol):
+    """A result in any of its forms (``CellResult``, ``ResultRow``, a snapshot's row, a line
+    a merge passes through without making a result of it), as far as every reader of one
+    reads it: what its logical key is made of. Readers' protocols add what each reads."""
+
+    @property
+    def environment(self) -> str: ...
+    @property
+    def case_id(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def hardware_target(self) -> str: ...
+
+
+class Judged(Keyed, Protocol):
+    """What counting a run's cells and judging them read of a result."""
+
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def parent(self) -> str: ...
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def logical_key(self) -> tuple[str, str, str]: ...
+
+
+AnyResult = TypeVar("AnyResult", bound=Judged)
 
 
 def as_rows(results: Iterable[CellResult]) -> list[ResultRow]:

@@ -9,21 +9,14 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.releases import in_force
+from harness.core.results import Keyed
 
 LogicalKey = tuple[str, str, str]
 
 
-class Compared(Protocol):
+class Compared(Keyed, Protocol):
     """What a cell is matched by: a record's ``CellResult``, or a snapshot's row."""
 
-    @property
-    def environment(self) -> str: ...
-    @property
-    def case_id(self) -> str: ...
-    @property
-    def variant(self) -> str: ...
-    @property
-    def hardware_target(self) -> str: ...
     @property
     def values(self) -> Mapping[str, str]: ...
     @property

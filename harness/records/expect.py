@@ -26,11 +26,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
-from harness.core.results import CellResult, Outcome, counted
+from harness.core.results import CellResult, Judged, Outcome, counted
 from harness.core.rules import Rule
 from harness.records.baseline import Baseline, load_baseline
 from harness.records.select import choose_records
@@ -41,6 +41,7 @@ BASELINE_FORMAT = "ml-compat-harness baseline 1"
 _SILENT = (Outcome.NOT_RUN, Outcome.MISSING)
 
 Key = tuple[str, str, str]
+J = TypeVar("J", bound=Judged)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +93,7 @@ class _Judge:
         self.holding: dict[tuple[int, str], tuple[int, ...]] = {}  # (mask, reason) -> rules
         self.judged: dict[tuple[tuple[int, ...], Outcome, Outcome | None], _Judgement] = {}
 
-    def each(self, results: Iterable[CellResult]) -> Iterator[tuple[CellResult, _Judgement]]:
+    def each(self, results: Iterable[J]) -> Iterator[tuple[J, _Judgement]]:
         rules, judged = self.rules, self.judged
         before_of = self.baseline.outcomes if self.baseline is not None else None
         environments, labels, hardware = self.environments, self.labels, self.hardware
@@ -190,10 +191,15 @@ def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
     """A count per status, the known failures once per reason, then each deviation."""
     cells = Counter(_Judgement(v.result.outcome, v.expected, v.why, v.status)
                     for v in verdicts)
-    return _summary(cells, [v for v in verdicts if v.deviates], limit)
+    return _summary(cells, [(v.result, v.expected, v.status) for v in verdicts if v.deviates],
+                    limit)
 
 
-def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: int
+#: A cell that deviates: its result, what was expected of it, its status.
+_Deviation = tuple[Judged, frozenset[Outcome], str]
+
+
+def _summary(cells: Counter[_Judgement], deviating: Sequence[_Deviation], limit: int
              ) -> list[str]:
     """``summary_lines`` of the cells counted per judgement (in the order each first came)
     and the deviating ones, in order."""
@@ -210,14 +216,13 @@ def _summary(cells: Counter[_Judgement], deviating: Sequence[Verdict], limit: in
     for why, n in known.most_common():
         lines.append(f"  known: {n} cell{'s' if n != 1 else ''}: {why}")
     # A suite's tests: first how many deviate per environment, a line each.
-    per_suite = Counter((v.result.case_id, v.result.environment, v.result.hardware_target,
-                         v.status) for v in deviating if v.result.parent)
+    per_suite = Counter((r.case_id, r.environment, r.hardware_target, status)
+                        for r, _, status in deviating if r.parent)
     for (suite, env, hw, status), n in sorted(per_suite.items()):
         lines.append(f"  suite {suite} in {env} @{hw}: {how_many(n, status)}")
-    for v in deviating[:limit]:
-        r = v.result
-        wanted = "/".join(sorted(str(o) for o in v.expected)) or "fine"
-        lines.append(f"  {v.status}: {r.environment} {r.case_id}::{r.variant} "
+    for r, expected, status in deviating[:limit]:
+        wanted = "/".join(sorted(str(o) for o in expected)) or "fine"
+        lines.append(f"  {status}: {r.environment} {r.case_id}::{r.variant} "
                      f"@{r.hardware_target}: {r.outcome} (expected {wanted})")
     extra = len(deviating) - limit
     if extra > 0:
@@ -241,7 +246,7 @@ def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
-                baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
+                baseline: str | None, results: Sequence[Judged] | None = None) -> int:
     """The exit code ``--fail-on`` asks of the records (every cell once, as ``harness merge``
     chooses it unless the caller has them, judged by their rules and the baseline), after
     their summary lines where there is news or a baseline."""
@@ -255,19 +260,18 @@ def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
     return code
 
 
-def judged_summary(results: Iterable[CellResult], rules: Sequence[Rule] = (),
+def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
     """``summary_lines`` and ``exit_code`` of ``judge``'s verdicts, counted per judgement,
-    with a ``Verdict`` only for the cells that deviate: a fleet's 100,000 verdicts were a
-    fifth of a merge."""
+    kept one by one only for the cells that deviate (a fleet's 100,000 verdicts were a fifth
+    of a merge). ``results``: any form of a result that says what judging reads."""
     _exit_code((), fail_on)  # a --fail-on that is none, before the judging
     cells: Counter[_Judgement] = Counter()
-    deviating: list[Verdict] = []
+    deviating: list[_Deviation] = []
     for result, found in _Judge(rules, baseline).each(counted(list(results))):
         cells[found] += 1
         if found.status in _DEVIATING:
-            deviating.append(Verdict(result=result, expected=found.expected, why=found.why,
-                                     status=found.status))
+            deviating.append((result, found.expected, found.status))
     return _summary(cells, deviating, limit), _exit_code(
         ((j.outcome, j.status) for j in cells), fail_on)

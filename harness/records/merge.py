@@ -9,11 +9,14 @@ A chosen line is written as its shard wrote it, not decoded and encoded again: t
 names in shared.jsonl are named by their content, so the same line means the same in the
 merged record. A line the merged record would hold otherwise (a log not shipped, a value held
 inline, a field too many or too few, a secret of this machine's) is written as ``extend``
-writes a result.
+writes a result. Where nothing after the merge needs its results (``--no-report``: the
+verdicts and the snapshot read less), a line written as it is is never made a result: it
+is decoded only as far as the choice, its log and the verdicts read it (``_Line``).
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
@@ -23,20 +26,22 @@ import queue
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
+
+import msgspec
 
 from harness.core import jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
-from harness.core.results import FIELDS, CellResult, Outcome, adopt
+from harness.core.results import FIELDS, CellResult, Judged, Outcome, adopt, logical_key
 from harness.records.expect import recorded_rules
-from harness.records.layout import BY_REFERENCE, CASES, META, RESULTS
-from harness.records.select import choose_records
-from harness.records.store import RunStore, check_run_id, content_name, read_shared
+from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
+from harness.records.select import choose
+from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
 
 
@@ -46,31 +51,68 @@ class MergeReport:
     cells: int = 0
     missing: int = 0
     conflicts: list[str] = field(default_factory=list)
-    results: list[CellResult] = field(default_factory=list)  # as written, so none re-reads them
+    # What was written, in order, so that none re-reads it: for the verdicts, each cell as a
+    # result or as a line never made one (``merge_runs(..., results=False)``)...
+    lines: list[CellResult | _Line] = field(default_factory=list)
+    # ... and for a report, each as a result (empty where ``results=False``).
+    results: list[CellResult] = field(default_factory=list)
+    shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
+
+    @property
+    def judged(self) -> list[Judged]:
+        return list(self.lines)
+
+    def tabled(self) -> list[CellResult | _Tabled]:
+        """What was written, as the merged run's snapshot reads it (``snapshot.write``): a
+        line passed through with its values decoded (once per distinct text) and its
+        fingerprint as its name stands for it."""
+        parsed: dict[bytes, Any] = {}
+        shared = self.shared
+        out: list[CellResult | _Tabled] = []
+        for line in self.lines:
+            if isinstance(line, CellResult):
+                out.append(line)
+                continue
+            text = bytes(line.values)
+            values = parsed.get(text)
+            if values is None:
+                values = parsed[text] = jsonio.loads(text)
+            fingerprint = line.fingerprint
+            out.append(_Tabled(line.environment, line.case_id, line.variant,
+                               line.hardware_target, line.signature, values,
+                               shared[fingerprint] if isinstance(fingerprint, str)
+                               else fingerprint, line.outcome, line.cell_id, line.duration))
+        return out
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
-               warn: Callable[[str], None] = lambda _: None) -> MergeReport:
+               warn: Callable[[str], None] = lambda _: None, results: bool = True
+               ) -> MergeReport:
+    """``results``: whether the caller needs each cell as a ``CellResult`` (a report does);
+    without, a line written as it is only decoded as far as the verdicts read it."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet
     try:
-        report, writer = _merge(sources, reports_dir, run_id, warn, linker)
+        report, writer = _merge(sources, reports_dir, run_id, warn, linker, results)
     finally:
         linker.close()  # the logs in place before the lines that point at them
     writer.close()  # the merged record is written once, whole
     out = report.store
-    out.update_meta(ordered_cells=len(report.results))
-    report.cells = len(report.results)
-    # What was written, for the report and the verdicts: these objects, unless the writer
-    # redacted some of them on the way (a secret of this machine's): then the record itself.
+    out.update_meta(ordered_cells=len(report.lines))
+    report.cells = len(report.lines)
+    # What was written: these objects, unless the writer redacted some of them on the way (a
+    # secret of this machine's): then the record itself.
     if out.redactor.secrets:
-        report.results = out.results()
+        report.lines = list(out.results())
+    if results:  # every line made a result (none passed over: see ``_Read``)
+        report.results = [r for r in report.lines if isinstance(r, CellResult)]
     return report
 
 
 def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
-           warn: Callable[[str], None], linker: _Linker) -> tuple[MergeReport, _Writer]:
+           warn: Callable[[str], None], linker: _Linker, results: bool
+           ) -> tuple[MergeReport, _Writer]:
     """The merged run folder, its record chosen (``report.results``, to be written by the
     writer) and its logs sent to the linker."""
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
@@ -87,7 +129,11 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         order comes back (a gap reads them again). The shards' run.json too: 64 of a
         fleet's hold 6 MB, and this process needs them only for a gap."""
         metas = [s.meta for s in sources]
-        planned = _full_plan(sources, metas)
+        passed = None if redactor.secrets else _plan_text(sources, metas)
+        if passed is None:
+            cells = _full_plan(sources, metas)
+            passed = cells, [cell["cell_id"] for cell in cells]
+        planned, order = passed
         cases = _union(s.cases for s in sources)
         # Only now, with every shard's plan and cases read: an artifact that cannot be read
         # leaves the earlier merge of the same name as it was.
@@ -102,23 +148,24 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             # Every shard planned from the same lock: the first one's resolutions are the run's.
             "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
         }, run_id=run_id, cases=cases, redactor=redactor)
-        return [cell["cell_id"] for cell in planned]
+        return order
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
-    chosen: dict[str, tuple[RunStore, CellResult]] = {}
+    chosen: dict[str, tuple[_Read, CellResult | _Line]] = {}
     conflicts: list[str] = []
 
     def read() -> None:
-        found, clashes = choose_records([_Read(s, names, common) for s in sources], warn)
+        readers = [_Read(s, names, common, results) for s in sources]
+        found, clashes = choose([(r, r.lines()) for r in readers], _same, warn)
         chosen.update(found)
         conflicts.extend(clashes)
 
     order = side_by_side(create, read, "writing the merged run's plan")
     out = RunStore(target, redactor)
-    report = MergeReport(store=out, conflicts=conflicts)
+    report = MergeReport(store=out, conflicts=conflicts, shared=names.values)
     gaps: _Gaps | None = None
-    lines = report.results
+    lines = report.lines
     writer = _Writer(out, names)
     envs: set[str] = set()  # what each environment held, from the first shard with it
     for source in sources:
@@ -140,9 +187,75 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     # Ran, though no plan here names it: after the planned ones, in the order a report sorts
     # them, so the record is in report order (run.json ``ordered_cells``).
     extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
-                   key=lambda f: (f[1].logical_key, f[1].cell_id))
+                   key=_report_order)
     lines += [writer.add(relocate(*found), found) for found in extra]
     return report, writer
+
+
+def _report_order(found: tuple[_Read, CellResult | _Line]) -> tuple[tuple[str, str, str], str]:
+    return found[1].logical_key, found[1].cell_id
+
+
+def _same(source: _Read, one: CellResult | _Line, other_source: _Read,
+          other: CellResult | _Line) -> bool:
+    """Two records of a cell are the same record (a merge merged again): as results."""
+    return source.result(one).to_dict() == other_source.result(other).to_dict()
+
+
+class _Line(msgspec.Struct, forbid_unknown_fields=True):
+    """A result line as a merge reads it where nothing needs it as a result: every field a
+    result has required and no other allowed (decoded, it holds what ``adopt`` keeps, no more
+    and no less: written as it is, it means that result), typed as the harness writes them;
+    what the choice, the log, the verdicts and the shared values read is decoded, the rest
+    passed over (``Raw``). A line that is not so goes the way of a result."""
+
+    run_id: msgspec.Raw
+    cell_id: str
+    environment: str
+    values: msgspec.Raw
+    env_key: msgspec.Raw
+    backend: msgspec.Raw
+    case_id: str
+    variant: str
+    nodeid: msgspec.Raw
+    hardware_target: str
+    outcome: Outcome
+    reason: str
+    signature: str | None
+    fingerprint: Any  # a name in shared.jsonl, or the value
+    hardware: Any
+    details: msgspec.Raw
+    duration: Any  # as written: an int stays an int, as json reads it
+    log: str | None
+    finished_at: float
+    caveat: msgspec.Raw
+    attempt: int
+    node: msgspec.Raw
+    gpu: msgspec.Raw
+    infra: bool
+    parent: str
+
+    @property
+    def logical_key(self) -> tuple[str, str, str]:
+        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
+
+
+_LINE = msgspec.json.Decoder(_Line)
+
+
+class _Tabled(NamedTuple):
+    """A line passed through, as a snapshot reads it (``snapshot.Tabled``)."""
+
+    environment: str
+    case_id: str
+    variant: str
+    hardware_target: str
+    signature: str | None
+    values: Any
+    fingerprint: Any
+    outcome: Outcome
+    cell_id: str
+    duration: Any
 
 
 class _Gaps:
@@ -161,32 +274,47 @@ class _Read(RunStore):
     gives it, decoded once (orjson, line by line), each kept with the line it came from
     where the merged record would hold just that line (``verbatim``): every field as
     written, the values it names named the same by ``names`` (the merged record's
-    ``content_name``, after its redactor), no secret of this machine's in it."""
+    ``content_name``, after its redactor), no secret of this machine's in it. Without
+    ``results``, such a line is decoded as a ``_Line`` only (no result made of it)."""
 
-    def __init__(self, source: RunStore, names: _Names, common: _Common) -> None:
+    def __init__(self, source: RunStore, names: _Names, common: _Common, results: bool = True
+                 ) -> None:
         super().__init__(source.run_dir, names.redactor)
         self.run_id = source.run_id
         self.names = names
         self.common = common
+        self.as_results = results
         # a cell -> its last attempt, if that may be written as it is: its line and names
-        self.kept: dict[str, tuple[CellResult, bytes, tuple[str, ...]]] = {}
+        self.kept: dict[str, tuple[CellResult | _Line, bytes, tuple[str, ...]]] = {}
         self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
         self.all_usable: dict[tuple[str, ...], bool] = {}
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
-        self._results: list[CellResult] | None = None
+        self._lines: list[CellResult | _Line] | None = None
 
-    def results(self) -> list[CellResult]:
-        if self._results is None:
-            self._results = self._read()
-        return self._results
+    def lines(self) -> list[CellResult | _Line]:
+        """Each cell's last attempt: a result, or a line written as it is (``_Line``)."""
+        if self._lines is None:
+            self._lines = self._read()
+        return self._lines
 
-    def verbatim(self, result: CellResult) -> tuple[bytes, tuple[str, ...]] | None:
+    def result(self, line: CellResult | _Line) -> CellResult:
+        """``line`` as a result (read from its line again, as any other line is)."""
+        if isinstance(line, CellResult):
+            return line
+        kept = self.kept[line.cell_id]
+        assert kept[0] is line  # a _Line is the cell's last attempt, kept with its line
+        row = jsonio.loads(kept[1])
+        _resolve(row, self._shared_values())
+        self.common.share(row)
+        return adopt(row)
+
+    def verbatim(self, result: CellResult | _Line) -> tuple[bytes, tuple[str, ...]] | None:
         """The line ``result`` was read from and the shared values it names, if the merged
         record holds that line as it is."""
         kept = self.kept.get(result.cell_id)
         return kept[1:] if kept is not None and kept[0] is result else None
 
-    def _read(self) -> list[CellResult]:
+    def _read(self) -> list[CellResult | _Line]:
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
@@ -194,8 +322,14 @@ class _Read(RunStore):
         shared = self._shared_values()
         secrets = self.names.secrets
         share = self.common.share
-        by_cell: dict[str, CellResult] = {}
-        for line, row, verbatim in jsonio.loads_lines(data):
+        by_cell: dict[str, CellResult | _Line] = {}
+        # A line msgspec decodes as a _Line stands for its result as it would through
+        # loads_lines where orjson reads it the same: no number past 64 bits in a field it
+        # passes over (plain_numbers), nothing but UTF-8 (_lines_of); a lone surrogate or
+        # NaN msgspec refuses as orjson does.
+        rows = (jsonio.loads_lines(data) if self.as_results or secrets
+                or not jsonio.plain_numbers(data) else self._lines_of(data, by_cell))
+        for line, row, verbatim in rows:
             try:
                 whole = verbatim and row.keys() == FIELDS  # adopt will add or drop none
                 names = _resolve(row, shared)
@@ -208,6 +342,28 @@ class _Read(RunStore):
                     secrets and (b"\\" in line or any(s in line for s in secrets))):
                 self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
         return list(by_cell.values())
+
+    def _lines_of(self, data: bytes, by_cell: dict[str, CellResult | _Line]
+                  ) -> Iterator[tuple[bytes, Any, bool]]:
+        """Each line that the merged record holds as it is decoded as a ``_Line`` (onto
+        ``by_cell``, in the record's order); any other line given back as ``loads_lines``
+        gives it, to be read as a result."""
+        shared = self._shared_values()
+        decode = _LINE.decode
+        for line in data.split(b"\n"):
+            try:
+                if not line.isascii():  # bytes not UTF-8 in a Raw field: orjson refuses them
+                    codecs.utf_8_decode(line, "strict", True)
+                found = decode(line)
+            except (msgspec.DecodeError, UnicodeDecodeError):  # not as the harness writes
+                yield from jsonio.loads_lines(line)
+                continue
+            names = _named(found, shared)
+            if names is None or not self._all_usable(names):
+                yield from jsonio.loads_lines(line)
+                continue
+            by_cell[found.cell_id] = found
+            self.kept[found.cell_id] = (found, line, names)
 
     def _all_usable(self, names: tuple[str, ...]) -> bool:
         usable = self.all_usable.get(names)
@@ -230,6 +386,20 @@ class _Read(RunStore):
                 self._shared[digest] = value
                 self.shared_lines[digest] = line
         return self._shared
+
+
+def _named(line: _Line, shared: dict[str, Any]) -> tuple[str, ...] | None:
+    """The shared values ``line`` names, as ``_resolve`` finds them: None where it holds one
+    inline or names one shared.jsonl lacks (or holds empty)."""
+    names: tuple[str, ...] = ()
+    for value in (line.fingerprint, line.hardware):  # BY_REFERENCE, in its order
+        if isinstance(value, str):
+            if not shared.get(value):
+                return None
+            names = (*names, value)
+        elif value:
+            return None
+    return names
 
 
 def _resolve(row: dict[str, Any], shared: dict[str, Any]) -> tuple[str, ...] | None:
@@ -313,11 +483,12 @@ class _Writer:
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
 
-    def add(self, result: CellResult, found: tuple[RunStore, CellResult] | None = None
-            ) -> CellResult:
+    def add(self, result: CellResult | _Line,
+            found: tuple[_Read, CellResult | _Line] | None = None) -> CellResult | _Line:
         source = found[0] if found is not None and found[1] is result else None
-        kept = source.verbatim(result) if isinstance(source, _Read) else None
+        kept = source.verbatim(result) if source is not None else None
         if kept is None:
+            assert isinstance(result, CellResult)  # a _Line is kept, or made a result
             self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
@@ -329,6 +500,31 @@ class _Writer:
 
     def close(self) -> None:
         self.out.append_encoded(self.chunks, self.fresh)
+
+
+class _PlanCell(msgspec.Struct):
+    cell_id: str  # (the cell's other fields passed over)
+
+
+_PLAN = msgspec.json.Decoder(list[_PlanCell])
+
+
+def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
+               ) -> tuple[list[dict[str, Any]] | PlanText, list[str]] | None:
+    """The plan the shards were cut from as the first one recorded it, and its cells' ids,
+    where that text is what ``_full_plan`` would give, written again: every record a shard
+    (none adds a cell), the plan in its own file, JSON, no cell in it twice. None
+    otherwise."""
+    if not all(meta.get("shard") for meta in metas):
+        return None
+    try:
+        text = (sources[0].run_dir / FULL_PLAN).read_bytes()
+        order = [cell.cell_id for cell in _PLAN.decode(text)]
+    except (OSError, msgspec.DecodeError):  # (an unreadable plan: said by _full_plan)
+        return None
+    if len(set(order)) < len(order):
+        return None
+    return PlanText(text, len(order)), order
 
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
@@ -358,7 +554,7 @@ class _Relocate:
         self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
-    def __call__(self, source: RunStore, result: CellResult) -> CellResult:
+    def __call__(self, source: _Read, result: CellResult | _Line) -> CellResult | _Line:
         log = result.log
         if not log:
             return result
@@ -372,12 +568,12 @@ class _Relocate:
                 listed = self.logs[id(source)] = (str(source.run_dir), source.log_names())
             src, relative = f"{listed[0]}/{log}", log
             there = name in listed[1] if folder == "logs" else os.path.isfile(src)  # noqa: PTH113
-        if not there:
-            return replace(result, log=None)  # the log never came with the artifact
+        if not there:  # the log never came with the artifact
+            return replace(source.result(result), log=None)
         if relative not in self.linked:  # a batch's shared log: once
             self.linked.add(relative)
             self.linker.link(src, f"{self.out}/{relative}")
-        return result if relative == log else replace(result, log=relative)
+        return result if relative == log else replace(source.result(result), log=relative)
 
 
 class _Linker:
@@ -514,4 +710,4 @@ def _union(cases: Any) -> dict[str, Any]:
     return out
 
 
-__all__ = ["CASES", "RESULTS", "MergeReport", "choose_records", "merge_runs"]
+__all__ = ["CASES", "RESULTS", "MergeReport", "merge_runs"]

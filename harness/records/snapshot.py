@@ -29,7 +29,7 @@ import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 import orjson
@@ -37,7 +37,7 @@ import orjson
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import HarnessError
-from harness.core.results import CellResult, Outcome, logical_key
+from harness.core.results import CellResult, Keyed, Outcome, logical_key
 from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
@@ -162,7 +162,25 @@ def stamp(run_dir: Path) -> Stamp | None:
     return found.st_size, found.st_mtime_ns
 
 
-def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None = None
+class Tabled(Keyed, Protocol):
+    """What a snapshot reads of a result: ``CellResult``, or a line a merge passed through
+    (its values and fingerprint as the result would hold them)."""
+
+    @property
+    def signature(self) -> str | None: ...
+    @property
+    def values(self) -> Any: ...
+    @property
+    def fingerprint(self) -> Any: ...
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def cell_id(self) -> str: ...
+    @property
+    def duration(self) -> Any: ...
+
+
+def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None = None
           ) -> dict[str, Any] | None:
     """The snapshot of ``results`` (each cell's last attempt, in the order ``RunStore.results``
     gives them), made from the record as ``made_from`` found it (default: as it is now).
@@ -417,7 +435,7 @@ def _decode_lines(pieces: list[bytes], lines: list[_Line], texts: list[bytes]) -
     lines += found
 
 
-def _document(results: Sequence[CellResult]) -> dict[str, Any]:
+def _document(results: Sequence[Tabled]) -> dict[str, Any]:
     """The snapshot's JSON document: the columns of ``results``."""
     # Every field of a cell read in one pass, then turned into columns: a merge's 100,000
     # results lie all over its heap, and a pass per column (each touching every object

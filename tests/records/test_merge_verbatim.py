@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from harness.core import jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
-from harness.records import codec
-from harness.records.merge import _full_plan, _missing, merge_runs
+from harness.core.rules import Rule
+from harness.records import codec, snapshot
+from harness.records.expect import judged_summary
+from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 
@@ -125,7 +127,38 @@ def assert_merged_as_reference(sources: list[RunStore], tmp: Path) -> RunStore:
     for res in results:  # every log a line names came along, with its content
         if res.log:
             assert (out.run_dir / res.log).read_bytes().startswith(b"log of ")
+    assert_lines_only_as_results(sources, tmp, merged)
     return out
+
+
+#: What counting and judging read of a result (``core.results.Judged``).
+JUDGED = ("cell_id", "parent", "environment", "case_id", "variant", "hardware_target",
+          "outcome", "reason", "logical_key")
+
+
+def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: MergeReport
+                                 ) -> None:
+    """The merge for a caller that needs no results (``--no-report``): the same record, byte
+    for byte, plan and shared values included; the same verdicts and the same snapshot from
+    what it hands on, where it made no result of a line passed through."""
+    lines = merge_runs(sources, tmp / "lines", run_id="merged", warn=lambda _: None,
+                       results=False)
+    assert lines.results == [] and lines.cells == merged.cells
+    assert (lines.missing, lines.conflicts) == (merged.missing, merged.conflicts)
+    for name in ("results.jsonl", "shared.jsonl", "plan.json", "cases.json"):
+        one, other = merged.store.run_dir / name, lines.store.run_dir / name
+        assert (one.read_bytes() if one.exists() else None) == (
+            other.read_bytes() if other.exists() else None), name
+    made = merged.results
+    assert [[getattr(r, f) for f in JUDGED] for r in lines.judged] == [
+        [getattr(r, f) for f in JUDGED] for r in made]
+    rules = [Rule(outcomes=frozenset({Outcome.FAIL}), why="known", case="case::v1"),
+             Rule(outcomes=frozenset({Outcome.NOT_RUN}), why="no GPU", reason="GPU")]
+    assert judged_summary(lines.judged, rules, limit=3) == judged_summary(made, rules, limit=3)
+    # The snapshot from what it hands on: as from the results (and as made from the record).
+    assert snapshot._document(lines.tabled()) == snapshot._document(made)
+    if not merged.store.redactor.secrets:
+        assert snapshot._document(lines.tabled()) == snapshot._document(lines.store.results())
 
 
 def test_a_merge_equals_the_merge_through_full_decoding(
@@ -337,3 +370,70 @@ def test_a_run_id_that_is_a_path_is_refused_before_anything_is_touched(tmp_path:
     with pytest.raises(UsageError, match="--run-id"):
         merge_runs([one], tmp_path / "out", run_id="../../elsewhere")
     assert (victim / "run.json").is_file()
+
+
+def test_a_line_passed_through_without_a_result_is_one_orjson_reads_the_same(
+        tmp_path: Path) -> None:
+    """Where the merge makes no result of a line (``results=False``), msgspec decodes it only
+    as far as it reads it: a line it would pass, where reading it as a result would not keep
+    it as it is, still goes that way (the record the same byte for byte): a number past 64
+    bits, a lone surrogate or a byte that is not UTF-8 in a field it passes over, a field of
+    another type."""
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/2", CELLS[:6])
+    two = shard(reports, "shard-2", "2/2", CELLS[6:])
+    for cell in CELLS[:2]:
+        record(one, result(cell, "shard-1", Outcome.PASS))
+    record(two, result(CELLS[6], "shard-2", Outcome.FAIL))
+    named = {**rows(one)[0], "log": None}  # as the store writes a line: its values named
+    add_line(one, {**named, "cell_id": CELLS[2]["cell_id"], "attempt": "2"})  # a str
+    add_line(one, {**named, "cell_id": CELLS[3]["cell_id"], "infra": 0})  # an int
+    add_line(one, json.dumps({**named, "cell_id": CELLS[4]["cell_id"], "caveat": "\x7f"})
+             .replace("\\u007f", "\\udc80").encode() + b"\n")  # a lone surrogate, escaped
+    add_line(two, {**named, "cell_id": CELLS[8]["cell_id"], "details": {"n": 2 ** 70}})
+    out = assert_merged_as_reference([RunStore(one.run_dir), RunStore(two.run_dir)], tmp_path)
+    kept = {r.cell_id: r for r in out.results()}
+    assert kept[CELLS[4]["cell_id"]].caveat == "\udc80"
+    assert {c["cell_id"] for c in (CELLS[2], CELLS[3], CELLS[8])} <= kept.keys()
+    # A shard without any of those: its lines as the store wrote them are passed through;
+    # one whose field is of another type, one naming a value shared.jsonl lacks: results.
+    three = shard(tmp_path / "more", "shard-3", "1/1", CELLS[:3])
+    for cell in CELLS[:2]:
+        record(three, result(cell, "shard-3", Outcome.PASS))
+    named = {**rows(three)[0], "log": None}
+    add_line(three, {**named, "cell_id": CELLS[2]["cell_id"], "attempt": "2"})
+    add_line(three, {**named, "cell_id": CELLS[3]["cell_id"], "hardware": "0123456789abcdef"})
+    add_line(three, json.dumps({**named, "cell_id": CELLS[4]["cell_id"], "caveat": "\x7f"})
+             .encode().replace(b"\\u007f", b"\xff") + b"\n")  # not UTF-8: no line
+    lines = merge_runs([three], tmp_path / "again", results=False).lines
+    assert [type(r).__name__ for r in lines[:4]] == ["_Line", "_Line", "CellResult", "CellResult"]
+    assert lines[4].outcome is Outcome.MISSING  # its only line unreadable
+    assert_merged_as_reference([RunStore(three.run_dir)], tmp_path / "three")
+
+
+def test_the_shards_plan_is_the_merged_plan_as_it_was_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every record a shard of one plan: the merged run's plan.json is the first shard's
+    full_plan.json as it is (not decoded and encoded again); it means what ``_full_plan``
+    gives. Where that would not be so, the plan is decoded: a cell in it twice (kept once),
+    a secret of this machine's in it (redacted)."""
+    reports = tmp_path / "shards"
+    one = shard(reports, "shard-1", "1/2", CELLS[:6])
+    two = shard(reports, "shard-2", "2/2", CELLS[6:])
+    text = (one.run_dir / "full_plan.json").read_bytes()
+    merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
+    assert (merged.run_dir / "plan.json").read_bytes() == text
+    assert merged.planned() == _full_plan([one, two], [one.meta, two.meta]) == CELLS
+    assert merged.meta["cells"] == len(CELLS)
+
+    twice = json.dumps([*CELLS, CELLS[0]]).encode()
+    (one.run_dir / "full_plan.json").write_bytes(twice)
+    merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
+    assert merged.planned() == CELLS and merged.meta["cells"] == len(CELLS)
+
+    secret = [{**CELLS[0], "nodeid": "t.py::test_hunter2-secret"}, *CELLS[1:]]
+    (one.run_dir / "full_plan.json").write_text(json.dumps(secret))
+    monkeypatch.setenv("DEPLOY_TOKEN", "hunter2-secret")
+    merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
+    assert b"hunter2" not in (merged.run_dir / "plan.json").read_bytes()
+    assert len(merged.planned()) == len(CELLS)
