@@ -88,7 +88,7 @@ class _Judge:
         self.baseline = baseline
         # a value -> the rules whose glob for it matches, as a bit mask
         self.environments: dict[str, int] = {}
-        self.labels: dict[str, int] = {}
+        self.labels: dict[tuple[str, str], int] = {}
         self.hardware: dict[str, int] = {}
         self.holding: dict[tuple[int, str], tuple[int, ...]] = {}  # (mask, reason) -> rules
         self.judged: dict[tuple[tuple[int, ...], Outcome, Outcome | None], _Judgement] = {}
@@ -100,16 +100,20 @@ class _Judge:
         for result in results:
             holding: tuple[int, ...] = ()
             if rules:
-                environment, label, target = result.logical_key
+                environment = result.environment
                 mask = environments.get(environment)
                 if mask is None:
                     mask = environments[environment] = self._mask(environment, "environment")
                 if mask:
-                    found = labels.get(label)
+                    # By case and variant: the label (``case::variant``) made once for each
+                    # pair, not once a cell (a tenth of judging a fleet).
+                    pair = (result.case_id, result.variant)
+                    found = labels.get(pair)
                     if found is None:
-                        found = labels[label] = self._mask(label, "case")
+                        found = labels[pair] = self._mask(f"{pair[0]}::{pair[1]}", "case")
                     mask &= found
                 if mask:
+                    target = result.hardware_target
                     found = hardware.get(target)
                     if found is None:
                         found = hardware[target] = self._mask(target, "hardware")

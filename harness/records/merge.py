@@ -350,6 +350,10 @@ class _Read(RunStore):
         gives it, to be read as a result."""
         shared = self._shared_values()
         decode = _LINE.decode
+        kept = self.kept
+        # The names of the line before, usable: a shard's lines run environment by
+        # environment on one machine, so most name what the line before named.
+        last: tuple[Any, Any, tuple[str, ...]] = (None, None, ())
         for line in data.split(b"\n"):
             try:
                 if not line.isascii():  # bytes not UTF-8 in a Raw field: orjson refuses them
@@ -358,12 +362,18 @@ class _Read(RunStore):
             except (msgspec.DecodeError, UnicodeDecodeError):  # not as the harness writes
                 yield from jsonio.loads_lines(line)
                 continue
-            names = _named(found, shared)
-            if names is None or not self._all_usable(names):
-                yield from jsonio.loads_lines(line)
-                continue
+            if found.fingerprint.__class__ is str and found.fingerprint == last[0] and (
+                    found.hardware.__class__ is str and found.hardware == last[1]):
+                names = last[2]
+            else:
+                named = _named(found, shared)
+                if named is None or not self._all_usable(named):
+                    yield from jsonio.loads_lines(line)
+                    continue
+                names = named
+                last = (found.fingerprint, found.hardware, names)
             by_cell[found.cell_id] = found
-            self.kept[found.cell_id] = (found, line, names)
+            kept[found.cell_id] = (found, line, names)
 
     def _all_usable(self, names: tuple[str, ...]) -> bool:
         usable = self.all_usable.get(names)
