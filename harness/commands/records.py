@@ -65,7 +65,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     baseline = _baseline(args)
     report = merge_runs(sources, args.reports, run_id=args.run_id,
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr),
-                        results=not args.no_report)
+                        make_results=not args.no_report)
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     code = 0

@@ -11,12 +11,11 @@ merged record. A line the merged record would hold otherwise (a log not shipped,
 inline, a field too many or too few, a secret of this machine's) is written as ``extend``
 writes a result. Where nothing after the merge needs its results (``--no-report``: the
 verdicts and the snapshot read less), a line written as it is is never made a result: it
-is decoded only as far as the choice, its log and the verdicts read it (``_Line``).
+is decoded by msgspec (``_Passed``), not made a result.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import hashlib
 import json
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 import msgspec
+import orjson
 
 from harness.core import jsonio
 from harness.core.bulk import side_by_side
@@ -52,68 +52,63 @@ class MergeReport:
     missing: int = 0
     conflicts: list[str] = field(default_factory=list)
     # What was written, in order, so that none re-reads it: for the verdicts, each cell as a
-    # result or as a line never made one (``merge_runs(..., results=False)``)...
-    lines: list[CellResult | _Line] = field(default_factory=list)
-    # ... and for a report, each as a result (empty where ``results=False``).
+    # result or as a line never made one (``merge_runs(..., make_results=False)``)...
+    written: list[CellResult | _Passed] = field(default_factory=list)
+    # ... and for a report, each as a result (empty where ``make_results=False``).
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
 
     @property
     def judged(self) -> list[Judged]:
-        return list(self.lines)
+        return list(self.written)
 
     def tabled(self) -> list[CellResult | _Tabled]:
         """What was written, as the merged run's snapshot reads it (``snapshot.write``): a
-        line passed through with its values decoded (once per distinct text) and its
-        fingerprint as its name stands for it."""
-        parsed: dict[bytes, Any] = {}
+        line passed through with its fingerprint as its name stands for it (in the merged
+        record's shared.jsonl: a snapshot made from that record reads the same)."""
         shared = self.shared
         out: list[CellResult | _Tabled] = []
-        for line in self.lines:
-            if isinstance(line, CellResult):
-                out.append(line)
+        for cell in self.written:
+            if isinstance(cell, CellResult):
+                out.append(cell)
                 continue
-            text = bytes(line.values)
-            values = parsed.get(text)
-            if values is None:
-                values = parsed[text] = jsonio.loads(text)
-            fingerprint = line.fingerprint
-            out.append(_Tabled(line.environment, line.case_id, line.variant,
-                               line.hardware_target, line.signature, values,
+            fingerprint = cell.fingerprint
+            out.append(_Tabled(cell.environment, cell.case_id, cell.variant,
+                               cell.hardware_target, cell.signature, cell.values,
                                shared[fingerprint] if isinstance(fingerprint, str)
-                               else fingerprint, line.outcome, line.cell_id, line.duration))
+                               else fingerprint, cell.outcome, cell.cell_id, cell.duration))
         return out
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
-               warn: Callable[[str], None] = lambda _: None, results: bool = True
+               warn: Callable[[str], None] = lambda _: None, make_results: bool = True
                ) -> MergeReport:
-    """``results``: whether the caller needs each cell as a ``CellResult`` (a report does);
-    without, a line written as it is only decoded as far as the verdicts read it."""
+    """``make_results``: whether the caller needs each cell as a ``CellResult`` (a report
+    does); without, a line written as it is is decoded, not made a result (``_Passed``)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet
     try:
-        report, writer = _merge(sources, reports_dir, run_id, warn, linker, results)
+        report, writer = _merge(sources, reports_dir, run_id, warn, linker, make_results)
     finally:
         linker.close()  # the logs in place before the lines that point at them
     writer.close()  # the merged record is written once, whole
     out = report.store
-    out.update_meta(ordered_cells=len(report.lines))
-    report.cells = len(report.lines)
+    out.update_meta(ordered_cells=len(report.written))
+    report.cells = len(report.written)
     # What was written: these objects, unless the writer redacted some of them on the way (a
     # secret of this machine's): then the record itself.
     if out.redactor.secrets:
-        report.lines = list(out.results())
-    if results:  # every line made a result (none passed over: see ``_Read``)
-        report.results = [r for r in report.lines if isinstance(r, CellResult)]
+        report.written = list(out.results())
+    if make_results:  # every one a result (none passed through as a _Passed)
+        report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
 
 
 def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
-           warn: Callable[[str], None], linker: _Linker, results: bool
+           warn: Callable[[str], None], linker: _Linker, make_results: bool
            ) -> tuple[MergeReport, _Writer]:
-    """The merged run folder, its record chosen (``report.results``, to be written by the
+    """The merged run folder, its record chosen (``report.written``, to be written by the
     writer) and its logs sent to the linker."""
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
@@ -130,10 +125,12 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         fleet's hold 6 MB, and this process needs them only for a gap."""
         metas = [s.meta for s in sources]
         passed = None if redactor.secrets else _plan_text(sources, metas)
+        planned: list[dict[str, Any]] | PlanText
         if passed is None:
-            cells = _full_plan(sources, metas)
-            passed = cells, [cell["cell_id"] for cell in cells]
-        planned, order = passed
+            planned = _full_plan(sources, metas)
+            order = [cell["cell_id"] for cell in planned]
+        else:
+            planned, order = passed
         cases = _union(s.cases for s in sources)
         # Only now, with every shard's plan and cases read: an artifact that cannot be read
         # leaves the earlier merge of the same name as it was.
@@ -152,12 +149,12 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
-    chosen: dict[str, tuple[_Read, CellResult | _Line]] = {}
+    chosen: dict[str, tuple[_Read, CellResult | _Passed]] = {}
     conflicts: list[str] = []
 
     def read() -> None:
-        readers = [_Read(s, names, common, results) for s in sources]
-        found, clashes = choose([(r, r.lines()) for r in readers], _same, warn)
+        readers = [_Read(s, names, common, make_results) for s in sources]
+        found, clashes = choose([(r, r.last_attempts()) for r in readers], _same, warn)
         chosen.update(found)
         conflicts.extend(clashes)
 
@@ -165,7 +162,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     out = RunStore(target, redactor)
     report = MergeReport(store=out, conflicts=conflicts, shared=names.values)
     gaps: _Gaps | None = None
-    lines = report.lines
+    lines = report.written
     writer = _Writer(out, names)
     envs: set[str] = set()  # what each environment held, from the first shard with it
     for source in sources:
@@ -192,46 +189,48 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     return report, writer
 
 
-def _report_order(found: tuple[_Read, CellResult | _Line]) -> tuple[tuple[str, str, str], str]:
+def _report_order(found: tuple[_Read, CellResult | _Passed]) -> tuple[tuple[str, str, str], str]:
     return found[1].logical_key, found[1].cell_id
 
 
-def _same(source: _Read, one: CellResult | _Line, other_source: _Read,
-          other: CellResult | _Line) -> bool:
+def _same(source: _Read, one: CellResult | _Passed, other_source: _Read,
+          other: CellResult | _Passed) -> bool:
     """Two records of a cell are the same record (a merge merged again): as results."""
     return source.result(one).to_dict() == other_source.result(other).to_dict()
 
 
-class _Line(msgspec.Struct, forbid_unknown_fields=True):
-    """A result line as a merge reads it where nothing needs it as a result: every field a
-    result has required and no other allowed (decoded, it holds what ``adopt`` keeps, no more
-    and no less: written as it is, it means that result), typed as the harness writes them;
-    what the choice, the log, the verdicts and the shared values read is decoded, the rest
-    passed over (``Raw``). A line that is not so goes the way of a result."""
+class _Passed(msgspec.Struct, forbid_unknown_fields=True):
+    """A result line that a merge passes through where nothing after it needs a result: what
+    msgspec makes of it, with every field a result has required and no other allowed (so it
+    holds what ``adopt`` would keep, no more and no less: written as it is, the line means
+    that result), each typed as the harness writes it. Every field is decoded, none skipped:
+    msgspec then refuses what orjson refuses (bytes that are not UTF-8, a lone surrogate,
+    NaN, a number out of a double's range), and reads what it accepts as orjson does
+    (``int | float``: an integer stays one). A line that is not so is read as a result."""
 
-    run_id: msgspec.Raw
+    run_id: str
     cell_id: str
     environment: str
-    values: msgspec.Raw
-    env_key: msgspec.Raw
-    backend: msgspec.Raw
+    values: dict[str, str]
+    env_key: str
+    backend: str
     case_id: str
     variant: str
-    nodeid: msgspec.Raw
+    nodeid: str
     hardware_target: str
     outcome: Outcome
     reason: str
     signature: str | None
     fingerprint: Any  # a name in shared.jsonl, or the value
     hardware: Any
-    details: msgspec.Raw
-    duration: Any  # as written: an int stays an int, as json reads it
+    details: Any
+    duration: int | float
     log: str | None
-    finished_at: float
-    caveat: msgspec.Raw
+    finished_at: int | float
+    caveat: str
     attempt: int
-    node: msgspec.Raw
-    gpu: msgspec.Raw
+    node: str
+    gpu: int | None
     infra: bool
     parent: str
 
@@ -240,7 +239,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True):
         return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
 
-_LINE = msgspec.json.Decoder(_Line)
+_PASSED = msgspec.json.Decoder(_Passed)
 
 
 class _Tabled(NamedTuple):
@@ -275,46 +274,46 @@ class _Read(RunStore):
     where the merged record would hold just that line (``verbatim``): every field as
     written, the values it names named the same by ``names`` (the merged record's
     ``content_name``, after its redactor), no secret of this machine's in it. Without
-    ``results``, such a line is decoded as a ``_Line`` only (no result made of it)."""
+    ``make_results``, such a line is decoded as a ``_Passed`` (no result made of it)."""
 
-    def __init__(self, source: RunStore, names: _Names, common: _Common, results: bool = True
-                 ) -> None:
+    def __init__(self, source: RunStore, names: _Names, common: _Common,
+                 make_results: bool = True) -> None:
         super().__init__(source.run_dir, names.redactor)
         self.run_id = source.run_id
         self.names = names
         self.common = common
-        self.as_results = results
+        self.make_results = make_results
         # a cell -> its last attempt, if that may be written as it is: its line and names
-        self.kept: dict[str, tuple[CellResult | _Line, bytes, tuple[str, ...]]] = {}
+        self.kept: dict[str, tuple[CellResult | _Passed, bytes, tuple[str, ...]]] = {}
         self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
         self.all_usable: dict[tuple[str, ...], bool] = {}
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
-        self._lines: list[CellResult | _Line] | None = None
+        self._last: list[CellResult | _Passed] | None = None
 
-    def lines(self) -> list[CellResult | _Line]:
-        """Each cell's last attempt: a result, or a line written as it is (``_Line``)."""
-        if self._lines is None:
-            self._lines = self._read()
-        return self._lines
+    def last_attempts(self) -> list[CellResult | _Passed]:
+        """Each cell's last attempt: a result, or a line written as it is (``_Passed``)."""
+        if self._last is None:
+            self._last = self._read()
+        return self._last
 
-    def result(self, line: CellResult | _Line) -> CellResult:
-        """``line`` as a result (read from its line again, as any other line is)."""
-        if isinstance(line, CellResult):
-            return line
-        kept = self.kept[line.cell_id]
-        assert kept[0] is line  # a _Line is the cell's last attempt, kept with its line
+    def result(self, attempt: CellResult | _Passed) -> CellResult:
+        """``attempt`` as a result (its line read again, as any other line is read)."""
+        if isinstance(attempt, CellResult):
+            return attempt
+        kept = self.kept[attempt.cell_id]
+        assert kept[0] is attempt  # a _Passed is its cell's last attempt, kept with its line
         row = jsonio.loads(kept[1])
         _resolve(row, self._shared_values())
         self.common.share(row)
         return adopt(row)
 
-    def verbatim(self, result: CellResult | _Line) -> tuple[bytes, tuple[str, ...]] | None:
+    def verbatim(self, result: CellResult | _Passed) -> tuple[bytes, tuple[str, ...]] | None:
         """The line ``result`` was read from and the shared values it names, if the merged
         record holds that line as it is."""
         kept = self.kept.get(result.cell_id)
         return kept[1:] if kept is not None and kept[0] is result else None
 
-    def _read(self) -> list[CellResult | _Line]:
+    def _read(self) -> list[CellResult | _Passed]:
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
@@ -322,13 +321,12 @@ class _Read(RunStore):
         shared = self._shared_values()
         secrets = self.names.secrets
         share = self.common.share
-        by_cell: dict[str, CellResult | _Line] = {}
-        # A line msgspec decodes as a _Line stands for its result as it would through
-        # loads_lines where orjson reads it the same: no number past 64 bits in a field it
-        # passes over (plain_numbers), nothing but UTF-8 (_lines_of); a lone surrogate or
-        # NaN msgspec refuses as orjson does.
-        rows = (jsonio.loads_lines(data) if self.as_results or secrets
-                or not jsonio.plain_numbers(data) else self._lines_of(data, by_cell))
+        by_cell: dict[str, CellResult | _Passed] = {}
+        # A line msgspec decodes (_Passed) stands for its result as through loads_lines
+        # where orjson reads it the same: no run of 19 digits (plain_numbers: an integer
+        # past 64 bits), no secret of this machine's to redact.
+        rows = (jsonio.loads_lines(data) if self.make_results or secrets
+                or not jsonio.plain_numbers(data) else self._passed(data, by_cell))
         for line, row, verbatim in rows:
             try:
                 whole = verbatim and row.keys() == FIELDS  # adopt will add or drop none
@@ -343,24 +341,22 @@ class _Read(RunStore):
                 self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
         return list(by_cell.values())
 
-    def _lines_of(self, data: bytes, by_cell: dict[str, CellResult | _Line]
-                  ) -> Iterator[tuple[bytes, Any, bool]]:
-        """Each line that the merged record holds as it is decoded as a ``_Line`` (onto
-        ``by_cell``, in the record's order); any other line given back as ``loads_lines``
-        gives it, to be read as a result."""
+    def _passed(self, data: bytes, by_cell: dict[str, CellResult | _Passed]
+                ) -> Iterator[tuple[bytes, Any, bool]]:
+        """The lines of ``data`` that the merged record holds as they are, each decoded as
+        a ``_Passed`` and put on ``by_cell`` (in the record's order); each other line given
+        back as ``loads_lines`` gives it, for the caller to read as a result."""
         shared = self._shared_values()
-        decode = _LINE.decode
+        decode = _PASSED.decode
         kept = self.kept
         # The names of the line before, usable: a shard's lines run environment by
         # environment on one machine, so most name what the line before named.
         last: tuple[Any, Any, tuple[str, ...]] = (None, None, ())
         for line in data.split(b"\n"):
             try:
-                if not line.isascii():  # bytes not UTF-8 in a Raw field: orjson refuses them
-                    codecs.utf_8_decode(line, "strict", True)
                 found = decode(line)
-            except (msgspec.DecodeError, UnicodeDecodeError):  # not as the harness writes
-                yield from jsonio.loads_lines(line)
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                yield from jsonio.loads_lines(line)  # not as the harness writes it
                 continue
             if found.fingerprint.__class__ is str and found.fingerprint == last[0] and (
                     found.hardware.__class__ is str and found.hardware == last[1]):
@@ -398,7 +394,7 @@ class _Read(RunStore):
         return self._shared
 
 
-def _named(line: _Line, shared: dict[str, Any]) -> tuple[str, ...] | None:
+def _named(line: _Passed, shared: dict[str, Any]) -> tuple[str, ...] | None:
     """The shared values ``line`` names, as ``_resolve`` finds them: None where it holds one
     inline or names one shared.jsonl lacks (or holds empty)."""
     names: tuple[str, ...] = ()
@@ -493,12 +489,12 @@ class _Writer:
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
 
-    def add(self, result: CellResult | _Line,
-            found: tuple[_Read, CellResult | _Line] | None = None) -> CellResult | _Line:
+    def add(self, result: CellResult | _Passed,
+            found: tuple[_Read, CellResult | _Passed] | None = None) -> CellResult | _Passed:
         source = found[0] if found is not None and found[1] is result else None
         kept = source.verbatim(result) if source is not None else None
         if kept is None:
-            assert isinstance(result, CellResult)  # a _Line is kept, or made a result
+            assert isinstance(result, CellResult)  # a _Passed is kept, or made a result
             self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
@@ -512,27 +508,24 @@ class _Writer:
         self.out.append_encoded(self.chunks, self.fresh)
 
 
-class _PlanCell(msgspec.Struct):
-    cell_id: str  # (the cell's other fields passed over)
-
-
-_PLAN = msgspec.json.Decoder(list[_PlanCell])
-
-
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
-               ) -> tuple[list[dict[str, Any]] | PlanText, list[str]] | None:
+               ) -> tuple[PlanText, list[str]] | None:
     """The plan the shards were cut from as the first one recorded it, and its cells' ids,
-    where that text is what ``_full_plan`` would give, written again: every record a shard
-    (none adds a cell), the plan in its own file, JSON, no cell in it twice. None
-    otherwise."""
+    where that text means what ``_full_plan`` gives (written again, the same data): every
+    record a shard (none adds a cell), the plan in its own file, a list of cells, none
+    twice, nothing in it that orjson refuses (which json may read as a value orjson would
+    write otherwise: 1e400, NaN; or not at all: bytes that are not UTF-8, which
+    ``_full_plan`` then says in one line, before any file is touched). None otherwise."""
     if not all(meta.get("shard") for meta in metas):
         return None
     try:
         text = (sources[0].run_dir / FULL_PLAN).read_bytes()
-        order = [cell.cell_id for cell in _PLAN.decode(text)]
-    except (OSError, msgspec.DecodeError):  # (an unreadable plan: said by _full_plan)
+        cells = orjson.loads(text)
+        order = [cell["cell_id"] for cell in cells] if isinstance(cells, list) else []
+    except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
         return None
-    if len(set(order)) < len(order):
+    if not order or len(set(order)) < len(order) or not all(
+            isinstance(cell_id, str) for cell_id in order):
         return None
     return PlanText(text, len(order)), order
 
@@ -564,7 +557,7 @@ class _Relocate:
         self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
-    def __call__(self, source: _Read, result: CellResult | _Line) -> CellResult | _Line:
+    def __call__(self, source: _Read, result: CellResult | _Passed) -> CellResult | _Passed:
         log = result.log
         if not log:
             return result

@@ -142,7 +142,7 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
     for byte, plan and shared values included; the same verdicts and the same snapshot from
     what it hands on, where it made no result of a line passed through."""
     lines = merge_runs(sources, tmp / "lines", run_id="merged", warn=lambda _: None,
-                       results=False)
+                       make_results=False)
     assert lines.results == [] and lines.cells == merged.cells
     assert (lines.missing, lines.conflicts) == (merged.missing, merged.conflicts)
     for name in ("results.jsonl", "shared.jsonl", "plan.json", "cases.json"):
@@ -405,9 +405,15 @@ def test_a_line_passed_through_without_a_result_is_one_orjson_reads_the_same(
     add_line(three, {**named, "cell_id": CELLS[3]["cell_id"], "hardware": "0123456789abcdef"})
     add_line(three, json.dumps({**named, "cell_id": CELLS[4]["cell_id"], "caveat": "\x7f"})
              .encode().replace(b"\\u007f", b"\xff") + b"\n")  # not UTF-8: no line
-    lines = merge_runs([three], tmp_path / "again", results=False).lines
-    assert [type(r).__name__ for r in lines[:4]] == ["_Line", "_Line", "CellResult", "CellResult"]
+    # A number past a double's range: msgspec refuses it where orjson does (json reads it).
+    add_line(three, {**named, "cell_id": CELLS[5]["cell_id"], "details": {"loss": 1e300}})
+    path = three.run_dir / "results.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"1e+300", b"1e400"))
+    lines = merge_runs([three], tmp_path / "again", make_results=False).written
+    assert [type(r).__name__ for r in lines[:4]] == [
+        "_Passed", "_Passed", "CellResult", "CellResult"]
     assert lines[4].outcome is Outcome.MISSING  # its only line unreadable
+    assert isinstance(lines[5], CellResult) and lines[5].details == {"loss": float("inf")}
     assert_merged_as_reference([RunStore(three.run_dir)], tmp_path / "three")
 
 
@@ -431,9 +437,50 @@ def test_the_shards_plan_is_the_merged_plan_as_it_was_written(
     merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
     assert merged.planned() == CELLS and merged.meta["cells"] == len(CELLS)
 
+    # A value json reads where orjson does not (a number past a double's range): decoded
+    # as json reads it, written again as the store writes it.
+    (one.run_dir / "full_plan.json").write_bytes(text.replace(b'"hardware":"cpu"',
+                                                              b'"hardware":"cpu","t":1e400', 1))
+    merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
+    assert merged.planned()[0]["t"] is None and merged.planned()[1:] == CELLS[1:]
+    # Bytes that are not UTF-8: refused in one line, the earlier merge of the name kept.
+    (one.run_dir / "full_plan.json").write_bytes(text.replace(b"t.py", b"t\xff.py", 1))
+    with pytest.raises(StoreError, match=r"full_plan\.json: unreadable"):
+        merge_runs([one, two], tmp_path / "out", run_id="m")
+    assert RunStore(merged.run_dir).planned()[0]["t"] is None
+
     secret = [{**CELLS[0], "nodeid": "t.py::test_hunter2-secret"}, *CELLS[1:]]
     (one.run_dir / "full_plan.json").write_text(json.dumps(secret))
     monkeypatch.setenv("DEPLOY_TOKEN", "hunter2-secret")
     merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
     assert b"hunter2" not in (merged.run_dir / "plan.json").read_bytes()
     assert len(merged.planned()) == len(CELLS)
+
+
+def test_times_past_a_double_s_precision_are_compared_as_written(tmp_path: Path) -> None:
+    """Two shards' records of one cell at the same attempt: the later one wins, to the last
+    digit of its time, as the record has it (an integer past 2**53 stays an integer)."""
+    reports = tmp_path / "shards"
+    a = shard(reports, "a", "1/2", CELLS[:1])
+    b = shard(reports, "b", "2/2", CELLS[1:])
+    record(a, result(CELLS[0], "a", Outcome.PASS))
+    record(b, result(CELLS[0], "b", Outcome.FAIL))
+    for store, time in ((a, b"9007199254740993"), (b, b"9007199254740992")):
+        path = store.run_dir / "results.jsonl"
+        path.write_bytes(path.read_bytes().replace(b'"finished_at":1.0', b'"finished_at":' + time))
+    out = assert_merged_as_reference([RunStore(a.run_dir), RunStore(b.run_dir)], tmp_path)
+    assert out.results()[0].run_id == "a"  # a's is later, by one
+
+
+def test_a_line_nested_deeper_than_msgspec_goes_is_read_as_orjson_reads_it(
+        tmp_path: Path) -> None:
+    """orjson reads 1,024 levels; msgspec stops short of that (RecursionError): such a line
+    is read as a result, and the merged record is the same both ways."""
+    one = shard(tmp_path / "shards", "shard-1", "1/1", CELLS[:2])
+    record(one, result(CELLS[0], "shard-1", Outcome.PASS))
+    line = json.dumps({**rows(one)[0], "cell_id": CELLS[1]["cell_id"], "log": None,
+                       "details": "here"}, separators=(",", ":"))
+    add_line(one, line.replace('"here"', "[" * 1015 + "1" + "]" * 1015).encode() + b"\n")
+    written = [(merge_runs([one], tmp_path / str(flag), make_results=flag).store.run_dir
+                / "results.jsonl").read_bytes() for flag in (True, False)]
+    assert written[0] == written[1] and written[0].count(b"[" * 1015) == 1
