@@ -11,7 +11,7 @@ merged record. A line the merged record would hold otherwise (a log not shipped,
 inline, a field too many or too few, a secret of this machine's) is written as ``extend``
 writes a result. Where nothing after the merge needs its results (``--no-report``: the
 verdicts and the snapshot read less), a line written as it is is never made a result: it
-is decoded by msgspec (``_Passed``), not made a result.
+is decoded by msgspec (``ResultLine``), not made a result.
 """
 
 from __future__ import annotations
@@ -30,16 +30,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
-import msgspec
 import orjson
 
 from harness.core import jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
-from harness.core.results import FIELDS, CellResult, Judged, Outcome, adopt, logical_key
+from harness.core.results import FIELDS, CellResult, Judged, Outcome, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
+from harness.records.lines import DECODER, REFUSED, ResultLine
 from harness.records.select import choose
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
@@ -53,7 +53,7 @@ class MergeReport:
     conflicts: list[str] = field(default_factory=list)
     # What was written, in order, so that none re-reads it: for the verdicts, each cell as a
     # result or as a line never made one (``merge_runs(..., make_results=False)``)...
-    written: list[CellResult | _Passed] = field(default_factory=list)
+    written: list[CellResult | ResultLine] = field(default_factory=list)
     # ... and for a report, each as a result (empty where ``make_results=False``).
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
@@ -84,7 +84,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                warn: Callable[[str], None] = lambda _: None, make_results: bool = True
                ) -> MergeReport:
     """``make_results``: whether the caller needs each cell as a ``CellResult`` (a report
-    does); without, a line written as it is is decoded, not made a result (``_Passed``)."""
+    does); without, a line written as it is is decoded, not made a result (``ResultLine``)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet
@@ -100,7 +100,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     # secret of this machine's): then the record itself.
     if out.redactor.secrets:
         report.written = list(out.results())
-    if make_results:  # every one a result (none passed through as a _Passed)
+    if make_results:  # every one a result (none passed through as a ResultLine)
         report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
 
@@ -149,7 +149,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
-    chosen: dict[str, tuple[_Read, CellResult | _Passed]] = {}
+    chosen: dict[str, tuple[_Read, CellResult | ResultLine]] = {}
     conflicts: list[str] = []
 
     def read() -> None:
@@ -189,57 +189,16 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     return report, writer
 
 
-def _report_order(found: tuple[_Read, CellResult | _Passed]) -> tuple[tuple[str, str, str], str]:
+def _report_order(found: tuple[_Read, CellResult | ResultLine]) -> tuple[tuple[str, str, str], str]:
     return found[1].logical_key, found[1].cell_id
 
 
-def _same(source: _Read, one: CellResult | _Passed, other_source: _Read,
-          other: CellResult | _Passed) -> bool:
+def _same(source: _Read, one: CellResult | ResultLine, other_source: _Read,
+          other: CellResult | ResultLine) -> bool:
     """Two records of a cell are the same record (a merge merged again): as results."""
     return source.result(one).to_dict() == other_source.result(other).to_dict()
 
 
-class _Passed(msgspec.Struct, forbid_unknown_fields=True):
-    """A result line that a merge passes through where nothing after it needs a result: what
-    msgspec makes of it, with every field a result has required and no other allowed (so it
-    holds what ``adopt`` would keep, no more and no less: written as it is, the line means
-    that result), each typed as the harness writes it. Every field is decoded, none skipped:
-    msgspec then refuses what orjson refuses (bytes that are not UTF-8, a lone surrogate,
-    NaN, a number out of a double's range), and reads what it accepts as orjson does
-    (``int | float``: an integer stays one). A line that is not so is read as a result."""
-
-    run_id: str
-    cell_id: str
-    environment: str
-    values: dict[str, str]
-    env_key: str
-    backend: str
-    case_id: str
-    variant: str
-    nodeid: str
-    hardware_target: str
-    outcome: Outcome
-    reason: str
-    signature: str | None
-    fingerprint: Any  # a name in shared.jsonl, or the value
-    hardware: Any
-    details: Any
-    duration: int | float
-    log: str | None
-    finished_at: int | float
-    caveat: str
-    attempt: int
-    node: str
-    gpu: int | None
-    infra: bool
-    parent: str
-
-    @property
-    def logical_key(self) -> tuple[str, str, str]:
-        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
-
-
-_PASSED = msgspec.json.Decoder(_Passed)
 
 
 class _Tabled(NamedTuple):
@@ -274,7 +233,7 @@ class _Read(RunStore):
     where the merged record would hold just that line (``verbatim``): every field as
     written, the values it names named the same by ``names`` (the merged record's
     ``content_name``, after its redactor), no secret of this machine's in it. Without
-    ``make_results``, such a line is decoded as a ``_Passed`` (no result made of it)."""
+    ``make_results``, such a line is decoded as a ``ResultLine`` (no result made of it)."""
 
     def __init__(self, source: RunStore, names: _Names, common: _Common,
                  make_results: bool = True) -> None:
@@ -284,36 +243,36 @@ class _Read(RunStore):
         self.common = common
         self.make_results = make_results
         # a cell -> its last attempt, if that may be written as it is: its line and names
-        self.kept: dict[str, tuple[CellResult | _Passed, bytes, tuple[str, ...]]] = {}
+        self.kept: dict[str, tuple[CellResult | ResultLine, bytes, tuple[str, ...]]] = {}
         self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
         self.all_usable: dict[tuple[str, ...], bool] = {}
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
-        self._last: list[CellResult | _Passed] | None = None
+        self._last: list[CellResult | ResultLine] | None = None
 
-    def last_attempts(self) -> list[CellResult | _Passed]:
-        """Each cell's last attempt: a result, or a line written as it is (``_Passed``)."""
+    def last_attempts(self) -> list[CellResult | ResultLine]:
+        """Each cell's last attempt: a result, or a line written as it is (``ResultLine``)."""
         if self._last is None:
             self._last = self._read()
         return self._last
 
-    def result(self, attempt: CellResult | _Passed) -> CellResult:
+    def result(self, attempt: CellResult | ResultLine) -> CellResult:
         """``attempt`` as a result (its line read again, as any other line is read)."""
         if isinstance(attempt, CellResult):
             return attempt
         kept = self.kept[attempt.cell_id]
-        assert kept[0] is attempt  # a _Passed is its cell's last attempt, kept with its line
+        assert kept[0] is attempt  # a ResultLine is its cell's last attempt, kept with its line
         row = jsonio.loads(kept[1])
         _resolve(row, self._shared_values())
         self.common.share(row)
         return adopt(row)
 
-    def verbatim(self, result: CellResult | _Passed) -> tuple[bytes, tuple[str, ...]] | None:
+    def verbatim(self, result: CellResult | ResultLine) -> tuple[bytes, tuple[str, ...]] | None:
         """The line ``result`` was read from and the shared values it names, if the merged
         record holds that line as it is."""
         kept = self.kept.get(result.cell_id)
         return kept[1:] if kept is not None and kept[0] is result else None
 
-    def _read(self) -> list[CellResult | _Passed]:
+    def _read(self) -> list[CellResult | ResultLine]:
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
@@ -321,8 +280,8 @@ class _Read(RunStore):
         shared = self._shared_values()
         secrets = self.names.secrets
         share = self.common.share
-        by_cell: dict[str, CellResult | _Passed] = {}
-        # A line msgspec decodes (_Passed) stands for its result as through loads_lines
+        by_cell: dict[str, CellResult | ResultLine] = {}
+        # A line msgspec decodes (ResultLine) stands for its result as through loads_lines
         # where orjson reads it the same: no run of 19 digits (plain_numbers: an integer
         # past 64 bits), no secret of this machine's to redact.
         rows = (jsonio.loads_lines(data) if self.make_results or secrets
@@ -341,13 +300,13 @@ class _Read(RunStore):
                 self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
         return list(by_cell.values())
 
-    def _passed(self, data: bytes, by_cell: dict[str, CellResult | _Passed]
+    def _passed(self, data: bytes, by_cell: dict[str, CellResult | ResultLine]
                 ) -> Iterator[tuple[bytes, Any, bool]]:
         """The lines of ``data`` that the merged record holds as they are, each decoded as
-        a ``_Passed`` and put on ``by_cell`` (in the record's order); each other line given
+        a ``ResultLine`` and put on ``by_cell`` (in the record's order); each other line given
         back as ``loads_lines`` gives it, for the caller to read as a result."""
         shared = self._shared_values()
-        decode = _PASSED.decode
+        decode = DECODER.decode
         kept = self.kept
         # The names of the line before, usable: a shard's lines run environment by
         # environment on one machine, so most name what the line before named.
@@ -355,7 +314,7 @@ class _Read(RunStore):
         for line in data.split(b"\n"):
             try:
                 found = decode(line)
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            except REFUSED:
                 yield from jsonio.loads_lines(line)  # not as the harness writes it
                 continue
             if found.fingerprint.__class__ is str and found.fingerprint == last[0] and (
@@ -394,7 +353,7 @@ class _Read(RunStore):
         return self._shared
 
 
-def _named(line: _Passed, shared: dict[str, Any]) -> tuple[str, ...] | None:
+def _named(line: ResultLine, shared: dict[str, Any]) -> tuple[str, ...] | None:
     """The shared values ``line`` names, as ``_resolve`` finds them: None where it holds one
     inline or names one shared.jsonl lacks (or holds empty)."""
     names: tuple[str, ...] = ()
@@ -489,12 +448,12 @@ class _Writer:
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
 
-    def add(self, result: CellResult | _Passed,
-            found: tuple[_Read, CellResult | _Passed] | None = None) -> CellResult | _Passed:
+    def add(self, result: CellResult | ResultLine,
+            found: tuple[_Read, CellResult | ResultLine] | None = None) -> CellResult | ResultLine:
         source = found[0] if found is not None and found[1] is result else None
         kept = source.verbatim(result) if source is not None else None
         if kept is None:
-            assert isinstance(result, CellResult)  # a _Passed is kept, or made a result
+            assert isinstance(result, CellResult)  # a ResultLine is kept, or made a result
             self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
@@ -557,7 +516,7 @@ class _Relocate:
         self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
-    def __call__(self, source: _Read, result: CellResult | _Passed) -> CellResult | _Passed:
+    def __call__(self, source: _Read, result: CellResult | ResultLine) -> CellResult | ResultLine:
         log = result.log
         if not log:
             return result

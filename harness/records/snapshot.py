@@ -37,7 +37,7 @@ import orjson
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import HarnessError
-from harness.core.results import CellResult, Keyed, Outcome, logical_key
+from harness.core.results import Keyed, Outcome, logical_key
 from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
@@ -134,7 +134,7 @@ def versions_of(fingerprint: Mapping[str, Any] | None) -> dict[str, str]:
     return found
 
 
-def rows_of(results: Iterable[CellResult]) -> list[Row]:
+def rows_of(results: Iterable[Tabled]) -> list[Row]:
     """``results`` as snapshot rows (what a run in memory is compared as). A fingerprint's
     versions are worked out once per fingerprint: the cells of an environment share it."""
     versions: dict[int, tuple[Any, dict[str, str]]] = {}

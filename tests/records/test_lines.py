@@ -1,0 +1,119 @@
+"""A record read straight into rows (``lines.result_rows``, what a report's site half reads)
+is, value for value and type for type, what the store's reading gives as rows; any record it
+cannot read so (a line the harness would not write) is left to the store (None)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.core import jsonio
+from harness.core.results import CellResult, Outcome, ResultRow, as_rows
+from harness.records import codec
+from harness.records.layout import BY_REFERENCE
+from harness.records.lines import ResultLine, result_rows
+from harness.records.store import RunStore
+from tests.records.test_snapshot import _line, cell, results
+
+
+def text(rows: list[ResultRow]) -> bytes:
+    """Rows as JSON text, types told apart (1 and 1.0, True and 1: equal in Python)."""
+    return jsonio.dumps([[repr(value) for value in row] for row in rows])
+
+
+def by_store(store: RunStore) -> bytes:
+    return text(as_rows(store.results()))
+
+
+def test_a_line_is_every_field_of_a_result_in_its_order() -> None:
+    assert ResultLine.__struct_fields__ == ResultRow._fields
+    assert BY_REFERENCE == ("fingerprint", "hardware")  # the two result_rows puts in place
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4),
+       chunk=st.sampled_from([codec.CHUNK, 1, 97, 700]))
+def test_a_record_the_harness_wrote_is_read_into_the_rows_the_store_gives(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        cells: list[CellResult], retried: list[int], chunk: int) -> None:
+    """Lines as the store writes them (values named in shared.jsonl, retries later in the
+    record, each cell at its first place with its last attempt), read in blocks of any
+    size."""
+    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
+    store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.PASS, duration=3,
+                                  hardware={"cpu": "x"}) for i in retried if i < len(cells)])
+    monkeypatch.setattr(codec, "CHUNK", chunk)
+    fast = result_rows(store)
+    assert fast is not None and text(fast) == by_store(store)
+    if fast:  # the shared values put in place: one object per name, as the store has them
+        assert all(isinstance(r.fingerprint, dict) for r in fast)
+
+
+@pytest.mark.parametrize(("what", "line"), [
+    ("a torn last line", b'{"run_id": "r", "cell_id": "c'),
+    ("a blank line", b""),
+    ("fields it does not know", _line(note="by hand")),
+    ("a field missing", json.dumps({k: v for k, v in json.loads(_line()).items()
+                                    if k != "log"}).encode()),
+    ("a number where text goes", _line(environment=7)),
+    ("an attempt as text", _line(attempt="2")),
+    ("NaN", _line(duration=float("nan"))),
+    ("a number out of a double's range", _line(details={"x": 1e300}).replace(b"1e+300",
+                                                                                b"1e400")),
+    ("a lone surrogate", _line(reason="\ud800")),
+    ("bytes that are not UTF-8", _line()[:-1] + b', "reason": "caf\xe9"}'),
+    ("two values on a line", _line() + b" " + _line(cell_id="c8")),
+    ("nested deeper than msgspec goes", _line(details="here").replace(
+        b'"here"', b"[" * 1015 + b"1" + b"]" * 1015)),
+])
+def test_a_line_the_harness_would_not_write_leaves_the_record_to_the_store(
+        tmp_path: Path, what: str, line: bytes) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED), cell("c2", "2.1.2", Outcome.PASS)])
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(line + b"\n" + _line(cell_id="c3") + b"\n")
+    assert result_rows(store) is None, what
+
+
+@pytest.mark.parametrize(("what", "line"), [
+    ("a whole-number duration and time", _line(duration=3, finished_at=1795665318)),
+    ("a time past a double's precision", _line(finished_at=2 ** 53 + 1)),
+    ("a carriage return between fields", _line().replace(b', "variant"', b',\r"variant"')),
+    ("a name shared.jsonl lacks, a null machine", _line(fingerprint="feedfacefeedface",
+                                                        hardware=None)),
+    ("the same cell again", _line(cell_id="c1", outcome="PASS", attempt=2)),
+    ("a key twice", _line()[:-1] + b', "variant": "w"}'),
+    ("integers past 64 bits, a long fraction", _line(details={"n": 2 ** 70, "x": -2 ** 70},
+                                                     duration=0.12345678901234567890)),
+])
+def test_lines_a_result_may_hold_are_read_as_the_store_reads_them(
+        tmp_path: Path, what: str, line: bytes) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED), cell("c2", "2.1.2", Outcome.PASS)])
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(line + b"\n")
+    fast = result_rows(store)
+    assert fast is not None, what
+    assert text(fast) == by_store(store), what
+
+
+def test_a_record_as_it_was_when_the_report_began(tmp_path: Path) -> None:
+    """``as_of``: its first bytes alone, whatever a run still going has appended since; the
+    last line without its newline read whole; no record, no rows."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED)])
+    size = (store.run_dir / "results.jsonl").stat().st_size
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(_line(cell_id="c2"))  # whole, its newline not written yet
+    then = store.as_of(size)
+    assert text(result_rows(then) or []) == by_store(then) and len(by_store(then)) > 2
+    fast = result_rows(store)
+    assert fast is not None and [r.cell_id for r in fast] == ["c1", "c2"]
+    assert text(fast) == by_store(store)
+    assert result_rows(RunStore(tmp_path / "nowhere")) == []
