@@ -293,8 +293,16 @@ def _ordered(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
         pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
     bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
     present = {id(s): s.log_names() for s in stores}
-    return in_record, [r for _, r in pairs], {
-        r.cell_id: _link(store, r, bases[id(store)], present[id(store)]) for store, r in pairs}
+    logs: dict[str, str] = {}
+    for store, r in pairs:
+        log = r.log
+        # Most logs: logs/<name>, there (as _link finds them, without a call a cell).
+        if log and log.startswith("logs/") and log[5:] in present[id(store)] and (
+                "/" not in log[5:]):
+            logs[r.cell_id] = f"{bases[id(store)]}/{log}"
+        else:
+            logs[r.cell_id] = _link(store, r, bases[id(store)], present[id(store)])
+    return in_record, [r for _, r in pairs], logs
 
 
 def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
