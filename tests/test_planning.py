@@ -19,10 +19,11 @@ def test_a_cases_folder_without_pytest_ini_is_a_matrix_error(tmp_path: Path) -> 
         load_spec(RunState(options=RunOptions(matrix=matrix)))
 
 
-#: What a run's later steps need and a plan never uses: the report's templates and pages,
-#: the live console, the run layer, the environment backends.
-HEAVY = ("jinja2", "rich", "harness.report.build", "harness.run.cell", "harness.run.dispatch",
-         "harness.envs.base", "harness.workflow")
+#: What a run's later steps need and a plan never uses: the report's pages (jinja2 itself is
+#: imported only where they are rendered), the live console, the run layer, the
+#: environment backends.
+HEAVY = ("harness.report.site.render", "rich", "harness.report.build", "harness.run.cell",
+         "harness.run.dispatch", "harness.envs.base", "harness.workflow")
 
 
 @pytest.mark.parametrize("module", ["plan", "machine"])
