@@ -12,6 +12,7 @@ reads it the way ``RunStore`` does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,16 +94,23 @@ def result_rows(store: RunStore) -> list[ResultRow] | None:
 
 
 def _rows(run_dir: Path, lines: list[ResultLine]) -> list[ResultRow]:
-    """The lines as rows, each value they name in shared.jsonl put in place (as
-    ``RunStore.attempts``: ``{}`` for a name it lacks; one object per name)."""
+    """The lines as rows, each value they name in shared.jsonl put in place."""
     shared = {digest: value for digest, value, _ in read_shared(run_dir)}
-    make = ResultRow._make
-    astuple = msgspec.structs.astuple
-    rows = []
-    for line in lines:  # layout.BY_REFERENCE
-        if line.fingerprint.__class__ is str:
-            line.fingerprint = shared.get(line.fingerprint, {})
-        if line.hardware.__class__ is str:
-            line.hardware = shared.get(line.hardware, {})
-        rows.append(make(astuple(line)))
-    return rows
+    return [as_row(line, shared) for line in lines]
+
+
+_FINGERPRINT = ResultRow._fields.index("fingerprint")
+_HARDWARE = ResultRow._fields.index("hardware")  # the next one (layout.BY_REFERENCE)
+
+
+def as_row(line: ResultLine, shared: Mapping[str, Any]) -> ResultRow:
+    """``line`` as a row, the values it names put in place as ``RunStore.attempts`` puts
+    them (``shared``: shared.jsonl's values by name; ``{}`` for a name it lacks)."""
+    fields = msgspec.structs.astuple(line)
+    fingerprint, hardware = fields[_FINGERPRINT], fields[_HARDWARE]
+    if fingerprint.__class__ is str:
+        fingerprint = shared.get(fingerprint, {})
+    if hardware.__class__ is str:
+        hardware = shared.get(hardware, {})
+    return ResultRow._make((*fields[:_FINGERPRINT], fingerprint, hardware,
+                            *fields[_HARDWARE + 1:]))

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NoReturn
 
 import orjson
 
@@ -36,10 +36,10 @@ from harness.core import jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
-from harness.core.results import FIELDS, CellResult, Judged, Outcome, adopt
+from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
-from harness.records.lines import DECODER, REFUSED, ResultLine
+from harness.records.lines import DECODER, REFUSED, ResultLine, as_row
 from harness.records.select import choose
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
@@ -62,22 +62,12 @@ class MergeReport:
     def judged(self) -> list[Judged]:
         return list(self.written)
 
-    def tabled(self) -> list[CellResult | _Tabled]:
+    def tabled(self) -> list[CellResult | ResultRow]:
         """What was written, as the merged run's snapshot reads it (``snapshot.write``): a
-        line passed through with its fingerprint as its name stands for it (in the merged
-        record's shared.jsonl: a snapshot made from that record reads the same)."""
-        shared = self.shared
-        out: list[CellResult | _Tabled] = []
-        for cell in self.written:
-            if isinstance(cell, CellResult):
-                out.append(cell)
-                continue
-            fingerprint = cell.fingerprint
-            out.append(_Tabled(cell.environment, cell.case_id, cell.variant,
-                               cell.hardware_target, cell.signature, cell.values,
-                               shared[fingerprint] if isinstance(fingerprint, str)
-                               else fingerprint, cell.outcome, cell.cell_id, cell.duration))
-        return out
+        line passed through as a row, the values it names as the merged record's
+        shared.jsonl holds them (a snapshot made from that record reads the same)."""
+        return [cell if isinstance(cell, CellResult) else as_row(cell, self.shared)
+                for cell in self.written]
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
@@ -199,23 +189,6 @@ def _same(source: _Read, one: CellResult | ResultLine, other_source: _Read,
     return source.result(one).to_dict() == other_source.result(other).to_dict()
 
 
-
-
-class _Tabled(NamedTuple):
-    """A line passed through, as a snapshot reads it (``snapshot.Tabled``)."""
-
-    environment: str
-    case_id: str
-    variant: str
-    hardware_target: str
-    signature: str | None
-    values: Any
-    fingerprint: Any
-    outcome: Outcome
-    cell_id: str
-    duration: Any
-
-
 class _Gaps:
     """What a MISSING line is made of: the plan's cells, and which shard was to run each
     (every shard's plan: most of a fleet's merge, read only when there is a gap)."""
@@ -308,25 +281,16 @@ class _Read(RunStore):
         shared = self._shared_values()
         decode = DECODER.decode
         kept = self.kept
-        # The names of the line before, usable: a shard's lines run environment by
-        # environment on one machine, so most name what the line before named.
-        last: tuple[Any, Any, tuple[str, ...]] = (None, None, ())
         for line in data.split(b"\n"):
             try:
                 found = decode(line)
             except REFUSED:
                 yield from jsonio.loads_lines(line)  # not as the harness writes it
                 continue
-            if found.fingerprint.__class__ is str and found.fingerprint == last[0] and (
-                    found.hardware.__class__ is str and found.hardware == last[1]):
-                names = last[2]
-            else:
-                named = _named(found, shared)
-                if named is None or not self._all_usable(named):
-                    yield from jsonio.loads_lines(line)
-                    continue
-                names = named
-                last = (found.fingerprint, found.hardware, names)
+            names = _named(found, shared)
+            if names is None or not self._all_usable(names):
+                yield from jsonio.loads_lines(line)
+                continue
             by_cell[found.cell_id] = found
             kept[found.cell_id] = (found, line, names)
 

@@ -291,18 +291,7 @@ def _ordered(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
     in_record = [r for _, r in pairs]
     if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
         pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
-    bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
-    present = {id(s): s.log_names() for s in stores}
-    logs: dict[str, str] = {}
-    for store, r in pairs:
-        log = r.log
-        # Most logs: logs/<name>, there (as _link finds them, without a call a cell).
-        if log and log.startswith("logs/") and log[5:] in present[id(store)] and (
-                "/" not in log[5:]):
-            logs[r.cell_id] = f"{bases[id(store)]}/{log}"
-        else:
-            logs[r.cell_id] = _link(store, r, bases[id(store)], present[id(store)])
-    return in_record, [r for _, r in pairs], logs
+    return in_record, [r for _, r in pairs], _links(pairs, stores, out_dir)
 
 
 def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
@@ -375,19 +364,29 @@ def _verdict(v: Verdict) -> dict[str, Any]:
             "expected": sorted(str(o) for o in v.expected), "status": v.status, "why": v.why}
 
 
-def _link(store: RunStore, result: ResultLike, base: str, present: frozenset[str]) -> str:
-    """The log's path relative to the report (``base``: the run folder from there), so the
-    pair can move together. ``present``: the names in the run's logs/ (listed once)."""
-    log = result.log
-    if not log:
-        return ""
-    if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
-        return os.path.relpath(log, store.run_dir / base) if Path(log).is_file() else ""
-    # On strings: a pathlib object and a stat per link cost more than the rest of a fleet's
-    # report's links.
-    folder, _, name = log.rpartition("/")
-    there = name in present if folder == "logs" else os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113
-    return f"{base}/{log}" if there else ""
+def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
+           out_dir: Path) -> dict[str, str]:
+    """Each cell's log as a path relative to the report ("" where it has none, or it is not
+    there), so that the report and the run folder can move together. On strings, in one
+    loop: a pathlib object, a stat or a call per cell cost more than the rest of a fleet's
+    report's links; the names in each run's logs/ are listed once."""
+    bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
+    present = {id(s): s.log_names() for s in stores}
+    links: dict[str, str] = {}
+    for store, result in pairs:
+        log, there = result.log, False
+        if not log:
+            pass
+        elif log.startswith("logs/") and "/" not in log[5:]:  # most: never an absolute path
+            there = log[5:] in present[id(store)]
+        elif os.path.isabs(log):  # noqa: PTH117  (records before format 2)
+            links[result.cell_id] = os.path.relpath(
+                log, store.run_dir / bases[id(store)]) if Path(log).is_file() else ""
+            continue
+        else:
+            there = os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113
+        links[result.cell_id] = f"{bases[id(store)]}/{log}" if there else ""
+    return links
 
 
 def _case_lines(cases: dict[str, Any]) -> str:
