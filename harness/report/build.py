@@ -370,7 +370,8 @@ def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunSto
     there), so that the report and the run folder can move together. On strings, in one
     loop: a pathlib object, a stat or a call per cell cost more than the rest of a fleet's
     report's links; the names in each run's logs/ are listed once."""
-    bases = {id(s): os.path.relpath(s.run_dir, out_dir.resolve()) for s in stores}
+    report = out_dir.resolve()
+    bases = {id(s): os.path.relpath(s.run_dir, report) for s in stores}
     present = {id(s): s.log_names() for s in stores}
     links: dict[str, str] = {}
     for store, result in pairs:
@@ -380,8 +381,7 @@ def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunSto
         elif log.startswith("logs/") and "/" not in log[5:]:  # most: never an absolute path
             there = log[5:] in present[id(store)]
         elif os.path.isabs(log):  # noqa: PTH117  (records before format 2)
-            links[result.cell_id] = os.path.relpath(
-                log, store.run_dir / bases[id(store)]) if Path(log).is_file() else ""
+            links[result.cell_id] = os.path.relpath(log, report) if Path(log).is_file() else ""
             continue
         else:
             there = os.path.isfile(f"{store.run_dir}/{log}")  # noqa: PTH113

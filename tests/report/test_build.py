@@ -1,0 +1,38 @@
+"""What the report's build works out before any page: each cell's log link."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.core.results import CellResult, Outcome, as_rows
+from harness.records.store import RunStore
+from harness.report.build import _links
+
+
+def cell(cell_id: str, log: str | None) -> CellResult:
+    return CellResult(run_id="r", cell_id=cell_id, environment="e", values={}, env_key="k",
+                      backend="uv", case_id="c", variant="v", nodeid="n",
+                      hardware_target="cpu", outcome=Outcome.PASS, log=log)
+
+
+def test_each_log_is_linked_from_the_report_where_it_is_there(tmp_path: Path) -> None:
+    """Relative to the report, so the two move together: a log in logs/ (listed once), one
+    further down, one by its absolute path (records before format 2); "" for a log that is
+    not there, and for none."""
+    store = RunStore.create(tmp_path / "reports", {"planned": []}, run_id="r")
+    (store.run_dir / "logs" / "a.log").write_text("a")
+    (store.run_dir / "logs" / "sub").mkdir()
+    (store.run_dir / "logs" / "sub" / "b.log").write_text("b")
+    elsewhere = tmp_path / "old" / "c.log"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("c")
+    cells = [cell("1", "logs/a.log"), cell("2", "logs/gone.log"), cell("3", "logs/sub/b.log"),
+             cell("4", "logs/sub/gone.log"), cell("5", str(elsewhere)),
+             cell("6", str(tmp_path / "old" / "gone.log")), cell("7", None), cell("8", "")]
+    out = store.run_dir / "report"
+    want = {"1": "../logs/a.log", "2": "", "3": "../logs/sub/b.log", "4": "",
+            "5": "../../../../old/c.log", "6": "", "7": "", "8": ""}
+    assert _links([(store, c) for c in cells], [store], out) == want
+    # The same from rows (the site's half reads rows).
+    assert _links([(store, r) for r in as_rows(cells)], [store], out) == want
+    assert (out / want["5"]).resolve() == elsewhere.resolve()
