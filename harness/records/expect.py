@@ -63,7 +63,7 @@ def judge(results: Iterable[CellResult], rules: Sequence[Rule] = (),
             for result, found in _Judge(rules, baseline).each(counted(list(results)))]
 
 
-class _Judgement(NamedTuple):
+class Judgement(NamedTuple):
     """What judging makes of a cell: the same for every cell of one outcome that the same
     rules hold for (or the same baseline outcome stands for). A tuple, so that a verdict's
     fields count with it (``summary_lines``)."""
@@ -75,7 +75,7 @@ class _Judgement(NamedTuple):
 
 
 class _Judge:
-    """Each result's ``_Judgement``, as ``Rule.holds_for`` and the baseline say, computed once
+    """Each result's ``Judgement``, as ``Rule.holds_for`` and the baseline say, computed once
     per distinct input: each glob matched once per distinct value, each reason pattern once
     per distinct reason, each judgement made once per distinct (rules, outcome, baseline
     outcome). A fleet's 100,000 cells have a few thousand environments, a few dozen case
@@ -91,9 +91,9 @@ class _Judge:
         self.labels: dict[tuple[str, str], int] = {}
         self.hardware: dict[str, int] = {}
         self.holding: dict[tuple[int, str], tuple[int, ...]] = {}  # (mask, reason) -> rules
-        self.judged: dict[tuple[tuple[int, ...], Outcome, Outcome | None], _Judgement] = {}
+        self.judged: dict[tuple[tuple[int, ...], Outcome, Outcome | None], Judgement] = {}
 
-    def each(self, results: Iterable[J]) -> Iterator[tuple[J, _Judgement]]:
+    def each(self, results: Iterable[J]) -> Iterator[tuple[J, Judgement]]:
         rules, judged = self.rules, self.judged
         before_of = self.baseline.outcomes if self.baseline is not None else None
         environments, labels, hardware = self.environments, self.labels, self.hardware
@@ -150,7 +150,7 @@ class _Judge:
         return mask
 
     def _judgement(self, holding: tuple[int, ...], outcome: Outcome, before: Outcome | None
-                   ) -> _Judgement:
+                   ) -> Judgement:
         expected: frozenset[Outcome] = frozenset()
         why = ""
         if holding:
@@ -160,7 +160,7 @@ class _Judge:
             assert self.baseline is not None
             expected = frozenset({before})
             why = f"baseline {self.baseline.source}"
-        return _Judgement(outcome=outcome, expected=expected, why=why,
+        return Judgement(outcome=outcome, expected=expected, why=why,
                           status=_status(outcome, expected))
 
 
@@ -193,7 +193,7 @@ def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
 
 def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
     """A count per status, the known failures once per reason, then each deviation."""
-    cells = Counter(_Judgement(v.result.outcome, v.expected, v.why, v.status)
+    cells = Counter(Judgement(v.result.outcome, v.expected, v.why, v.status)
                     for v in verdicts)
     return _summary(cells, [(v.result, v.expected, v.status) for v in verdicts if v.deviates],
                     limit)
@@ -203,7 +203,7 @@ def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
 _Deviation = tuple[Judged, frozenset[Outcome], str]
 
 
-def _summary(cells: Counter[_Judgement], deviating: Sequence[_Deviation], limit: int
+def _summary(cells: Counter[Judgement], deviating: Sequence[_Deviation], limit: int
              ) -> list[str]:
     """``summary_lines`` of the cells counted per judgement (in the order each first came)
     and the deviating ones, in order."""
@@ -264,6 +264,22 @@ def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
     return code
 
 
+def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
+                  baseline: Baseline | None = None, *, limit: int = 20
+                  ) -> tuple[list[str], list[tuple[J, Judgement]]]:
+    """``summary_lines`` of ``judge``'s verdicts, and the cells a report lists one by one:
+    those that deviate and the failures that were expected (with the judgement of each).
+    Counted per judgement, as ``judged_summary``: no verdict a cell."""
+    cells: Counter[Judgement] = Counter()
+    notable: list[tuple[J, Judgement]] = []
+    for result, found in _Judge(rules, baseline).each(counted(list(results))):
+        cells[found] += 1
+        if found.status in _DEVIATING or (found.status == "expected" and not found.outcome.ok):
+            notable.append((result, found))
+    return _summary(cells, [(r, j.expected, j.status) for r, j in notable
+                            if j.status in _DEVIATING], limit), notable
+
+
 def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
@@ -271,7 +287,7 @@ def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
     kept one by one only for the cells that deviate (a fleet's 100,000 verdicts were a fifth
     of a merge). ``results``: any form of a result that says what judging reads."""
     _exit_code((), fail_on)  # a --fail-on that is none, before the judging
-    cells: Counter[_Judgement] = Counter()
+    cells: Counter[Judgement] = Counter()
     deviating: list[_Deviation] = []
     for result, found in _Judge(rules, baseline).each(counted(list(results))):
         cells[found] += 1

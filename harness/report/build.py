@@ -23,7 +23,7 @@ from harness.records import snapshot
 from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
-from harness.records.expect import Verdict, judge, recorded_rules, summary_lines
+from harness.records.expect import Judgement, judged_report, recorded_rules
 from harness.records.lines import result_rows
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.snapshot import Row, rows_of
@@ -162,29 +162,17 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                               "junit": out_dir / "junit.xml"}
 
     @functools.cache
-    def read() -> _Cells:
-        """The cells. Where the records are to be read, each half below reads them in its own
-        process, at once on two cores (with one core, or no fork, once); where the caller
-        has them in memory, they are taken before the halves part, and shared."""
-        return _cells(stores, metas, out_dir, given)
-
-    @functools.cache
-    def read_rows() -> list[ResultRow]:  # once, where both halves run in this process
-        return as_rows(read().results)
-
-    def results_read() -> bool:  # in this process (before the halves parted, or by one)
-        return read.cache_info().currsize > 0
-
-    @functools.cache
-    def site_rows() -> tuple[list[ResultRow], dict[str, str]]:
-        """The cells as rows with their logs' links, for the site's half: read straight
-        from the record into rows where it is one record read that way (no result made
-        of a line: a fleet's site half, 0.45 s sooner), else from the results."""
-        if not results_read():
+    def cells() -> _Cells:
+        """The cells as rows, with their logs' links: read straight from the record where it
+        is one record read that way (no result made of a line), else as results made rows.
+        Each half below reads them in its own process, at once on two cores (with one core,
+        or no fork, once); where the caller has them in memory, they are taken before the
+        halves part, and shared."""
+        if given is None:
             found = _row_cells(stores, metas, out_dir)
             if found is not None:
                 return found
-        return read_rows(), read().logs
+        return _cells(stores, metas, out_dir, given)
 
     before = snapshot.load(previous.run_dir) if previous is not None else None  # made once
 
@@ -192,35 +180,28 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     def changes() -> list[dict[str, Any]]:
         if before is None:
             return []
-        # From the cells as this process holds them: the results, or the site's rows.
-        now = rows_of(read().results if results_read() else site_rows()[0])
-        return diff_runs(before.rows(), now, moved)
+        return diff_runs(before.rows(), rows_of(cells().rows), moved)
 
-    def data_files() -> str:  # the verdicts, the downloads and the run's snapshot
-        results = read().results
-        columns = long_columns(read_rows(), read().logs)
-        verdicts = judge(results, rules, baseline)
-        with open(paths["csv"], "w", encoding="utf-8", newline="") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow(columns)
-            writer.writerows(zip(*columns.values(), strict=True))
+    def data_files() -> str:  # the verdicts, the downloads, JUnit and the run's snapshot
+        rows, logs = cells().rows, cells().logs
+        write_junit(rows, f"ml-compat-harness {name}", paths["junit"])
+        columns = long_columns(rows, logs)
+        lines, notable = judged_report(rows, rules, baseline, limit=200)
+        _write_csv(paths["csv"], columns)
         _write_long_json(paths["json"], {
             "run_id": name, "runs": [s.run_id for s in stores], "summary": summary_line(columns),
-            "cases": cases}, results, {
+            "cases": cases}, rows, {
             "changes": changes(), "since": since,
-            "expectations": [_verdict(v) for v in verdicts if v.deviates or (
-                v.status == "expected" and not v.result.outcome.ok)]})
+            "expectations": [_verdict(r, j) for r, j in notable]})
         if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
             # what the next night's "what changed", history and baselines read of this run
-            snapshot.write(stores[0].run_dir, read().in_record, made_from)
-        return "\n".join(summary_lines(verdicts, limit=200))  # for compat.md
+            snapshot.write(stores[0].run_dir, cells().in_record, made_from)
+        return "\n".join(lines)  # for compat.md
 
-    def site_files() -> None:  # the pages, their markdown twin and JUnit
+    def site_files() -> None:  # the pages and their markdown twin
         # As tuples: the model reads each cell a dozen times over (a fleet's model took
         # 2.0 s from the records' objects, 0.9 s from these, which take 0.2 s to make).
-        # JUnit here, not with the data files: it reads rows, and that half is the longer.
-        results, logs = site_rows()
-        write_junit(results, f"ml-compat-harness {name}", paths["junit"])
+        results, logs = cells().rows, cells().logs
         columns = long_columns(results, logs, LONG_COLUMNS)
         site = build_site(results, environments, cases, metas, logs, changes(), since,
                           bisects=_bisects(stores, {r.case_id for r in results}))
@@ -230,7 +211,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
 
     if given is not None:
-        read()
+        cells()
     md: list[str] = []  # compat.md, written whole once both halves are done
     # A fleet's report: the site here, the rest on the second core, at once; judging there too
     # (a fifth of a second at 100,000 cells), its summary back for compat.md's end.
@@ -240,7 +221,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
               + "\n")
     atomic.write_text(paths["md"], "".join(md))
     if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
-        problems = check_report(out_dir, read().results, environments, cases,
+        checked = merged_results(stores) if given is None else [(stores[0], r) for r in given]
+        problems = check_report(out_dir, [r for _, r in _report_order(checked, stores, metas)],
+                                environments, cases,
                                 previous.results() if previous is not None else None, moved,
                                 reports_dir_of(stores[0].run_dir))
         if problems:
@@ -250,51 +233,58 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
 @dataclass(frozen=True)
 class _Cells:
-    """What a report is made of, read once per process."""
+    """What a report is made of, read once per process: each cell's last attempt as a row."""
 
-    in_record: list[CellResult]  # each cell's last attempt, in the record's order
-    results: list[CellResult]  # the same, in plan order (the report's)
+    in_record: list[ResultRow]  # in the record's order (the snapshot's)
+    rows: list[ResultRow]  # the same, in plan order (the report's)
     logs: dict[str, str]  # cell id -> its log's link from the report
 
 
 def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
            given: Sequence[CellResult] | None) -> _Cells:
-    """The records' cells (or ``given``, one record's as its caller holds them), in both
-    orders, with their logs' links from ``out_dir``."""
+    """The records' cells (or ``given``, one record's as its caller holds them) as rows, in
+    both orders, with their logs' links from ``out_dir``."""
     if given is not None and len(stores) == 1:
         pairs = [(stores[0], r) for r in given]
     else:
         pairs = merged_results(stores)
-    return _Cells(*_ordered(pairs, stores, metas, out_dir))
+    rows = as_rows(r for _, r in pairs)
+    return _Cells(*_ordered([(s, row) for (s, _), row in zip(pairs, rows, strict=True)],
+                            stores, metas, out_dir))
 
 
 def _row_cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path
-               ) -> tuple[list[ResultRow], dict[str, str]] | None:
-    """One record's cells as rows read straight from it (``lines.result_rows``), in the
-    report's order, with their logs' links; None where it is not read that way."""
+               ) -> _Cells | None:
+    """One record's cells as rows read straight from it (``lines.result_rows``), in both
+    orders, with their logs' links; None where it is not read that way."""
     rows = result_rows(stores[0]) if len(stores) == 1 else None
     if rows is None:
         return None
-    _, in_order, logs = _ordered([(stores[0], r) for r in rows], stores, metas, out_dir)
-    return in_order, logs
+    return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir))
+
+
+def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore],
+             metas: Sequence[dict[str, Any]], out_dir: Path
+             ) -> tuple[list[ResultRow], list[ResultRow], dict[str, str]]:
+    """The cells in the record's order and in the report's, and their logs' links."""
+    # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
+    # from the record would have them: the same cells win a logical key whoever wrote it.
+    in_record = [r for _, r in pairs]
+    pairs = _report_order(pairs, stores, metas)
+    return in_record, [r for _, r in pairs], _links(pairs, stores, out_dir)
 
 
 R = TypeVar("R", CellResult, ResultRow)
 
 
-def _ordered(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
-             metas: Sequence[dict[str, Any]], out_dir: Path
-             ) -> tuple[list[R], list[R], dict[str, str]]:
-    """The cells in the record's order and in the report's, and their logs' links."""
-    # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
-    # from the record would have them: the same cells win a logical key whoever wrote it.
-    in_record = [r for _, r in pairs]
+def _report_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
+                  metas: Sequence[dict[str, Any]]) -> list[tuple[RunStore, R]]:
     if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
-        pairs = _in_plan_order(pairs, stores)  # else a merge wrote them in this order
-    return in_record, [r for _, r in pairs], _links(pairs, stores, out_dir)
+        return _in_plan_order(pairs, stores)
+    return pairs  # a merge wrote them in this order
 
 
-def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
+def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultRow],
                      tail: dict[str, Any]) -> None:
     """compat.json: ``head``, then ``fingerprints`` (by environment key), ``machines`` (by
     node, ``node#gpu`` for a cell given one GPU), ``results`` (each cell once, without what
@@ -309,8 +299,9 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
         if r.hardware:
             machines.setdefault(_machine(r), r.hardware)
 
-    def row(r: CellResult) -> dict[str, Any]:
-        data = r.to_dict()
+    def row(r: ResultRow) -> dict[str, Any]:
+        data = r._asdict()
+        data["outcome"] = str(r.outcome)
         for field, shared, key in (("fingerprint", fingerprints, r.env_key),
                                    ("hardware", machines, _machine(r))):
             value = data.pop(field)
@@ -326,7 +317,7 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellRes
         fh.write(b"," + jsonio.dumps(tail)[1:])
 
 
-def _machine(result: CellResult) -> str:
+def _machine(result: ResultRow) -> str:
     return result.node if result.gpu is None else f"{result.node}#{result.gpu}"
 
 
@@ -356,12 +347,20 @@ def _heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]
     return list(rows.values())
 
 
-def _verdict(v: Verdict) -> dict[str, Any]:
+def _verdict(result: ResultRow, judged: Judgement) -> dict[str, Any]:
     """A deviation from what was expected, or a failure that was (with why)."""
-    return {"environment": v.result.environment,
-            "case": f"{v.result.case_id}::{v.result.variant}",
-            "hardware": v.result.hardware_target, "outcome": str(v.result.outcome),
-            "expected": sorted(str(o) for o in v.expected), "status": v.status, "why": v.why}
+    return {"environment": result.environment,
+            "case": f"{result.case_id}::{result.variant}",
+            "hardware": result.hardware_target, "outcome": str(result.outcome),
+            "expected": sorted(str(o) for o in judged.expected), "status": judged.status,
+            "why": judged.why}
+
+
+def _write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(zip(*columns.values(), strict=True))
 
 
 def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
