@@ -15,7 +15,15 @@ from harness.core.results import CellResult, Outcome
 from harness.core.rules import Rule
 from harness.matrix.load import parse_matrix
 from harness.records.baseline import Baseline, baseline_from, load_baseline
-from harness.records.expect import Key, Verdict, exit_code, judge, judged_summary, summary_lines
+from harness.records.expect import (
+    Key,
+    Verdict,
+    exit_code,
+    judge,
+    judged_report,
+    judged_summary,
+    summary_lines,
+)
 from tests.conftest import ROOT, report_dir, write_matrix
 
 
@@ -339,12 +347,18 @@ def test_judging_once_per_distinct_input_is_judging_cell_by_cell(
     """``judge`` (cached per glob value, reason and judgement) gives each cell the verdict
     ``Rule.holds_for`` and the baseline give it; ``judged_summary`` (what a merge prints
     and exits with, counted per judgement) the summary lines and exit code of those
-    verdicts, as the verdict-by-verdict code gave them."""
+    verdicts, as the verdict-by-verdict code gave them; ``judged_report`` (what a report
+    prints and lists) those lines and the verdicts that deviate or expected a failure."""
     known = Baseline(source="b", outcomes=baseline) if baseline is not None else None
     verdicts = judge(cells, rules, known)
     want = reference_judge(cells, rules, known)
     assert [(v.result, v.expected, v.why, v.status) for v in verdicts] == want
     assert summary_lines(verdicts, limit=limit) == reference_summary(verdicts, limit)
+    lines, notable = judged_report(cells, rules, known, limit=limit)
+    assert lines == reference_summary(verdicts, limit)
+    assert [(r, j.expected, j.why, j.status) for r, j in notable] == [
+        (v.result, v.expected, v.why, v.status) for v in verdicts
+        if v.deviates or (v.status == "expected" and not v.result.outcome.ok)]
     for fail_on in ("new", "changed", "any"):
         lines, code = judged_summary(cells, rules, known, fail_on, limit=limit)
         assert lines == reference_summary(verdicts, limit)
