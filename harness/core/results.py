@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
+from itertools import starmap
 from operator import attrgetter
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import msgspec
 
 
 class Outcome(StrEnum):
@@ -95,11 +98,21 @@ class CellResult:
         return adopt(dict(data))
 
 
-class ResultRow(NamedTuple):
-    """A result's fields as one tuple, for code that reads a fleet's 100,000 results many
-    times over (the site's model): an attribute of a ``CellResult`` is a lookup in its own
-    dict, one of 100,000 spread over the heap; these are indexed, and made together. Made
-    by ``as_rows``; the same fields, in the same order, as ``CellResult``."""
+class ResultRow(msgspec.Struct, forbid_unknown_fields=True):
+    """A result as a row: for code that reads a fleet's 100,000 results many times over (the
+    site's model), and the form a result line is decoded into without a ``CellResult``
+    (``records.lines``: msgspec, straight from the line). An attribute of a ``CellResult`` is
+    a lookup in its own dict, one of 100,000 spread over the heap; a row's are slots, and
+    rows are made together. The same fields, in the same order, as ``CellResult``; made from
+    results by ``as_rows``.
+
+    Decoded from a line, it requires every field a result has and allows no other, so a
+    line it takes holds what ``adopt`` would keep, no more and no less. Every field is typed
+    as the harness writes it and decoded (none skipped as raw text), so msgspec refuses what
+    orjson refuses (bytes that are not UTF-8, a lone surrogate, NaN, a number out of a
+    double's range) and reads what it takes as json does (``int | float``: an integer stays
+    one, of any length). ``fingerprint`` and ``hardware`` are then the names of values in
+    shared.jsonl (or the values), until the reader puts the values in place."""
 
     run_id: str
     cell_id: str
@@ -114,12 +127,12 @@ class ResultRow(NamedTuple):
     outcome: Outcome
     reason: str
     signature: str | None
-    fingerprint: dict[str, Any]
-    hardware: dict[str, Any]
-    details: dict[str, Any]
-    duration: float
+    fingerprint: Any  # a mapping (in a line just decoded: its name in shared.jsonl, or it)
+    hardware: Any  # as fingerprint
+    details: Any  # a mapping (a hand-written record's may hold anything)
+    duration: int | float
     log: str | None
-    finished_at: float
+    finished_at: int | float
     caveat: str
     attempt: int
     node: str
@@ -190,7 +203,7 @@ AnyResult = TypeVar("AnyResult", bound=Judged)
 def as_rows(results: Iterable[CellResult]) -> list[ResultRow]:
     """``results`` as ``ResultRow``s, in one pass (a fleet's: 0.2 s, which the site's model,
     reading each cell a dozen times over, gets back five times: 2.0 s -> 0.9 s)."""
-    return list(map(ResultRow._make, map(_ALL_FIELDS, results)))
+    return list(starmap(ResultRow, map(_ALL_FIELDS, results)))
 
 
 def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:

@@ -11,7 +11,7 @@ merged record. A line the merged record would hold otherwise (a log not shipped,
 inline, a field too many or too few, a secret of this machine's) is written as ``extend``
 writes a result. Where nothing after the merge needs its results (``--no-report``: the
 verdicts and the snapshot read less), a line written as it is is never made a result: it
-is decoded by msgspec (``ResultLine``), not made a result.
+is decoded by msgspec (``ResultRow``), not made a result.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
-from harness.records.lines import DECODER, REFUSED, ResultLine, as_row
+from harness.records.lines import DECODER, REFUSED, as_row
 from harness.records.select import choose
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
@@ -53,7 +53,7 @@ class MergeReport:
     conflicts: list[str] = field(default_factory=list)
     # What was written, in order, so that none re-reads it: for the verdicts, each cell as a
     # result or as a line never made one (``merge_runs(..., make_results=False)``)...
-    written: list[CellResult | ResultLine] = field(default_factory=list)
+    written: list[CellResult | ResultRow] = field(default_factory=list)
     # ... and for a report, each as a result (empty where ``make_results=False``).
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
@@ -74,7 +74,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                warn: Callable[[str], None] = lambda _: None, make_results: bool = True
                ) -> MergeReport:
     """``make_results``: whether the caller needs each cell as a ``CellResult`` (a report
-    does); without, a line written as it is is decoded, not made a result (``ResultLine``)."""
+    does); without, a line written as it is is decoded, not made a result (``ResultRow``)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet
@@ -90,7 +90,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     # secret of this machine's): then the record itself.
     if out.redactor.secrets:
         report.written = list(out.results())
-    if make_results:  # every one a result (none passed through as a ResultLine)
+    if make_results:  # every one a result (none passed through as a ResultRow)
         report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
 
@@ -139,7 +139,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
-    chosen: dict[str, tuple[_Read, CellResult | ResultLine]] = {}
+    chosen: dict[str, tuple[_Read, CellResult | ResultRow]] = {}
     conflicts: list[str] = []
 
     def read() -> None:
@@ -179,12 +179,12 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     return report, writer
 
 
-def _report_order(found: tuple[_Read, CellResult | ResultLine]) -> tuple[tuple[str, str, str], str]:
+def _report_order(found: tuple[_Read, CellResult | ResultRow]) -> tuple[tuple[str, str, str], str]:
     return found[1].logical_key, found[1].cell_id
 
 
-def _same(source: _Read, one: CellResult | ResultLine, other_source: _Read,
-          other: CellResult | ResultLine) -> bool:
+def _same(source: _Read, one: CellResult | ResultRow, other_source: _Read,
+          other: CellResult | ResultRow) -> bool:
     """Two records of a cell are the same record (a merge merged again): as results."""
     return source.result(one).to_dict() == other_source.result(other).to_dict()
 
@@ -206,7 +206,7 @@ class _Read(RunStore):
     where the merged record would hold just that line (``verbatim``): every field as
     written, the values it names named the same by ``names`` (the merged record's
     ``content_name``, after its redactor), no secret of this machine's in it. Without
-    ``make_results``, such a line is decoded as a ``ResultLine`` (no result made of it)."""
+    ``make_results``, such a line is decoded as a ``ResultRow`` (no result made of it)."""
 
     def __init__(self, source: RunStore, names: _Names, common: _Common,
                  make_results: bool = True) -> None:
@@ -216,36 +216,36 @@ class _Read(RunStore):
         self.common = common
         self.make_results = make_results
         # a cell -> its last attempt, if that may be written as it is: its line and names
-        self.kept: dict[str, tuple[CellResult | ResultLine, bytes, tuple[str, ...]]] = {}
+        self.kept: dict[str, tuple[CellResult | ResultRow, bytes, tuple[str, ...]]] = {}
         self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
         self.all_usable: dict[tuple[str, ...], bool] = {}
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
-        self._last: list[CellResult | ResultLine] | None = None
+        self._last: list[CellResult | ResultRow] | None = None
 
-    def last_attempts(self) -> list[CellResult | ResultLine]:
-        """Each cell's last attempt: a result, or a line written as it is (``ResultLine``)."""
+    def last_attempts(self) -> list[CellResult | ResultRow]:
+        """Each cell's last attempt: a result, or a line written as it is (``ResultRow``)."""
         if self._last is None:
             self._last = self._read()
         return self._last
 
-    def result(self, attempt: CellResult | ResultLine) -> CellResult:
+    def result(self, attempt: CellResult | ResultRow) -> CellResult:
         """``attempt`` as a result (its line read again, as any other line is read)."""
         if isinstance(attempt, CellResult):
             return attempt
         kept = self.kept[attempt.cell_id]
-        assert kept[0] is attempt  # a ResultLine is its cell's last attempt, kept with its line
+        assert kept[0] is attempt  # a ResultRow is its cell's last attempt, kept with its line
         row = jsonio.loads(kept[1])
         _resolve(row, self._shared_values())
         self.common.share(row)
         return adopt(row)
 
-    def verbatim(self, result: CellResult | ResultLine) -> tuple[bytes, tuple[str, ...]] | None:
+    def verbatim(self, result: CellResult | ResultRow) -> tuple[bytes, tuple[str, ...]] | None:
         """The line ``result`` was read from and the shared values it names, if the merged
         record holds that line as it is."""
         kept = self.kept.get(result.cell_id)
         return kept[1:] if kept is not None and kept[0] is result else None
 
-    def _read(self) -> list[CellResult | ResultLine]:
+    def _read(self) -> list[CellResult | ResultRow]:
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
@@ -253,8 +253,8 @@ class _Read(RunStore):
         shared = self._shared_values()
         secrets = self.names.secrets
         share = self.common.share
-        by_cell: dict[str, CellResult | ResultLine] = {}
-        # A line msgspec decodes (ResultLine) stands for its result as through loads_lines
+        by_cell: dict[str, CellResult | ResultRow] = {}
+        # A line msgspec decodes (ResultRow) stands for its result as through loads_lines
         # where orjson reads it the same: no run of 19 digits (plain_numbers: an integer
         # past 64 bits), no secret of this machine's to redact.
         rows = (jsonio.loads_lines(data) if self.make_results or secrets
@@ -273,10 +273,10 @@ class _Read(RunStore):
                 self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
         return list(by_cell.values())
 
-    def _passed(self, data: bytes, by_cell: dict[str, CellResult | ResultLine]
+    def _passed(self, data: bytes, by_cell: dict[str, CellResult | ResultRow]
                 ) -> Iterator[tuple[bytes, Any, bool]]:
         """The lines of ``data`` that the merged record holds as they are, each decoded as
-        a ``ResultLine`` and put on ``by_cell`` (in the record's order); each other line given
+        a ``ResultRow`` and put on ``by_cell`` (in the record's order); each other line given
         back as ``loads_lines`` gives it, for the caller to read as a result."""
         shared = self._shared_values()
         decode = DECODER.decode
@@ -317,7 +317,7 @@ class _Read(RunStore):
         return self._shared
 
 
-def _named(line: ResultLine, shared: dict[str, Any]) -> tuple[str, ...] | None:
+def _named(line: ResultRow, shared: dict[str, Any]) -> tuple[str, ...] | None:
     """The shared values ``line`` names, as ``_resolve`` finds them: None where it holds one
     inline or names one shared.jsonl lacks (or holds empty)."""
     names: tuple[str, ...] = ()
@@ -412,12 +412,12 @@ class _Writer:
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
 
-    def add(self, result: CellResult | ResultLine,
-            found: tuple[_Read, CellResult | ResultLine] | None = None) -> CellResult | ResultLine:
+    def add(self, result: CellResult | ResultRow,
+            found: tuple[_Read, CellResult | ResultRow] | None = None) -> CellResult | ResultRow:
         source = found[0] if found is not None and found[1] is result else None
         kept = source.verbatim(result) if source is not None else None
         if kept is None:
-            assert isinstance(result, CellResult)  # a ResultLine is kept, or made a result
+            assert isinstance(result, CellResult)  # a ResultRow is kept, or made a result
             self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
@@ -480,7 +480,7 @@ class _Relocate:
         self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
-    def __call__(self, source: _Read, result: CellResult | ResultLine) -> CellResult | ResultLine:
+    def __call__(self, source: _Read, result: CellResult | ResultRow) -> CellResult | ResultRow:
         log = result.log
         if not log:
             return result

@@ -15,6 +15,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from msgspec.structs import asdict
+
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.results import CellResult, Outcome, ResultLike, ResultRow, as_rows
@@ -300,7 +302,7 @@ def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultR
             machines.setdefault(_machine(r), r.hardware)
 
     def row(r: ResultRow) -> dict[str, Any]:
-        data = r._asdict()
+        data = asdict(r)
         data["outcome"] = str(r.outcome)
         for field, shared, key in (("fingerprint", fingerprints, r.env_key),
                                    ("hardware", machines, _machine(r))):

@@ -7,6 +7,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 import pytest
+from msgspec.structs import asdict
 
 from harness.core.results import CellResult, Outcome, adopt, as_rows
 
@@ -60,7 +61,7 @@ def test_a_result_as_a_row_holds_every_field_in_order_and_reads_the_same() -> No
     built = replace(FULL, outcome=Outcome.ERROR, fingerprint={})
     for result in (FULL, built, adopt(line(parent="s1"))):
         (row,) = as_rows([result])
-        assert row._fields == tuple(f.name for f in fields(CellResult))
-        assert row._asdict() == vars(result)  # every field, as the result holds it
+        assert row.__struct_fields__ == tuple(f.name for f in fields(CellResult))
+        assert asdict(row) == vars(result)  # every field, as the result holds it
         assert (row.unbuilt, row.logical_key) == (result.unbuilt, result.logical_key)
     assert as_rows([built])[0].unbuilt and not as_rows([FULL])[0].unbuilt

@@ -411,7 +411,7 @@ def test_a_line_passed_through_without_a_result_is_one_orjson_reads_the_same(
     path.write_bytes(path.read_bytes().replace(b"1e+300", b"1e400"))
     lines = merge_runs([three], tmp_path / "again", make_results=False).written
     assert [type(r).__name__ for r in lines[:4]] == [
-        "ResultLine", "ResultLine", "CellResult", "CellResult"]
+        "ResultRow", "ResultRow", "CellResult", "CellResult"]
     assert lines[4].outcome is Outcome.MISSING  # its only line unreadable
     assert isinstance(lines[5], CellResult) and lines[5].details == {"loss": float("inf")}
     assert_merged_as_reference([RunStore(three.run_dir)], tmp_path / "three")
