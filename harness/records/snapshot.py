@@ -115,6 +115,27 @@ class Snapshot:
         """Each cell's duration, where it has one."""
         return {c: d for c, d in zip(self.cell_ids, self.durations, strict=True) if d}
 
+    def codes(self, name: str) -> list[int]:
+        """Each cell's index in the table of ``name`` (one of ``TABLED``)."""
+        return self._data["codes"][name]  # type: ignore[no-any-return]
+
+    def table(self, name: str) -> list[Any]:
+        """The distinct values of ``name`` (one of ``TABLED``), as the codes index them."""
+        return self._data["tables"][name]  # type: ignore[no-any-return]
+
+    def rows_at(self, at: Sequence[int]) -> list[Row]:
+        """The rows of the cells at these places alone (``[rows()[i] for i in at]``)."""
+        tabled = {}
+        for name in TABLED:
+            table, codes = self.table(name), self.codes(name)
+            tabled[name] = [table[codes[i]] for i in at]
+        cell_ids, durations, letters = self.cell_ids, self.durations, self.letters
+        return list(map(Row._make, zip(
+            tabled["environment"], tabled["case_id"], tabled["variant"],
+            tabled["hardware_target"], [cell_ids[i] for i in at],
+            [FROM_LETTER[letters[i]] for i in at], tabled["signature"],
+            [durations[i] for i in at], tabled["values"], tabled["versions"], strict=True)))
+
     def rows(self) -> list[Row]:
         columns = {name: self._column(name) for name in TABLED}
         outcomes = [FROM_LETTER[x] for x in self.letters]

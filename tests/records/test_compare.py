@@ -3,10 +3,16 @@ the bump replaced."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from harness.core.results import CellResult, Outcome
+from harness.records import snapshot
 from harness.records.compare import bumped, match_previous, new_releases, pinned_releases
-from harness.records.snapshot import rows_of
-from harness.report.build import diff_runs
+from harness.records.snapshot import Snapshot, rows_of
+from harness.report.build import diff_runs, diff_snapshots
 from harness.report.ci import status_badge, step_summary
 
 
@@ -67,3 +73,49 @@ def test_a_release_new_to_a_query_is_named_with_how_its_cells_did() -> None:
     badge = status_badge(results[:3], [{"class": "new failure"}], "n1")
     assert badge == {"schemaVersion": 1, "label": "compatibility",
                      "message": "2/3 as documented, 1 new failure", "color": "red"}
+
+
+OUTCOMES = st.sampled_from(list(Outcome))
+
+
+@st.composite
+def two_nights(draw: st.DrawFn) -> tuple[list[CellResult], list[CellResult]]:
+    """Two runs of the same cells in the same order (most nightlies), or now and then not:
+    each cell's outcome and versions drawn for each night, a fingerprint missing, a
+    logical key twice, labels that read as one ("a::b" + "c", "a" + "b::c"), a cell more."""
+    keys = draw(st.lists(st.tuples(st.sampled_from(["e1", "e2", "e,3"]),
+                                   st.sampled_from([("a", "b::c"), ("a::b", "c"), ("a", "x")]),
+                                   st.sampled_from(["cpu", "sm_90"])),
+                         min_size=0, max_size=12))
+    nights = []
+    for _ in range(2):
+        night = []
+        for i, (env, (case, variant), hw) in enumerate(keys):
+            torch = draw(st.sampled_from(["", "2.5.1", "2.6.0"]))
+            night.append(CellResult(
+                run_id="r", cell_id=f"c{i}", environment=env, values={"torch": torch or "x"},
+                env_key=env, backend="uv", case_id=case, variant=variant, nodeid="t.py::t",
+                hardware_target=hw, outcome=draw(OUTCOMES),
+                fingerprint={"key": {"torch": torch}} if torch else {}))
+        nights.append(night)
+    if keys and draw(st.booleans()):
+        nights[1].append(replace(nights[1][0], cell_id="more", hardware_target="sm_80"))
+    return nights[0], nights[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(nights=two_nights(), moved=st.sampled_from([(), ("torch",)]))
+def test_what_changed_off_the_snapshots_columns_is_what_the_rows_say(
+        nights: tuple[list[CellResult], list[CellResult]], moved: tuple[str, ...]) -> None:
+    """``diff_snapshots`` (position by position, where the keys are the same, in order,
+    each once) gives what ``diff_runs`` of the rows gives, or leaves it to it (None)."""
+    old, new = (Snapshot(snapshot._document(n)) for n in nights)
+    fast = diff_snapshots(old, new, moved)
+    want = diff_runs(old.rows(), new.rows(), moved)
+    if fast is not None:
+        assert fast == want
+    keys = [r.logical_key for r in nights[1]]
+    pairs = {(r.case_id, r.variant) for r in nights[1]}
+    same = not moved and [r.logical_key for r in nights[0]] == keys
+    if same and len(set(keys)) == len(keys) and len({"::".join(p) for p in pairs}) == len(pairs):
+        assert fast is not None  # every nightly of the same cells is read this way

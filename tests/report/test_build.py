@@ -36,3 +36,20 @@ def test_each_log_is_linked_from_the_report_where_it_is_there(tmp_path: Path) ->
     # The same from rows (the site's half reads rows).
     assert _links([(store, r) for r in as_rows(cells)], [store], out) == want
     assert (out / want["5"]).resolve() == elsewhere.resolve()
+
+
+def test_a_log_is_linked_in_the_run_of_its_cell(tmp_path: Path) -> None:
+    """Several records (shards) reported together: one log name in two runs is two links,
+    each made in its own run (present in one of them, not in the other), whatever the
+    order of the cells."""
+    one = RunStore.create(tmp_path / "reports", {"planned": []}, run_id="one")
+    two = RunStore.create(tmp_path / "reports", {"planned": []}, run_id="two")
+    (one.run_dir / "logs" / "batch.log").write_text("a")
+    (two.run_dir / "logs" / "other.log").write_text("b")
+    out = tmp_path / "reports" / "site"
+    pairs = [(one, cell("1", "logs/batch.log")), (two, cell("2", "logs/batch.log")),
+             (two, cell("3", "logs/other.log")), (one, cell("4", "logs/other.log")),
+             (one, cell("5", "logs/batch.log"))]
+    assert _links(pairs, [one, two], out) == {
+        "1": "../runs/one/logs/batch.log", "2": "", "3": "../runs/two/logs/other.log",
+        "4": "", "5": "../runs/one/logs/batch.log"}
