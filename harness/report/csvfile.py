@@ -49,10 +49,21 @@ def _text(value: Any) -> str:
 
 
 def _fields(values: Sequence[Any], escaped: _Escaped) -> list[str]:
-    if set(map(type, values)) <= {str}:  # most columns: looked up in C
-        return list(map(escaped.__getitem__, values))
-    # Numbers, None, anything else: 1, 1.0 and True are one key of a dict, three texts.
-    return [escaped[_text(v)] for v in values]
+    """A column's fields: converted in C where it is of one type (csv: ``repr`` of a float,
+    ``str`` of an int); as they are where the whole column is plain text (checked in one
+    match: ids, paths, times), else each text escaped once and looked up."""
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        texts = values
+    elif kinds <= {float}:
+        texts = list(map(float.__repr__, values))
+    elif kinds <= {int}:
+        texts = list(map(int.__repr__, values))
+    else:  # None, booleans, a mix: 1, 1.0 and True are one key of a dict, three texts
+        texts = list(map(_text, values))
+    if _PLAIN.fullmatch("".join(texts)):
+        return list(texts)
+    return list(map(escaped.__getitem__, texts))
 
 
 def write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:

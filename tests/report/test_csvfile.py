@@ -53,3 +53,18 @@ def test_what_is_written_without_asking_csv_is_what_csv_writes_as_it_is() -> Non
             csv.writer(out, lineterminator="\n").writerow([text, ""])
             assert out.getvalue() == f"{text},\n"
     assert not any(csvfile._PLAIN.fullmatch(t) for t in ("a b", "a,b", 'a"b', "a\rb", "é"))
+
+
+@pytest.mark.parametrize("values", [
+    [1.5, 2.0, -0.0, float("nan"), float("inf"), 1e16, 1e-7, 0.1 + 0.2],  # repr, as csv
+    [0, -3, 10**20, 7],  # str
+    [True, False, 1, 1.0],  # equal keys, three texts
+    ["ab12", "logs/x-batch.log", "", "::", "a:b/c=d~e+f@g"],  # all plain: as they are
+    ["plain", "a,b", 'say "hi"', "line\nbreak", "cr\r", " lead", "é"],  # some quoted
+    [None, "x", None],
+])
+def test_a_column_of_one_kind_is_written_as_csv_writes_it(tmp_path: Path,
+                                                          values: list[Any]) -> None:
+    columns = {"a": values, "b,c": list(reversed(values))}
+    write_csv(tmp_path / "ours.csv", columns)
+    assert (tmp_path / "ours.csv").read_bytes() == by_csv(tmp_path / "csv.csv", columns)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from harness.core.results import CellResult, Outcome, as_rows
@@ -11,10 +13,12 @@ from harness.report.junit import write_junit
 
 
 def cell(variant: str, outcome: Outcome, **extra: object) -> CellResult:
-    return CellResult(run_id="r", cell_id=variant, environment="cpu:torch=2.0.1", values={},
-                      env_key="k", backend="uv", case_id="mergekit_fp16", variant=variant,
-                      nodeid=f"t.py::test_{variant}", hardware_target="cpu", outcome=outcome,
-                      reason=f"reason of {variant}", duration=1.5, **extra)  # type: ignore[arg-type]
+    fields: dict[str, object] = {
+        "run_id": "r", "cell_id": variant, "environment": "cpu:torch=2.0.1", "values": {},
+        "env_key": "k", "backend": "uv", "case_id": "mergekit_fp16", "variant": variant,
+        "nodeid": f"t.py::test_{variant}", "hardware_target": "cpu", "outcome": outcome,
+        "reason": f"reason of {variant}", "duration": 1.5}
+    return CellResult(**{**fields, **extra})  # type: ignore[arg-type]
 
 
 def test_each_outcome_maps_to_what_ci_systems_understand(tmp_path: Path) -> None:
@@ -69,3 +73,62 @@ def test_rows_write_the_same_file_as_results(tmp_path: Path) -> None:
     one = write_junit(results, "n", tmp_path / "from-results.xml").read_bytes()
     assert write_junit(as_rows(results), "n", tmp_path / "from-rows.xml").read_bytes() == one
     assert b"fp8 off" in one and b'name="mergekit_fp16::a"' in one
+
+
+def reference_lines(results: list[CellResult], name: str) -> str:
+    """JUnit made testcase by testcase, nothing shared between them (what the report wrote
+    before it made what many cells share once)."""
+    from collections import Counter
+
+    from harness.report.junit import ERRORS, FAILURES, SKIPPED, _attr, _text
+
+    kinds = Counter("failure" if r.outcome in FAILURES else "error" if r.outcome in ERRORS
+                    else "skipped" if r.outcome in SKIPPED else "passed" for r in results)
+    out = ["<?xml version='1.0' encoding='utf-8'?>\n",
+           f'<testsuite name="{_attr(name)}" tests="{len(results)}" '
+           f'failures="{kinds["failure"]}" errors="{kinds["error"]}" '
+           f'skipped="{kinds["skipped"]}" time="{sum(r.duration for r in results):.3f}">\n']
+    for r in sorted(results, key=lambda r: r.logical_key):
+        outcome = str(r.outcome)
+        out.append(f'  <testcase classname="{_attr(f"{r.environment} @{r.hardware_target}")}" '
+                   f'name="{_attr(f"{r.case_id}::{r.variant}")}" time="{r.duration:.3f}">\n'
+                   "    <properties>\n"
+                   f'      <property name="outcome" value="{outcome}" />\n')
+        for key, value in (("cell_id", r.cell_id),
+                           ("flaky", r.reason if r.outcome is Outcome.FLAKY else ""),
+                           ("signature", r.signature or ""), ("log", r.log or ""),
+                           ("caveat", r.caveat)):
+            if value:
+                out.append(f'      <property name="{key}" value="{_attr(value)}" />\n')
+        out.append("    </properties>\n")
+        if r.outcome in FAILURES or r.outcome in ERRORS:
+            tag = "failure" if r.outcome in FAILURES else "error"
+            out.append(f'    <{tag} message="{_attr(r.reason[:1000])}" type="{outcome}">'
+                       f"{_text(r.reason)}</{tag}>\n")
+        elif r.outcome in SKIPPED:
+            out.append(f'    <skipped message="{_attr(r.reason[:1000])}" />\n')
+        out.append("  </testcase>\n")
+    out.append("</testsuite>\n")
+    return "".join(out)
+
+
+TEXT = st.text(alphabet=st.sampled_from(list('ab:<&>"\n\t\x00\x1b 🐞')), max_size=5)
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=st.lists(st.builds(
+    lambda env, variant, outcome, reason, signature, log, caveat, cell_id, duration: cell(
+        variant, outcome, environment=env, reason=reason, signature=signature, log=log,
+        caveat=caveat, cell_id=cell_id, duration=duration),
+    st.sampled_from(["e1", 'e "2"']), st.sampled_from(["a", "b<"]), st.sampled_from(list(Outcome)),
+    TEXT, st.none() | TEXT, st.none() | TEXT, TEXT, TEXT,
+    st.sampled_from([0, 1.5, 2.0005, 1e9])), max_size=8))
+def test_testcases_are_what_writing_each_alone_gives(tmp_path: Path,
+                                                     cells: list[CellResult]) -> None:
+    """Every outcome (FLAKY's reason as a property), reasons, signatures, logs, caveats and
+    ids of any text, shared by several cells or not, from results and from rows."""
+    want = reference_lines(cells, "n")
+    assert write_junit(cells, "n", tmp_path / "a.xml").read_text(encoding="utf-8") == want
+    assert write_junit(as_rows(cells), "n", tmp_path / "b.xml").read_text(
+        encoding="utf-8") == want
