@@ -54,11 +54,12 @@ def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
     yield (f'<testsuite name="{_attr(name)}" tests="{len(results)}" '
            f'failures="{kinds["failure"]}" errors="{kinds["error"]}" '
            f'skipped="{kinds["skipped"]}" time="{sum(r.duration for r in results):.3f}">\n')
-    # What many cells share is made once: a testcase's opening (its environment, target,
-    # case and variant), an outcome's property, a signature's, a log's or a caveat's, the
-    # end of a testcase (its outcome and reason). A fleet's 100,000 testcases: escaping
+    # What many cells share is made once: a class name (environment and target), a test's
+    # name (case and variant), an outcome's property, a signature's, a log's or a caveat's,
+    # the end of a testcase (its outcome and reason). A fleet's 100,000 testcases: escaping
     # was half the time, then making the same strings anew a third of the rest.
-    heads: dict[tuple[str, str, str, str], str] = {}
+    classnames: dict[tuple[str, str], str] = {}
+    names: dict[tuple[str, str], str] = {}
     ends: dict[tuple[Outcome, str], str] = {}
     made: dict[tuple[str, str], str] = {}
 
@@ -69,13 +70,17 @@ def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
         return found
 
     for r in sorted(results, key=_LOGICAL_KEY):
-        where = (r.environment, r.hardware_target, r.case_id, r.variant)
-        head = heads.get(where)
-        if head is None:
-            head = heads[where] = (f'  <testcase classname="{_attr(f"{where[0]} @{where[1]}")}" '
-                                   f'name="{_attr(f"{where[2]}::{where[3]}")}" time="')
+        where = (r.environment, r.hardware_target)
+        classname = classnames.get(where)
+        if classname is None:
+            classname = classnames[where] = _attr(f"{where[0]} @{where[1]}")
+        which = (r.case_id, r.variant)
+        test = names.get(which)
+        if test is None:
+            test = names[which] = _attr(f"{which[0]}::{which[1]}")
         outcome, reason = r.outcome, r.reason
-        parts = [head, f"{r.duration:.3f}", _OPENED[outcome]]
+        parts = [f'  <testcase classname="{classname}" name="{test}" time="{r.duration:.3f}',
+                 _OPENED[outcome]]
         if r.cell_id:
             parts.append(_property("cell_id", r.cell_id))  # each its own: none made twice
         if outcome is Outcome.FLAKY and reason:
