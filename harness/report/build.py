@@ -10,7 +10,8 @@ import os
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter, itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -56,11 +57,6 @@ LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "
         *(f"v:{k}" for k in KEY_VERSIONS))
 
 
-_ROW_FIELDS = attrgetter("environment", "hardware_target", "case_id", "variant", "outcome",
-                         "signature", "reason", "duration", "caveat", "details", "cell_id",
-                         "attempt", "node", "fingerprint", "values")
-
-
 def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None = None,
                  only: Collection[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns (the CSV, the long table, the heatmap read them).
@@ -69,52 +65,63 @@ def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None =
     ``only``: these columns alone (names of ``LONG``; any other is not made, nor an axis),
     for the pages."""
     links = logs or {}
-    facts: dict[int, tuple[str, ...]] = {}
 
-    def of(fp: dict[str, Any]) -> tuple[str, ...]:
-        found = facts.get(id(fp))
-        if found is None:
-            key = (fp or {}).get("key") or {}
-            torch = (fp or {}).get("torch") or {}
-            found = facts[id(fp)] = (
-                (fp or {}).get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
+    def facts(fp: dict[str, Any] | None) -> tuple[str, ...]:
+        key = (fp or {}).get("key") or {}
+        torch = (fp or {}).get("torch") or {}
+        return ((fp or {}).get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
                 *(key.get(k, "") for k in KEY_VERSIONS))
-        return found
 
-    # Every field a row needs read in one pass over the results, then used as columns: a
-    # fleet's 100,000 objects lie all over the heap, and a pass per column touched each of
-    # them a dozen times (five times as long).
-    (envs, hardware, cases, variants, outcomes, signatures, reasons, durations, caveats,
-     details, cell_ids, attempts, nodes, fingerprints, values) = (
-        zip(*map(_ROW_FIELDS, results), strict=True) if results else [()] * 15)
-    derived = list(zip(*map(of, fingerprints), strict=True)) or [
-        () for _ in range(2 + len(KEY_VERSIONS))]
+    # A field's column in one pass (in C) over the results, made when a column needs it:
+    # rows are slots read in place (a record's CellResults lay all over the heap, and were
+    # read in one pass for every field together).
+    @functools.cache
+    def field(name: str) -> list[Any]:
+        return list(map(attrgetter(name), results))
+
+    @functools.cache
+    def derived() -> list[tuple[str, ...]]:  # python, cuda, the key versions: as columns
+        # Worked out once per fingerprint (the cells of an environment share one object),
+        # looked up by its id in C.
+        fingerprints = field("fingerprint")
+        made = {i: facts(fp) for i, fp in dict(zip(map(id, fingerprints), fingerprints,
+                                                   strict=True)).items()}
+        return list(zip(*map(made.__getitem__, map(id, fingerprints)), strict=True)) or [
+            () for _ in range(2 + len(KEY_VERSIONS))]
+
     makers: dict[str, Callable[[], list[Any]]] = {
-        "environment": lambda: list(envs),
-        "hardware": lambda: list(hardware),
-        "column": lambda: [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)],
-        "outcome": lambda: [o.value for o in outcomes],
-        "signature": lambda: [s or "" for s in signatures],
-        "reason": lambda: list(reasons),
-        "duration": lambda: list(durations),
+        "environment": lambda: field("environment"),
+        "hardware": lambda: field("hardware_target"),
+        "column": lambda: _labels(field("case_id"), field("variant")),
+        # str.__str__ of an Outcome (a str) is its text, an exact str, in C
+        "outcome": lambda: list(map(str.__str__, field("outcome"))),
+        "signature": lambda: [s or "" for s in field("signature")],
+        "reason": lambda: field("reason"),
+        "duration": lambda: field("duration"),
         # Records before format 2 kept the caveat among the details.
         "caveat": lambda: [c or str(d.get("caveat", ""))
-                           for c, d in zip(caveats, details, strict=True)],
-        "cell_id": lambda: list(cell_ids),
-        "attempt": lambda: list(attempts),
-        "node": lambda: list(nodes),
-        "log": lambda: [links.get(c, "") for c in cell_ids],
-        **{name: functools.partial(list, v) for name, v in zip(LONG[12:], derived,
-                                                                strict=True)},
+                           for c, d in zip(field("caveat"), field("details"), strict=True)],
+        "cell_id": lambda: field("cell_id"),
+        "attempt": lambda: field("attempt"),
+        "node": lambda: field("node"),
+        "log": lambda: list(map(links.get, field("cell_id"), repeat(""))),
+        **{name: functools.partial(lambda i: list(derived()[i]), i)
+           for i, name in enumerate(LONG[12:])},
     }
     columns = {name: make() for name, make in makers.items() if only is None or name in only}
-    for i, axes in enumerate(values if only is None else ()):
-        for k, v in axes.items():
-            name = f"axis:{k}"
-            if name not in columns:
-                columns[name] = [""] * len(results)
-            columns[name][i] = v
+    if only is None:  # the axes, in order of appearance, a column each (in C)
+        values = field("values")
+        for axis in dict.fromkeys(chain.from_iterable(values)):
+            columns.setdefault(f"axis:{axis}", list(map(methodcaller("get", axis, ""), values)))
     return columns
+
+
+def _labels(cases: Sequence[Any], variants: Sequence[Any]) -> list[str]:
+    """``case::variant`` of each cell (joined in C; a hand-written record's number, as text)."""
+    try:
+        return list(map("::".join, zip(cases, variants, strict=True)))
+    except TypeError:
+        return [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
 
 
 def results_frame(results: Sequence[CellResult],
