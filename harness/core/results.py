@@ -158,6 +158,19 @@ def logical_key(environment: str, case_id: str, variant: str, hardware_target: s
     return (environment, f"{case_id}::{variant}", hardware_target)
 
 
+def logical_keys(results: Sequence[Keyed]) -> list[tuple[str, str, str]]:
+    """Each result's ``logical_key``, in C (a fleet's 100,000: a property call each was a
+    third of sorting them)."""
+    envs = list(map(attrgetter("environment"), results))
+    cases = list(map(attrgetter("case_id"), results))
+    variants = list(map(attrgetter("variant"), results))
+    try:
+        labels = list(map("::".join, zip(cases, variants, strict=True)))
+    except TypeError:  # a hand-written record's number: as the f-string writes it
+        labels = [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
+    return list(zip(envs, labels, map(attrgetter("hardware_target"), results), strict=True))
+
+
 def unbuilt(outcome: Outcome, fingerprint: dict[str, Any]) -> bool:
     """ERROR with no fingerprint: the environment never built (``CellResult.unbuilt``)."""
     return outcome is Outcome.ERROR and not fingerprint

@@ -272,9 +272,14 @@ def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
     Counted per judgement, as ``judged_summary``: no verdict a cell."""
     cells: Counter[Judgement] = Counter()
     notable: list[tuple[J, Judgement]] = []
+    listed: dict[int, bool] = {}  # a judgement (made once per distinct input) -> listed
     for result, found in _Judge(rules, baseline).each(counted(list(results))):
         cells[found] += 1
-        if found.status in _DEVIATING or (found.status == "expected" and not found.outcome.ok):
+        shown = listed.get(id(found))
+        if shown is None:
+            shown = listed[id(found)] = found.status in _DEVIATING or (
+                found.status == "expected" and not found.outcome.ok)
+        if shown:
             notable.append((result, found))
     return _summary(cells, [(r, j.expected, j.status) for r, j in notable
                             if j.status in _DEVIATING], limit), notable

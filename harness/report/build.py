@@ -19,7 +19,14 @@ from msgspec.structs import asdict
 
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
-from harness.core.results import CellResult, Outcome, ResultLike, ResultRow, as_rows
+from harness.core.results import (
+    CellResult,
+    Outcome,
+    ResultLike,
+    ResultRow,
+    as_rows,
+    logical_keys,
+)
 from harness.core.rules import Rule
 from harness.records import snapshot
 from harness.records.baseline import Baseline
@@ -92,7 +99,7 @@ def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None =
     makers: dict[str, Callable[[], list[Any]]] = {
         "environment": lambda: field("environment"),
         "hardware": lambda: field("hardware_target"),
-        "column": lambda: _labels(field("case_id"), field("variant")),
+        "column": lambda: [label for _, label, _ in logical_keys(results)],
         # str.__str__ of an Outcome (a str) is its text, an exact str, in C
         "outcome": lambda: list(map(str.__str__, field("outcome"))),
         "signature": lambda: [s or "" for s in field("signature")],
@@ -114,14 +121,6 @@ def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None =
         for axis in dict.fromkeys(chain.from_iterable(values)):
             columns.setdefault(f"axis:{axis}", list(map(methodcaller("get", axis, ""), values)))
     return columns
-
-
-def _labels(cases: Sequence[Any], variants: Sequence[Any]) -> list[str]:
-    """``case::variant`` of each cell (joined in C; a hand-written record's number, as text)."""
-    try:
-        return list(map("::".join, zip(cases, variants, strict=True)))
-    except TypeError:
-        return [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
 
 
 def results_frame(results: Sequence[CellResult],
