@@ -6,7 +6,7 @@ does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import Any
 
@@ -53,22 +53,16 @@ def result_rows(store: RunStore) -> list[ResultRow] | None:
     except REFUSED:
         return None
     rows = list(last.values())
-    shared = {digest: value for digest, value, _ in read_shared(store.run_dir)}
-    for row in rows:  # the values they name put in place (rows of their own: no copy)
+    in_place(rows, {digest: value for digest, value, _ in read_shared(store.run_dir)})
+    return rows
+
+
+def in_place(rows: Iterable[ResultRow], shared: Mapping[str, Any]) -> None:
+    """The values lines just decoded name put in place, in the rows themselves, as
+    ``RunStore.attempts`` puts them (``shared``: shared.jsonl's values by name; ``{}`` for a
+    name it lacks). A row with the values in place already is left as it is."""
+    for row in rows:
         if row.fingerprint.__class__ is str:
             row.fingerprint = shared.get(row.fingerprint, {})
         if row.hardware.__class__ is str:
             row.hardware = shared.get(row.hardware, {})
-    return rows
-
-
-def as_row(line: ResultRow, shared: Mapping[str, Any]) -> ResultRow:
-    """A line just decoded as a row of its own, the values it names put in place as
-    ``RunStore.attempts`` puts them (``shared``: shared.jsonl's values by name; ``{}`` for a
-    name it lacks)."""
-    fingerprint, hardware = line.fingerprint, line.hardware
-    if fingerprint.__class__ is str:
-        fingerprint = shared.get(fingerprint, {})
-    if hardware.__class__ is str:
-        hardware = shared.get(hardware, {})
-    return msgspec.structs.replace(line, fingerprint=fingerprint, hardware=hardware)

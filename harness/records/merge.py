@@ -39,7 +39,7 @@ from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
-from harness.records.lines import DECODER, REFUSED, as_row
+from harness.records.lines import DECODER, REFUSED, in_place
 from harness.records.select import choose
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
@@ -64,10 +64,11 @@ class MergeReport:
 
     def tabled(self) -> list[CellResult | ResultRow]:
         """What was written, as the merged run's snapshot reads it (``snapshot.write``): a
-        line passed through as a row, the values it names as the merged record's
-        shared.jsonl holds them (a snapshot made from that record reads the same)."""
-        return [cell if isinstance(cell, CellResult) else as_row(cell, self.shared)
-                for cell in self.written]
+        line passed through with the values it names as the merged record's shared.jsonl
+        holds them (a snapshot made from that record reads the same), put in place in the
+        line itself (it is written: a copy of each was a third of a fleet's snapshot)."""
+        in_place((cell for cell in self.written if isinstance(cell, ResultRow)), self.shared)
+        return list(self.written)
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
