@@ -25,7 +25,7 @@ from harness.core.results import (
     ResultLike,
     ResultRow,
     as_rows,
-    logical_keys,
+    labels,
 )
 from harness.core.rules import Rule
 from harness.records import snapshot
@@ -99,7 +99,7 @@ def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None =
     makers: dict[str, Callable[[], list[Any]]] = {
         "environment": lambda: field("environment"),
         "hardware": lambda: field("hardware_target"),
-        "column": lambda: [label for _, label, _ in logical_keys(results)],
+        "column": lambda: labels(results),
         # str.__str__ of an Outcome (a str) is its text, an exact str, in C
         "outcome": lambda: list(map(str.__str__, field("outcome"))),
         "signature": lambda: [s or "" for s in field("signature")],
