@@ -224,19 +224,26 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                           bisects=_bisects(stores, {r.case_id for r in results}))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
         paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
-        md.extend(line + "\n" for line in markdown(site))
+        with open(md, "w", encoding="utf-8") as fh:  # all but its end (the verdicts)
+            fh.writelines(line + "\n" for line in markdown(site))
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
 
     if given is not None:
         cells()
-    md: list[str] = []  # compat.md, written whole once both halves are done
-    # A fleet's report: the site here, the rest on the second core, at once; judging there too
-    # (a fifth of a second at 100,000 cells), its summary back for compat.md's end.
-    against = side_by_side(data_files, site_files,
-                           "judging, writing compat.csv, compat.json and junit.xml")
-    md.append(f"\n## Against expectations\n\n```\n{against}\n```\n" + _case_lines(cases)
-              + "\n")
-    atomic.write_text(paths["md"], "".join(md))
+    # compat.md: written beside it by the site's half, ended once both halves are done, then
+    # put in its place (a reader never sees half of it).
+    md = atomic.temporary(paths["md"])
+    try:
+        # A fleet's report: the site here, the rest on the second core, at once; judging
+        # there too, its summary back for compat.md's end.
+        against = side_by_side(data_files, site_files,
+                               "judging, writing compat.csv, compat.json and junit.xml")
+        with open(md, "a", encoding="utf-8") as fh:
+            fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
+                     + _case_lines(cases) + "\n")
+        md.replace(paths["md"])
+    finally:
+        md.unlink(missing_ok=True)
     if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
         checked = merged_results(stores) if given is None else [(stores[0], r) for r in given]
         problems = check_report(out_dir, [r for _, r in _report_order(checked, stores, metas)],
