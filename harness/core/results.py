@@ -169,10 +169,10 @@ def labels(results: Sequence[Keyed]) -> list[str]:
     """Each result's ``case::variant`` (its logical key's middle), in C."""
     cases = list(map(attrgetter("case_id"), results))
     variants = list(map(attrgetter("variant"), results))
-    try:
+    if set(map(type, cases)) | set(map(type, variants)) <= {str}:
         return list(map("::".join, zip(cases, variants, strict=True)))
-    except TypeError:  # a hand-written record's number: as the f-string writes it
-        return [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
+    # a number in a hand-written record, a str subclass given by a caller: as f"" writes it
+    return [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
 
 
 def unbuilt(outcome: Outcome, fingerprint: dict[str, Any]) -> bool:

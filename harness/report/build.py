@@ -508,7 +508,7 @@ def diff_snapshots(old: Snapshot, new: Snapshot, moved: Sequence[str] = ()
     cell by cell, by position, on the outcome letters and the versions' codes, a row made
     only for a cell that changed. None where that is not so (another key, a key twice, a
     ``--set`` bump): then ``diff_runs`` it is."""
-    if moved or old.keys_digest != new.keys_digest or len(old) != len(new):
+    if moved or old.keys_digest != new.keys_digest or len(old) != len(new) or not _plain(new):
         return None
     # The digest is of the keys' columns (tables and codes): equal, the keys are the same,
     # in the same order. Each once: no two cells of one column of codes, and no two
@@ -540,6 +540,18 @@ def diff_snapshots(old: Snapshot, new: Snapshot, moved: Sequence[str] = ()
     changes = [_change(kinds[i], now.logical_key, was, now) for i, was, now in zip(
         at, old.rows_at(at), new.rows_at(at), strict=True)]
     return sorted(changes, key=_change_order)
+
+
+def _plain(run: Snapshot) -> bool:
+    """Whether the snapshot's tables hold what the harness writes (texts; the axes' values
+    texts): a table keeps one entry for values equal in Python (a hand-written 1, 1.0 and
+    true), where the record itself, which ``diff_runs`` reads, tells them apart."""
+    texts = (run.table(name) for name in ("environment", "case_id", "variant",
+                                          "hardware_target"))
+    return (all(set(map(type, table)) <= {str} for table in texts)
+            and set(map(type, run.table("signature"))) <= {str, type(None)}
+            and all(set(map(type, axes)) | set(map(type, axes.values())) <= {str}
+                    for axes in run.table("values")))
 
 
 _ORDER = {k: i for i, k in enumerate(("new failure", "fixed", "changed", "still failing",

@@ -40,7 +40,10 @@ class _Escaped(dict[str, str]):
 
 
 def _text(value: Any) -> str:
-    """A field's text as ``csv`` makes it: "" for None, ``repr`` for a float, else ``str``."""
+    """A field's text as ``csv`` makes it: a text's own characters (a str subclass's too,
+    whatever its ``__str__``), "" for None, ``repr`` for a float, else ``str``."""
+    if isinstance(value, str):
+        return str.__str__(value)
     if value is None:
         return ""
     if isinstance(value, float):

@@ -53,12 +53,12 @@ def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
     yield (f'<testsuite name="{_attr(name)}" tests="{len(results)}" '
            f'failures="{kinds["failure"]}" errors="{kinds["error"]}" '
            f'skipped="{kinds["skipped"]}" time="{sum(r.duration for r in results):.3f}">\n')
-    # What many cells share is made once: a class name (environment and target), a test's
-    # name (case and variant), an outcome's property, a signature's, a log's or a caveat's,
-    # the end of a testcase (its outcome and reason). A fleet's 100,000 testcases: escaping
-    # was half the time, then making the same strings anew a third of the rest.
-    classnames: dict[tuple[str, str], str] = {}
-    names: dict[tuple[str, str], str] = {}
+    # What many cells share is escaped or made once: a class name (environment and target),
+    # a test's name (case and variant), an outcome's property, a signature's, a log's or a
+    # caveat's, the end of a testcase (its outcome and reason). A fleet's 100,000
+    # testcases: escaping was half the time, then making the same strings anew a third of
+    # the rest.
+    escaped: dict[str, str] = {}  # a class or test name -> as an attribute
     ends: dict[tuple[Outcome, str], str] = {}
     made: dict[tuple[str, str], str] = {}
 
@@ -70,14 +70,14 @@ def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
 
     keys = logical_keys(results)  # in C: a property call a cell was a third of sorting
     for r in map(results.__getitem__, sorted(range(len(results)), key=keys.__getitem__)):
-        where = (r.environment, r.hardware_target)
-        classname = classnames.get(where)
+        # By their text, made anew (1, 1.0 and True are one key of a dict, three texts).
+        where, which = f"{r.environment} @{r.hardware_target}", f"{r.case_id}::{r.variant}"
+        classname = escaped.get(where)
         if classname is None:
-            classname = classnames[where] = _attr(f"{where[0]} @{where[1]}")
-        which = (r.case_id, r.variant)
-        test = names.get(which)
+            classname = escaped[where] = _attr(where)
+        test = escaped.get(which)
         if test is None:
-            test = names[which] = _attr(f"{which[0]}::{which[1]}")
+            test = escaped[which] = _attr(which)
         outcome, reason = r.outcome, r.reason
         parts = [f'  <testcase classname="{classname}" name="{test}" time="{r.duration:.3f}',
                  _OPENED[outcome]]

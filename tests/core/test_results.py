@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from msgspec.structs import asdict
 
-from harness.core.results import CellResult, Outcome, adopt, as_rows
+from harness.core.results import CellResult, Outcome, adopt, as_rows, labels, logical_keys
 
 FULL = CellResult(run_id="r", cell_id="c1", environment="e", values={"torch": "2.1.2"},
                   env_key="k", backend="uv", case_id="case", variant="v", nodeid="t.py::t",
@@ -65,3 +65,17 @@ def test_a_result_as_a_row_holds_every_field_in_order_and_reads_the_same() -> No
         assert asdict(row) == vars(result)  # every field, as the result holds it
         assert (row.unbuilt, row.logical_key) == (result.unbuilt, result.logical_key)
     assert as_rows([built])[0].unbuilt and not as_rows([FULL])[0].unbuilt
+
+
+class Tagged(str):
+    def __str__(self) -> str:
+        return "tagged!"
+
+
+def test_logical_keys_made_together_are_each_ones_logical_key() -> None:
+    """In C for texts; a number or a str subclass (its own __str__) as the f-string writes it."""
+    odd = [replace(FULL, case_id=Tagged("c")), replace(FULL, variant=1),  # type: ignore[arg-type]
+           replace(FULL, variant=True), FULL]  # type: ignore[arg-type]
+    assert logical_keys(odd) == [r.logical_key for r in odd]
+    assert logical_keys(odd)[0][1].startswith("tagged!::")
+    assert labels([FULL, FULL]) == [FULL.logical_key[1]] * 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,16 @@ from hypothesis import strategies as st
 
 from harness.report import csvfile
 from harness.report.csvfile import write_csv
+
+
+class Kind(str, Enum):
+    A = "a,b"
+
+
+class Tagged(str):
+    def __str__(self) -> str:
+        return "tagged!"
+
 
 TEXTS = st.text(alphabet=st.sampled_from(list('ab1,"\r\n \t-_./:é\x00\u2028=~')), max_size=6)
 VALUES = st.one_of(TEXTS, st.none(), st.integers(-3, 3), st.booleans(),
@@ -62,6 +73,8 @@ def test_what_is_written_without_asking_csv_is_what_csv_writes_as_it_is() -> Non
     ["ab12", "logs/x-batch.log", "", "::", "a:b/c=d~e+f@g"],  # all plain: as they are
     ["plain", "a,b", 'say "hi"', "line\nbreak", "cr\r", " lead", "é"],  # some quoted
     [None, "x", None],
+    [Kind.A, Tagged("x"), "plain"],  # a str's own characters, whatever its __str__
+    [Kind.A, Kind.A],
 ])
 def test_a_column_of_one_kind_is_written_as_csv_writes_it(tmp_path: Path,
                                                           values: list[Any]) -> None:

@@ -132,3 +132,13 @@ def test_testcases_are_what_writing_each_alone_gives(tmp_path: Path,
     assert write_junit(cells, "n", tmp_path / "a.xml").read_text(encoding="utf-8") == want
     assert write_junit(as_rows(cells), "n", tmp_path / "b.xml").read_text(
         encoding="utf-8") == want
+
+
+def test_names_equal_in_python_but_written_differently_stay_apart(tmp_path: Path) -> None:
+    """A hand-written record's 1, 1.0 and true (one key of a dict) are three names."""
+    cells = [cell("a", Outcome.PASS, hardware_target=1, cell_id="1"),
+             cell("a", Outcome.PASS, hardware_target=True, cell_id="2"),
+             cell("a", Outcome.PASS, hardware_target=1.0, cell_id="3")]
+    text = write_junit(cells, "n", tmp_path / "j.xml").read_text(encoding="utf-8")
+    assert text == reference_lines(cells, "n")
+    assert "@1\"" in text and "@True\"" in text and "@1.0\"" in text
