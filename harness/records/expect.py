@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -268,19 +268,9 @@ def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
                   baseline: Baseline | None = None, *, limit: int = 20
                   ) -> tuple[list[str], list[tuple[J, Judgement]]]:
     """``summary_lines`` of ``judge``'s verdicts, and the cells a report lists one by one:
-    those that deviate and the failures that were expected (with the judgement of each).
-    Counted per judgement, as ``judged_summary``: no verdict a cell."""
-    cells: Counter[Judgement] = Counter()
-    notable: list[tuple[J, Judgement]] = []
-    listed: dict[int, bool] = {}  # a judgement (made once per distinct input) -> listed
-    for result, found in _Judge(rules, baseline).each(counted(list(results))):
-        cells[found] += 1
-        shown = listed.get(id(found))
-        if shown is None:
-            shown = listed[id(found)] = found.status in _DEVIATING or (
-                found.status == "expected" and not found.outcome.ok)
-        if shown:
-            notable.append((result, found))
+    those that deviate and the failures that were expected (with the judgement of each)."""
+    cells, notable = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING or (
+        j.status == "expected" and not j.outcome.ok))
     return _summary(cells, [(r, j.expected, j.status) for r, j in notable
                             if j.status in _DEVIATING], limit), notable
 
@@ -288,15 +278,29 @@ def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
 def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
-    """``summary_lines`` and ``exit_code`` of ``judge``'s verdicts, counted per judgement,
-    kept one by one only for the cells that deviate (a fleet's 100,000 verdicts were a fifth
-    of a merge). ``results``: any form of a result that says what judging reads."""
+    """``summary_lines`` and ``exit_code`` of ``judge``'s verdicts. ``results``: any form of a
+    result that says what judging reads."""
     _exit_code((), fail_on)  # a --fail-on that is none, before the judging
+    cells, deviating = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING)
+    return _summary(cells, [(r, j.expected, j.status) for r, j in deviating], limit), (
+        _exit_code(((j.outcome, j.status) for j in cells), fail_on))
+
+
+def _tally(results: Iterable[J], rules: Sequence[Rule], baseline: Baseline | None,
+           keep: Callable[[Judgement], bool]) -> tuple[Counter[Judgement],
+                                                       list[tuple[J, Judgement]]]:
+    """Each judgement's count, in the order each first came, and the cells whose judgement
+    ``keep`` holds for, one by one: no verdict a cell (a fleet's 100,000 verdicts were a
+    fifth of a merge), ``keep`` asked once per judgement (each is made once per distinct
+    input)."""
     cells: Counter[Judgement] = Counter()
-    deviating: list[_Deviation] = []
+    kept: list[tuple[J, Judgement]] = []
+    decided: dict[int, bool] = {}
     for result, found in _Judge(rules, baseline).each(counted(list(results))):
         cells[found] += 1
-        if found.status in _DEVIATING:
-            deviating.append((result, found.expected, found.status))
-    return _summary(cells, deviating, limit), _exit_code(
-        ((j.outcome, j.status) for j in cells), fail_on)
+        held = decided.get(id(found))
+        if held is None:
+            held = decided[id(found)] = keep(found)
+        if held:
+            kept.append((result, found))
+    return cells, kept

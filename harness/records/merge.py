@@ -9,9 +9,9 @@ A chosen line is written as its shard wrote it, not decoded and encoded again: t
 names in shared.jsonl are named by their content, so the same line means the same in the
 merged record. A line the merged record would hold otherwise (a log not shipped, a value held
 inline, a field too many or too few, a secret of this machine's) is written as ``extend``
-writes a result. Where nothing after the merge needs its results (``--no-report``: the
-verdicts and the snapshot read less), a line written as it is is never made a result: it
-is decoded by msgspec (``ResultRow``), not made a result.
+writes a result. Unless the caller asks for results (``make_results``; no command does: the
+verdicts and the snapshot read less, and a report reads the merged record), a line written
+as it is is never made a result: it is decoded by msgspec (``ResultRow``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class MergeReport:
     # What was written, in order, so that none re-reads it: for the verdicts, each cell as a
     # result or as a line never made one (``merge_runs(..., make_results=False)``)...
     written: list[CellResult | ResultRow] = field(default_factory=list)
-    # ... and for a report, each as a result (empty where ``make_results=False``).
+    # ... and each as a result, for a caller that asked for them (``make_results``).
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
 
@@ -74,8 +74,8 @@ class MergeReport:
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
                warn: Callable[[str], None] = lambda _: None, make_results: bool = True
                ) -> MergeReport:
-    """``make_results``: whether the caller needs each cell as a ``CellResult`` (a report
-    does); without, a line written as it is is decoded, not made a result (``ResultRow``)."""
+    """``make_results``: whether the caller needs each cell as a ``CellResult``; without, a
+    line written as it is is decoded, not made a result (``ResultRow``)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet

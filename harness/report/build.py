@@ -489,10 +489,7 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
             changes.append(_change("new cell", key, None, now))
             continue
         if was.outcome != now.outcome:
-            kind = ("new failure" if was.outcome.ok and not now.outcome.ok else
-                    "fixed" if not was.outcome.ok and now.outcome.ok else
-                    "still failing" if not now.outcome.ok else "changed")
-            changes.append(_change(kind, key, was, now))
+            changes.append(_change(_moved(was.outcome, now.outcome), key, was, now))
         elif was.versions != now.versions and was.versions and now.versions:
             changes.append(_change("versions changed", key, was, now))
     changes += [_change("gone", key, was, None) for key, was in before.items()
@@ -523,10 +520,7 @@ def diff_snapshots(old: Snapshot, new: Snapshot, moved: Sequence[str] = ()
     kinds: dict[int, str] = {}  # a cell that changed, by its place -> how
     for i, (was_letter, now_letter) in enumerate(zip(old.letters, new.letters, strict=True)):
         if was_letter != now_letter:
-            was, now = FROM_LETTER[was_letter], FROM_LETTER[now_letter]
-            kinds[i] = ("new failure" if was.ok and not now.ok else
-                        "fixed" if not was.ok and now.ok else
-                        "still failing" if not now.ok else "changed")
+            kinds[i] = _moved(FROM_LETTER[was_letter], FROM_LETTER[now_letter])
     # The same outcome, other versions (both known): each pair of codes compared once.
     old_versions, new_versions = old.table("versions"), new.table("versions")
     codes = list(zip(old.codes("versions"), new.codes("versions"), strict=True))
@@ -540,6 +534,13 @@ def diff_snapshots(old: Snapshot, new: Snapshot, moved: Sequence[str] = ()
     changes = [_change(kinds[i], now.logical_key, was, now) for i, was, now in zip(
         at, old.rows_at(at), new.rows_at(at), strict=True)]
     return sorted(changes, key=_change_order)
+
+
+def _moved(was: Outcome, now: Outcome) -> str:
+    """The class of a cell whose outcome changed."""
+    return ("new failure" if was.ok and not now.ok else
+            "fixed" if not was.ok and now.ok else
+            "still failing" if not now.ok else "changed")
 
 
 def _plain(run: Snapshot) -> bool:
