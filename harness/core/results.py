@@ -103,8 +103,8 @@ class ResultRow(msgspec.Struct, forbid_unknown_fields=True):
     site's model), and the form a result line is decoded into without a ``CellResult``
     (``records.lines``: msgspec, straight from the line). An attribute of a ``CellResult`` is
     a lookup in its own dict, one of 100,000 spread over the heap; a row's are slots, and
-    rows are made together. The same fields, in the same order, as ``CellResult``; made from
-    results by ``as_rows``.
+    rows are made together. The same fields as ``CellResult`` (``fingerprint`` and
+    ``hardware`` last); made from results by ``as_rows``.
 
     Decoded from a line, it requires every field a result has and allows no other, so a
     line it takes holds what ``adopt`` would keep, no more and no less. Every field is typed
@@ -127,8 +127,6 @@ class ResultRow(msgspec.Struct, forbid_unknown_fields=True):
     outcome: Outcome
     reason: str
     signature: str | None
-    fingerprint: Any  # a mapping (in a line just decoded: its name in shared.jsonl, or it)
-    hardware: Any  # as fingerprint
     details: Any  # a mapping (a hand-written record's may hold anything)
     duration: int | float
     log: str | None
@@ -139,6 +137,10 @@ class ResultRow(msgspec.Struct, forbid_unknown_fields=True):
     gpu: int | None
     infra: bool
     parent: str
+    # Last (CellResult has them after signature): compat.json writes a cell's own
+    # fingerprint or machine after its other fields, and writes rows as they are.
+    fingerprint: Any  # a mapping (in a line just decoded: its name in shared.jsonl, or it)
+    hardware: Any  # as fingerprint
 
     @property
     def unbuilt(self) -> bool:
@@ -220,7 +222,7 @@ AnyResult = TypeVar("AnyResult", bound=Judged)
 def as_rows(results: Iterable[CellResult]) -> list[ResultRow]:
     """``results`` as ``ResultRow``s, in one pass (a fleet's: 0.2 s, which the site's model,
     reading each cell a dozen times over, gets back five times: 2.0 s -> 0.9 s)."""
-    return list(starmap(ResultRow, map(_ALL_FIELDS, results)))
+    return list(starmap(ResultRow, map(_ROW_FIELDS, results)))
 
 
 def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
@@ -258,7 +260,7 @@ def adopt(row: dict[str, Any]) -> CellResult:
 
 
 _FIELDS = tuple(f.name for f in fields(CellResult))
-_ALL_FIELDS = attrgetter(*_FIELDS)
+_ROW_FIELDS = attrgetter(*ResultRow.__struct_fields__)  # a result's fields in a row's order
 #: The fields a result line the harness writes holds, no more and no fewer.
 FIELDS = frozenset(_FIELDS)
 _REQUIRED = frozenset(f.name for f in fields(CellResult)

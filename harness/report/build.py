@@ -15,9 +15,7 @@ from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from msgspec.structs import asdict
-
-from harness.core import atomic, jsonio
+from harness.core import atomic
 from harness.core.bulk import side_by_side
 from harness.core.results import (
     CellResult,
@@ -40,6 +38,7 @@ from harness.records.store import RunStore
 from harness.report.check import check_report
 from harness.report.csvfile import write_csv
 from harness.report.junit import write_junit
+from harness.report.longjson import write_long_json
 from harness.report.site.model import build_site
 from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
 
@@ -205,11 +204,11 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         columns = long_columns(rows, logs)
         lines, notable = judged_report(rows, rules, baseline, limit=200)
         write_csv(paths["csv"], columns)
-        _write_long_json(paths["json"], {
+        write_long_json(paths["json"], {
             "run_id": name, "runs": [s.run_id for s in stores], "summary": summary_line(columns),
             "cases": cases}, rows, {
             "changes": changes(), "since": since,
-            "expectations": [_verdict(r, j) for r, j in notable]})
+            "expectations": [_verdict(r, j) for r, j in notable]}, decoded=cells().decoded)
         if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
             # what the next night's "what changed", history and baselines read of this run
             snapshot.write(stores[0].run_dir, cells().in_record, made_from)
@@ -262,6 +261,7 @@ class _Cells:
     in_record: list[ResultRow]  # in the record's order (the snapshot's)
     rows: list[ResultRow]  # the same, in plan order (the report's)
     logs: dict[str, str]  # cell id -> its log's link from the report
+    decoded: bool = False  # read straight from the record: every value as JSON decoded it
 
 
 def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
@@ -284,7 +284,8 @@ def _row_cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_
     rows = result_rows(stores[0]) if len(stores) == 1 else None
     if rows is None:
         return None
-    return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir))
+    return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir),
+                  decoded=True)
 
 
 def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore],
@@ -306,43 +307,6 @@ def _report_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
     if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
         return _in_plan_order(pairs, stores)
     return pairs  # a merge wrote them in this order
-
-
-def _write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultRow],
-                     tail: dict[str, Any]) -> None:
-    """compat.json: ``head``, then ``fingerprints`` (by environment key), ``machines`` (by
-    node, ``node#gpu`` for a cell given one GPU), ``results`` (each cell once, without what
-    it shares: a cell whose fingerprint or machine differs from its key's keeps its own,
-    so nothing is dropped), then ``tail``. Compact, the results a few thousand at a time: a
-    fleet's file is 100 MB, never one string."""
-    fingerprints: dict[str, Any] = {}
-    machines: dict[str, Any] = {}
-    for r in results:  # each key's value: its first cell's
-        if r.fingerprint:
-            fingerprints.setdefault(r.env_key, r.fingerprint)
-        if r.hardware:
-            machines.setdefault(_machine(r), r.hardware)
-
-    def row(r: ResultRow) -> dict[str, Any]:
-        data = asdict(r)
-        data["outcome"] = str(r.outcome)
-        for field, shared, key in (("fingerprint", fingerprints, r.env_key),
-                                   ("hardware", machines, _machine(r))):
-            value = data.pop(field)
-            known = shared.get(key)
-            if value and known is not value and known != value:
-                data[field] = value
-        return data
-
-    with open(path, "wb") as fh:
-        fh.write(jsonio.dumps({**head, "fingerprints": fingerprints, "machines": machines})[:-1]
-                 + b',"results":')
-        jsonio.write_array(fh, results, lambda chunk: jsonio.dumps([row(r) for r in chunk]))
-        fh.write(b"," + jsonio.dumps(tail)[1:])
-
-
-def _machine(result: ResultRow) -> str:
-    return result.node if result.gpu is None else f"{result.node}#{result.gpu}"
 
 
 def _in_plan_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore]

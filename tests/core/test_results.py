@@ -57,11 +57,11 @@ def test_a_line_without_a_required_field_is_refused() -> None:
         adopt(line(outcome="NOT-AN-OUTCOME"))
 
 
-def test_a_result_as_a_row_holds_every_field_in_order_and_reads_the_same() -> None:
+def test_a_result_as_a_row_holds_every_field_and_reads_the_same() -> None:
     built = replace(FULL, outcome=Outcome.ERROR, fingerprint={})
     for result in (FULL, built, adopt(line(parent="s1"))):
         (row,) = as_rows([result])
-        assert row.__struct_fields__ == tuple(f.name for f in fields(CellResult))
+        assert sorted(row.__struct_fields__) == sorted(f.name for f in fields(CellResult))
         assert asdict(row) == vars(result)  # every field, as the result holds it
         assert (row.unbuilt, row.logical_key) == (result.unbuilt, result.logical_key)
     assert as_rows([built])[0].unbuilt and not as_rows([FULL])[0].unbuilt
