@@ -24,6 +24,7 @@ from harness.core.results import (
     ResultRow,
     as_rows,
     labels,
+    logical_keys,
 )
 from harness.core.rules import Rule
 from harness.records import snapshot
@@ -64,12 +65,13 @@ LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "
 
 
 def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None = None,
-                 only: Collection[str] | None = None) -> dict[str, list[Any]]:
+                 only: Collection[str] | None = None,
+                 labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns (the CSV, the long table, the heatmap read them).
     ``logs``: cell id -> the log's link from where the report goes. What a cell's
     fingerprint says is worked out once per fingerprint: cells of one environment share it.
     ``only``: these columns alone (names of ``LONG``; any other is not made, nor an axis),
-    for the pages."""
+    for the pages. ``labels_of``: the results' ``labels``, where the caller has them."""
     links = logs or {}
 
     def facts(fp: dict[str, Any] | None) -> tuple[str, ...]:
@@ -98,7 +100,7 @@ def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None =
     makers: dict[str, Callable[[], list[Any]]] = {
         "environment": lambda: field("environment"),
         "hardware": lambda: field("hardware_target"),
-        "column": lambda: labels(results),
+        "column": lambda: labels(results) if labels_of is None else list(labels_of),
         # str.__str__ of an Outcome (a str) is its text, an exact str, in C
         "outcome": lambda: list(map(str.__str__, field("outcome"))),
         "signature": lambda: [s or "" for s in field("signature")],
@@ -200,8 +202,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     def data_files() -> str:  # the verdicts, the downloads, JUnit and the run's snapshot
         rows, logs = cells().rows, cells().logs
-        write_junit(rows, f"ml-compat-harness {name}", paths["junit"])
-        columns = long_columns(rows, logs)
+        keys = logical_keys(rows)  # JUnit's order; their middles, the long table's column
+        write_junit(rows, f"ml-compat-harness {name}", paths["junit"], keys)
+        columns = long_columns(rows, logs, labels_of=list(map(itemgetter(1), keys)))
         lines, notable = judged_report(rows, rules, baseline, limit=200)
         write_csv(paths["csv"], columns)
         write_long_json(paths["json"], {
@@ -374,6 +377,10 @@ class _Linked(dict[str | None, str]):
         self.run_dir, self.report = store.run_dir, report
         self.names = store.log_names()
         self.base = os.path.relpath(store.run_dir, report)
+        # Every log there in logs/ linked up front, in C (most cells' logs; one made per
+        # distinct log on demand was a third of a fleet's links): the rest on demand.
+        self.update(zip(map("logs/".__add__, self.names),  # a set: the same order twice
+                        map(f"{self.base}/logs/".__add__, self.names), strict=True))
 
     def __missing__(self, log: str | None) -> str:
         link = self[log] = self._link(log)

@@ -46,7 +46,8 @@ def _attr(value: str) -> str:
             .replace("\t", "&#09;"))
 
 
-def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
+def _lines(results: Sequence[ResultLike], name: str, keys: Sequence[tuple[str, str, str]]
+           ) -> Iterator[str]:
     kinds = Counter("failure" if r.outcome in FAILURES else "error" if r.outcome in ERRORS
                     else "skipped" if r.outcome in SKIPPED else "passed" for r in results)
     yield "<?xml version='1.0' encoding='utf-8'?>\n"
@@ -68,10 +69,10 @@ def _lines(results: Sequence[ResultLike], name: str) -> Iterator[str]:
             found = made[(key, value)] = _property(key, value)
         return found
 
-    keys = logical_keys(results)  # in C: a property call a cell was a third of sorting
-    for r in map(results.__getitem__, sorted(range(len(results)), key=keys.__getitem__)):
+    for i in sorted(range(len(results)), key=keys.__getitem__):
+        r, (environment, which, hardware_target) = results[i], keys[i]
         # By their text, made anew (1, 1.0 and True are one key of a dict, three texts).
-        where, which = f"{r.environment} @{r.hardware_target}", f"{r.case_id}::{r.variant}"
+        where = f"{environment} @{hardware_target}"
         classname = escaped.get(where)
         if classname is None:
             classname = escaped[where] = _attr(where)
@@ -121,7 +122,10 @@ def _end(outcome: Outcome, reason: str) -> str:
     return f"    </properties>\n{verdict}  </testcase>\n"
 
 
-def write_junit(results: Sequence[ResultLike], name: str, path: Path) -> Path:
+def write_junit(results: Sequence[ResultLike], name: str, path: Path,
+                keys: Sequence[tuple[str, str, str]] | None = None) -> Path:
+    """``keys``: the results' logical keys (``logical_keys``), where the caller has them."""
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(_lines(results, name))
+        # in C: a property call a cell was a third of sorting
+        fh.writelines(_lines(results, name, logical_keys(results) if keys is None else keys))
     return path
