@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import signal
 import statistics
 import subprocess
 import sys
@@ -43,15 +44,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         parser.error("no harness arguments (after --)")
     extra = dict(item.split("=", 1) for item in options.env)
+    # A CI limit or a kill sends SIGTERM, which runs no ``finally``: made an exit, so the
+    # older checkout and its folder are removed whatever ends the comparison.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="harness-alternate-") as tmp:
         old = Path(tmp) / "old"
-        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(old),
-                        options.old], cwd=ROOT, check=True)
         try:
+            subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(old),
+                            options.old], cwd=ROOT, check=True)
             return _alternate(old, options, args, extra, Path(tmp))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old)], cwd=ROOT,
-                           check=False)
+                           check=False, capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=False)
 
 
 def _alternate(old: Path, options: argparse.Namespace, args: list[str],
@@ -59,7 +64,7 @@ def _alternate(old: Path, options: argparse.Namespace, args: list[str],
     sides = {"old": old, "new": ROOT}
     for checkout in sides.values():
         compileall.compile_dir(checkout / "harness", quiet=2)
-    print(f"$ python -m harness {' '.join(args)}  (in {options.cwd})")
+    print(f"$ python -m harness {' '.join(args)}  (in {options.cwd})", flush=True)
     print(f"old {options.old} against new (this checkout); {load_line()}")
     print(f"before: {speed_line()}")
     seconds: dict[str, list[float]] = {name: [] for name in sides}

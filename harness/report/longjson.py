@@ -123,7 +123,7 @@ class _Written(dict[tuple[Any, int], Any]):
         value = self.by_id[key[1]]
         known = self.known.get(key[0])
         if value and known is not value and known != value:
-            self.alike = self.alike and _written_alike(value)
+            self.alike = self.alike and _written_alike(value, depth=2)
         else:
             value = msgspec.UNSET
         self[key] = value
@@ -142,11 +142,15 @@ def _alike(chunk: Sequence[ResultRow]) -> bool:
     numbers = chain(map(_DURATION, chunk), map(_FINISHED_AT, chunk), map(_ATTEMPT, chunk),
                     filter(None, map(_GPU, chunk)))
     return (max(map(abs, numbers), default=0) < 1e16
-            and _written_alike(list(map(_DETAILS, chunk))))
+            and _written_alike(list(map(_DETAILS, chunk)), depth=1))
 
 
-def _written_alike(value: Any) -> bool:
-    """Whether msgspec and ``jsonio`` write ``value`` alike (orjson writes it at all)."""
+def _written_alike(value: Any, depth: int) -> bool:
+    """Whether msgspec and ``jsonio`` write ``value`` alike, at ``depth`` more levels of
+    nesting (where it sits in a block: orjson refuses past 254 levels, and ``jsonio`` then
+    writes the block through ``json``, which writes other bytes; msgspec goes deeper)."""
+    for _ in range(depth):
+        value = [value]
     try:
         return bool(_ENCODER.encode(value) == orjson.dumps(value))
     except (*_NOT_ENCODED, orjson.JSONEncodeError):

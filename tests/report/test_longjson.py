@@ -46,9 +46,10 @@ def reference(path: Path, results: list[CellResult]) -> bytes:
             if value and known is not value and known != value:
                 data[name] = value
         rows.append(data)
+    blocks = [jsonio.dumps(rows[i:i + 5000])[1:-1] for i in range(0, len(rows), 5000)]
     return (jsonio.dumps({"run_id": "n", "fingerprints": fingerprints,
                           "machines": machines})[:-1]
-            + b',"results":' + jsonio.dumps(rows) + b',"since":null}')
+            + b',"results":[' + b",".join(blocks) + b'],"since":null}')  # as write_array
 
 
 NUMBER = st.sampled_from([0, 1, 1.5, 19.72, 1795686019.3924308, 1e15, 1e16, 1.5e17, 1e300,
@@ -105,6 +106,43 @@ def test_rows_as_msgspec_writes_them_are_the_dicts_bytes(tmp_path: Path,
             write_long_json(path, {"run_id": "n"}, rows, {"since": None}, decoded=plain)
             assert path.read_bytes() == want
             assert json.loads(path.read_bytes())["results"] == json.loads(want)["results"]
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_blocks_orjson_refuses_are_written_as_json_writes_them(tmp_path: Path) -> None:
+    """A block orjson refuses (details or a cell's own fingerprint nested past its 254
+    levels, where they sit in the block; an integer past 64 bits) is written through
+    ``json`` (non-ASCII escaped, ``1e-07``): the blocks around it as they are. 12,001 cells:
+    three blocks of 5,000."""
+    def cell(i: int, **extra: Any) -> CellResult:
+        fields_: dict[str, Any] = {
+            "run_id": "r", "cell_id": f"c{i}", "environment": "e", "values": {},
+            "env_key": "k", "backend": "uv", "case_id": "c", "variant": "v", "nodeid": "t",
+            "hardware_target": "cpu", "outcome": Outcome.PASS, "reason": "é",
+            "fingerprint": FP_A, "hardware": HW, "node": "n", "duration": 1e-7}
+        return CellResult(**{**fields_, **extra})
+
+    for depth in (251, 252, 253, 254):
+        for odd in ({"details": {"x": nested(depth - 1)}}, {"fingerprint": nested(depth)},
+                    {"hardware": {"x": nested(depth - 1)}}, {"attempt": 2**64},
+                    {"details": {"n": 2**70}}):
+            cells = [cell(i) for i in range(12001)]
+            cells[5003] = cell(5003, **odd)
+            want = reference(tmp_path / "want.json", cells)
+            decoded = [DECODER.decode(jsonio.dumps({f.name: getattr(r, f.name)
+                                                    for f in fields(CellResult)}))
+                       for r in cells]
+            path = tmp_path / "compat.json"
+            write_long_json(path, {"run_id": "n"}, decoded, {"since": None}, decoded=True)
+            assert path.read_bytes() == want, (depth, odd.keys())
+            if depth == 254:  # orjson refuses each of these: the block went through json
+                assert b"\\u00e9" in want and b'"\xc3\xa9"' in want
 
 
 def test_the_rows_are_left_as_they_were(tmp_path: Path) -> None:
