@@ -509,9 +509,8 @@ def diff_snapshots(old: Snapshot, new: Snapshot, moved: Sequence[str] = ()
     # The same outcome, other versions (both known): each pair of codes compared once.
     old_versions, new_versions = old.table("versions"), new.table("versions")
     old_codes, new_codes = old.codes("versions"), new.codes("versions")
-    pairs = set(zip(old_codes, new_codes, strict=True))
-    moved_on = {(a, b) for a, b in pairs if (was_v := old_versions[a]) and (
-        now_v := new_versions[b]) and was_v != now_v}
+    moved_on = {(a, b) for a, b in set(zip(old_codes, new_codes, strict=True))
+                if (was_v := old_versions[a]) and (now_v := new_versions[b]) and was_v != now_v}
     if moved_on:
         for i in compress(places, map(moved_on.__contains__,
                                       zip(old_codes, new_codes, strict=True))):
