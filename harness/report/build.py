@@ -379,27 +379,23 @@ class _Linked(dict[str | None, str]):
     def __init__(self, store: RunStore, report: Path) -> None:
         super().__init__()
         self.run_dir, self.report = store.run_dir, report
-        self.names = store.log_names()
         self.base = os.path.relpath(store.run_dir, report)
         # Every log there in logs/ linked up front, in C (most cells' logs; one made per
         # distinct log on demand was a third of a fleet's links): the rest on demand.
-        self.update(zip(map("logs/".__add__, self.names),  # a set: the same order twice
-                        map(f"{self.base}/logs/".__add__, self.names), strict=True))
+        names = store.log_names()
+        self.update(zip(map("logs/".__add__, names),  # a set: the same order twice
+                        map(f"{self.base}/logs/".__add__, names), strict=True))
 
     def __missing__(self, log: str | None) -> str:
         link = self[log] = self._link(log)
         return link
 
     def _link(self, log: str | None) -> str:
-        if not log:
-            return ""
-        if log.startswith("logs/") and "/" not in log[5:]:  # most: never an absolute path
-            there = log[5:] in self.names
-        elif os.path.isabs(log):  # noqa: PTH117  (records before format 2)
+        if not log or (log.startswith("logs/") and "/" not in log[5:]):
+            return ""  # a log in logs/ that is there was linked up front
+        if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
             return os.path.relpath(log, self.report) if Path(log).is_file() else ""
-        else:
-            there = os.path.isfile(f"{self.run_dir}/{log}")  # noqa: PTH113
-        return f"{self.base}/{log}" if there else ""
+        return f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
 
 
 def _case_lines(cases: dict[str, Any]) -> str:

@@ -113,11 +113,11 @@ _OPENED = {o: f'">\n    <properties>\n      <property name="outcome" value="{o}"
            for o in Outcome}  # an outcome's name is plain capitals: nothing to escape
 
 
-_CELL_ID = '      <property name="cell_id" value="%s" />\n'
-
-
 def _property(key: str, value: str) -> str:
     return f'      <property name="{key}" value="{_attr(value)}" />\n'
+
+
+_CELL_ID = _property("cell_id", "%s")  # for an id with nothing to escape
 
 
 def _end(outcome: Outcome, reason: str) -> str:

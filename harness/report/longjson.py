@@ -58,13 +58,10 @@ def write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultRo
     known_machine = {pair: machines[_machine(*pair)] for pair in firsts}
 
     def own(r: ResultRow) -> dict[str, Any]:  # the fields a cell does not share
-        kept = {}
-        for field, known in (("fingerprint", fingerprints.get(r.env_key)),
-                             ("hardware", known_machine.get((r.node, r.gpu)))):
-            value = getattr(r, field)
-            if value and known is not value and known != value:
-                kept[field] = value
-        return kept
+        return {field: value for field, value, known in (
+            ("fingerprint", r.fingerprint, fingerprints.get(r.env_key)),
+            ("hardware", r.hardware, known_machine.get((r.node, r.gpu))))
+            if _own(value, known)}
 
     def as_dict(r: ResultRow) -> dict[str, Any]:
         data = asdict(r)
@@ -121,13 +118,17 @@ class _Written(dict[tuple[Any, int], Any]):
 
     def __missing__(self, key: tuple[Any, int]) -> Any:
         value = self.by_id[key[1]]
-        known = self.known.get(key[0])
-        if value and known is not value and known != value:
+        if _own(value, self.known.get(key[0])):
             self.alike = self.alike and _written_alike(value, depth=2)
         else:
             value = msgspec.UNSET
         self[key] = value
         return value
+
+
+def _own(value: Any, known: Any) -> bool:
+    """Whether a cell keeps ``value`` of its own: it has one, unlike its key's (``known``)."""
+    return bool(value) and known is not value and known != value
 
 
 def _set(rows: list[ResultRow], field: str, values: Iterable[Any]) -> None:
