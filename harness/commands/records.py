@@ -88,6 +88,9 @@ def _merged(args: argparse.Namespace, sources: list[RunStore]) -> tuple[RunStore
         nonlocal code
         code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
                            report.judged)
+        # Freed here, while the snapshot is still in the making: at the end, a fleet's
+        # 100,000 cells took a sixth of a second to free on their own.
+        report.written = []
 
     # The merged run's snapshot (what the next night compares with, and what its report
     # reads what changed from) on the second core while the verdicts are worked out here.
