@@ -16,6 +16,10 @@ How the figures are taken:
   the seconds include the interpreter's start and the imports, as a user or CI sees them.
 - Peak memory is the child's own ``ru_maxrss``, read with ``os.wait4`` on its pid (that
   child's rusage alone, and of any process it waited for, such as pytest collecting cases).
+  The same rusage gives the largest size's CPU seconds (user + system) and minor page
+  faults: on a virtual machine a fresh page's cost moves by several times within the hour,
+  and the wall seconds with it; the count of page faults stays, so two runs of different
+  minutes compare on it.
 - The cases are collected once before timing (the harness caches collection in
   ``HARNESS_CACHE_DIR``, here a folder of the benchmark's own): a warm cache, as on any
   machine that planned before. The cheap fixed steps (``--help``, ``cases``, ``plan`` on the
@@ -659,6 +663,9 @@ class Measure:
     peak_mib: float
     ok: bool
     note: str = ""
+    cpu: float = 0.0  # user + system seconds, of the step and the processes it waited for
+    system: float = 0.0  # of which the kernel's (page faults, mostly)
+    faults: int = 0  # minor page faults
 
 
 def steps(data: Dataset) -> list[Step]:
@@ -709,8 +716,9 @@ def run_step(step: Step, env: dict[str, str], cwd: Path, out: Path) -> Measure:
         seconds, peak, code = run.figures.seconds, run.figures.peak_mib, run.figures.code
     else:  # killed, or the wrapper itself failed
         seconds, peak, code = STEP_TIMEOUT if timed_out else 0.0, 0.0, run.returncode
-    if code == 0 and not timed_out:
-        return Measure(seconds, peak, ok=True)
+    if code == 0 and not timed_out and run.figures is not None:
+        return Measure(seconds, peak, ok=True, cpu=run.figures.cpu,
+                       system=run.figures.system, faults=run.figures.faults)
     note = f"killed at the {STEP_TIMEOUT:g} s limit" if timed_out else f"exit {code}"
     tail = run.stderr_lines()
     print(f"\n[failed] {step.name}: {note} ({seconds:.1f} s)\n  "
@@ -758,9 +766,12 @@ def table(names: Sequence[str], goals: dict[str, str], sizes: Sequence[int],
     head = ["step"]
     for n in sizes:
         head += [f"{n:,} s", f"{n:,} MiB"]
-    head += ["growth", "goal (100,000)"]
+    # The largest size's CPU and page faults too: its seconds move with the machine's
+    # minutes (a page fault costs several times more in some), the count of faults does not.
+    largest = f"{sizes[-1]:,}"
+    head += [f"{largest} CPU s (system)", f"{largest} page faults", "growth", "goal (100,000)"]
     rows = ["| " + " | ".join(head) + " |",
-            "|" + "---|" + "---:|" * (2 * len(sizes) + 1) + "---|"]
+            "|" + "---|" + "---:|" * (2 * len(sizes) + 3) + "---|"]
     for name in names:
         cells = [name]
         for n in sizes:
@@ -773,6 +784,8 @@ def table(names: Sequence[str], goals: dict[str, str], sizes: Sequence[int],
                 cells += [f"{found.seconds:.2f}", f"{found.peak_mib:.0f}"]
         first = results.get(sizes[0], {}).get(name)
         last = results.get(sizes[-1], {}).get(name)
+        cells += ([f"{last.cpu:.2f} ({last.system:.2f})", f"{last.faults:,}"]
+                  if last is not None and last.ok else ["", ""])
         cells += [growth(first, last, sizes[0], sizes[-1]), goals[name]]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -810,7 +823,8 @@ def bench_size(n: int, root: Path, args: argparse.Namespace
         found[step.name] = measure(step, env, cwd, out / f"{i:02d}")
         m = found[step.name]
         print(f"  {step.name}: {m.seconds:.2f} s, {m.peak_mib:.0f} MiB"
-              + ("" if m.ok else f" FAILED ({m.note})"), file=sys.stderr, flush=True)
+              + (f", CPU {m.cpu:.2f} s (system {m.system:.2f}), {m.faults:,} page faults"
+                 if m.ok else f" FAILED ({m.note})"), file=sys.stderr, flush=True)
     return all_steps, found
 
 
@@ -864,7 +878,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{load_before} at the start, {load_line()} at the end")
     print(f"{speed_before} at the start; {speed_line().removeprefix('speed: ')} at the end")
     print(f"data: {args.shards} shards, {args.history} earlier runs; each step a fresh "
-          "process; seconds wall, MiB peak RSS (ru_maxrss); fixed steps best of "
+          "process; seconds wall, MiB peak RSS (ru_maxrss), CPU seconds (user + system) "
+          "and minor page faults (ru_minflt) of the step and the processes it waited for; "
+          "fixed steps best of "
           f"{FIXED_REPEAT}; growth: exponent of seconds from {args.sizes[0]:,} to "
           f"{args.sizes[-1]:,} cells (1 linear, 2 quadratic, ⚠ above 1.25)")
     print()

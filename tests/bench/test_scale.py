@@ -30,11 +30,16 @@ def test_scale_bench_runs_every_step_at_a_small_size(tmp_path: Path) -> None:
     assert "machine: " in out and " cores " in out, out
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in out.splitlines()
             if line.startswith("| ")}
-    assert rows.get("step", "").startswith("| step | 300 s | 300 MiB |"), out
+    assert rows.get("step", "").startswith(
+        "| step | 300 s | 300 MiB | 300 CPU s (system) | 300 page faults |"), out
     for step in STEPS:
         assert step in rows, f"no row for {step!r}:\n{out}"
         assert "FAILED" not in rows[step], rows[step]
-        seconds, mib = rows[step].split(" | ")[1:3]
+        seconds, mib, cpu, faults = rows[step].split(" | ")[1:5]
         assert float(seconds) > 0 and float(mib) > 0, rows[step]
+        # the CPU seconds (user + system) and page faults of the step, read by its wrapper
+        total, system = cpu.removesuffix(")").split(" (")
+        assert float(total) >= float(system) >= 0 and float(total) > 0, rows[step]
+        assert int(faults.replace(",", "")) > 1000, rows[step]  # an interpreter's start alone
     assert "failed:" not in out
     assert not any(tmp_path.glob("harness-scale-*")), "the data was not removed"
