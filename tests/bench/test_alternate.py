@@ -14,7 +14,6 @@ from tests.conftest import ROOT
 
 
 def test_alternate_runs_both_sides_and_leaves_no_checkout(tmp_path: Path) -> None:
-    listed = worktrees()
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "alternate.py"), "--old", "HEAD", "--cwd",
@@ -26,35 +25,40 @@ def test_alternate_runs_both_sides_and_leaves_no_checkout(tmp_path: Path) -> Non
                          proc.stdout, re.M), proc.stdout
     assert re.search(r"^new / old: \d+\.\d\d$", proc.stdout, re.M), proc.stdout
     assert "speed: " in proc.stdout
-    assert worktrees() == listed  # the older checkout removed
+    assert not worktrees(tmp_path)  # the older checkout removed
     assert not any(tmp_path.glob("harness-alternate-*"))
 
 
-def worktrees() -> str:
-    return subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout
+def worktrees(under: Path) -> list[str]:
+    """The repository's worktrees under ``under`` (this test's: the tests of this file may
+    run at once on two workers, each with a checkout of its own for a while), removed or
+    not (a folder deleted without ``git worktree remove`` is still listed)."""
+    listed = subprocess.run(["git", "worktree", "list", "--porcelain"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    return [line for line in listed.splitlines() if line.startswith("worktree ")
+            and Path(line.removeprefix("worktree ")).resolve().is_relative_to(
+                under.resolve())]
 
 
 def test_a_failing_command_fails_the_comparison(tmp_path: Path) -> None:
-    before = worktrees()
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "alternate.py"), "--old", "HEAD", "--cwd",
          str(tmp_path), "--repeat", "1", "--", "report", "no-such-run"], cwd=ROOT,
         env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
         timeout=300, check=False)
     assert proc.returncode == 1 and "the command failed" in proc.stdout, proc.stdout
-    assert worktrees() == before and not any(tmp_path.glob("harness-alternate-*"))
+    assert not worktrees(tmp_path) and not any(tmp_path.glob("harness-alternate-*"))
 
 
 def test_a_terminated_comparison_removes_the_older_checkout(tmp_path: Path) -> None:
     """SIGTERM (a CI limit, a kill) while the commands run."""
-    before = worktrees()
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "bench" / "alternate.py"), "--old", "HEAD", "--cwd",
          str(tmp_path), "--repeat", "1000", "--", "--help"], cwd=ROOT,
         env={**os.environ, "TMPDIR": str(tmp_path)}, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().startswith("$ python -m harness")  # comparing
+    assert worktrees(tmp_path)  # its checkout, seen while it compares
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 143
-    assert worktrees() == before and not any(tmp_path.glob("harness-alternate-*"))
+    assert not worktrees(tmp_path) and not any(tmp_path.glob("harness-alternate-*"))
