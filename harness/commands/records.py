@@ -95,7 +95,9 @@ def _merged(args: argparse.Namespace, sources: list[RunStore]) -> tuple[RunStore
     # The merged run's snapshot (what the next night compares with, and what its report
     # reads what changed from) on the second core while the verdicts are worked out here.
     def snapshotted() -> None:
-        snapshot.write(report.store.run_dir, report.tabled())
+        # A line passed through names its fingerprint: looked up as the merged record's
+        # shared.jsonl holds it (a snapshot made from that record reads the same).
+        snapshot.write(report.store.run_dir, report.written, names=report.shared)
 
     side_by_side(snapshotted, judged, "writing the merged run's snapshot")
     return report.store, code

@@ -39,7 +39,7 @@ from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
-from harness.records.lines import DECODER, REFUSED, in_place
+from harness.records.lines import DECODER, REFUSED
 from harness.records.select import choose
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
@@ -61,15 +61,6 @@ class MergeReport:
     @property
     def judged(self) -> list[Judged]:
         return list(self.written)
-
-    def tabled(self) -> list[CellResult | ResultRow]:
-        """What was written, as the merged run's snapshot reads it (``snapshot.write``): a
-        line passed through with the values it names as the merged record's shared.jsonl
-        holds them (a snapshot made from that record reads the same), put in place in the
-        line itself (it is written: a copy of each was a third of a fleet's snapshot)."""
-        in_place((cell for cell in self.written if isinstance(cell, ResultRow)), self.shared)
-        return list(self.written)
-
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
                warn: Callable[[str], None] = lambda _: None, make_results: bool = True
@@ -162,21 +153,25 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
                 envs.add(path.name)
                 linker.link(str(path), f"{out.run_dir}/envs/{path.name}")
     relocate = _Relocate(out, linker)
+    unread = 0  # planned cells no shard has
     for cell_id in order:
         found = chosen.get(cell_id)
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
+            unread += found is None
             gaps = gaps or _Gaps(sources)
             report.missing += 1
             lines.append(writer.add(_missing(gaps.cells[cell_id], out.run_id,
                                              gaps.shard_of.get(cell_id))))
         else:
             lines.append(writer.add(relocate(*found), found))
-    known = set(order)
     # Ran, though no plan here names it: after the planned ones, in the order a report sorts
-    # them, so the record is in report order (run.json ``ordered_cells``).
-    extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
-                   key=_report_order)
-    lines += [writer.add(relocate(*found), found) for found in extra]
+    # them, so the record is in report order (run.json ``ordered_cells``). (Looked for only
+    # where the shards hold more cells than the plan's they had.)
+    if len(chosen) > len(order) - unread:
+        known = set(order)
+        extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
+                       key=_report_order)
+        lines += [writer.add(relocate(*found), found) for found in extra]
     return report, writer
 
 

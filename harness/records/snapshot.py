@@ -27,7 +27,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from operator import attrgetter
+from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
@@ -201,16 +201,18 @@ class Tabled(Keyed, Protocol):
     def duration(self) -> Any: ...
 
 
-def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None = None
-          ) -> dict[str, Any] | None:
+def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None = None, *,
+          names: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The snapshot of ``results`` (each cell's last attempt, in the order ``RunStore.results``
     gives them), made from the record as ``made_from`` found it (default: as it is now).
-    Returns the document; a read-only run folder keeps no snapshot (None), and readers then
-    make it from the record each time."""
+    ``names``: what a result's fingerprint stands for where it holds a name (a line a merge
+    passed through: the values of the merged record's shared.jsonl), as ``RunStore`` puts it
+    in place. Returns the document; a read-only run folder keeps no snapshot (None), and
+    readers then make it from the record each time."""
     made_from = made_from or stamp(run_dir)
     if made_from is None:
         return None
-    document = _document(results)
+    document = _document(results, names)
     return document if _store(run_dir, document, made_from) else None
 
 
@@ -456,15 +458,20 @@ def _decode_lines(pieces: list[bytes], lines: list[_Line], texts: list[bytes]) -
     lines += found
 
 
-def _document(results: Sequence[Tabled]) -> dict[str, Any]:
-    """The snapshot's JSON document: the columns of ``results``."""
-    # Every field of a cell read in one pass, then turned into columns: a merge's 100,000
-    # results lie all over its heap, and a pass per column (each touching every object
-    # again) took five times as long.
+def _document(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
+              ) -> dict[str, Any]:
+    """The snapshot's JSON document: the columns of ``results`` (``names``: as ``write``)."""
+    # A column at a time (in C): rows (``ResultRow``, what a merge and a report hold) are
+    # slots read in place. (A pass for every field together, then transposed, was for
+    # results all over a merge's heap, when it made one of each line: 0.22 s of a fleet's
+    # snapshot against 0.1.)
     (*strings, values, fingerprints, outcomes, cell_ids, durations) = (
-        zip(*map(attrgetter(*TABLED[:5], "values", "fingerprint", "outcome", "cell_id",
-                            "duration"), results), strict=True)
-        if results else [()] * 10)
+        list(map(attrgetter(name), results)) for name in (
+            *TABLED[:5], "values", "fingerprint", "outcome", "cell_id", "duration"))
+    if names is not None:  # each name once (one object a name: told apart by identity)
+        named = {f: names.get(f, {}) for f in fingerprints if f.__class__ is str}
+        if named:
+            fingerprints = [named[f] if f.__class__ is str else f for f in fingerprints]
     return _columns(strings, values, fingerprints, outcomes, cell_ids, durations)
 
 
@@ -476,7 +483,7 @@ def _columns(strings: Sequence[Sequence[str | None]], values: Sequence[Any],
     tables: dict[str, list[Any]] = {name: [] for name in TABLED}
     codes = {name: _encode(column, tables[name])
              for name, column in zip(TABLED[:5], strings, strict=True)}
-    codes["values"] = _encode(values, tables["values"], _items)
+    codes["values"] = _encode_by(values, tables["values"], codes["environment"])
     codes["versions"] = _encode(fingerprints, tables["versions"], _items, convert=versions_of)
     keys = hashlib.sha256()  # runs of the same cells in the same order share it (history)
     for name in TABLED[:4]:
@@ -502,6 +509,33 @@ def _items(value: Mapping[str, Any]) -> Hashable:
 
 def _as_json(value: Any) -> Hashable:
     return jsonio.dumps(value)
+
+
+def _encode_by(values: Sequence[Any], table: list[Any], groups: Sequence[int]) -> list[int]:
+    """``_encode(values, table, _items)``, where the cells of each group (an environment's:
+    ``groups``, their codes) hold equal mappings, as the harness writes them: each cell's
+    mapping compared with its group's first (in C: equal, and its keys in the same order),
+    and only the groups' firsts told apart by their items. A merge's 100,000 cells each
+    hold a mapping of their own (decoded from its line), and making each one's items a key
+    was two thirds of its snapshot. Where a group's cells differ (a hand-written record),
+    each cell's mapping is told apart as ``_encode`` does."""
+    if not values:
+        return []
+    first = dict(zip(reversed(groups), range(len(groups) - 1, -1, -1), strict=True))
+    firsts = list(map(first.__getitem__, groups))  # each cell's group's first cell
+    ours = list(map(values.__getitem__, firsts))
+    try:
+        alike = all(map(eq, values, ours)) and all(map(eq, map(tuple, values),
+                                                       map(tuple, ours)))
+    except TypeError:  # not mappings (a hand-written record's null)
+        alike = False
+    if not alike:
+        return _encode(values, table, _items)
+    # The groups in the order of their first cells: each distinct mapping first met at the
+    # first cell of the first group that holds it, as ``_encode`` meets it over the cells.
+    order = sorted(first.values())
+    coded = dict(zip(order, _encode([values[i] for i in order], table, _items), strict=True))
+    return list(map(coded.__getitem__, firsts))
 
 
 def _encode(values: Sequence[Any], table: list[Any], key: Callable[[Any], Hashable] | None = None,

@@ -156,9 +156,10 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
              Rule(outcomes=frozenset({Outcome.NOT_RUN}), why="no GPU", reason="GPU")]
     assert judged_summary(lines.judged, rules, limit=3) == judged_summary(made, rules, limit=3)
     # The snapshot from what it hands on: as from the results (and as made from the record).
-    assert snapshot._document(lines.tabled()) == snapshot._document(made)
+    assert snapshot._document(lines.written, lines.shared) == snapshot._document(made)
     if not merged.store.redactor.secrets:
-        assert snapshot._document(lines.tabled()) == snapshot._document(lines.store.results())
+        assert snapshot._document(lines.written, lines.shared) == snapshot._document(
+            lines.store.results())
 
 
 def test_a_merge_equals_the_merge_through_full_decoding(

@@ -331,3 +331,26 @@ def test_lines_cut_across_blocks_read_as_whole_lines(
     monkeypatch.setattr(codec, "CHUNK", chunk)
     fast = snapshot._from_record(store.run_dir)
     assert fast is not None and jsonio.dumps(fast) == _by_store(store.run_dir)
+
+
+MAPPINGS = st.sampled_from([{"torch": "2.1"}, {"torch": "2.1", "numpy": "<2"},
+                            {"numpy": "<2", "torch": "2.1"}, {"torch": 1}, {"torch": True},
+                            {}, None, {"torch": "2.2"}])
+
+
+@settings(max_examples=300, deadline=None)
+@given(cells=st.lists(st.tuples(st.integers(0, 3), MAPPINGS, st.booleans()), max_size=12))
+def test_mappings_told_apart_by_group_as_cell_by_cell(
+        cells: list[tuple[int, object, bool]]) -> None:
+    """``_encode_by`` (each environment's cells compared with its first) gives the table and
+    codes that telling each cell's mapping apart gives: equal mappings in another order, 1
+    and True, a null, a group whose cells differ. A mapping drawn as a copy or as the same
+    object alike."""
+    values = [dict(v) if copy and isinstance(v, dict) else v for _, v, copy in cells]
+    groups = [g for g, _, _ in cells]
+    by_group: list[object] = []
+    by_cell: list[object] = []
+    assert snapshot._encode_by(values, by_group, groups) == snapshot._encode(
+        values, by_cell, snapshot._items)
+    assert by_group == by_cell
+    assert list(map(id, by_group)) == list(map(id, by_cell))  # the same first objects
