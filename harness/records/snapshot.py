@@ -462,9 +462,10 @@ def _document(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
               ) -> dict[str, Any]:
     """The snapshot's JSON document: the columns of ``results`` (``names``: as ``write``)."""
     # A column at a time (in C): rows (``ResultRow``, what a merge and a report hold) are
-    # slots read in place. (A pass for every field together, then transposed, was for
-    # results all over a merge's heap, when it made one of each line: 0.22 s of a fleet's
-    # snapshot against 0.1.)
+    # slots read in place; a fleet's 100,000 in 0.10-0.11 s, against 0.13-0.16 s read in
+    # one pass of every field, then transposed. (That pass is quicker for ``CellResult``s,
+    # made only for a record with lines the harness would not write: a fleet's snapshot of
+    # them took 0.43 s this way against 0.37.)
     (*strings, values, fingerprints, outcomes, cell_ids, durations) = (
         list(map(attrgetter(name), results)) for name in (
             *TABLED[:5], "values", "fingerprint", "outcome", "cell_id", "duration"))
