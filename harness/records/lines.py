@@ -32,7 +32,7 @@ def result_rows(store: RunStore) -> list[ResultRow] | None:
     a time (``codec.CHUNK``), as the store reads it: a fleet's record whole, with its
     lines, was a report's peak."""
     path = store.run_dir / RESULTS
-    last: dict[str, ResultRow] = {}
+    rows: list[ResultRow] = []
     try:
         with open(path, "rb") as fh:
             rest, left = b"", store.upto
@@ -42,17 +42,16 @@ def result_rows(store: RunStore) -> list[ResultRow] | None:
                 pieces = block.split(b"\n")
                 pieces[0] = rest + pieces[0]  # the line the block before ended in
                 rest = pieces.pop()
-                rows = list(map(DECODER.decode, pieces))
-                # a cell keeps its first place, with its last attempt
-                last.update(zip(map(_CELL_ID, rows), rows, strict=True))
+                rows += map(DECODER.decode, pieces)
             if rest:  # a last line without its newline: read, as the store reads it
-                row = DECODER.decode(rest)
-                last[row.cell_id] = row
+                rows.append(DECODER.decode(rest))
     except FileNotFoundError:
         return []
     except REFUSED:
         return None
-    rows = list(last.values())
+    ids = list(map(_CELL_ID, rows))
+    if len(set(ids)) < len(ids):  # a cell retried: at its first place, its last attempt
+        rows = list(dict(zip(ids, rows, strict=True)).values())
     in_place(rows, {digest: value for digest, value, _ in read_shared(store.run_dir)})
     return rows
 
