@@ -221,7 +221,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             snapshot.write(stores[0].run_dir, cells().in_record, made_from)
         return "\n".join(lines)  # for compat.md
 
-    def site_files() -> None:  # the pages and their markdown twin
+    def site_files() -> dict[str, Path]:  # the pages and their markdown twin
         # As tuples: the model reads each cell a dozen times over (a fleet's model took
         # 2.0 s from the records' objects, 0.9 s from these, which take 0.2 s to make).
         results, logs = cells().rows, cells().logs()
@@ -229,14 +229,14 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         site = build_site(results, environments, cases, metas, logs, changes(), since,
                           bisects=_bisects(stores, {r.case_id for r in results}))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
-        paths.update(render_site(site, out_dir, long_rows, _heatmap(columns)))
+        pages = render_site(site, out_dir, long_rows, _heatmap(columns))
         with open(md, "w", encoding="utf-8") as fh:  # all but its end (the verdicts)
             fh.writelines(line + "\n" for line in markdown(site))
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
-        # This process is done with the cells: freed now, while the data half may still be
-        # writing (a fleet's 100,000 rows took 0.05 s to free after both were done).
-        del results, logs, columns, long_rows
-        cells.cache_clear()
+        return pages
+
+    def site_apart() -> None:  # the site's half in a process of its own, its pages named
+        paths.update(side_by_side(site_files, lambda: None, "writing the site"))
 
     if given is not None:
         cells()
@@ -244,9 +244,12 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     # put in its place (a reader never sees half of it).
     md = atomic.temporary(paths["md"])
     try:
-        # A fleet's report: the site here, the rest on the second core, at once; judging
-        # there too, its summary back for compat.md's end.
-        against = side_by_side(data_files, site_files,
+        # A fleet's report: the site and the rest (judging too, its summary back for
+        # compat.md's end) on a core each, at once, each half in a process of its own (with
+        # one core, or no fork, here in turn), this one waiting: a half that ends frees
+        # nothing it read (a fleet's rows took 0.1 s to free), and this one read none.
+        # Where the caller had the cells in memory, both halves share them.
+        against = side_by_side(data_files, site_apart,
                                "judging, writing compat.csv, compat.json and junit.xml")
         with open(md, "a", encoding="utf-8") as fh:
             fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
