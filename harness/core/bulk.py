@@ -12,6 +12,7 @@ take turns on the GIL; a forked copy needs no data sent to it).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
@@ -77,6 +78,11 @@ def side_by_side(there: Callable[[], T], here: Callable[[], None], what: str) ->
             with os.fdopen(write, "wb") as fh:
                 fh.write(payload)
         finally:
+            # What it printed (stdout to a pipe or a file is written a block at a time),
+            # before the parent goes on: os._exit writes no buffer.
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
             os._exit(code)
     os.close(write)
     try:

@@ -97,3 +97,18 @@ def test_with_another_thread_running_both_run_here_in_order(tmp_path: Path) -> N
         stop.set()
         other.join()
     assert order == [f"there {os.getpid()}", f"here {os.getpid()}"]
+
+
+def test_what_the_child_prints_reaches_a_pipe_before_the_parent_goes_on() -> None:
+    """stdout to a pipe is written a block at a time, and the child ends without writing
+    its buffers (``os._exit``): what it printed is flushed first."""
+    import subprocess
+    import sys
+
+    code = ("from harness.core.bulk import side_by_side\n"
+            "side_by_side(lambda: print('from the child'), lambda: None, 'printing')\n"
+            "print('after')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env).stdout
+    assert out == "from the child\nafter\n"
