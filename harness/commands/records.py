@@ -71,8 +71,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     # The merge in a process of its own, this one waiting: that process ends without
     # freeing what it read (a fleet's shards, 0.1 s), and the report is made here, in a
     # process that holds none of it (made in the merge's own, its halves' forks shared a
-    # heap the merge had used, and a fleet's report took 0.3 s longer). With one core, or
-    # no fork, it is merged here.
+    # heap the merge had used, and a fleet's report took 0.3 s longer). With one core, no
+    # fork or other threads running, it is merged here.
     run_dir, code = side_by_side(merged, lambda: None, "merging the runs")
     store = RunStore(run_dir)
     if args.no_report:

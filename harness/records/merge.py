@@ -62,6 +62,7 @@ class MergeReport:
     def judged(self) -> list[Judged]:
         return list(self.written)
 
+
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
                warn: Callable[[str], None] = lambda _: None, make_results: bool = True
                ) -> MergeReport:

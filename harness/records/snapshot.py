@@ -463,9 +463,9 @@ def _document(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
     """The snapshot's JSON document: the columns of ``results`` (``names``: as ``write``)."""
     # A column at a time (in C): rows (``ResultRow``, what a merge and a report hold) are
     # slots read in place; a fleet's 100,000 in 0.10-0.11 s, against 0.13-0.16 s read in
-    # one pass of every field, then transposed. (That pass is quicker for ``CellResult``s,
-    # made only for a record with lines the harness would not write: a fleet's snapshot of
-    # them took 0.43 s this way against 0.37.)
+    # one pass of every field, then transposed. (That pass is quicker for ``CellResult``s: a
+    # record read through ``RunStore``, the lines a merge redacted; a fleet's snapshot of
+    # them took 0.43-0.46 s this way against 0.34-0.37.)
     (*strings, values, fingerprints, outcomes, cell_ids, durations) = (
         list(map(attrgetter(name), results)) for name in (
             *TABLED[:5], "values", "fingerprint", "outcome", "cell_id", "duration"))
@@ -518,19 +518,14 @@ def _encode_by(values: Sequence[Any], table: list[Any], groups: Sequence[int]) -
     mapping compared with its group's first (in C: equal, and its keys in the same order),
     and only the groups' firsts told apart by their items. A merge's 100,000 cells each
     hold a mapping of their own (decoded from its line), and making each one's items a key
-    was two thirds of its snapshot. Where a group's cells differ (a hand-written record),
-    each cell's mapping is told apart as ``_encode`` does."""
-    if not values:
-        return []
+    was two thirds of its snapshot. Where a group's cells differ, or a cell holds anything
+    but a mapping (a hand-written record's), each cell's is told apart as ``_encode`` does."""
+    if not values or not set(map(type, values)) <= {dict}:  # (a list [1] == [True])
+        return _encode(values, table, _items)
     first = dict(zip(reversed(groups), range(len(groups) - 1, -1, -1), strict=True))
     firsts = list(map(first.__getitem__, groups))  # each cell's group's first cell
     ours = list(map(values.__getitem__, firsts))
-    try:
-        alike = all(map(eq, values, ours)) and all(map(eq, map(tuple, values),
-                                                       map(tuple, ours)))
-    except TypeError:  # not mappings (a hand-written record's null)
-        alike = False
-    if not alike:
+    if not (all(map(eq, values, ours)) and all(map(eq, map(tuple, values), map(tuple, ours)))):
         return _encode(values, table, _items)
     # The groups in the order of their first cells: each distinct mapping first met at the
     # first cell of the first group that holds it, as ``_encode`` meets it over the cells.

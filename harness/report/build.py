@@ -246,9 +246,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     try:
         # A fleet's report: the site and the rest (judging too, its summary back for
         # compat.md's end) on a core each, at once, each half in a process of its own (with
-        # one core, or no fork, here in turn), this one waiting: a half that ends frees
-        # nothing it read (a fleet's rows took 0.1 s to free), and this one read none.
-        # Where the caller had the cells in memory, both halves share them.
+        # one core, no fork or other threads running, here in turn), this one waiting: a
+        # half that ends frees nothing it read (a fleet's rows took 0.1 s to free), and this
+        # one read nothing, unless its caller gave it the cells (both halves share them).
         against = side_by_side(data_files, site_apart,
                                "judging, writing compat.csv, compat.json and junit.xml")
         with open(md, "a", encoding="utf-8") as fh:

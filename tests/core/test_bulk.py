@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,6 +69,39 @@ def test_a_bug_in_the_child_comes_back_with_its_traceback() -> None:
     with pytest.raises(RuntimeError, match=r"(?s)writing junit.xml \(in a second process\) "
                                            r"failed:.*KeyError: 'missing'"):
         side_by_side(there, lambda: None, "writing junit.xml")
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, BrokenPipeError])
+def test_an_interrupt_or_a_closed_pipe_in_the_child_is_raised_here_as_it_was(
+        error: type[BaseException]) -> None:
+    """The CLI answers these itself (130; 141, quietly, for ``harness merge | head``): a
+    merge or a report's half in a child raises them here as they were, not as a bug."""
+    def there() -> None:
+        raise error()
+
+    with pytest.raises(error):
+        side_by_side(there, lambda: None, "merging")
+
+
+def test_interrupted_here_the_child_is_stopped_and_waited_for(tmp_path: Path) -> None:
+    """Ctrl-C or SIGTERM (the CLI raises KeyboardInterrupt) while the child works: it does
+    not go on writing after this process has said it stopped."""
+    late = tmp_path / "late"
+
+    def there() -> None:
+        time.sleep(5)
+        late.write_text("written after the interrupt")
+
+    def here() -> None:
+        raise KeyboardInterrupt
+
+    assert threading.active_count() == 1, threading.enumerate()  # or no child to stop
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        side_by_side(there, here, "merging")
+    assert time.monotonic() - started < 4
+    time.sleep(0.2)
+    assert not late.exists()
 
 
 def test_a_child_killed_without_a_word_is_an_error_naming_the_signal() -> None:

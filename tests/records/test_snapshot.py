@@ -335,7 +335,7 @@ def test_lines_cut_across_blocks_read_as_whole_lines(
 
 MAPPINGS = st.sampled_from([{"torch": "2.1"}, {"torch": "2.1", "numpy": "<2"},
                             {"numpy": "<2", "torch": "2.1"}, {"torch": 1}, {"torch": True},
-                            {}, None, {"torch": "2.2"}])
+                            {}, None, {"torch": "2.2"}, [1], [True], [1.0]])
 
 
 @settings(max_examples=300, deadline=None)
@@ -344,9 +344,9 @@ def test_mappings_told_apart_by_group_as_cell_by_cell(
         cells: list[tuple[int, object, bool]]) -> None:
     """``_encode_by`` (each environment's cells compared with its first) gives the table and
     codes that telling each cell's mapping apart gives: equal mappings in another order, 1
-    and True, a null, a group whose cells differ. A mapping drawn as a copy or as the same
-    object alike."""
-    values = [dict(v) if copy and isinstance(v, dict) else v for _, v, copy in cells]
+    and True, a null, lists ([1] == [True], yet written apart), a group whose cells differ.
+    A value drawn as a copy or as the same object alike."""
+    values = [v.copy() if copy and isinstance(v, dict | list) else v for _, v, copy in cells]
     groups = [g for g, _, _ in cells]
     by_group: list[object] = []
     by_cell: list[object] = []
