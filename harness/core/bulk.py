@@ -87,13 +87,15 @@ def side_by_side(there: Callable[[], T], here: Callable[[], None], what: str) ->
             signal.pthread_sigmask(signal.SIG_SETMASK, unblocked)
             here()
         except KeyboardInterrupt:
-            stopped = _stop(pid)
+            _stop(pid)
+            stopped = True
             raise
         finally:  # the child's end: its value or its error (after a stop: what it sent)
             with os.fdopen(read, "rb") as fh:
                 payload = fh.read()
     except KeyboardInterrupt:  # also while waiting for the child
-        stopped = stopped or _stop(pid)
+        if not stopped:
+            _stop(pid)
         raise
     finally:
         _, status = os.waitpid(pid, 0)
@@ -133,11 +135,10 @@ def _outcome(there: Callable[[], T], what: str) -> tuple[int, bytes]:
         return 1, payload
 
 
-def _stop(pid: int) -> bool:
+def _stop(pid: int) -> None:
     """The child asked to stop (SIGTERM: under the CLI, an interrupt, as here)."""
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGTERM)
-    return True
 
 
 def _status(status: int) -> str:

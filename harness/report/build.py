@@ -64,17 +64,15 @@ LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "
         *(f"v:{k}" for k in KEY_VERSIONS))
 
 
-def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None = None,
+def long_columns(results: Sequence[ResultLike], log_links: Sequence[str] | None = None,
                  only: Collection[str] | None = None,
-                 labels_of: Sequence[str] | None = None,
-                 log_links: Sequence[str] | None = None) -> dict[str, list[Any]]:
+                 labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns (the CSV, the long table, the heatmap read them).
-    ``logs``: cell id -> the log's link from where the report goes. What a cell's
-    fingerprint says is worked out once per fingerprint: cells of one environment share it.
-    ``only``: these columns alone (names of ``LONG``; any other is not made, nor an axis),
-    for the pages. ``labels_of``: the results' ``labels``, where the caller has them;
-    ``log_links``: each result's log's link, in their order (not looked up in ``logs``)."""
-    links = logs or {}
+    ``log_links``: each result's log's link from where the report goes, in their order (""
+    for each without one). What a cell's fingerprint says is worked out once per
+    fingerprint: cells of one environment share it. ``only``: these columns alone (names of
+    ``LONG``; any other is not made, nor an axis), for the pages. ``labels_of``: the
+    results' ``labels``, where the caller has them."""
 
     def facts(fp: dict[str, Any] | None) -> tuple[str, ...]:
         key = (fp or {}).get("key") or {}
@@ -114,8 +112,7 @@ def long_columns(results: Sequence[ResultLike], logs: Mapping[str, str] | None =
         "cell_id": lambda: field("cell_id"),
         "attempt": lambda: field("attempt"),
         "node": lambda: field("node"),
-        "log": lambda: list(map(links.get, field("cell_id"), repeat(""))) if log_links is None
-        else list(log_links),
+        "log": lambda: [""] * len(results) if log_links is None else list(log_links),
         **{name: functools.partial(lambda i: list(derived()[i]), i)
            for i, name in enumerate(LONG[12:])},
     }
@@ -133,7 +130,8 @@ def results_frame(results: Sequence[CellResult],
     importing it is a fifth of a fleet's report)."""
     import pandas as pd
 
-    return pd.DataFrame(long_columns(results, logs))
+    links = logs or {}
+    return pd.DataFrame(long_columns(results, [links.get(r.cell_id, "") for r in results]))
 
 
 def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
@@ -207,8 +205,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         rows = cells().rows
         keys = logical_keys(rows)  # JUnit's order; their middles, the long table's column
         write_junit(rows, f"ml-compat-harness {name}", paths["junit"], keys)
-        columns = long_columns(rows, labels_of=list(map(itemgetter(1), keys)),
-                               log_links=cells().links)
+        columns = long_columns(rows, cells().links, labels_of=list(map(itemgetter(1), keys)))
         lines, notable = judged_report(rows, rules, baseline, limit=200)
         write_csv(paths["csv"], columns)
         write_long_json(paths["json"], {
@@ -225,7 +222,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         # As tuples: the model reads each cell a dozen times over (a fleet's model took
         # 2.0 s from the records' objects, 0.9 s from these, which take 0.2 s to make).
         results, logs = cells().rows, cells().logs()
-        columns = long_columns(results, only=LONG_COLUMNS, log_links=cells().links)
+        columns = long_columns(results, cells().links, LONG_COLUMNS)
         site = build_site(results, environments, cases, metas, logs, changes(), since,
                           bisects=_bisects(stores, {r.case_id for r in results}))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
