@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -136,9 +138,6 @@ def test_with_another_thread_running_both_run_here_in_order(tmp_path: Path) -> N
 def test_what_the_child_prints_reaches_a_pipe_before_the_parent_goes_on() -> None:
     """stdout to a pipe is written a block at a time, and the child ends without writing
     its buffers (``os._exit``): what it printed is flushed first."""
-    import subprocess
-    import sys
-
     code = ("from harness.core.bulk import side_by_side\n"
             "side_by_side(lambda: print('from the child'), lambda: None, 'printing')\n"
             "print('after')\n")
