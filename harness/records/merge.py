@@ -57,10 +57,29 @@ class MergeReport:
     # ... and each as a result, for a caller that asked for them (``make_results``).
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
+    # The lines written in place of the chosen ones (a gap's MISSING, a log that moved, a
+    # value held inline), by their place in ``written``: for ``as_read``.
+    rewritten: dict[int, bytes] = field(default_factory=dict)
 
     @property
     def judged(self) -> list[Judged]:
         return list(self.written)
+
+    def as_read(self) -> list[ResultRow] | None:
+        """Each written cell as ``lines.DECODER`` reads its line of the merged record (its
+        shared values by name, not in place): what ``report_rows`` keeps. None where a line
+        is not to be had that way (results asked for, or read back after redaction)."""
+        rows = list(self.written)
+        for at, item in enumerate(rows):
+            if item.__class__ is not ResultRow:
+                line = self.rewritten.get(at)
+                if line is None:
+                    return None
+                try:
+                    rows[at] = DECODER.decode(line)
+                except REFUSED:  # (an integer past 64 bits: the record is read instead)
+                    return None
+        return rows  # type: ignore[return-value]
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
@@ -83,6 +102,8 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     # secret of this machine's): then the record itself.
     if out.redactor.secrets:
         report.written = list(out.results())
+    else:
+        report.rewritten = writer.rewritten
     if make_results:  # every one a result (none passed through as a ResultRow)
         report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
@@ -408,14 +429,19 @@ class _Writer:
         self.names = names.values
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
+        self.rewritten: dict[int, bytes] = {}  # by place: each line encoded here
+        self.added = 0
 
     def add(self, result: CellResult | ResultRow,
             found: tuple[_Read, CellResult | ResultRow] | None = None) -> CellResult | ResultRow:
         source = found[0] if found is not None and found[1] is result else None
         kept = source.verbatim(result) if source is not None else None
+        self.added += 1
         if kept is None:
             assert isinstance(result, CellResult)  # a ResultRow is kept, or made a result
-            self.chunks.append(self.out.encode(result, self.fresh))
+            line = self.out.encode(result, self.fresh)
+            self.chunks.append(line)
+            self.rewritten[self.added - 1] = line
             return result
         line, names = kept
         self.chunks += (line, b"\n")

@@ -27,7 +27,7 @@ from harness.core.results import (
     logical_keys,
 )
 from harness.core.rules import Rule
-from harness.records import snapshot
+from harness.records import report_rows, snapshot
 from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
@@ -179,7 +179,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         or no fork, once); where the caller has them in memory, they are taken before the
         halves part, and shared."""
         if given is None:
-            found = _row_cells(stores, metas, out_dir)
+            found = _row_cells(stores, metas, out_dir, made_from)
             if found is not None:
                 return found
         return _cells(stores, metas, out_dir, given)
@@ -293,11 +293,17 @@ def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir:
                             stores, metas, out_dir))
 
 
-def _row_cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path
-               ) -> _Cells | None:
-    """One record's cells as rows read straight from it (``lines.result_rows``), in both
-    orders, with their logs' links; None where it is not read that way."""
-    rows = result_rows(stores[0]) if len(stores) == 1 else None
+def _row_cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
+               made_from: snapshot.Stamp | None) -> _Cells | None:
+    """One record's cells as rows: made from its snapshot and the columns beside it where
+    both were made from the record as ``made_from`` found it (``report_rows``: a merge's),
+    else read straight from it (``lines.result_rows``); in both orders, with their logs'
+    links. None where the record is not read that way."""
+    if len(stores) != 1:
+        return None
+    rows = report_rows.read(stores[0].run_dir, made_from) if made_from is not None else None
+    if rows is None:
+        rows = result_rows(stores[0])
     if rows is None:
         return None
     return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir),

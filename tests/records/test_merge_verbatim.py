@@ -19,11 +19,13 @@ from harness.core import jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.core.rules import Rule
-from harness.records import codec, snapshot
+from harness.records import codec, report_rows, snapshot
 from harness.records.expect import judged_summary
+from harness.records.lines import result_rows
 from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
+from tests.records.test_lines import text as row_text
 
 # In plan order, which is not the order of their ids.
 CELLS = [{"cell_id": f"c{i * 5 % 12:02d}", "environment": f"env-{i % 3}",
@@ -131,6 +133,28 @@ def assert_merged_as_reference(sources: list[RunStore], tmp: Path) -> RunStore:
     return out
 
 
+def assert_report_rows_read_as_the_record(merged: MergeReport) -> None:
+    """What a merge that makes its report writes beside the snapshot (``commands.records``)
+    makes the rows ``lines.result_rows`` reads from the merged record, value for value and
+    type for type; where a line of it is not read that way, no such file."""
+    run_dir = merged.store.run_dir
+    made_from = snapshot.stamp(run_dir)
+    assert made_from is not None
+    rows = merged.as_read()
+    from_record = result_rows(RunStore(run_dir))
+    if merged.store.redactor.secrets:  # read back from the record: none to be had
+        assert rows is None
+        return
+    assert (rows is None) == (from_record is None)
+    if rows is None or from_record is None:
+        return
+    snapshot.write(run_dir, merged.written, made_from, names=merged.shared)
+    document = report_rows.encode(rows)
+    assert document is not None and report_rows.write(run_dir, document, made_from)
+    found = report_rows.read(run_dir, made_from)
+    assert found is not None and row_text(found) == row_text(from_record)
+
+
 #: What counting and judging read of a result (``core.results.Judged``).
 JUDGED = ("cell_id", "parent", "environment", "case_id", "variant", "hardware_target",
           "outcome", "reason", "logical_key")
@@ -157,6 +181,7 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
     assert judged_summary(lines.judged, rules, limit=3) == judged_summary(made, rules, limit=3)
     # The snapshot from what it hands on: as from the results (and as made from the record).
     assert snapshot._document(lines.written, lines.shared) == snapshot._document(made)
+    assert_report_rows_read_as_the_record(lines)
     if not merged.store.redactor.secrets:
         assert snapshot._document(lines.written, lines.shared) == snapshot._document(
             lines.store.results())
