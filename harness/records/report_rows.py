@@ -34,7 +34,7 @@ from harness.core import atomic
 from harness.core.results import ResultRow
 from harness.records import snapshot
 from harness.records.layout import RESULTS
-from harness.records.snapshot import FROM_LETTER, Stamp
+from harness.records.snapshot import FROM_LETTER, Snapshot, Stamp
 from harness.records.store import read_shared
 
 FILE = "report_rows.json"
@@ -133,11 +133,13 @@ def write(run_dir: Path, document: bytes, made_from: Stamp) -> bool:
     return True
 
 
-def read(run_dir: Path, made_from: Stamp) -> list[ResultRow] | None:
+def read(run_dir: Path, made_from: Stamp, current: Snapshot | None = None
+         ) -> list[ResultRow] | None:
     """The run's cells as ``lines.result_rows`` reads them from the record as ``made_from``
     found it (each cell's last attempt at its first place, its shared values in place),
     made from the snapshot and this file; None where either is missing, made from another
-    state of the record, or not whole."""
+    state of the record, or not whole. ``current``: the snapshot, where the caller has
+    read it since ``made_from`` was taken (``snapshot.read``)."""
     if snapshot.stamp(run_dir) != made_from:
         return None  # the record has moved on since the report looked: read it as it was
     try:
@@ -147,7 +149,7 @@ def read(run_dir: Path, made_from: Stamp) -> list[ResultRow] | None:
             rest = _DECODER.decode(fh.read())
     except (OSError, msgspec.DecodeError):
         return None
-    found = snapshot.read(run_dir)
+    found = current if current is not None else snapshot.read(run_dir)
     if found is None or not _whole(rest, len(found)) or not all(
             set(map(type, axes.values())) <= {str} for axes in found.table("values")):
         return None  # (a row's axis values are texts: a snapshot of others is no row's)

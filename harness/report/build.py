@@ -173,13 +173,14 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     @functools.cache
     def cells() -> _Cells:
-        """The cells as rows, with their logs' links: read straight from the record where it
-        is one record read that way (no result made of a line), else as results made rows.
+        """The cells as rows, with their logs' links: one record's made from its snapshot
+        and the columns a merge keeps beside it, or read straight from it (no result made of
+        a line), else as results made rows.
         Each half below reads them in its own process, at once on two cores (with one core,
         or no fork, once); where the caller has them in memory, they are taken before the
         halves part, and shared."""
         if given is None:
-            found = _row_cells(stores, metas, out_dir, made_from)
+            found = _row_cells(stores, metas, out_dir, made_from, current)
             if found is not None:
                 return found
         return _cells(stores, metas, out_dir, given)
@@ -294,14 +295,16 @@ def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir:
 
 
 def _row_cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
-               made_from: snapshot.Stamp | None) -> _Cells | None:
-    """One record's cells as rows: made from its snapshot and the columns beside it where
-    both were made from the record as ``made_from`` found it (``report_rows``: a merge's),
-    else read straight from it (``lines.result_rows``); in both orders, with their logs'
-    links. None where the record is not read that way."""
+               made_from: snapshot.Stamp | None, current: Snapshot | None) -> _Cells | None:
+    """One record's cells as rows: made from its snapshot (``current``, where it is read
+    already) and the columns beside it where both were made from the record as
+    ``made_from`` found it (``report_rows``: a merge's), else read straight from it
+    (``lines.result_rows``); in both orders, with their logs' links. None where the record
+    is not read that way."""
     if len(stores) != 1:
         return None
-    rows = report_rows.read(stores[0].run_dir, made_from) if made_from is not None else None
+    rows = report_rows.read(stores[0].run_dir, made_from, current) if (
+        made_from is not None) else None
     if rows is None:
         rows = result_rows(stores[0])
     if rows is None:
