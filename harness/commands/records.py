@@ -103,13 +103,16 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
     columns: list[bytes] = []
 
     def judged() -> None:
-        nonlocal code
+        nonlocal code, rows
         code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
                            report.judged)
         document = report_rows.encode(rows) if rows is not None else None
         if document is not None:
             columns.append(document)
-        # The cells are not freed: this process ends without freeing them (``cmd_merge``).
+        # Freed here, while the snapshot is still in the making: at the end (this function's
+        # return, before its process ends), a fleet's 100,000 cells took a sixth of a
+        # second to free on their own.
+        report.written, rows = [], None
 
     # The merged run's snapshot (what the next night compares with, and what its report
     # reads what changed from) on the second core while the verdicts are worked out here.
