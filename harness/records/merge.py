@@ -58,7 +58,8 @@ class MergeReport:
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
     # The lines written in place of the chosen ones (a gap's MISSING, a log that moved, a
-    # value held inline), by their place in ``written``: for ``as_read``.
+    # value held inline, a field too many or too few, every line of a shard whose text
+    # holds a run of 19 digits), by their place in ``written``: for ``as_read``.
     rewritten: dict[int, bytes] = field(default_factory=dict)
 
     @property
@@ -77,8 +78,8 @@ class MergeReport:
                     return None
                 try:
                     rows[at] = DECODER.decode(line)
-                except REFUSED:  # (an integer past 64 bits: the record is read instead)
-                    return None
+                except REFUSED:  # (NaN written as null, a plan's value that is no text,
+                    return None  # nesting past msgspec's depth: the record is read instead)
         return rows  # type: ignore[return-value]
 
 
@@ -103,6 +104,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     if out.redactor.secrets:
         report.written = list(out.results())
     else:
+        assert writer.added == len(report.written)  # ``rewritten``'s places are the cells'
         report.rewritten = writer.rewritten
     if make_results:  # every one a result (none passed through as a ResultRow)
         report.results = [r for r in report.written if isinstance(r, CellResult)]

@@ -4,8 +4,8 @@ cell's last attempt that the snapshot does not hold, as columns, in a file besid
 A report reads every field of every cell (compat.json writes them all; JUnit, the site and
 the downloads most). Decoding a fleet's record, 100,000 lines of 70 MB, into rows took
 0.45-0.55 s in each of a report's two halves; the snapshot's columns and these make the same
-rows in a third of that (``bench/report_rows.py``), most texts being a few distinct ones
-(the run ids, nodes, reasons), each made once.
+rows in 0.2-0.3 s (``bench/report_rows.py``), most texts being a few distinct ones (the run
+ids, nodes, reasons), each made once.
 
 The file (``report_rows.json``) is a first line naming the record it was made from, as the
 snapshot's does (``# results.jsonl <size> <mtime_ns> rows 1``), and one JSON document of
@@ -18,7 +18,11 @@ the report reads the record, as it always did. ``results.jsonl`` stays the recor
 Exactness: the columns are of the fields as ``lines.DECODER`` decoded them (``ResultRow``),
 encoded and decoded by msgspec under the same types, so a row read here is the row
 ``lines.result_rows`` reads from the record, value for value and type for type (tested
-against it).
+against it). What comes from the snapshot (read by orjson) is texts alone: the keys, the
+signature, the cell id, the outcome letter and the axis values, which a row holds as texts
+(checked); every number is this file's (orjson reads an integer past 64 bits as a float).
+A merge that writes a line ``DECODER`` refuses (a NaN, a plan's value that is no text), or
+that read its record back after redacting a secret of its machine's, writes no file.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ class _Texts(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class _Values(msgspec.Struct, forbid_unknown_fields=True):
-    """A column of JSON values, each distinct one once (``table``; told apart by their JSON
-    text, so 1, 1.0 and true stay three), each cell its index in it."""
+    """A column of JSON values, each distinct one once (``table``), each cell its index in
+    it: ``details`` told apart by their JSON text (1, 1.0 and true stay three), a
+    fingerprint or a machine by its name (one held inline: an entry of its own)."""
 
     table: list[Any]
     codes: list[Code]
@@ -71,6 +76,8 @@ class _Columns(msgspec.Struct, forbid_unknown_fields=True):
     node: _Texts
     parent: _Texts
     log: list[str | None]
+    # (the snapshot has it too, read by orjson: an integer past 64 bits there is a float)
+    duration: list[int | float]
     finished_at: list[int | float]
     attempt: list[int]
     gpu: list[int | None]
@@ -81,8 +88,8 @@ class _Columns(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _TEXTS = ("run_id", "env_key", "backend", "nodeid", "reason", "caveat", "node", "parent")
-_EACH = ("log", "finished_at", "attempt", "gpu", "infra")  # a value a cell
-_TABLED = ("details", "fingerprint", "hardware")
+_EACH = ("log", "duration", "finished_at", "attempt", "gpu", "infra")  # a value a cell
+_BY_TABLE = ("details", "fingerprint", "hardware")  # (as _Values)
 _NAMED = ("fingerprint", "hardware")
 _ENCODE = msgspec.json.Encoder().encode
 _DECODER = msgspec.json.Decoder(_Columns)
@@ -96,18 +103,18 @@ def encode(rows: Sequence[ResultRow]) -> bytes | None:
     def column(name: str) -> list[Any]:
         return list(map(attrgetter(name), rows))
 
-    found: dict[str, Any] = {name: _Texts(*_tabled(column(name))) for name in _TEXTS}
-    # (texts: ``ResultRow`` decodes them as str, never a subclass, so equal is the same)
-    found |= {name: column(name) for name in _EACH}
-    for name in _NAMED:  # the names told apart as texts; a value held inline, on its own
-        values = column(name)
-        keys = [v if v.__class__ is str else i for i, v in enumerate(values)]
-        found[name] = _Values(*_tabled(values, keys))
-    details = column("details")  # a few distinct mappings (a fleet's: ten)
-    found["details"] = _Values(*_tabled(details, list(map(_ENCODE, details))))
     try:
+        found: dict[str, Any] = {name: _Texts(*_tabled(column(name))) for name in _TEXTS}
+        # (texts: ``ResultRow`` decodes them as str, never a subclass: equal is the same)
+        found |= {name: column(name) for name in _EACH}
+        for name in _NAMED:  # the names told apart as texts; a value held inline, alone
+            values = column(name)
+            keys = [v if v.__class__ is str else i for i, v in enumerate(values)]
+            found[name] = _Values(*_tabled(values, keys))
+        details = column("details")  # a few distinct mappings (a fleet's: ten)
+        found["details"] = _Values(*_tabled(details, list(map(_ENCODE, details))))
         return msgspec.json.encode(_Columns(cells=len(rows), **found))
-    except (msgspec.EncodeError, TypeError, ValueError, OverflowError):
+    except (msgspec.EncodeError, TypeError, ValueError, OverflowError, RecursionError):
         return None
 
 
@@ -139,7 +146,8 @@ def read(run_dir: Path, made_from: Stamp, current: Snapshot | None = None
     found it (each cell's last attempt at its first place, its shared values in place),
     made from the snapshot and this file; None where either is missing, made from another
     state of the record, or not whole. ``current``: the snapshot, where the caller has
-    read it since ``made_from`` was taken (``snapshot.read``)."""
+    read it since ``made_from`` was taken (``snapshot.read``). The rows share their
+    mappings (a table's entries): read them, never change them."""
     if snapshot.stamp(run_dir) != made_from:
         return None  # the record has moved on since the report looked: read it as it was
     try:
@@ -147,7 +155,7 @@ def read(run_dir: Path, made_from: Stamp, current: Snapshot | None = None
             if fh.readline() != _head(made_from):
                 return None
             rest = _DECODER.decode(fh.read())
-    except (OSError, msgspec.DecodeError):
+    except (OSError, msgspec.DecodeError, RecursionError):
         return None
     found = current if current is not None else snapshot.read(run_dir)
     if found is None or not _whole(rest, len(found)) or not all(
@@ -161,15 +169,17 @@ def read(run_dir: Path, made_from: Stamp, current: Snapshot | None = None
         for table in tables.values():
             table[:] = [shared.get(v, {}) if v.__class__ is str else v for v in table]
     try:
-        columns = {name: _column(getattr(rest, name)) for name in (*_TEXTS, *_TABLED)}
+        columns = {name: _column(getattr(rest, name)) for name in (*_TEXTS, *_BY_TABLE)}
     except IndexError:  # a code past its table
         return None
     columns |= {name: getattr(rest, name) for name in _EACH}
-    columns |= {"cell_id": found.cell_ids, "duration": found.durations,
+    columns |= {"cell_id": found.cell_ids,
                 "outcome": list(map(FROM_LETTER.__getitem__, found.letters))}
     for name in ("environment", "values", "case_id", "variant", "hardware_target",
                  "signature"):
         columns[name] = list(map(found.table(name).__getitem__, found.codes(name)))
+    if snapshot.stamp(run_dir) != made_from:  # (changed while read: made of two states)
+        return None
     return list(map(ResultRow, *(columns[name] for name in ResultRow.__struct_fields__)))
 
 
@@ -180,7 +190,7 @@ def _column(values: _Texts | _Values) -> list[Any]:
 def _whole(rest: _Columns, cells: int) -> bool:
     """Every column of the snapshot's length."""
     return rest.cells == cells and all(
-        len(getattr(rest, name).codes) == cells for name in (*_TEXTS, *_TABLED)) and all(
+        len(getattr(rest, name).codes) == cells for name in (*_TEXTS, *_BY_TABLE)) and all(
         len(getattr(rest, name)) == cells for name in _EACH)
 
 

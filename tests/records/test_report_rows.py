@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import filecmp
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.cli import main
-from harness.core.results import Outcome
+from harness.core.results import Outcome, ResultRow
 from harness.records import lines, report_rows, snapshot
 from harness.records.store import RunStore
 from harness.report import build
@@ -21,14 +24,14 @@ from tests.records.test_lines import text
 from tests.records.test_snapshot import _line, cell
 
 
-def merged(tmp_path: Path, *, no_report: bool = False) -> Path:
-    """Two shards merged by the command; the merged run's folder."""
+def merged(tmp_path: Path, *, no_report: bool = False, durations: float = 1.5) -> Path:
+    """Two shards merged by the command (its report made); the merged run's folder."""
     shards = []
     for name, cells in (("s1", [cell("a", "2.0.1", Outcome.PASS),
                                 cell("b", "2.1.2", Outcome.REPRODUCED, variant="w")]),
                         ("s2", [cell("c", "2.2.2", Outcome.SKIP)])):
         store = RunStore.create(tmp_path, {"planned": []}, run_id=name)
-        store.extend(cells)
+        store.extend([replace(c, duration=durations) for c in cells])
         shards.append(str(store.run_dir))
     assert main(["--reports", str(tmp_path), "merge", *shards, "--run-id", "m"]
                 + (["--no-report"] if no_report else [])) == 0
@@ -41,18 +44,11 @@ def current(run_dir: Path) -> snapshot.Stamp:
     return found
 
 
-def test_a_merge_that_makes_its_report_leaves_its_rows_and_its_report_reads_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_merge_that_makes_its_report_leaves_its_rows(tmp_path: Path) -> None:
     run = merged(tmp_path)
     found = report_rows.read(run, current(run))
     assert found is not None and text(found) == text(lines.result_rows(RunStore(run)) or [])
     assert [r.cell_id for r in found] == ["a", "b", "c"]
-
-    def refused(store: RunStore) -> None:
-        raise AssertionError("the record was read")
-
-    monkeypatch.setattr(build, "result_rows", refused)
-    build.write_report(RunStore(run), tmp_path / "again")  # from the columns alone
 
 
 def test_a_merge_without_its_report_leaves_none(tmp_path: Path) -> None:
@@ -60,17 +56,101 @@ def test_a_merge_without_its_report_leaves_none(tmp_path: Path) -> None:
     assert snapshot.is_current(run) and not (run / report_rows.FILE).exists()
 
 
-def test_a_report_from_the_columns_is_the_report_from_the_record(tmp_path: Path) -> None:
-    run = merged(tmp_path)
-    with_rows = build.write_report(RunStore(run), tmp_path / "with")
+def assert_reports_alike(run: Path, out: Path, monkeypatch: pytest.MonkeyPatch,
+                         previous: RunStore | None = None) -> None:
+    """The run's report made from the columns (the record not read) is, file for file and
+    byte for byte, the report made from the record."""
+    with monkeypatch.context() as patched:
+        patched.setattr(build, "result_rows", _refused)
+        build.write_report(RunStore(run), out / "with", previous=previous)
     (run / report_rows.FILE).unlink()
-    without = build.write_report(RunStore(run), tmp_path / "without")
-    assert set(with_rows) == set(without)
-    names = sorted(p.name for p in (tmp_path / "with").iterdir())
-    assert names == sorted(p.name for p in (tmp_path / "without").iterdir())
-    same, different, errors = filecmp.cmpfiles(tmp_path / "with", tmp_path / "without",
-                                               names, shallow=False)
+    build.write_report(RunStore(run), out / "without", previous=previous)
+    names = sorted(p.name for p in (out / "with").iterdir())
+    assert names == sorted(p.name for p in (out / "without").iterdir())
+    same, different, errors = filecmp.cmpfiles(out / "with", out / "without", names,
+                                               shallow=False)
     assert different == errors == [] and len(same) > 5
+
+
+def _refused(store: RunStore) -> None:
+    raise AssertionError("the record was read")
+
+
+def test_a_report_from_the_columns_is_the_report_from_the_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = merged(tmp_path)
+    before = RunStore.create(tmp_path, {"planned": []}, run_id="night-1")
+    before.extend([cell("a", "2.0.1", Outcome.FAIL), cell("c", "2.2.2", Outcome.SKIP)])
+    assert_reports_alike(run, tmp_path / "r", monkeypatch, previous=before)
+
+
+#: Where JSON's numbers part ways: past 64 bits, past a double's integers, 1e16, -0.0.
+EDGES = st.sampled_from([2 ** 64, -2 ** 63 - 1, 2 ** 70, 2 ** 53 + 1, 1e16, 0.1, -0.0, 1.0])
+NUMBER = st.one_of(EDGES, st.integers(-2 ** 70, 2 ** 70),
+                   st.floats(allow_nan=False, allow_infinity=False))
+JSON = st.recursive(st.none() | st.booleans() | NUMBER | st.text(max_size=4),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=st.lists(st.fixed_dictionaries({
+    "details": st.dictionaries(st.text(max_size=3), JSON, max_size=3),
+    "duration": st.one_of(EDGES, st.integers(0, 2 ** 70), st.floats(0, 1e20)),
+    "finished_at": NUMBER, "gpu": st.none() | st.integers(0, 2 ** 66),
+    "attempt": st.integers(1, 3), "infra": st.booleans(), "shard": st.integers(0, 1)}),
+    min_size=1, max_size=6))
+def test_any_values_a_merged_record_holds_make_the_same_report_from_the_columns(
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+        cells: list[dict[str, object]]) -> None:
+    """Numbers of any size and type, anything in ``details``, across shards (a shard
+    holding a run of 19 digits has each of its lines written again by the merge)."""
+    tmp = tmp_path_factory.mktemp("rows")
+    stores = [RunStore.create(tmp, {"planned": []}, run_id=f"s{i}") for i in range(2)]
+    for i, drawn in enumerate(cells):
+        shard = int(drawn.pop("shard"))  # type: ignore[call-overload]
+        stores[shard].extend([replace(cell(f"c{i}", "2.0.1", Outcome.PASS), **drawn)])
+    assert main(["--reports", str(tmp), "merge", *(str(s.run_dir) for s in stores),
+                 "--run-id", "m", "--no-report"]) == 0
+    run = tmp / "runs" / "m"
+    made_from = current(run)
+    rows = lines.result_rows(RunStore(run))
+    assert rows is not None  # what the harness writes, it reads
+    document = report_rows.encode(rows_as_lines(run))
+    assert document is not None and report_rows.write(run, document, made_from)
+    found = report_rows.read(run, made_from)
+    assert found is not None and text(found) == text(rows)
+    assert_reports_alike(run, tmp / "r", monkeypatch)
+
+
+def rows_as_lines(run: Path) -> list[ResultRow]:
+    """The merged record's lines as ``lines.DECODER`` decodes them (names not in place), as
+    a merge holds them (``MergeReport.as_read``)."""
+    return [lines.DECODER.decode(line)
+            for line in (run / "results.jsonl").read_bytes().splitlines()]
+
+
+def test_an_integer_duration_past_64_bits_stays_an_integer(tmp_path: Path) -> None:
+    """The snapshot's durations are read by orjson, which makes such a one a float: the
+    columns hold every number themselves."""
+    run = merged(tmp_path, durations=2 ** 64)
+    found = report_rows.read(run, current(run))
+    assert found is not None and {type(r.duration) for r in found} == {int}
+    assert text(found) == text(lines.result_rows(RunStore(run)) or [])
+
+
+def test_nesting_past_msgspecs_depth_writes_no_columns_and_reads_none(tmp_path: Path) -> None:
+    deep: object = 1
+    for _ in range(1100):
+        deep = [deep]
+    row = lines.DECODER.decode(_line(details={"x": 1}))
+    row.details = {"x": deep}
+    assert report_rows.encode([row]) is None
+    run = merged(tmp_path)
+    head = (run / report_rows.FILE).read_bytes().split(b"\n", 1)[0]
+    (run / report_rows.FILE).write_bytes(head + b"\n" + b"[" * 1100 + b"]" * 1100)
+    assert report_rows.read(run, current(run)) is None
 
 
 def test_a_record_that_moved_on_is_read_as_it_was(tmp_path: Path) -> None:
@@ -132,3 +212,21 @@ def test_names_shared_jsonl_lacks_read_as_the_record_reads_them(tmp_path: Path) 
     found = report_rows.read(run, current(run))
     assert found is not None and {type(r.fingerprint) for r in found} == {dict}
     assert text(found) == text(lines.result_rows(RunStore(run)) or [])
+
+
+def test_a_record_that_moves_on_while_read_is_not_made_of_two_states(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retry appended (and the snapshot made again) between the columns' reading and the
+    snapshot's: rows of the one with numbers of the other would be rows of neither."""
+    run = merged(tmp_path)
+    then = current(run)
+    read = snapshot.read
+
+    def moving(run_dir: Path) -> snapshot.Snapshot | None:
+        monkeypatch.setattr(snapshot, "read", read)  # once
+        with open(run_dir / "results.jsonl", "ab") as fh:
+            fh.write(_line(cell_id="a", outcome="FAIL", attempt=2) + b"\n")
+        return snapshot.load(run_dir)  # made again, of the record as it is now
+
+    monkeypatch.setattr(snapshot, "read", moving)
+    assert report_rows.read(run, then) is None
