@@ -150,24 +150,12 @@ def read(run_dir: Path, made_from: Stamp, current: Snapshot | None = None
     mappings (a table's entries): read them, never change them."""
     if snapshot.stamp(run_dir) != made_from:
         return None  # the record has moved on since the report looked: read it as it was
-    try:
-        with open(run_dir / FILE, "rb") as fh:
-            if fh.readline() != _head(made_from):
-                return None
-            rest = _DECODER.decode(fh.read())
-    except (OSError, msgspec.DecodeError, RecursionError):
-        return None
+    rest = _load(run_dir, made_from)
     found = current if current is not None else snapshot.read(run_dir)
-    if found is None or not _whole(rest, len(found)) or not all(
+    if rest is None or found is None or not _whole(rest, len(found)) or not all(
             set(map(type, axes.values())) <= {str} for axes in found.table("values")):
         return None  # (a row's axis values are texts: a snapshot of others is no row's)
-    tables = {name: getattr(rest, name).table for name in _NAMED}
-    if any(v.__class__ is str for table in tables.values() for v in table):
-        # Names put in place once each, in the tables (as ``lines.in_place`` does a row at
-        # a time: {} for a name shared.jsonl lacks).
-        shared = {digest: value for digest, value, _ in read_shared(run_dir)}
-        for table in tables.values():
-            table[:] = [shared.get(v, {}) if v.__class__ is str else v for v in table]
+    _in_place(run_dir, rest)
     try:
         columns = {name: _column(getattr(rest, name)) for name in (*_TEXTS, *_BY_TABLE)}
     except IndexError:  # a code past its table
@@ -181,6 +169,28 @@ def read(run_dir: Path, made_from: Stamp, current: Snapshot | None = None
     if snapshot.stamp(run_dir) != made_from:  # (changed while read: made of two states)
         return None
     return list(map(ResultRow, *(columns[name] for name in ResultRow.__struct_fields__)))
+
+
+def _load(run_dir: Path, made_from: Stamp) -> _Columns | None:
+    """The file's columns, if it was made from the record as ``made_from`` found it and
+    holds them as ``_Columns`` types them."""
+    try:
+        with open(run_dir / FILE, "rb") as fh:
+            if fh.readline() != _head(made_from):
+                return None
+            return _DECODER.decode(fh.read())
+    except (OSError, msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _in_place(run_dir: Path, rest: _Columns) -> None:
+    """The fingerprints' and machines' names put in place, once each, in their tables (as
+    ``lines.in_place`` does a row at a time: {} for a name shared.jsonl lacks)."""
+    tables = [getattr(rest, name).table for name in _NAMED]
+    if any(v.__class__ is str for table in tables for v in table):
+        shared = {digest: value for digest, value, _ in read_shared(run_dir)}
+        for table in tables:
+            table[:] = [shared.get(v, {}) if v.__class__ is str else v for v in table]
 
 
 def _column(values: _Texts | _Values) -> list[Any]:
