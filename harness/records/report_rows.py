@@ -37,7 +37,6 @@ import msgspec
 from harness.core import atomic
 from harness.core.results import ResultRow
 from harness.records import snapshot
-from harness.records.layout import RESULTS
 from harness.records.snapshot import FROM_LETTER, Snapshot, Stamp
 from harness.records.store import read_shared
 
@@ -134,7 +133,7 @@ def write(run_dir: Path, document: bytes, made_from: Stamp) -> bool:
     """The file, made from the record as ``made_from`` found it (False: the folder does not
     take it; reports then read the record)."""
     try:
-        atomic.write_bytes(run_dir / FILE, _head(made_from) + document)
+        atomic.write_bytes(run_dir / FILE, snapshot.head(made_from, "rows", VERSION) + document)
     except OSError:
         return False
     return True
@@ -176,7 +175,7 @@ def _load(run_dir: Path, made_from: Stamp) -> _Columns | None:
     holds them as ``_Columns`` types them."""
     try:
         with open(run_dir / FILE, "rb") as fh:
-            if fh.readline() != _head(made_from):
+            if fh.readline() != snapshot.head(made_from, "rows", VERSION):
                 return None
             return _DECODER.decode(fh.read())
     except (OSError, msgspec.DecodeError, RecursionError):
@@ -202,7 +201,3 @@ def _whole(rest: _Columns, cells: int) -> bool:
     return rest.cells == cells and all(
         len(getattr(rest, name).codes) == cells for name in (*_TEXTS, *_BY_TABLE)) and all(
         len(getattr(rest, name)) == cells for name in _EACH)
-
-
-def _head(made_from: Stamp) -> bytes:
-    return f"# {RESULTS} {made_from[0]} {made_from[1]} rows {VERSION}\n".encode()

@@ -221,7 +221,7 @@ def _store(run_dir: Path, document: dict[str, Any], made_from: Stamp) -> bool:
     letters = {k: document[k] for k in LETTER_FIELDS}
     rest = {k: v for k, v in document.items() if k not in LETTER_FIELDS}
     try:
-        atomic.write_bytes(run_dir / SNAPSHOT, _head(made_from) + jsonio.dumps(letters)
+        atomic.write_bytes(run_dir / SNAPSHOT, head(made_from) + jsonio.dumps(letters)
                            + b"\n" + jsonio.dumps(rest))
     except OSError:
         return False
@@ -234,7 +234,7 @@ def is_current(run_dir: Path) -> bool:
     now = stamp(run_dir)
     try:
         with open(run_dir / SNAPSHOT, "rb") as fh:
-            return now is not None and fh.readline() == _head(now)
+            return now is not None and fh.readline() == head(now)
     except OSError:
         return False
 
@@ -276,7 +276,7 @@ def _read(run_dir: Path, *, whole: bool) -> dict[str, Any] | None:
         return None
     try:
         with open(run_dir / SNAPSHOT, "rb") as fh:
-            if fh.readline() != _head(now):
+            if fh.readline() != head(now):
                 return None  # another record's (the run went on, or was resumed), or format
             data = orjson.loads(fh.readline())
             if not _letters_whole(data):
@@ -495,8 +495,10 @@ def _columns(strings: Sequence[Sequence[str | None]], values: Sequence[Any],
             "tables": tables, "codes": codes}
 
 
-def _head(made_from: Stamp) -> bytes:
-    return f"# {RESULTS} {made_from[0]} {made_from[1]} snapshot {VERSION}\n".encode()
+def head(made_from: Stamp, what: str = "snapshot", version: int = VERSION) -> bytes:
+    """The first line of a file made from the record as ``made_from`` found it: ``what`` it
+    is, in which format (the snapshot; ``report_rows``' columns)."""
+    return f"# {RESULTS} {made_from[0]} {made_from[1]} {what} {version}\n".encode()
 
 
 def _items(value: Mapping[str, Any]) -> Hashable:
