@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.core.errors import UsageError
-from harness.envs.base import Backend, Environment, LaunchRequest, Process
+from harness.envs.base import Backend, Environment, LaunchRequest, Process, Realizing
 
 #: Where each backend's class lives; core.matrix.BACKEND_NAMES lists the same names (tested).
 _WHERE = {"uv": "harness.envs.uv:UvBackend", "host": "harness.envs.host:HostBackend",
@@ -40,4 +40,5 @@ def get_backend(name: str, cache_dir: Path) -> Backend:
     return BACKENDS[name](cache_dir)
 
 
-__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "Environment", "LaunchRequest", "Process", "Realizing",
+           "get_backend"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import resource
 import shutil
 import signal
@@ -12,9 +13,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -167,6 +170,17 @@ def launch_local(python: str, request: LaunchRequest, registry: Registry | None 
     return LocalProcess(popen, registry, token, record)
 
 
+@dataclass(frozen=True)
+class Realizing:
+    """An environment cells can start in, and, while a new build's check still runs beside
+    them, what that check will make of it: the checked environment (its fingerprint read,
+    its drift checked) or the error that breaks it. ``checked`` is None when there is
+    nothing left to wait for (``env`` is the checked environment)."""
+
+    env: Environment
+    checked: Future[Environment] | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Found:
     """An environment a backend's steps found or made: where, its interpreter, what it holds."""
@@ -175,6 +189,10 @@ class Found:
     python: str
     fingerprint: dict[str, Any]
     built: bool = False  # made by this realize
+
+
+#: What a build calls once cells could start in its environment (``Backend.begin``).
+Handover = Callable[[Found], None]
 
 
 class Backend(ABC):
@@ -190,21 +208,55 @@ class Backend(ABC):
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
     checks_imports: ClassVar[bool] = False
+    #: Whether ``_build`` can hand a new environment over before its check (``begin``).
+    hands_over: ClassVar[bool] = False
 
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
         self.registry = Registry(cache_dir)  # the process groups its cells and builds start
 
-    def realize(self, spec: EnvSpec) -> Environment:
+    def realize(self, spec: EnvSpec, *, handover: Handover | None = None) -> Environment:
+        """The environment ``spec`` makes, found or built, checked. ``handover``: called
+        by a build once cells could start in it, before its check (``begin``)."""
         place = self._locate(spec)
         lock = self._lock_path(place)
         with locked(lock) if lock is not None else contextlib.nullcontext():
             found = self._find(spec, place)
             if found is None:
-                found = self._build(spec, place)
+                found = (self._build(spec, place) if handover is None
+                         else self._build(spec, place, handover))
         check_drift(spec, found.fingerprint)
         return Environment(spec=spec, location=found.location, python=found.python,
                            fingerprint=found.fingerprint, built=found.built)
+
+    def begin(self, spec: EnvSpec) -> Realizing:
+        """``realize``, returning as soon as cells can start: a new uv environment once it is
+        installed, while the interpreter that imports what it names and reads its
+        fingerprint (seconds: it imports torch) runs beside its first cells; whoever runs
+        them holds their results until ``checked`` says what the environment is. The build
+        keeps its lock until its marker is written, so another run never finds it
+        half-checked. Raises what ``realize`` raises before the handover."""
+        if not self.hands_over:
+            return Realizing(self.realize(spec))
+        handed: queue.SimpleQueue[Found | None] = queue.SimpleQueue()
+        checked: Future[Environment] = Future()
+
+        def build() -> None:
+            try:
+                checked.set_result(self.realize(spec, handover=handed.put))
+            except BaseException as exc:  # given to whoever waits, as raised
+                checked.set_exception(exc)
+            finally:
+                handed.put(None)  # never handed over: the result is all there is
+
+        # A daemon: a harness that stops mid-check leaves the venv without its marker
+        # (rebuilt next time); the check's interpreter dies with this thread (PDEATHSIG).
+        threading.Thread(target=build, name=f"check {spec.name}", daemon=True).start()
+        found = handed.get()
+        if found is None:
+            return Realizing(checked.result())
+        return Realizing(Environment(spec=spec, location=found.location, python=found.python,
+                                     fingerprint=found.fingerprint, built=True), checked)
 
     def _locate(self, spec: EnvSpec) -> Any:
         """Where the environment ``spec`` makes lives (a folder, an image plan); passed to
@@ -219,9 +271,11 @@ class Backend(ABC):
     def _find(self, spec: EnvSpec, place: Any) -> Found | None:
         """The environment ``spec`` makes, if it is there and current (``refresh_before``)."""
 
-    def _build(self, spec: EnvSpec, place: Any) -> Found:
+    def _build(self, spec: EnvSpec, place: Any, handover: Handover | None = None) -> Found:
         """Make it: install, check its imports, read its fingerprint; record it last, so a
-        half-built one is never found."""
+        half-built one is never found. A backend that ``hands_over`` calls ``handover`` with
+        what cells need to start (its location, interpreter and launch settings) between
+        the install and the check."""
         raise NotImplementedError(f"the {self.name} backend builds nothing")
 
     @abstractmethod
@@ -276,9 +330,11 @@ def check_environment(python: str, spec: EnvSpec, *, timeout: float = 900,
         env = {**os.environ, "PYTHONPATH": "", "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
                **(variables or {})}
         try:
+            # Dies with the thread that waits for it (a harness stopped mid-check).
             proc = subprocess.run([python, str(FINGERPRINT_SCRIPT), "--import", *names],
                                   capture_output=True, text=True, timeout=timeout,
-                                  check=False, env=env, cwd=home)
+                                  check=False, env=env, cwd=home,
+                                  preexec_fn=_child_setup(None))
         except subprocess.TimeoutExpired:
             raise _failure(spec, names, f"took over {timeout:g} s") from None
     tail = " | ".join(proc.stderr.strip().splitlines()[-3:])

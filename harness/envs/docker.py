@@ -23,6 +23,7 @@ from harness.envs.base import (
     Backend,
     Environment,
     Found,
+    Handover,
     LaunchRequest,
     Process,
 )
@@ -88,7 +89,9 @@ class DockerBackend(Backend):
         # only what is missing, so finding is part of the build step here.
         return None
 
-    def _build(self, spec: EnvSpec, place: ImagePlan) -> Found:
+    def _build(self, spec: EnvSpec, place: ImagePlan, handover: Handover | None = None
+               ) -> Found:
+        # Never handed over (hands_over is False): the image's fingerprint is read as built.
         plan = place
         digest = plan.tag.rsplit(":", 1)[1]
         report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",

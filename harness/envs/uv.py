@@ -25,6 +25,7 @@ from harness.envs.base import (
     Backend,
     Environment,
     Found,
+    Handover,
     LaunchRequest,
     Process,
     bytecode_variables,
@@ -74,7 +75,7 @@ _OPERATOR = re.compile("|".join(map(re.escape, _WORDS)))
 class UvBackend(Backend):
     name = "uv"
     checks_imports = True
-
+    hands_over = True
 
     @property
     def root(self) -> Path:
@@ -106,13 +107,15 @@ class UvBackend(Backend):
         return Found(location=str(path), python=str(path / "bin" / "python"),
                      fingerprint=marker["fingerprint"])
 
-    def _build(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Found:
+    def _build(self, spec: EnvSpec, place: tuple[Path, Base | None],
+               handover: Handover | None = None) -> Found:
         path, base = place
-        marker = self._build_marker(spec, path, base)
+        marker = self._build_marker(spec, path, base, handover)
         return Found(location=str(path), python=str(path / "bin" / "python"),
                      fingerprint=marker["fingerprint"], built=True)
 
-    def _build_marker(self, spec: EnvSpec, path: Path, base: Base | None) -> dict[str, Any]:
+    def _build_marker(self, spec: EnvSpec, path: Path, base: Base | None,
+                      handover: Handover | None = None) -> dict[str, Any]:
         # The marker is written last: a venv without one is half-built and is rebuilt.
         shutil.rmtree(path, ignore_errors=True)
         started = time.time()
@@ -126,6 +129,9 @@ class UvBackend(Backend):
         # Built against a toolkit the harness fetched: that toolkit is the environment's CUDA
         # root from now on, and its own CUDA libraries are on the loader path.
         cuda_home = toolchain.get("CUDA_HOME")
+        if handover is not None:  # what launch reads; the rest of the fingerprint follows
+            handover(Found(location=str(path), python=python, built=True,
+                           fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
         # Importing everything once also leaves its bytecode for the cells; the fingerprint
         # is read as a cell would see the environment (its libraries, its bytecode).
         fingerprint = check_environment(python, spec, variables={**runtime_variables(

@@ -9,12 +9,13 @@ a machine that failed an ``infra`` ERROR for the driver to retry, never the case
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,14 @@ from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
 from harness.run.suite import iter_session
-from harness.run.supervise import EnvCache, ProcessGuard, guarded, raise_if_cancelled
+from harness.run.supervise import (
+    EnvCache,
+    ProcessGuard,
+    Realized,
+    guarded,
+    raise_if_cancelled,
+    settled,
+)
 from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
 
 
@@ -61,33 +69,95 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     node = node or socket.gethostname()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
     realized = (envs or EnvCache()).realize(cells[0], backend)
+    if cells[0].case.suite is not None:
+        # A suite's session yields its tests as they end, each recorded at once: it starts
+        # once its environment is checked.
+        realized = settled(realized)
     env = realized.env
     if env is None:
-        for cell in cells:
-            yield CellRun(result=static_result(cell, classify(Ending(
-                kind="not_realized", reason=realized.error)), **place),
-                          log=realized.log.encode(), env_built=None)
+        yield from _not_realized(cells, realized, place)
         return
     if cells[0].case.suite is not None:  # a test suite's session: always alone
         for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
                                 scratch_root=scratch_root, workers=workers):
             yield run if run.result.parent else replace(run, env_built=realized.built)
         return
+    checking = realized.checking
+
+    def broken() -> bool:  # the check beside the cells has found the environment broken
+        return checking is not None and checking.done() and checking.exception() is not None
+
+    runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root, broken)
+    if checking is None:
+        built = realized.built
+        for run in runs:
+            yield replace(run, env_built=built)
+            built = False  # the build is reported once, with the first cell
+        return
+    yield from _once_checked(runs, realized, cells, place)
+
+
+def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
+               cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
+               scratch_root: Path | None, broken: Callable[[], bool]
+               ) -> Generator[CellRun, None, None]:
+    """As few pytest processes as ``cells`` allow: after a crash or a timeout, a fresh one
+    starts at the next cell not yet run. Once ``broken()``, none starts and the running one
+    is stopped."""
     remaining = list(cells)
-    built = realized.built
-    while remaining:
+    while remaining and not broken():
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
                                         dir=scratch_root))
-        settled: set[str] = set()
+        settled_ids: set[str] = set()
         try:
             for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
-                                    place):
-                settled.add(run.result.cell_id)
-                yield replace(run, env_built=built)
-                built = False  # the build is reported once, with the first cell
+                                    place, broken):
+                settled_ids.add(run.result.cell_id)
+                yield run
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        remaining = [c for c in remaining if c.cell_id not in settled]
+        remaining = [c for c in remaining if c.cell_id not in settled_ids]
+
+
+def _once_checked(runs: Generator[CellRun, None, None], realized: Realized, cells: Sequence[Cell],
+                  place: dict[str, Any]) -> Iterator[CellRun]:
+    """``runs`` of a new environment whose check (its imports, its fingerprint) runs beside
+    them: each held until the check ends, then given the checked environment's fingerprint;
+    if the check breaks the environment, every cell of the batch is its ERROR instead, as
+    when the check ran first (a process still running is killed)."""
+    held: list[CellRun] = []
+    with contextlib.closing(runs):
+        for run in runs:
+            held.append(run)
+            if realized.checking is not None and not realized.checking.done():
+                continue
+            realized = settled(realized)
+            if realized.env is None:
+                break
+            yield from _checked(held, realized)
+            held = []
+    realized = settled(realized)
+    if realized.env is None:
+        yield from _not_realized(cells, realized, place)
+        return
+    yield from _checked(held, realized)
+
+
+def _checked(runs: list[CellRun], realized: Realized) -> Iterator[CellRun]:
+    env = realized.env
+    assert env is not None
+    for run in runs:
+        yield replace(run, result=replace(run.result, fingerprint=env.summary),
+                      fingerprint=env.fingerprint, env_built=realized.built)
+        realized = replace(realized, built=False)  # reported once, with the first cell
+
+
+def _not_realized(cells: Sequence[Cell], realized: Realized,
+                  place: dict[str, Any]) -> Iterator[CellRun]:
+    for cell in cells:
+        yield CellRun(result=static_result(cell, classify(Ending(
+            kind="not_realized", reason=realized.error)), **place),
+                      log=realized.log.encode(), env_built=None)
 
 
 SLICE = 1.0  # how often a running process's events are read: results stream out this fast
@@ -95,10 +165,11 @@ SLICE = 1.0  # how often a running process's events are read: results stream out
 
 def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
                  cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
-                 place: dict[str, Any]) -> Iterator[CellRun]:
+                 place: dict[str, Any], broken: Callable[[], bool]) -> Iterator[CellRun]:
     """One pytest process over ``cells``: yields each cell that it settles. A cell it did not
     reach (the process crashed or hung on an earlier one) is not yielded, unless the process
-    reached none at all: then every cell is settled, so the caller always progresses."""
+    reached none at all: then every cell is settled, so the caller always progresses. Killed,
+    yielding nothing more, once ``broken()`` (its results would not count)."""
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
     # Cells of a batch share the process's log; each result points at the same file.
@@ -125,49 +196,58 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                                                              reason=str(exc))),
                                        fingerprint=env.summary, **place))
         return
-    watch = Watch(events_path, env.spec.timeout)
-    code: int | None = None
-    with guarded(guard, process):
-        while True:
-            try:
-                code = process.wait(SLICE)
-            except InfraError as exc:
-                process.kill()
-                for cell in cells:
-                    if cell.case.nodeid not in watch.finished:
-                        yield run_of(static_result(cell, classify(Ending(
-                            kind="machine_lost", reason=str(exc))), fingerprint=env.summary,
-                            **place))
-                return
-            for nodeid, finish in watch.read():
-                if nodeid in by_node:
-                    yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
-                                 watch.events_of(nodeid))
-            if code is not None:
-                break
-            if watch.done_with(by_node) and time.time() > watch.last_activity + EXIT_GRACE:
-                process.kill()  # every case has its result; it hangs on the way out
-                code = process.wait(60)
-                break
-            if watch.overdue():
-                process.kill()
-                code = process.wait(60)
-                watch.timed_out = True
-                break
-    raise_if_cancelled(guard)
-    watch.oom = bool(getattr(process, "oom_killed", False))
-    for nodeid, finish in watch.read():  # what it wrote between the last look and its end
-        if nodeid in by_node:
-            yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
-                         watch.events_of(nodeid))
-    code = -9 if code is None else code
-    current = watch.current
-    if current is not None and current in by_node:
-        yield run_of(_died(by_node[current], env, code, watch, place),
-                     watch.events_of(current))
-    elif current is None and not watch.started:
-        for cell in cells:  # it reached no case at all: do not start another process for them
-            yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
+    try:
+        watch = Watch(events_path, env.spec.timeout)
+        code: int | None = None
+        with guarded(guard, process):
+            while True:
+                try:
+                    code = process.wait(SLICE)
+                except InfraError as exc:
+                    process.kill()
+                    for cell in cells:
+                        if cell.case.nodeid not in watch.finished:
+                            yield run_of(static_result(cell, classify(Ending(
+                                kind="machine_lost", reason=str(exc))), fingerprint=env.summary,
+                                **place))
+                    return
+                for nodeid, finish in watch.read():
+                    if nodeid in by_node:
+                        yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                                     watch.events_of(nodeid))
+                if code is not None:
+                    break
+                if broken():
+                    process.kill()
+                    process.wait(60)
+                    return
+                if watch.done_with(by_node) and time.time() > watch.last_activity + EXIT_GRACE:
+                    process.kill()  # every case has its result; it hangs on the way out
+                    code = process.wait(60)
+                    break
+                if watch.overdue():
+                    process.kill()
+                    code = process.wait(60)
+                    watch.timed_out = True
+                    break
+        raise_if_cancelled(guard)
+        watch.oom = bool(getattr(process, "oom_killed", False))
+        for nodeid, finish in watch.read():  # what it wrote between the last look and its end
+            if nodeid in by_node:
+                yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                             watch.events_of(nodeid))
+        code = -9 if code is None else code
+        current = watch.current
+        if current is not None and current in by_node:
+            yield run_of(_died(by_node[current], env, code, watch, place),
+                         watch.events_of(current))
+        elif current is None and not watch.started:
+            for cell in cells:  # it reached no case at all: do not start another process for them
+                yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
+    except GeneratorExit:  # whoever listened stopped (the environment's check broke it)
+        process.kill()
+        process.wait(60)
+        raise
 
 
 def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -70,13 +71,36 @@ class Realized:
     error: str = ""  # why there is no environment
     log: str = ""  # a backend bug's traceback
     built: bool = False  # built by this call
+    # A new environment's check, still running beside its first cells (Backend.begin):
+    # their results wait for it (``settled``).
+    checking: Future[Environment] | None = None
+
+
+def settled(realized: Realized) -> Realized:
+    """``realized`` once its check has ended (waiting for it): the checked environment, or
+    the error that breaks it."""
+    if realized.checking is None:
+        return realized
+    try:
+        return Realized(realized.checking.result(), built=realized.built)
+    except Exception as exc:
+        return _failed(exc)
+
+
+def _failed(exc: Exception) -> Realized:
+    if isinstance(exc, HarnessError):
+        return Realized(None, str(exc))
+    # a backend bug: reported on the cells, its traceback kept
+    return Realized(None, "backend bug while realizing the environment: "
+                    f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)))
 
 
 class EnvCache:
     """Environments realized in this process, once each, however many cells ask at once.
 
     A failure is remembered too: one broken environment is one build attempt per process,
-    not one per cell."""
+    not one per cell. A new environment is handed out while its check runs
+    (``Realized.checking``); once the check ends, what it said is what later batches get."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -93,12 +117,16 @@ class EnvCache:
                 # and its report must not call an environment built in this run "up to date".
                 return self._done[key]
             try:
-                env = backend.realize(cell.env)
-                outcome = Realized(env, built=env.built)
-            except HarnessError as exc:
-                outcome = Realized(None, str(exc))
-            except Exception as exc:  # a backend bug: reported on the cells, traceback kept
-                outcome = Realized(None, "backend bug while realizing the environment: "
-                                   f"{type(exc).__name__}: {exc}", traceback.format_exc())
+                realizing = backend.begin(cell.env)
+                outcome = Realized(realizing.env, built=realizing.env.built,
+                                   checking=realizing.checked)
+            except Exception as exc:
+                outcome = _failed(exc)
             self._done[key] = outcome
-            return outcome
+        if outcome.checking is not None:
+            outcome.checking.add_done_callback(lambda _: self._settle(key, outcome))
+        return outcome
+
+    def _settle(self, key: str, checking: Realized) -> None:
+        with self._lock:
+            self._done[key] = settled(checking)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import replace
 from pathlib import Path
 
+from harness.core.matrix import EnvSpec
 from harness.envs.host import HostBackend
+from harness.envs.uv import UvBackend
 from harness.matrix.load import parse_matrix
 from harness.plan.cases import collect_cases
 from harness.plan.cells import make_plan
 from harness.run.cell import iter_batch, run_cell
+from harness.run.supervise import EnvCache
 from tests.conftest import DATA, PY
+from tests.packages import make_wheel
 
 CASES = DATA / "behaviour"
 
@@ -73,3 +80,64 @@ def test_a_case_past_its_memory_limit_is_out_of_memory_and_the_next_goes_on(
                            cases_dir=CASES))
     assert [r.result.outcome for r in runs] == ["CRASH", "PASS"]
     assert runs[0].result.reason.startswith("out of memory (memory: 256m): MemoryError")
+
+
+# A new uv environment's check (importing what it names, reading its fingerprint) runs beside
+# its first cells; their results wait for it. Real uv, packages written on the spot.
+SLOW_IMPORT = 4.0
+
+
+def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str
+             ) -> list:  # type: ignore[type-arg]
+    folder = tmp_path / "wheels"
+    folder.mkdir(exist_ok=True)
+    make_wheel(folder, "slowpkg", "1.0",
+               {"slowpkg/__init__.py": f"import time\ntime.sleep({SLOW_IMPORT})\n"})
+    make_wheel(folder, "brokenpkg", "1.0", {
+        "brokenpkg/__init__.py": "raise ImportError('libfoo.so.1: cannot open shared object')\n"})
+    uv_env = EnvSpec(name="uv-" + "-".join(requirements), origin="test", values=(),
+                     backend="uv", python=PY, requirements=requirements, pins=(),
+                     find_links=(str(folder),), timeout=60)
+    return [replace(c, env=uv_env) for c in cells(tmp_path, 60, *variants)]
+
+
+def test_a_new_environments_cells_run_while_it_is_checked_and_wait_for_the_check(
+        tmp_path: Path) -> None:
+    batch = uv_cells(tmp_path, ("slowpkg",), "pass", "reproduces")
+    backend = UvBackend(tmp_path / "cache")
+    started = time.time()
+    runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
+    (marker,) = (tmp_path / "cache" / "uv").glob("*/harness-env.json")
+    checked_at = marker.stat().st_mtime
+    assert [r.result.outcome for r in runs] == ["PASS", "REPRODUCED"]
+    # Both cases ended well before the check (importing slowpkg takes 4 s) did...
+    assert max(r.result.finished_at for r in runs) < checked_at - SLOW_IMPORT / 2
+    # ...and their results carry what the check read, as when it ran first.
+    fingerprint = json.loads(marker.read_text())["fingerprint"]
+    assert all(r.fingerprint == fingerprint for r in runs)
+    assert runs[0].result.fingerprint["freeze_sha256"] == fingerprint["freeze_sha256"]
+    assert runs[0].result.fingerprint["key"] == {"pytest": fingerprint["key"]["pytest"]}
+    assert [r.env_built for r in runs] == [True, False]
+    assert time.time() - started < 60
+    # Once checked, a later batch in the same process runs with the checked environment.
+    envs = EnvCache()
+    (again,) = iter_batch(batch[:1], backend, None, cases_dir=CASES, envs=envs)
+    assert again.fingerprint == fingerprint and again.env_built is False
+
+
+def test_a_check_that_breaks_the_environment_makes_every_cell_its_error(
+        tmp_path: Path) -> None:
+    """As when the check ran first: the environment's ERROR, once per cell; the case still
+    running when the check ends (it hangs for 600 s, its timeout 60 s) is killed then, and
+    no process starts for the rest."""
+    batch = uv_cells(tmp_path, ("brokenpkg", "slowpkg"), "pass", "hang", "segfault",
+                     "reproduces")
+    started = time.time()
+    runs = list(iter_batch(batch, UvBackend(tmp_path / "cache"), None, cases_dir=CASES))
+    assert [r.result.outcome for r in runs] == ["ERROR"] * 4
+    assert {r.result.reason for r in runs} == {
+        "uv-brokenpkg-slowpkg was built but does not import: brokenpkg: brokenpkg: "
+        "ImportError: libfoo.so.1: cannot open shared object"}
+    assert all(r.env_built is None and not r.result.infra for r in runs)
+    assert time.time() - started < 30
+    assert not list((tmp_path / "cache" / "uv").glob("*/harness-env.json"))
