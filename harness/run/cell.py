@@ -94,7 +94,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
             yield replace(run, env_built=built)
             built = False  # the build is reported once, with the first cell
         return
-    yield from _once_checked(runs, realized, cells, place)
+    yield from _once_checked(runs, realized, cells, place, guard)
 
 
 def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
@@ -119,8 +119,9 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
         remaining = [c for c in remaining if c.cell_id not in settled_ids]
 
 
-def _once_checked(runs: Generator[CellRun, None, None], realized: Realized, cells: Sequence[Cell],
-                  place: dict[str, Any]) -> Iterator[CellRun]:
+def _once_checked(runs: Generator[CellRun, None, None], realized: Realized,
+                  cells: Sequence[Cell], place: dict[str, Any], guard: ProcessGuard | None
+                  ) -> Iterator[CellRun]:
     """``runs`` of a new environment whose check (its imports, its fingerprint) runs beside
     them: each held until the check ends, then given the checked environment's fingerprint;
     if the check breaks the environment, every cell of the batch is its ERROR instead, as
@@ -135,8 +136,9 @@ def _once_checked(runs: Generator[CellRun, None, None], realized: Realized, cell
             if realized.env is None:
                 break
             yield from _checked(held, realized)
-            held = []
+            held, realized = [], replace(realized, built=False)  # reported once
     realized = settled(realized)
+    raise_if_cancelled(guard)  # stopped while the check ran: what was held is not a result
     if realized.env is None:
         yield from _not_realized(cells, realized, place)
         return

@@ -87,8 +87,8 @@ def test_a_case_past_its_memory_limit_is_out_of_memory_and_the_next_goes_on(
 SLOW_IMPORT = 4.0
 
 
-def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str
-             ) -> list:  # type: ignore[type-arg]
+def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str,
+             timeout: float = 60) -> list:  # type: ignore[type-arg]
     folder = tmp_path / "wheels"
     folder.mkdir(exist_ok=True)
     make_wheel(folder, "slowpkg", "1.0",
@@ -97,27 +97,30 @@ def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str
         "brokenpkg/__init__.py": "raise ImportError('libfoo.so.1: cannot open shared object')\n"})
     uv_env = EnvSpec(name="uv-" + "-".join(requirements), origin="test", values=(),
                      backend="uv", python=PY, requirements=requirements, pins=(),
-                     find_links=(str(folder),), timeout=60)
-    return [replace(c, env=uv_env) for c in cells(tmp_path, 60, *variants)]
+                     find_links=(str(folder),), timeout=timeout)
+    return [replace(c, env=uv_env) for c in cells(tmp_path, timeout, *variants)]
 
 
 def test_a_new_environments_cells_run_while_it_is_checked_and_wait_for_the_check(
         tmp_path: Path) -> None:
-    batch = uv_cells(tmp_path, ("slowpkg",), "pass", "reproduces")
+    batch = uv_cells(tmp_path, ("slowpkg",), "pass", "hang", "reproduces", timeout=10)
     backend = UvBackend(tmp_path / "cache")
     started = time.time()
     runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
     (marker,) = (tmp_path / "cache" / "uv").glob("*/harness-env.json")
     checked_at = marker.stat().st_mtime
-    assert [r.result.outcome for r in runs] == ["PASS", "REPRODUCED"]
-    # Both cases ended well before the check (importing slowpkg takes 4 s) did...
-    assert max(r.result.finished_at for r in runs) < checked_at - SLOW_IMPORT / 2
-    # ...and their results carry what the check read, as when it ran first.
+    assert [r.result.outcome for r in runs] == ["PASS", "TIMEOUT", "REPRODUCED"]
+    # The first case ended well before the check (importing slowpkg takes 4 s) did, the
+    # hang (10 s) after it, the last one in a process of its own...
+    assert runs[0].result.finished_at < checked_at - SLOW_IMPORT / 2
+    assert runs[2].result.finished_at > checked_at
+    # ...and every result carries what the check read, as when it ran first.
     fingerprint = json.loads(marker.read_text())["fingerprint"]
     assert all(r.fingerprint == fingerprint for r in runs)
-    assert runs[0].result.fingerprint["freeze_sha256"] == fingerprint["freeze_sha256"]
-    assert runs[0].result.fingerprint["key"] == {"pytest": fingerprint["key"]["pytest"]}
-    assert [r.env_built for r in runs] == [True, False]
+    assert all(r.result.fingerprint["freeze_sha256"] == fingerprint["freeze_sha256"]
+               and r.result.fingerprint["key"] == {"pytest": fingerprint["key"]["pytest"]}
+               for r in runs)
+    assert [r.env_built for r in runs] == [True, False, False]  # said once
     assert time.time() - started < 60
     # Once checked, a later batch in the same process runs with the checked environment.
     envs = EnvCache()
