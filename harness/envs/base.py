@@ -249,9 +249,11 @@ class Backend(ABC):
             finally:
                 handed.put(None)  # never handed over: the result is all there is
 
-        # A daemon: a harness that stops mid-check leaves the venv without its marker
-        # (rebuilt next time); the check's interpreter dies with this thread (PDEATHSIG).
-        threading.Thread(target=build, name=f"check {spec.name}", daemon=True).start()
+        # Not a daemon: a harness stopped mid-check (Ctrl-C) still ends it and writes the
+        # marker before it exits, as when the check ran in the cell's own thread; killed,
+        # the check's interpreter dies with this thread (PDEATHSIG) and the venv, without
+        # its marker, is built again next time.
+        threading.Thread(target=build, name=f"check {spec.name}").start()
         found = handed.get()
         if found is None:
             return Realizing(checked.result())

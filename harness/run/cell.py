@@ -15,7 +15,8 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -83,60 +84,70 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
             yield run if run.result.parent else replace(run, env_built=realized.built)
         return
     checking = realized.checking
-
-    def broken() -> bool:  # the check beside the cells has found the environment broken
-        return checking is not None and checking.done() and checking.exception() is not None
-
-    runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root, broken)
+    runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root,
+                      checking)
     if checking is None:
         built = realized.built
-        for run in runs:
-            yield replace(run, env_built=built)
-            built = False  # the build is reported once, with the first cell
+        for each in runs:
+            if each is not None:  # (never None without a check)
+                yield replace(each, env_built=built)
+                built = False  # the build is reported once, with the first cell
         return
     yield from _once_checked(runs, realized, cells, place, guard)
 
 
+def _broken(checking: Future[Environment] | None) -> bool:
+    """The check beside the cells has found their environment broken."""
+    return checking is not None and checking.done() and checking.exception() is not None
+
+
 def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
                cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
-               scratch_root: Path | None, broken: Callable[[], bool]
-               ) -> Generator[CellRun, None, None]:
+               scratch_root: Path | None, checking: Future[Environment] | None
+               ) -> Generator[CellRun | None, None, None]:
     """As few pytest processes as ``cells`` allow: after a crash or a timeout, a fresh one
-    starts at the next cell not yet run. Once ``broken()``, none starts and the running one
-    is stopped."""
+    starts at the next cell not yet run. With a check running beside them (``checking``):
+    None once a second after it ended well, so that whoever holds results for it lets them
+    go then; none starts, and the running one is stopped, once it found the environment
+    broken."""
     remaining = list(cells)
-    while remaining and not broken():
+    while remaining and not _broken(checking):
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
                                         dir=scratch_root))
         settled_ids: set[str] = set()
         try:
             for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
-                                    place, broken):
-                settled_ids.add(run.result.cell_id)
+                                    place, checking):
+                if run is not None:
+                    settled_ids.add(run.result.cell_id)
                 yield run
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         remaining = [c for c in remaining if c.cell_id not in settled_ids]
 
 
-def _once_checked(runs: Generator[CellRun, None, None], realized: Realized,
+def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
                   cells: Sequence[Cell], place: dict[str, Any], guard: ProcessGuard | None
                   ) -> Iterator[CellRun]:
     """``runs`` of a new environment whose check (its imports, its fingerprint) runs beside
-    them: each held until the check ends, then given the checked environment's fingerprint;
-    if the check breaks the environment, every cell of the batch is its ERROR instead, as
-    when the check ran first (a process still running is killed)."""
+    them: each held until the check ends (let go within a second of its end), then given the
+    checked environment's fingerprint; if the check breaks the environment, every cell of
+    the batch is its ERROR instead, as when the check ran first (a process still running is
+    killed). What ended before a Ctrl-C that came while the check ran is not recorded (before
+    the check ran beside them, those cells would not have started)."""
     held: list[CellRun] = []
     with contextlib.closing(runs):
         for run in runs:
-            held.append(run)
+            if run is not None:
+                held.append(run)
             if realized.checking is not None and not realized.checking.done():
                 continue
             realized = settled(realized)
             if realized.env is None:
                 break
-            yield from _checked(held, realized)
-            held, realized = [], replace(realized, built=False)  # reported once
+            if held:
+                yield from _checked(held, realized)
+                held, realized = [], replace(realized, built=False)  # reported once
     realized = settled(realized)
     raise_if_cancelled(guard)  # stopped while the check ran: what was held is not a result
     if realized.env is None:
@@ -167,11 +178,14 @@ SLICE = 1.0  # how often a running process's events are read: results stream out
 
 def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
                  cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
-                 place: dict[str, Any], broken: Callable[[], bool]) -> Iterator[CellRun]:
+                 place: dict[str, Any], checking: Future[Environment] | None
+                 ) -> Iterator[CellRun | None]:
     """One pytest process over ``cells``: yields each cell that it settles. A cell it did not
     reach (the process crashed or hung on an earlier one) is not yielded, unless the process
-    reached none at all: then every cell is settled, so the caller always progresses. Killed,
-    yielding nothing more, once ``broken()`` (its results would not count)."""
+    reached none at all: then every cell is settled, so the caller always progresses. With a
+    check beside it (``checking``): None each second after the check ended well; killed,
+    yielding nothing more, once it found the environment broken (its results would not
+    count)."""
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
     # Cells of a batch share the process's log; each result points at the same file.
@@ -219,10 +233,12 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                                      watch.events_of(nodeid))
                 if code is not None:
                     break
-                if broken():
-                    process.kill()
-                    process.wait(60)
-                    return
+                if checking is not None and checking.done():
+                    if _broken(checking):
+                        process.kill()
+                        process.wait(60)
+                        return
+                    yield None  # what waited for the check goes now
                 if watch.done_with(by_node) and time.time() > watch.last_activity + EXIT_GRACE:
                     process.kill()  # every case has its result; it hangs on the way out
                     code = process.wait(60)

@@ -81,13 +81,15 @@ def settled(realized: Realized) -> Realized:
     the error that breaks it."""
     if realized.checking is None:
         return realized
-    try:
+    # Waits; never raises what the check raised (each raise would lengthen its traceback,
+    # shared by every batch that asks).
+    failure = realized.checking.exception()
+    if failure is None:
         return Realized(realized.checking.result(), built=realized.built)
-    except Exception as exc:
-        return _failed(exc)
+    return _failed(failure)
 
 
-def _failed(exc: Exception) -> Realized:
+def _failed(exc: BaseException) -> Realized:
     if isinstance(exc, HarnessError):
         return Realized(None, str(exc))
     # a backend bug: reported on the cells, its traceback kept

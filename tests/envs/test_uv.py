@@ -341,3 +341,22 @@ def test_an_environments_folder_tells_its_version_operators_apart(tmp_path: Path
     assert folder("cpu:torch=2.0.1,numpy>=2") == "cpu-torch-2.0.1-numpy-ge2"
     assert folder("te:transformer_engine~=1.13,flash_attn!=2.5") == (
         "te-transformer-engine-compat1.13-flash-attn-ne2.5")
+
+
+def test_begin_hands_a_new_environment_over_before_its_check(tmp_path: Path,
+                                                             wheelhouse: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    realizing = backend.begin(spec("hello", ("hello-harness",), wheelhouse))
+    assert realizing.checked is not None and realizing.env.built
+    assert Path(realizing.env.python).exists() and realizing.env.fingerprint == {}
+    checked = realizing.checked.result(timeout=120)
+    assert checked.built and checked.fingerprint["key"]["pytest"]
+    assert checked.location == realizing.env.location
+    # Found: nothing left to wait for.
+    again = backend.begin(spec("hello", ("hello-harness",), wheelhouse))
+    assert again.checked is None and not again.env.built
+    assert again.env.fingerprint == checked.fingerprint
+    # What fails before the handover is raised by begin itself.
+    with pytest.raises(EnvBuildError, match="uv pip failed for missing"):
+        backend.begin(replace(spec("missing", ("harness-no-such-package==9.9",), wheelhouse),
+                              offline=True))

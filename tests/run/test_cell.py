@@ -16,6 +16,7 @@ from harness.plan.cells import make_plan
 from harness.run.cell import iter_batch, run_cell
 from harness.run.supervise import EnvCache
 from tests.conftest import DATA, PY
+from tests.core.test_reaper import running
 from tests.packages import make_wheel
 
 CASES = DATA / "behaviour"
@@ -84,11 +85,12 @@ def test_a_case_past_its_memory_limit_is_out_of_memory_and_the_next_goes_on(
 
 # A new uv environment's check (importing what it names, reading its fingerprint) runs beside
 # its first cells; their results wait for it. Real uv, packages written on the spot.
-SLOW_IMPORT = 4.0
+SLOW_IMPORT = 6.0
 
 
 def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str,
-             timeout: float = 60) -> list:  # type: ignore[type-arg]
+             timeout: float = 60, variables: tuple[tuple[str, str], ...] = ()
+             ) -> list:  # type: ignore[type-arg]
     folder = tmp_path / "wheels"
     folder.mkdir(exist_ok=True)
     make_wheel(folder, "slowpkg", "1.0",
@@ -97,44 +99,47 @@ def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str,
         "brokenpkg/__init__.py": "raise ImportError('libfoo.so.1: cannot open shared object')\n"})
     uv_env = EnvSpec(name="uv-" + "-".join(requirements), origin="test", values=(),
                      backend="uv", python=PY, requirements=requirements, pins=(),
-                     find_links=(str(folder),), timeout=timeout)
+                     find_links=(str(folder),), timeout=timeout, env_vars=variables)
     return [replace(c, env=uv_env) for c in cells(tmp_path, timeout, *variants)]
 
 
 def test_a_new_environments_cells_run_while_it_is_checked_and_wait_for_the_check(
         tmp_path: Path) -> None:
-    batch = uv_cells(tmp_path, ("slowpkg",), "pass", "hang", "reproduces", timeout=10)
-    backend = UvBackend(tmp_path / "cache")
-    started = time.time()
-    runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
+    batch = uv_cells(tmp_path, ("slowpkg",), "pass", "hang", "reproduces", timeout=15)
+    backend, envs = UvBackend(tmp_path / "cache"), EnvCache()
+    runs, yielded = [], []
+    for run in iter_batch(batch, backend, None, cases_dir=CASES, envs=envs):
+        runs.append(run)
+        yielded.append(time.time())
     (marker,) = (tmp_path / "cache" / "uv").glob("*/harness-env.json")
     checked_at = marker.stat().st_mtime
     assert [r.result.outcome for r in runs] == ["PASS", "TIMEOUT", "REPRODUCED"]
-    # The first case ended well before the check (importing slowpkg takes 4 s) did, the
-    # hang (10 s) after it, the last one in a process of its own...
-    assert runs[0].result.finished_at < checked_at - SLOW_IMPORT / 2
+    # The first case ended well before the check (importing slowpkg takes 6 s) did; its
+    # result was let go as the check ended, not when the next case (a hang: 15 s) did.
+    assert runs[0].result.finished_at < checked_at - SLOW_IMPORT / 3
+    assert yielded[0] < checked_at + 3 < runs[1].result.finished_at
     assert runs[2].result.finished_at > checked_at
-    # ...and every result carries what the check read, as when it ran first.
+    # Every result carries what the check read, as when it ran first.
     fingerprint = json.loads(marker.read_text())["fingerprint"]
     assert all(r.fingerprint == fingerprint for r in runs)
     assert all(r.result.fingerprint["freeze_sha256"] == fingerprint["freeze_sha256"]
                and r.result.fingerprint["key"] == {"pytest": fingerprint["key"]["pytest"]}
                for r in runs)
     assert [r.env_built for r in runs] == [True, False, False]  # said once
-    assert time.time() - started < 60
-    # Once checked, a later batch in the same process runs with the checked environment.
-    envs = EnvCache()
+    # A later batch in the same process runs in the checked environment, waiting for nothing.
+    assert envs.realize(batch[0], backend).checking is None
     (again,) = iter_batch(batch[:1], backend, None, cases_dir=CASES, envs=envs)
-    assert again.fingerprint == fingerprint and again.env_built is False
+    assert again.fingerprint == fingerprint and again.env_built
 
 
 def test_a_check_that_breaks_the_environment_makes_every_cell_its_error(
         tmp_path: Path) -> None:
-    """As when the check ran first: the environment's ERROR, once per cell; the case still
-    running when the check ends (it hangs for 600 s, its timeout 60 s) is killed then, and
-    no process starts for the rest."""
-    batch = uv_cells(tmp_path, ("brokenpkg", "slowpkg"), "pass", "hang", "segfault",
-                     "reproduces")
+    """As when the check ran first: the environment's ERROR, once per cell. The case still
+    running when the check ends (it hangs, its timeout 60 s) is killed then, with what it
+    started, and no process starts for the rest."""
+    child = tmp_path / "child.pid"
+    batch = uv_cells(tmp_path, ("brokenpkg", "slowpkg"), "pass", "child_then_hang",
+                     "segfault", "reproduces", variables=(("CHILD_PID_FILE", str(child)),))
     started = time.time()
     runs = list(iter_batch(batch, UvBackend(tmp_path / "cache"), None, cases_dir=CASES))
     assert [r.result.outcome for r in runs] == ["ERROR"] * 4
@@ -143,4 +148,6 @@ def test_a_check_that_breaks_the_environment_makes_every_cell_its_error(
         "ImportError: libfoo.so.1: cannot open shared object"}
     assert all(r.env_built is None and not r.result.infra for r in runs)
     assert time.time() - started < 30
+    # It ran beside the check (its background child wrote its pid), and is gone.
+    assert child.exists() and not running(int(child.read_text()))
     assert not list((tmp_path / "cache" / "uv").glob("*/harness-env.json"))
