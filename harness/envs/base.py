@@ -249,10 +249,10 @@ class Backend(ABC):
             finally:
                 handed.put(None)  # never handed over: the result is all there is
 
-        # Not a daemon: a harness stopped mid-check (Ctrl-C) still ends it and writes the
-        # marker before it exits, as when the check ran in the cell's own thread; killed,
-        # the check's interpreter dies with this thread (PDEATHSIG) and the venv, without
-        # its marker, is built again next time.
+        # Not a daemon: a harness sent SIGTERM mid-check lets the check end and write the
+        # marker before it exits, as when the check ran in the cell's own thread. Ctrl-C at
+        # a terminal stops the check's interpreter too, and a harness killed takes it along
+        # (PDEATHSIG): the venv, without its marker, is built again next time.
         threading.Thread(target=build, name=f"check {spec.name}").start()
         found = handed.get()
         if found is None:

@@ -59,9 +59,9 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
                node: str | None = None, run_id: str = "", attempt: int = 1,
                scratch_root: Path | None = None, workers: int = 1) -> Iterator[CellRun]:
     """Run cells of one environment and one hardware target in as few pytest processes as
-    they allow, yielding each cell's run as it ends (within a second). A test suite's session
-    yields each of its tests' runs (``result.parent`` names the session, not a planned cell)
-    before its own.
+    they allow, yielding each cell's run as it ends (within a second; in an environment built
+    for them, once its check has ended too). A test suite's session yields each of its tests'
+    runs (``result.parent`` names the session, not a planned cell) before its own.
 
     One process runs them all; after a crash or a timeout, a fresh one starts at the next
     cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
@@ -148,8 +148,9 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
             if held:
                 yield from _checked(held, realized)
                 held, realized = [], replace(realized, built=False)  # reported once
+    if realized.checking is not None and not realized.checking.done():
+        raise_if_cancelled(guard)  # stopped while the check ran: what was held is no result
     realized = settled(realized)
-    raise_if_cancelled(guard)  # stopped while the check ran: what was held is not a result
     if realized.env is None:
         yield from _not_realized(cells, realized, place)
         return
@@ -264,7 +265,8 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                 yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
     except GeneratorExit:  # whoever listened stopped (the environment's check broke it)
         process.kill()
-        process.wait(60)
+        with contextlib.suppress(InfraError):  # a machine that stopped answering: gone
+            process.wait(60)
         raise
 
 

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from harness.core.errors import EnvImportError
 from harness.core.matrix import EnvSpec
+from harness.core.results import CellRun
+from harness.envs import Environment, LaunchRequest, Process, Realizing
 from harness.envs.host import HostBackend
 from harness.envs.uv import UvBackend
 from harness.matrix.load import parse_matrix
 from harness.plan.cases import collect_cases
 from harness.plan.cells import make_plan
 from harness.run.cell import iter_batch, run_cell
-from harness.run.supervise import EnvCache
+from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
 from tests.conftest import DATA, PY
 from tests.core.test_reaper import running
 from tests.packages import make_wheel
@@ -58,7 +66,7 @@ def test_a_lone_cell_is_its_own_process_and_its_own_log(tmp_path: Path) -> None:
 
 def test_a_backend_bug_is_an_error_with_its_traceback_in_the_log(tmp_path: Path) -> None:
     class Broken(HostBackend):
-        def realize(self, spec):  # type: ignore[no-untyped-def]
+        def realize(self, spec):  # type: ignore[no-untyped-def,override]
             raise TypeError("unexpected keyword 'gpus'")
 
     batch = cells(tmp_path, 30, "pass", "reproduces")
@@ -93,10 +101,11 @@ def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str,
              ) -> list:  # type: ignore[type-arg]
     folder = tmp_path / "wheels"
     folder.mkdir(exist_ok=True)
-    make_wheel(folder, "slowpkg", "1.0",
-               {"slowpkg/__init__.py": f"import time\ntime.sleep({SLOW_IMPORT})\n"})
-    make_wheel(folder, "brokenpkg", "1.0", {
-        "brokenpkg/__init__.py": "raise ImportError('libfoo.so.1: cannot open shared object')\n"})
+    # Names no index has (uv asks PyPI too, for pytest).
+    make_wheel(folder, "harness-slow", "1.0",
+               {"harness_slow/__init__.py": f"import time\ntime.sleep({SLOW_IMPORT})\n"})
+    make_wheel(folder, "harness-broken", "1.0", {
+        "harness_broken/__init__.py": "raise ImportError('libfoo.so.1: no such file')\n"})
     uv_env = EnvSpec(name="uv-" + "-".join(requirements), origin="test", values=(),
                      backend="uv", python=PY, requirements=requirements, pins=(),
                      find_links=(str(folder),), timeout=timeout, env_vars=variables)
@@ -105,7 +114,7 @@ def uv_cells(tmp_path: Path, requirements: tuple[str, ...], *variants: str,
 
 def test_a_new_environments_cells_run_while_it_is_checked_and_wait_for_the_check(
         tmp_path: Path) -> None:
-    batch = uv_cells(tmp_path, ("slowpkg",), "pass", "hang", "reproduces", timeout=15)
+    batch = uv_cells(tmp_path, ("harness-slow",), "pass", "hang", "reproduces", timeout=15)
     backend, envs = UvBackend(tmp_path / "cache"), EnvCache()
     runs, yielded = [], []
     for run in iter_batch(batch, backend, None, cases_dir=CASES, envs=envs):
@@ -114,10 +123,11 @@ def test_a_new_environments_cells_run_while_it_is_checked_and_wait_for_the_check
     (marker,) = (tmp_path / "cache" / "uv").glob("*/harness-env.json")
     checked_at = marker.stat().st_mtime
     assert [r.result.outcome for r in runs] == ["PASS", "TIMEOUT", "REPRODUCED"]
-    # The first case ended well before the check (importing slowpkg takes 6 s) did; its
-    # result was let go as the check ended, not when the next case (a hang: 15 s) did.
+    # The first case ended well before the check (importing harness_slow takes 6 s) did; its
+    # result was held until the check ended, and let go then, not when the next case (a
+    # hang: 15 s) ended.
     assert runs[0].result.finished_at < checked_at - SLOW_IMPORT / 3
-    assert yielded[0] < checked_at + 3 < runs[1].result.finished_at
+    assert checked_at <= yielded[0] < checked_at + 3 < runs[1].result.finished_at
     assert runs[2].result.finished_at > checked_at
     # Every result carries what the check read, as when it ran first.
     fingerprint = json.loads(marker.read_text())["fingerprint"]
@@ -138,16 +148,83 @@ def test_a_check_that_breaks_the_environment_makes_every_cell_its_error(
     running when the check ends (it hangs, its timeout 60 s) is killed then, with what it
     started, and no process starts for the rest."""
     child = tmp_path / "child.pid"
-    batch = uv_cells(tmp_path, ("brokenpkg", "slowpkg"), "pass", "child_then_hang",
+    batch = uv_cells(tmp_path, ("harness-broken", "harness-slow"), "pass", "child_then_hang",
                      "segfault", "reproduces", variables=(("CHILD_PID_FILE", str(child)),))
     started = time.time()
     runs = list(iter_batch(batch, UvBackend(tmp_path / "cache"), None, cases_dir=CASES))
     assert [r.result.outcome for r in runs] == ["ERROR"] * 4
     assert {r.result.reason for r in runs} == {
-        "uv-brokenpkg-slowpkg was built but does not import: brokenpkg: brokenpkg: "
-        "ImportError: libfoo.so.1: cannot open shared object"}
+        "uv-harness-broken-harness-slow was built but does not import: harness-broken: "
+        "harness_broken: ImportError: libfoo.so.1: no such file"}
     assert all(r.env_built is None and not r.result.infra for r in runs)
     assert time.time() - started < 30
     # It ran beside the check (its background child wrote its pid), and is gone.
     assert child.exists() and not running(int(child.read_text()))
     assert not list((tmp_path / "cache" / "uv").glob("*/harness-env.json"))
+
+
+class CheckedLater(HostBackend):
+    """The host handed over with its check still to come: ``verdict`` says, ``after`` seconds
+    later, what the check makes of it (the logic around the check; the cells are real
+    pytest processes). Counts the processes it starts."""
+
+    def __init__(self, cache_dir: Path, after: float,
+                 verdict: Callable[[Environment], Environment]) -> None:
+        super().__init__(cache_dir)
+        self.after, self.verdict, self.launched = after, verdict, 0
+        self.checked: Future[Environment] = Future()
+
+    def begin(self, spec: EnvSpec) -> Realizing:
+        env = self.realize(spec)
+
+        def end() -> None:
+            if self.checked.done():  # a test said already
+                return
+            try:
+                self.checked.set_result(self.verdict(env))
+            except Exception as exc:
+                self.checked.set_exception(exc)
+
+        timer = threading.Timer(self.after, end)
+        timer.daemon = True  # one that never ends here must not hold the test run
+        timer.start()
+        return Realizing(replace(env, fingerprint={}, built=True), self.checked)
+
+    def launch(self, env: Environment, request: LaunchRequest) -> Process:
+        self.launched += 1
+        return super().launch(env, request)
+
+
+def test_runs_held_across_crashes_go_out_once_each_in_order(tmp_path: Path) -> None:
+    batch = cells(tmp_path, 30, "pass", "segfault", "reproduces", "os_exit", "other_error")
+    backend = CheckedLater(tmp_path, 2.0, lambda env: replace(env, built=True))
+    runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
+    assert [r.result.variant for r in runs] == [c.case.variant for c in batch]
+    assert [r.result.outcome for r in runs] == ["PASS", "CRASH", "REPRODUCED", "CRASH", "FAIL"]
+    assert backend.launched == 3  # a fresh process after each crash, held runs kept
+    checked = backend.checked.result()
+    assert all(r.fingerprint == checked.fingerprint and r.result.fingerprint == checked.summary
+               for r in runs)
+    assert [r.env_built for r in runs] == [True] + [False] * 4
+
+
+def test_a_check_that_failed_first_starts_no_process(tmp_path: Path) -> None:
+    batch = cells(tmp_path, 30, "pass", "reproduces")
+    backend = CheckedLater(tmp_path, 3600.0, lambda env: env)
+    backend.checked.set_exception(EnvImportError("host was built but does not import: x"))
+    runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
+    assert [(r.result.outcome, r.result.reason) for r in runs] == [
+        ("ERROR", "host was built but does not import: x")] * 2
+    assert backend.launched == 0
+
+
+def test_stopped_while_the_check_runs_nothing_held_is_a_result(tmp_path: Path) -> None:
+    batch = cells(tmp_path, 60, "pass", "hang")
+    backend = CheckedLater(tmp_path, 3600.0, lambda env: env)  # the check never ends here
+    guard = ProcessGuard()
+    threading.Timer(3.0, guard.cancel).start()
+    started = time.time()
+    got: list[CellRun] = []
+    with pytest.raises(Cancelled):
+        got.extend(iter_batch(batch, backend, None, cases_dir=CASES, guard=guard))
+    assert got == [] and time.time() - started < 20 and backend.launched == 1

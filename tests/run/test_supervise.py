@@ -87,7 +87,8 @@ def test_once_the_check_ends_later_batches_get_what_it_said(tmp_path: Path) -> N
     good, bad = Checking(), Checking()
     first = cache.realize(cell, good)  # type: ignore[arg-type]
     assert first.checking is good.checked and first.env is good.env and first.built
-    assert cache.realize(cell, good).checking is good.checked  # still running: the same
+    still = cache.realize(cell, good)  # type: ignore[arg-type]
+    assert still.checking is good.checked  # still running: the same
     checked = replace(good.env, fingerprint={"python": PY})
     good.checked.set_result(checked)
     later = cache.realize(cell, good)  # type: ignore[arg-type]
