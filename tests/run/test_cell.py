@@ -165,11 +165,13 @@ def test_a_check_that_breaks_the_environment_makes_every_cell_its_error(
 
 class CheckedLater(HostBackend):
     """The host handed over with its check still to come: ``verdict`` says, ``after`` seconds
-    later, what the check makes of it (the logic around the check; the cells are real
-    pytest processes). Counts the processes it starts."""
+    later, what the check makes of it (None: the test settles ``checked`` itself, or never;
+    no thread is left behind, a merge's linker forks only where no other thread runs). The
+    logic around the check; the cells are real pytest processes. Counts the processes it
+    starts."""
 
-    def __init__(self, cache_dir: Path, after: float,
-                 verdict: Callable[[Environment], Environment]) -> None:
+    def __init__(self, cache_dir: Path, after: float | None,
+                 verdict: Callable[[Environment], Environment] = lambda env: env) -> None:
         super().__init__(cache_dir)
         self.after, self.verdict, self.launched = after, verdict, 0
         self.checked: Future[Environment] = Future()
@@ -178,16 +180,13 @@ class CheckedLater(HostBackend):
         env = self.realize(spec)
 
         def end() -> None:
-            if self.checked.done():  # a test said already
-                return
             try:
                 self.checked.set_result(self.verdict(env))
             except Exception as exc:
                 self.checked.set_exception(exc)
 
-        timer = threading.Timer(self.after, end)
-        timer.daemon = True  # one that never ends here must not hold the test run
-        timer.start()
+        if self.after is not None:
+            threading.Timer(self.after, end).start()
         return Realizing(replace(env, fingerprint={}, built=True), self.checked)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
@@ -210,7 +209,7 @@ def test_runs_held_across_crashes_go_out_once_each_in_order(tmp_path: Path) -> N
 
 def test_a_check_that_failed_first_starts_no_process(tmp_path: Path) -> None:
     batch = cells(tmp_path, 30, "pass", "reproduces")
-    backend = CheckedLater(tmp_path, 3600.0, lambda env: env)
+    backend = CheckedLater(tmp_path, None)
     backend.checked.set_exception(EnvImportError("host was built but does not import: x"))
     runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
     assert [(r.result.outcome, r.result.reason) for r in runs] == [
@@ -220,7 +219,7 @@ def test_a_check_that_failed_first_starts_no_process(tmp_path: Path) -> None:
 
 def test_stopped_while_the_check_runs_nothing_held_is_a_result(tmp_path: Path) -> None:
     batch = cells(tmp_path, 60, "pass", "hang")
-    backend = CheckedLater(tmp_path, 3600.0, lambda env: env)  # the check never ends here
+    backend = CheckedLater(tmp_path, None)  # the check never ends here
     guard = ProcessGuard()
     threading.Timer(3.0, guard.cancel).start()
     started = time.time()
