@@ -117,7 +117,8 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
     def snapshotted() -> None:
         # A line passed through names its fingerprint: looked up as the merged record's
         # shared.jsonl holds it (a snapshot made from that record reads the same).
-        snapshot.write(report.store.run_dir, report.written, made_from, names=report.shared)
+        snapshot.write(report.store.run_dir, report.written, made_from, names=report.shared,
+                       parts=report.parts)
 
     side_by_side(snapshotted, judged, "writing the merged run's snapshot")
     if document is not None and made_from is not None:

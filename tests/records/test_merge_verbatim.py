@@ -182,6 +182,16 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
     # The snapshot from what it hands on: as from the results (and as made from the record).
     assert snapshot._document(lines.written, lines.shared) == snapshot._document(made)
     assert_report_rows_read_as_the_record(lines)
+    # The same from the shards' snapshots (each as a run's end leaves it), where they stand
+    # for enough of the cells: the lines passed through, no secret, no cell in two shards.
+    for source in sources:
+        snapshot.load(source.run_dir)
+    gathered = snapshot._gathered(lines.written, lines.parts, lines.shared)
+    if gathered is not None:
+        assert gathered == snapshot._document(lines.written, lines.shared)
+    assert (lines.parts == []) == (bool(merged.store.redactor.secrets) or len(
+        {r.cell_id for s in sources for r in s.results()}) < sum(len(s.results())
+                                                                for s in sources))
     if not merged.store.redactor.secrets:
         assert snapshot._document(lines.written, lines.shared) == snapshot._document(
             lines.store.results())

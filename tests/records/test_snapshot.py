@@ -354,3 +354,60 @@ def test_mappings_told_apart_by_group_as_cell_by_cell(
         values, by_cell, snapshot._items)
     assert by_group == by_cell
     assert list(map(id, by_group)) == list(map(id, by_cell))  # the same first objects
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=st.lists(MAPPINGS | st.none() | TEXT | st.just([1]) | st.just(1) | st.just(True),
+                        min_size=1, max_size=8),
+       picks=st.lists(st.integers(0, 7), max_size=12), mappings=st.booleans())
+def test_entries_reached_by_code_are_told_apart_as_the_cells_values(
+        entries: list[object], picks: list[int], mappings: bool) -> None:
+    """``_recoded`` (each entry a code reaches, told apart once) gives the table and codes that
+    ``_encode`` gives of the values those codes stand for, cell by cell: text, None, 1 and
+    True, lists where text belongs (told apart as JSON), mappings in two orders."""
+    codes = [p % len(entries) for p in picks]
+    key = snapshot._items if mappings else None
+    table: list[object] = []
+    expected = snapshot._encode([entries[c] for c in codes], table, key)
+    found_table, found = snapshot._recoded(codes, entries, key)
+    assert found == expected
+    assert found_table == table and list(map(type, found_table)) == list(map(type, table))
+
+
+def test_a_merges_snapshot_from_its_shards_is_the_one_made_from_its_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards that end with their snapshot (as every run does): the merged run's snapshot is
+    gathered from theirs, and is the file a reader makes from the merged record. Cells that
+    bring their own values: a shard without a snapshot (it died), one whose snapshot went
+    stale (a line added after), a gap, a line whose log did not come along."""
+    from harness.cli import main
+    from tests.records.test_merge_verbatim import CELLS, record, result
+
+    reports = tmp_path / "shards"
+    layout = ((CELLS[:4], "snapshot"), (CELLS[4:8], "snapshot"), (CELLS[8:10], None),
+              (CELLS[10:11], "stale"), (CELLS[11:], "gap"))
+    stores = []
+    for i, (cells, ends) in enumerate(layout):
+        store = RunStore.create(reports, {"planned": cells, "full_plan": CELLS,
+                                          "shard": f"{i + 1}/{len(layout)}"}, run_id=f"s{i}")
+        for n, cell in enumerate(cells if ends != "gap" else []):
+            record(store, result(cell, store.run_id,
+                                 (Outcome.PASS, Outcome.FAIL, Outcome.SKIP)[n % 3],
+                                 signature="sig" if n % 3 == 1 else None, duration=n + 0.5))
+        if ends in ("snapshot", "stale"):
+            snapshot.load(store.run_dir)
+        if ends == "stale":
+            record(store, result(cells[0], store.run_id, Outcome.PASS, attempt=2))
+        stores.append(store)
+    next((stores[1].run_dir / "logs").iterdir()).unlink()  # a log lost on the way
+    with monkeypatch.context() as patched:  # the shards' snapshots or nothing
+        patched.setattr(snapshot, "_document", lambda *_: pytest.fail("made from the lines"))
+        args = ["--reports", str(tmp_path), "merge", *(str(s.run_dir) for s in stores),
+                "--run-id", "m", "--no-report"]
+        assert main(args) == 1  # (a FAIL nobody expected)
+    merged = tmp_path / "runs" / "m"
+    gathered = (merged / SNAPSHOT).read_bytes()
+    (merged / SNAPSHOT).unlink()
+    assert snapshot.load(merged).cell_ids == [c["cell_id"] for c in CELLS]
+    assert (merged / SNAPSHOT).read_bytes() == gathered
+    assert "?" in snapshot.letters(merged).letters  # (the gap)
