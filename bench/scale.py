@@ -28,7 +28,9 @@ How the figures are taken:
   shard's run.json (its cells, the full plan, filters, environments, expectations) and
   ``RunStore.record`` each result with its log and environment fingerprint. No case runs:
   outcomes, reasons, signatures, durations and logs are generated (seeded, so every run of
-  the benchmark writes the same records).
+  the benchmark writes the same records). Each shard ends with its snapshot, as a run does;
+  the same shards without it (as a shard that died before its end leaves them) are merged
+  too, a step of their own.
 - The H earlier runs are written directly as merged run folders (run.json, plan.json,
   results.jsonl): the merged results with a few percent of outcomes changed per run, some
   cells failing and passing by turns (flaky), and some versions moved.
@@ -81,6 +83,7 @@ from harness.core.results import CellResult, CellRun, Outcome
 from harness.plan.cases import collect_cases
 from harness.plan.cells import Cell, Plan
 from harness.plan.shard import make_shards
+from harness.records import snapshot
 from harness.records.layout import CASES, FORMAT, META, PLAN, RESULTS, SHARED
 from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells
 
@@ -502,6 +505,7 @@ class Dataset:
     shards: list[Path]
     history: list[str]  # run ids, oldest first
     seconds: float
+    bare: list[Path]  # the same shards without the snapshot each run ends with
 
 
 @contextlib.contextmanager
@@ -543,14 +547,21 @@ def generate(root: Path, cells: int, shards: int, history: int) -> Dataset:
             for batch in _batches(shard.cells):
                 for run in gen.batch_runs(batch, runner, run_id):
                     store.record(run)
+            snapshot.load(store.run_dir)  # as a run ends (``workflow.report``)
             folders.append(store.run_dir)
+    # As a shard that died before its end leaves them (or a harness before session 26): a
+    # merge makes the merged run's snapshot from the lines.
+    bare = [root / "bare" / folder.name for folder in folders]
+    for folder, copy in zip(folders, bare, strict=True):
+        shutil.copytree(folder, copy, copy_function=os.link,
+                        ignore=shutil.ignore_patterns(snapshot.SNAPSHOT))
     for folder in folders:  # the lines as the writer wrote them; a retried cell's last one
         with open(folder / RESULTS, encoding="utf-8") as fh:
             for line in fh:
                 last[json.loads(line)["cell_id"]] = line.rstrip("\n")
     history_ids = write_history(root / "reports", folders, full, last, history)
     return Dataset(root=root, cells=len(full.cells), shards=folders, history=history_ids,
-                   seconds=time.monotonic() - start)
+                   seconds=time.monotonic() - start, bare=bare)
 
 
 def _batches(cells: Sequence[Cell]) -> Iterator[list[Cell]]:
@@ -681,6 +692,8 @@ def steps(data: Dataset) -> list[Step]:
              stdout_null=True),
         Step(f"merge {count} shards --no-report", "≤ 2 s",
              (*base, "merge", *shard_args, "--run-id", merged, "--no-report")),
+        Step(f"merge {count} shards --no-report, shards without snapshots", "≤ 2 s",
+             (*base, "merge", *map(str, data.bare), "--run-id", merged, "--no-report")),
         Step(f"merge {count} shards + report", "(merge ≤ 2 s + report ≤ 2 s)",
              (*base, "merge", *shard_args, "--run-id", merged)),
         Step("report RUN --out DIR (every format)", "≤ 2 s, < 500 MB",
