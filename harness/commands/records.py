@@ -15,7 +15,7 @@ from harness.publish import publish_ci, publish_report, write_status
 from harness.records import history, report_rows, snapshot
 from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
 from harness.records.expect import judged_exit
-from harness.records.merge import merge_runs
+from harness.records.merge import MergeReport, merge_runs
 from harness.records.select import choose_records
 from harness.records.snapshot import Row
 from harness.records.store import RunStore
@@ -58,6 +58,9 @@ def _baseline(args: argparse.Namespace) -> Baseline | None:
     return load_baseline(Path(args.baseline), args.reports) if args.baseline else None
 
 
+_LEFT: list[MergeReport] = []
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     sources = [RunStore.open(args.reports, run) for run in args.runs]
     if args.baseline:  # `latest` is the newest run before the merged one
@@ -65,8 +68,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     baseline = _baseline(args)
 
     def merged() -> tuple[Path, int]:
-        store, code = _merged(args, sources, not args.no_report)
-        return store.run_dir, code
+        report, code = _merged(args, sources, not args.no_report)
+        _LEFT.append(report)
+        return report.store.run_dir, code
 
     # The merge in a process of its own, this one waiting: that process ends without
     # freeing what it read (a fleet's shards, 0.1 s), and the report is made here, in a
@@ -74,6 +78,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     # heap the merge had used, and a fleet's report took 0.3 s longer). With one core, no
     # fork or other threads running, it is merged here.
     run_dir, code = side_by_side(merged, lambda: None, "merging the runs")
+    _LEFT.clear()
     store = RunStore(run_dir)
     if args.no_report:
         return code
@@ -84,7 +89,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
-            ) -> tuple[RunStore, int]:
+            ) -> tuple[MergeReport, int]:
     """The merged run, its snapshot written and its verdicts printed; the exit code they ask
     for. No result is made of a line written as its shard wrote it, report or not: a report
     reads the merged cells as rows, sooner than results made here would be made rows (a
@@ -107,10 +112,6 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
         code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
                            report.judged)
         document = report_rows.encode(rows) if rows is not None else None
-        # Freed here, while the snapshot is still in the making: at the end (this function's
-        # return, before its process ends), a fleet's 100,000 cells took a sixth of a
-        # second to free on their own.
-        report.written, rows = [], None
 
     # The merged run's snapshot (what the next night compares with, and what its report
     # reads what changed from) on the second core while the verdicts are worked out here.
@@ -118,12 +119,12 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
         # A line passed through names its fingerprint: looked up as the merged record's
         # shared.jsonl holds it (a snapshot made from that record reads the same).
         snapshot.write(report.store.run_dir, report.written, made_from, names=report.shared,
-                       parts=report.parts)
+                       gathering=report.gathering)
 
     side_by_side(snapshotted, judged, "writing the merged run's snapshot")
     if document is not None and made_from is not None:
         report_rows.write(report.store.run_dir, document, made_from)
-    return report.store, code
+    return report, code
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

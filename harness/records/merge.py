@@ -41,6 +41,7 @@ from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
 from harness.records.lines import DECODER, REFUSED
 from harness.records.select import choose
+from harness.records.snapshot import Gathering, Parts, letters_of
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
 
@@ -61,9 +62,9 @@ class MergeReport:
     # value held inline, a field too many or too few, every line of a shard whose text
     # holds a run of 19 digits), by their place in ``written``: for ``as_read``.
     rewritten: dict[int, bytes] = field(default_factory=dict)
-    # The runs merged, where no two hold one cell and no secret was redacted: their
-    # snapshots may stand for the lines passed through from them (``snapshot.write``).
-    parts: list[Path] = field(default_factory=list)
+    # Where no two runs merged hold one cell and no secret was redacted: their snapshots,
+    # which stand for the lines passed through from them (``snapshot.write``).
+    gathering: Gathering | None = None
 
     @property
     def judged(self) -> list[Judged]:
@@ -95,7 +96,8 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet
     try:
-        report, writer = _merge(sources, reports_dir, run_id, warn, linker, make_results)
+        report, writer, order, parts = _merge(sources, reports_dir, run_id, warn, linker,
+                                              make_results)
     finally:
         linker.close()  # the logs in place before the lines that point at them
     writer.close()  # the merged record is written once, whole
@@ -109,6 +111,11 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     else:
         assert writer.added == len(report.written)  # ``rewritten``'s places are the cells'
         report.rewritten = writer.rewritten
+    if parts:
+        # Each cell's id as the plan's strings, not the lines' (a forked process that read
+        # a line's would copy the page it sits on: a fleet's are spread over 30,000).
+        report.gathering = Gathering(parts[0], order, letters_of(report.written),
+                                     list(writer.rewritten))
     if make_results:  # every one a result (none passed through as a ResultRow)
         report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
@@ -116,9 +123,10 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
 
 def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
            warn: Callable[[str], None], linker: _Linker, make_results: bool
-           ) -> tuple[MergeReport, _Writer]:
+           ) -> tuple[MergeReport, _Writer, list[str], list[Parts]]:
     """The merged run folder, its record chosen (``report.written``, to be written by the
-    writer) and its logs sent to the linker."""
+    writer) and its logs sent to the linker; each written cell's id; the snapshots of the
+    runs merged, where no two hold one cell and no secret is redacted (else none)."""
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
     target = reports_dir / "runs" / run_id
@@ -160,7 +168,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     names, common = _Names(redactor), _Common()
     chosen: dict[str, tuple[_Read, CellResult | ResultRow]] = {}
     conflicts: list[str] = []
-    parts: list[Path] = []
+    parts: list[Parts] = []
 
     def read() -> None:
         readers = [_Read(s, names, common, make_results) for s in sources]
@@ -168,11 +176,12 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         chosen.update(found)
         conflicts.extend(clashes)
         if not redactor.secrets and len(found) == sum(len(r.last_attempts()) for r in readers):
-            parts.extend(r.run_dir for r in readers)  # no cell in two
+            # No cell in two: their snapshots, read while the plan is written (the longer).
+            parts.append(Parts([r.run_dir for r in readers]))
 
     order = side_by_side(create, read, "writing the merged run's plan")
     out = RunStore(target, redactor)
-    report = MergeReport(store=out, conflicts=conflicts, shared=names.values, parts=parts)
+    report = MergeReport(store=out, conflicts=conflicts, shared=names.values)
     gaps: _Gaps | None = None
     lines = report.written
     writer = _Writer(out, names)
@@ -202,7 +211,8 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
                        key=_report_order)
         lines += [writer.add(relocate(*found), found) for found in extra]
-    return report, writer
+        order = [*order, *(found[1].cell_id for found in extra)]
+    return report, writer, order, parts
 
 
 def _report_order(found: tuple[_Read, CellResult | ResultRow]) -> tuple[tuple[str, str, str], str]:

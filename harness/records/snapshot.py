@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, cast
@@ -37,7 +38,7 @@ import orjson
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import HarnessError
-from harness.core.results import Keyed, Outcome, ResultRow, logical_key
+from harness.core.results import Keyed, Outcome, logical_key
 from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
@@ -202,20 +203,20 @@ class Tabled(Keyed, Protocol):
 
 
 def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None = None, *,
-          names: Mapping[str, Any] | None = None, parts: Sequence[Path] = ()
+          names: Mapping[str, Any] | None = None, gathering: Gathering | None = None
           ) -> dict[str, Any] | None:
     """The snapshot of ``results`` (each cell's last attempt, in the order ``RunStore.results``
     gives them), made from the record as ``made_from`` found it (default: as it is now).
     ``names``: what a result's fingerprint stands for where it holds a name (a line a merge
     passed through: the values of the merged record's shared.jsonl), as ``RunStore`` puts it
-    in place. ``parts``: the runs a merge passed lines through from, no two holding one cell
-    (its shards): their current snapshots stand for those lines (``_gathered``). Returns the
+    in place. ``gathering``: where a merge's cells came from, whose snapshots stand for the
+    lines it passed through (``_gathered``). Returns the
     document; a read-only run folder keeps no snapshot (None), and readers then make it
     from the record each time."""
     made_from = made_from or stamp(run_dir)
     if made_from is None:
         return None
-    document = _gathered(results, parts, names) if parts else None
+    document = _gathered(results, gathering, names) if gathering is not None else None
     if document is None:
         document = _document(results, names)
     return document if _store(run_dir, document, made_from) else None
@@ -506,40 +507,60 @@ def _assembled(tables: dict[str, list[Any]], codes: dict[str, list[int]], letter
             "tables": tables, "codes": codes}
 
 
-def _gathered(results: Sequence[Tabled], parts: Sequence[Path],
+class Parts:
+    """The current snapshots of the runs a merge reads (its shards; None where one has none),
+    read beside their records, and each cell's place in their columns, by its id."""
+
+    def __init__(self, run_dirs: Sequence[Path]) -> None:
+        self.found = [part for part in map(read, run_dirs) if part is not None]
+        held: list[str] = []
+        for part in self.found:
+            held += part.cell_ids
+        self.where = dict(zip(held, range(len(held)), strict=True))
+        self.cells = len(held)
+        self.shared = len(self.where) < len(held)  # a cell in two of them
+
+
+@dataclass(frozen=True)
+class Gathering:
+    """What a merged run's snapshot is gathered from (``write``): the ``parts`` it merged, no
+    two of which hold one cell; each written cell's id and outcome letter, held apart from
+    the results (a forked process that read them there would copy each page they sit on);
+    and the places of the cells whose line the merge wrote itself (a gap, a log that did not
+    come along, a value held inline): those are read from the results."""
+
+    parts: Parts
+    ids: Sequence[str]
+    letters: str
+    own: Sequence[int]
+
+
+def _gathered(results: Sequence[Tabled], gathering: Gathering,
               names: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``_document(results, names)``, made from the current snapshots of ``parts`` (runs no
-    two of which hold one cell: a merge's shards). A cell that is a line passed through from
-    one of them (``ResultRow``) is its row there, the same line's: its place in that
-    snapshot's columns is all that is looked up, and each column is made again from those
-    places, in C. Every other cell (a gap, a line the merge wrote itself, one of a part
-    without a current snapshot) adds its own values. A merge's snapshot made from the
-    100,000 lines themselves read every field of each (0.45-0.65 s); this reads a cell's id
-    and outcome. None where the parts' snapshots hold fewer than half the cells, share a
-    cell, or say another outcome than a line (``_document`` then makes it)."""
-    found = [part for part in map(read, parts) if part is not None]
-    held: list[str] = []
-    for part in found:
-        held += part.cell_ids
-    where = dict(zip(held, range(len(held)), strict=True))
-    if not found or len(where) < len(held):
+    """``_document(results, names)``, gathered from the snapshots of a merge's parts: each
+    cell whose line it wrote as its part wrote it is that part's row (the same line's), and
+    only its place in the part's columns is looked up; each column is then made again from
+    those places, in C. The other cells (``own``; and a part's without a current snapshot)
+    add their own values. A merge's snapshot made from its 100,000 lines read every field of
+    each (0.45-0.65 s). None where the parts' snapshots hold fewer than half the cells, or
+    say another outcome than a line (``_document`` then makes it)."""
+    parts, ids = gathering.parts, gathering.ids
+    if not parts.found or parts.shared:
         return None
-    ids = list(map(_CELL_ID, results))
-    at: list[int | None] = list(map(where.get, ids))
-    if set(map(type, results)) != {ResultRow}:  # a line written otherwise: its own values
-        at = [place if result.__class__ is ResultRow else None
-              for place, result in zip(at, results, strict=True)]
-    own = [i for i, place in enumerate(at) if place is None] if None in at else []
+    at: list[int | None] = list(map(parts.where.get, ids))
+    for cell in gathering.own:
+        at[cell] = None
+    own = [cell for cell, place in enumerate(at) if place is None] if None in at else []
     if 2 * len(own) > len(at):
         return None
-    rest = [results[i] for i in own]
-    for place, cell in enumerate(own, len(held)):  # its own values after the parts' rows
+    rest = [results[cell] for cell in own]
+    letters = "".join([*(part.letters for part in parts.found),
+                       *map(gathering.letters.__getitem__, own)])
+    for place, cell in enumerate(own, parts.cells):  # its own values after the parts' rows
         at[cell] = place
     places = cast("list[int]", at)  # (None no more)
-    letters = "".join([*(part.letters for part in found),
-                       *map(LETTER.__getitem__, map(_OUTCOME, rest))])
     letters = "".join(map(letters.__getitem__, places))
-    if letters != "".join(map(LETTER.__getitem__, map(_OUTCOME, results))):
+    if letters != gathering.letters:
         return None  # (a snapshot that is not its record's: the lines say)
     fingerprints = [names.get(f, {}) if names is not None and f.__class__ is str else f
                     for f in map(_FINGERPRINT, rest)]
@@ -552,18 +573,25 @@ def _gathered(results: Sequence[Tabled], parts: Sequence[Path],
     for name in TABLED:  # the parts' tables one after the other, each code moved with its own
         table: list[Any] = []
         joined: list[int] = []
-        for part in found:
-            joined += map(len(table).__add__, part.codes(name))
+        for part in parts.found:  # (each code an int made once an entry, not once a cell)
+            moved = list(range(len(table), len(table) + len(part.table(name))))
+            joined += map(moved.__getitem__, part.codes(name))
             table += part.table(name)
         joined += range(len(table), len(table) + len(rest))
         table += ours[name]
         tables[name], codes[name] = _recoded(list(map(joined.__getitem__, places)), table,
                                              _items if name in ("values", "versions") else None)
     durations: list[float] = []
-    for part in found:
+    for part in parts.found:
         durations += part.durations
     durations += map(_DURATION, rest)
-    return _assembled(tables, codes, letters, ids, list(map(durations.__getitem__, places)))
+    return _assembled(tables, codes, letters, list(ids),
+                      list(map(durations.__getitem__, places)))
+
+
+def letters_of(results: Iterable[Tabled]) -> str:
+    """Each result's outcome letter, as the snapshot holds it."""
+    return "".join(map(LETTER.__getitem__, map(_OUTCOME, results)))
 
 
 def _recoded(codes: list[int], table: list[Any], key: Callable[[Any], Hashable] | None
@@ -589,8 +617,8 @@ def _recoded(codes: list[int], table: list[Any], key: Callable[[Any], Hashable] 
 
 
 #: What ``_gathered`` reads of a result.
-_CELL_ID, _OUTCOME = attrgetter("cell_id"), attrgetter("outcome")
-_FINGERPRINT, _DURATION = attrgetter("fingerprint"), attrgetter("duration")
+_OUTCOME, _FINGERPRINT, _DURATION = (attrgetter(name) for name in (
+    "outcome", "fingerprint", "duration"))
 
 
 def head(made_from: Stamp, what: str = "snapshot", version: int = VERSION) -> bytes:

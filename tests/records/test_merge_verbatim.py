@@ -186,12 +186,17 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
     # for enough of the cells: the lines passed through, no secret, no cell in two shards.
     for source in sources:
         snapshot.load(source.run_dir)
-    gathered = snapshot._gathered(lines.written, lines.parts, lines.shared)
-    if gathered is not None:
-        assert gathered == snapshot._document(lines.written, lines.shared)
-    assert (lines.parts == []) == (bool(merged.store.redactor.secrets) or len(
+    again = merge_runs(sources, tmp / "gathered", run_id="merged", warn=lambda _: None,
+                       make_results=False)
+    assert (again.gathering is None) == (bool(merged.store.redactor.secrets) or len(
         {r.cell_id for s in sources for r in s.results()}) < sum(len(s.results())
                                                                 for s in sources))
+    if again.gathering is not None:
+        assert again.gathering.ids == [r.cell_id for r in again.written]
+        assert again.gathering.letters == snapshot.letters_of(again.written)
+        gathered = snapshot._gathered(again.written, again.gathering, again.shared)
+        if gathered is not None:
+            assert gathered == snapshot._document(again.written, again.shared)
     if not merged.store.redactor.secrets:
         assert snapshot._document(lines.written, lines.shared) == snapshot._document(
             lines.store.results())

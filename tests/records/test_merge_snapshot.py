@@ -1,0 +1,97 @@
+"""A merged run's snapshot gathered from its shards' own (``snapshot._gathered``): the
+document made from the merged lines, byte for byte, whatever the shards hold."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.cli import main
+from harness.core.results import Outcome
+from harness.records import snapshot
+from harness.records.merge import merge_runs
+from harness.records.snapshot import SNAPSHOT
+from harness.records.store import RunStore
+from tests.records.test_merge_verbatim import CELLS, add_line, record, result
+
+
+def test_a_merges_snapshot_from_its_shards_is_the_one_made_from_its_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards that end with their snapshot (as every run does): the merged run's snapshot is
+    gathered from theirs, and is the file a reader makes from the merged record. Cells that
+    bring their own values: a shard without a snapshot (it died), one whose snapshot went
+    stale (a line added after), a gap, a line whose log did not come along."""
+    reports = tmp_path / "shards"
+    layout = ((CELLS[:4], "snapshot"), (CELLS[4:8], "snapshot"), (CELLS[8:10], None),
+              (CELLS[10:11], "stale"), (CELLS[11:], "gap"))
+    stores = []
+    for i, (cells, ends) in enumerate(layout):
+        store = RunStore.create(reports, {"planned": cells, "full_plan": CELLS,
+                                          "shard": f"{i + 1}/{len(layout)}"}, run_id=f"s{i}")
+        for n, cell in enumerate(cells if ends != "gap" else []):
+            record(store, result(cell, store.run_id,
+                                 (Outcome.PASS, Outcome.FAIL, Outcome.SKIP)[n % 3],
+                                 signature="sig" if n % 3 == 1 else None, duration=n + 0.5))
+        if ends in ("snapshot", "stale"):
+            snapshot.load(store.run_dir)
+        if ends == "stale":
+            record(store, result(cells[0], store.run_id, Outcome.PASS, attempt=2))
+        stores.append(store)
+    next((stores[1].run_dir / "logs").iterdir()).unlink()  # a log lost on the way
+    with monkeypatch.context() as patched:  # the shards' snapshots or nothing
+        patched.setattr(snapshot, "_document", lambda *_: pytest.fail("made from the lines"))
+        args = ["--reports", str(tmp_path), "merge", *(str(s.run_dir) for s in stores),
+                "--run-id", "m", "--no-report"]
+        assert main(args) == 1  # (a FAIL nobody expected)
+    merged = tmp_path / "runs" / "m"
+    gathered = (merged / SNAPSHOT).read_bytes()
+    (merged / SNAPSHOT).unlink()
+    assert snapshot.load(merged).cell_ids == [c["cell_id"] for c in CELLS]
+    assert (merged / SNAPSHOT).read_bytes() == gathered
+    assert "?" in snapshot.letters(merged).letters  # (the gap)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=st.lists(st.tuples(st.sampled_from([0, 1, 2] * 3 + [-1]), st.sampled_from(Outcome),
+                                st.sampled_from(["line"] * 6 + ["inline", "no log", "retried"])),
+                      min_size=12, max_size=12),
+       ends=st.lists(st.sampled_from(["snapshot"] * 3 + ["stale", "none"]), min_size=3,
+                     max_size=3))
+def test_a_snapshot_gathered_from_shards_is_the_one_made_from_the_lines(
+        tmp_path_factory: pytest.TempPathFactory, cells: list[tuple[int, Outcome, str]],
+        ends: list[str]) -> None:
+    """Any cells of three shards (-1: none ran it), each shard ending with its snapshot, or
+    one gone stale, or none: the merged snapshot gathered from theirs is the document made
+    from the merged lines; gathered wherever they stand for every cell."""
+    tmp = tmp_path_factory.mktemp("gather")
+    stores = [RunStore.create(tmp / "shards", {
+        "planned": [c for c, (s, _, _) in zip(CELLS, cells, strict=True) if s == n],
+        "full_plan": CELLS, "shard": f"{n + 1}/3"}, run_id=f"s{n}") for n in range(3)]
+    for cell, (n, outcome, how) in zip(CELLS, cells, strict=True):
+        if n < 0:
+            continue
+        res = result(cell, stores[n].run_id, outcome, duration=1.5,
+                     signature="sig" if outcome is Outcome.REPRODUCED else None)
+        if how == "inline":
+            add_line(stores[n], res.to_dict())
+        else:
+            record(stores[n], res, log=how != "no log")
+            if how == "retried":
+                record(stores[n], replace(res, attempt=2, outcome=Outcome.PASS))
+    for store, end in zip(stores, ends, strict=True):
+        if end != "none":
+            snapshot.load(store.run_dir)
+        if end == "stale":
+            add_line(store, b"\n")
+    merged = merge_runs(stores, tmp, run_id="m", make_results=False)
+    assert merged.gathering is not None
+    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
+    if gathered is not None:
+        assert gathered == snapshot._document(merged.written, merged.shared)
+    if set(ends) == {"snapshot"} and all(n >= 0 and how != "inline" for n, _, how in cells):
+        assert gathered is not None
