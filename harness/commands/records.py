@@ -125,7 +125,11 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
         snapshot.write(report.store.run_dir, report.written, made_from, names=report.shared,
                        gathering=report.gathering)
 
-    side_by_side(snapshotted, judged, "writing the merged run's snapshot")
+    if report.gathering is not None and report.gathering.ready:
+        snapshotted()  # (made beside the reading: the file alone is left to write)
+        judged()
+    else:
+        side_by_side(snapshotted, judged, "writing the merged run's snapshot")
     if document is not None and made_from is not None:
         report_rows.write(report.store.run_dir, document, made_from)
     return report, code

@@ -81,8 +81,9 @@ class Row(NamedTuple):
 class Snapshot:
     """A snapshot as read: its columns, turned into rows or keys only when asked."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], made_from: Stamp | None = None) -> None:
         self._data = data
+        self.made_from = made_from  # the record it was made from, as ``read`` found it
         self.letters: str = data["outcome"]
         self.keys_digest: str = data["keys_digest"]  # equal for runs of the same cells in order
 
@@ -204,31 +205,37 @@ class Tabled(Keyed, Protocol):
 
 def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None = None, *,
           names: Mapping[str, Any] | None = None, gathering: Gathering | None = None
-          ) -> dict[str, Any] | None:
+          ) -> bool:
     """The snapshot of ``results`` (each cell's last attempt, in the order ``RunStore.results``
     gives them), made from the record as ``made_from`` found it (default: as it is now).
     ``names``: what a result's fingerprint stands for where it holds a name (a line a merge
     passed through: the values of the merged record's shared.jsonl), as ``RunStore`` puts it
-    in place. ``gathering``: where a merge's cells came from, whose snapshots stand for the
-    lines it passed through (``_gathered``). Returns the
-    document; a read-only run folder keeps no snapshot (None), and readers then make it
-    from the record each time."""
+    in place. ``gathering``: where a merge's cells came from, whose shards' snapshots stand
+    for the lines it passed through. Whether the file was written: a read-only run folder
+    keeps no snapshot, and readers then make it from the record each time."""
     made_from = made_from or stamp(run_dir)
     if made_from is None:
-        return None
+        return False
+    if gathering is not None and gathering.ready:
+        assert gathering.prepared is not None
+        return _store(run_dir, gathering.prepared.body, made_from)
     document = _gathered(results, gathering, names) if gathering is not None else None
     if document is None:
         document = _document(results, names)
-    return document if _store(run_dir, document, made_from) else None
+    return _store(run_dir, _body(document), made_from)
 
 
-def _store(run_dir: Path, document: dict[str, Any], made_from: Stamp) -> bool:
-    """The file, if the folder takes it."""
+def _body(document: Mapping[str, Any]) -> bytes:
+    """The file but its first line: the letters line, then the rest."""
     letters = {k: document[k] for k in LETTER_FIELDS}
     rest = {k: v for k, v in document.items() if k not in LETTER_FIELDS}
+    return jsonio.dumps(letters) + b"\n" + jsonio.dumps(rest)
+
+
+def _store(run_dir: Path, body: bytes, made_from: Stamp) -> bool:
+    """The file, if the folder takes it."""
     try:
-        atomic.write_bytes(run_dir / SNAPSHOT, head(made_from) + jsonio.dumps(letters)
-                           + b"\n" + jsonio.dumps(rest))
+        atomic.write_bytes(run_dir / SNAPSHOT, head(made_from) + body)
     except OSError:
         return False
     return True
@@ -270,14 +277,15 @@ def make_missing(run_dirs: Sequence[Path]) -> None:
 def read(run_dir: Path) -> Snapshot | None:
     """The run's snapshot if it is current (made from the record as it is now) and whole,
     else None: a damaged or foreign file is never taken for the run's."""
-    data = _read(run_dir, whole=True)
-    return Snapshot(data) if data is not None else None
+    now = stamp(run_dir)
+    data = _read(run_dir, whole=True, now=now)
+    return Snapshot(data, now) if data is not None else None
 
 
-def _read(run_dir: Path, *, whole: bool) -> dict[str, Any] | None:
+def _read(run_dir: Path, *, whole: bool, now: Stamp | None = None) -> dict[str, Any] | None:
     """The snapshot's letters line (``whole``: and the rest), if the file is current and
     what it holds is whole, else None."""
-    now = stamp(run_dir)
+    now = now or stamp(run_dir)
     if now is None:
         return None
     try:
@@ -354,7 +362,7 @@ def load(run_dir: Path) -> Snapshot:
     document = _from_record(run_dir)
     if document is None:  # a line the harness would not write: read as RunStore reads it
         document = _document(RunStore(run_dir).results())
-    _store(run_dir, document, made_from)
+    _store(run_dir, _body(document), made_from)
     return Snapshot(document)
 
 
@@ -508,11 +516,19 @@ def _assembled(tables: dict[str, list[Any]], codes: dict[str, list[int]], letter
 
 
 class Parts:
-    """The current snapshots of the runs a merge reads (its shards; None where one has none),
-    read beside their records, and each cell's place in their columns, by its id."""
+    """The current snapshots of the runs a merge reads (its shards), and each cell's place in
+    their columns, by its id. ``read_as``: each run's record as the merge read it; a
+    snapshot made from another (the record grew meanwhile) is left out."""
 
-    def __init__(self, run_dirs: Sequence[Path]) -> None:
-        self.found = [part for part in map(read, run_dirs) if part is not None]
+    def __init__(self, run_dirs: Sequence[Path],
+                 read_as: Mapping[Path, Stamp | None] | None = None) -> None:
+        self.found: list[Snapshot] = []
+        self.made_from: dict[Path, Stamp | None] = {}  # each run's, as its snapshot says
+        for run in run_dirs:
+            part = read(run)
+            if part is not None and (read_as is None or read_as.get(run) == part.made_from):
+                self.found.append(part)
+                self.made_from[run] = part.made_from
         held: list[str] = []
         for part in self.found:
             held += part.cell_ids
@@ -521,30 +537,66 @@ class Parts:
         self.shared = len(self.where) < len(held)  # a cell in two of them
 
 
+class Prepared(NamedTuple):
+    """A merged run's snapshot made before the merge had chosen its cells (``prepared``): the
+    letters it says, and the file but its first line."""
+
+    letters: str
+    body: bytes
+    made_from: Mapping[Path, Stamp | None]  # each shard's record it was made from
+
+
+def prepared(runs: Sequence[Path], ids: Sequence[str]) -> Prepared | None:
+    """The snapshot of a merge of ``runs`` whose every cell, in the order ``ids``, is a line
+    passed through as one of them wrote it, made from their snapshots before the merge has
+    read their records (where it writes the merged run's plan, on the other core); None where
+    a cell is in none of them, or in two. ``write`` takes it only where the merge's cells
+    turn out so (``Gathering.ready``)."""
+    parts = Parts(runs)
+    at = list(map(parts.where.get, ids))
+    if not parts.found or parts.shared or None in at:
+        return None
+    document = _gather(parts, cast("list[int]", at), [], {}, list(ids))
+    return Prepared(document["outcome"], _body(document), parts.made_from)
+
+
 @dataclass(frozen=True)
 class Gathering:
-    """What a merged run's snapshot is gathered from (``write``): the ``parts`` it merged, no
+    """What a merged run's snapshot is gathered from (``write``): the ``runs`` it merged, no
     two of which hold one cell; each written cell's id and outcome letter, held apart from
     the results (a forked process that read them there would copy each page they sit on);
-    and the places of the cells whose line the merge wrote itself (a gap, a log that did not
-    come along, a value held inline): those are read from the results."""
+    the places of the cells whose line the merge wrote itself (a gap, a log that did not
+    come along, a value held inline): those are read from the results; each run's record
+    as the merge read it (``stamp``, taken before); and the snapshot ``prepared`` beside
+    the reading, if any."""
 
-    parts: Parts
+    runs: Sequence[Path]
     ids: Sequence[str]
     letters: str
     own: Sequence[int]
+    read_as: Mapping[Path, Stamp | None]
+    prepared: Prepared | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether ``prepared`` is the snapshot: every cell a line passed through, each saying
+        the outcome the shard's snapshot says (the cells' ids are those it was made for), of
+        records the merge read as those snapshots were made from."""
+        made = self.prepared
+        return (made is not None and not self.own and made.letters == self.letters
+                and all(self.read_as.get(run) == was for run, was in made.made_from.items()))
 
 
 def _gathered(results: Sequence[Tabled], gathering: Gathering,
               names: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """``_document(results, names)``, gathered from the snapshots of a merge's parts: each
-    cell whose line it wrote as its part wrote it is that part's row (the same line's), and
-    only its place in the part's columns is looked up; each column is then made again from
-    those places, in C. The other cells (``own``; and a part's without a current snapshot)
-    add their own values. A merge's snapshot made from its 100,000 lines read every field of
-    each (0.45-0.65 s). None where the parts' snapshots hold fewer than half the cells, or
-    say another outcome than a line (``_document`` then makes it)."""
-    parts, ids = gathering.parts, gathering.ids
+    """``_document(results, names)``, gathered from the snapshots of a merge's runs: each cell
+    whose line it wrote as its shard wrote it is that shard's row (the same line's), and only
+    its place in the shard's columns is looked up; the other cells (``own``; and a shard's
+    without a current snapshot) add their own values. A merge's snapshot made from its
+    100,000 lines read every field of each (0.45-0.65 s). None where the shards' snapshots
+    hold fewer than half the cells, or say another outcome than a line (``_document`` then
+    makes it)."""
+    parts, ids = Parts(gathering.runs, gathering.read_as), gathering.ids
     if not parts.found or parts.shared:
         return None
     at: list[int | None] = list(map(parts.where.get, ids))
@@ -553,16 +605,21 @@ def _gathered(results: Sequence[Tabled], gathering: Gathering,
     own = [cell for cell, place in enumerate(at) if place is None] if None in at else []
     if 2 * len(own) > len(at):
         return None
-    rest = [results[cell] for cell in own]
-    letters = "".join([*(part.letters for part in parts.found),
-                       *map(gathering.letters.__getitem__, own)])
-    for place, cell in enumerate(own, parts.cells):  # its own values after the parts' rows
+    for place, cell in enumerate(own, parts.cells):  # its own values after the shards' rows
         at[cell] = place
-    places = cast("list[int]", at)  # (None no more)
-    letters = "".join(map(letters.__getitem__, places))
-    if letters != gathering.letters:
+    document = _gather(parts, cast("list[int]", at), [results[cell] for cell in own],
+                       names or {}, list(ids), [gathering.letters[cell] for cell in own])
+    if document["outcome"] != gathering.letters:
         return None  # (a snapshot that is not its record's: the lines say)
-    fingerprints = [names.get(f, {}) if names is not None and f.__class__ is str else f
+    return document
+
+
+def _gather(parts: Parts, places: list[int], rest: Sequence[Tabled], names: Mapping[str, Any],
+            ids: list[str], letters: Sequence[str] = ()) -> dict[str, Any]:
+    """The document of the cells at ``places`` in the columns of ``parts`` and then of
+    ``rest`` (results, with their ``letters``; ``names``: as ``write``'s), each column made
+    again from those places, in C."""
+    fingerprints = [names.get(f, {}) if f.__class__ is str else f
                     for f in map(_FINGERPRINT, rest)]
     versions: dict[int, dict[str, str]] = {}  # each fingerprint once (its cells share it)
     ours = {**{name: list(map(attrgetter(name), rest)) for name in TABLED[:6]},
@@ -585,7 +642,8 @@ def _gathered(results: Sequence[Tabled], gathering: Gathering,
     for part in parts.found:
         durations += part.durations
     durations += map(_DURATION, rest)
-    return _assembled(tables, codes, letters, list(ids),
+    held = "".join([*(part.letters for part in parts.found), *letters])
+    return _assembled(tables, codes, "".join(map(held.__getitem__, places)), ids,
                       list(map(durations.__getitem__, places)))
 
 

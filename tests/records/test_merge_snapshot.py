@@ -95,3 +95,56 @@ def test_a_snapshot_gathered_from_shards_is_the_one_made_from_the_lines(
         assert gathered == snapshot._document(merged.written, merged.shared)
     if set(ends) == {"snapshot"} and all(n >= 0 and how != "inline" for n, _, how in cells):
         assert gathered is not None
+
+
+def shards_that_ran_everything(reports: Path) -> list[RunStore]:
+    """Three shards that each ran their cells and ended with their snapshot."""
+    stores = []
+    for n in range(3):
+        cells = CELLS[n * 4:(n + 1) * 4]
+        store = RunStore.create(reports, {"planned": cells, "full_plan": CELLS,
+                                          "shard": f"{n + 1}/3"}, run_id=f"s{n}")
+        for i, cell in enumerate(cells):
+            record(store, result(cell, store.run_id, (Outcome.PASS, Outcome.SKIP)[i % 2],
+                                 duration=i + 0.25))
+        snapshot.load(store.run_dir)
+        stores.append(store)
+    return stores
+
+
+def test_a_merge_whose_cells_all_passed_through_writes_the_snapshot_made_beside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cell a line passed through from a shard that ended with its snapshot: the one
+    made from theirs while the shards were read is written as it is (nothing gathered or
+    made after the merge), and it is the file a reader makes from the merged record."""
+    stores = shards_that_ran_everything(tmp_path / "shards")
+    with monkeypatch.context() as patched:
+        for made_after in ("_gathered", "_document"):
+            patched.setattr(snapshot, made_after, lambda *_: pytest.fail("made after"))
+        assert main(["--reports", str(tmp_path), "merge", *(str(s.run_dir) for s in stores),
+                     "--run-id", "m", "--no-report"]) == 0
+    merged = tmp_path / "runs" / "m"
+    written = (merged / SNAPSHOT).read_bytes()
+    (merged / SNAPSHOT).unlink()
+    assert snapshot.load(merged).cell_ids == [c["cell_id"] for c in CELLS]
+    assert (merged / SNAPSHOT).read_bytes() == written
+
+
+def test_the_snapshot_made_beside_the_reading_is_taken_only_for_what_it_was_made_of(
+        tmp_path: Path) -> None:
+    """``Gathering.ready``: not where a line was written otherwise, a cell says another
+    outcome, or a shard's record was read as another than its snapshot was made from (it
+    grew in between)."""
+    stores = shards_that_ran_everything(tmp_path / "shards")
+    merged = merge_runs(stores, tmp_path, run_id="m", make_results=False)
+    gathering = merged.gathering
+    assert gathering is not None and gathering.prepared is not None and gathering.ready
+    assert not replace(gathering, own=[3]).ready
+    assert not replace(gathering, letters="F" + gathering.letters[1:]).ready
+    grown = {**gathering.read_as, stores[1].run_dir: (1, 2)}
+    assert not replace(gathering, read_as=grown).ready
+    # A line added after the shard's end: its snapshot is stale, none is made beside.
+    record(stores[2], result(CELLS[8], "s2", Outcome.FAIL, attempt=2))
+    again = merge_runs(stores, tmp_path, run_id="m2", make_results=False)
+    assert again.gathering is not None and again.gathering.prepared is None
+    assert not again.gathering.ready
