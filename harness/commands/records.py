@@ -112,7 +112,7 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
     document: bytes | None = None
 
     def judged() -> None:
-        nonlocal code, rows, document
+        nonlocal code, document
         code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
                            report.judged)
         document = report_rows.encode(rows) if rows is not None else None

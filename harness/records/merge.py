@@ -62,8 +62,8 @@ class MergeReport:
     # value held inline, a field too many or too few, every line of a shard whose text
     # holds a run of 19 digits), by their place in ``written``: for ``as_read``.
     rewritten: dict[int, bytes] = field(default_factory=dict)
-    # Where no two runs merged hold one cell and no secret was redacted: their snapshots,
-    # which stand for the lines passed through from them (``snapshot.write``).
+    # Where no two runs merged hold one cell and this machine has no secret to redact: their
+    # snapshots, which stand for the lines passed through from them (``snapshot.write``).
     gathering: Gathering | None = None
 
     @property
@@ -137,7 +137,8 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     redactor = Redactor.from_environment()
 
     def create() -> tuple[list[str], Prepared | None]:
-        """The merged run's folder (run.json, plan.json, cases.json); the plan's order.
+        """The merged run's folder (run.json, plan.json, cases.json); the plan's order, and
+        the merged run's snapshot prepared from the shards' own (``snapshot.prepared``).
         Decoding a fleet's plan and writing it again is a sixth of a merge, on the second
         core while this one reads the shards; the cells stay there (150 MiB), only their
         order comes back (a gap reads them again). The shards' run.json too: 64 of a
@@ -151,6 +152,9 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         else:
             planned, order = passed
         cases = _union(s.cases for s in sources)
+        # Its snapshot too, from the shards' own, while this core has room: what ``write``
+        # takes where every cell turns out a line passed through (``Gathering.ready``).
+        made = None if redactor.secrets else prepared([s.run_dir for s in sources], order)
         # Only now, with every shard's plan and cases read: an artifact that cannot be read
         # leaves the earlier merge of the same name as it was.
         if (target / META).exists():  # merging again replaces the earlier merge, whole
@@ -164,10 +168,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             # Every shard planned from the same lock: the first one's resolutions are the run's.
             "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
         }, run_id=run_id, cases=cases, redactor=redactor)
-        # Its snapshot too, from the shards' own, while this core has room: what ``write``
-        # takes where every cell turns out a line passed through (``Gathering.ready``).
-        return order, None if redactor.secrets else prepared([s.run_dir for s in sources],
-                                                             order)
+        return order, made
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
@@ -184,8 +185,10 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             # No cell in two: their snapshots may stand for their lines.
             read_as.update((r.run_dir, r.read_as) for r in readers)
 
-    order, made = side_by_side(create, read, "writing the merged run's plan")
-    _HELD.clear()  # (where ``create`` ran in this process: one core, no fork)
+    try:
+        order, made = side_by_side(create, read, "writing the merged run's plan")
+    finally:
+        _HELD.clear()  # (where ``create`` ran in this process: one core, no fork)
     out = RunStore(target, redactor)
     report = MergeReport(store=out, conflicts=conflicts, shared=names.values)
     gaps: _Gaps | None = None
@@ -289,11 +292,17 @@ class _Read(RunStore):
         return kept[1:] if kept is not None and kept[0] is result else None
 
     def _read(self) -> list[CellResult | ResultRow]:
-        self.read_as = stamp(self.run_dir)  # (before: a line added meanwhile makes it stale)
+        self.read_as = stamp(self.run_dir)
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
             return []
+        if (self.read_as is None or len(data) != self.read_as[0]
+                or stamp(self.run_dir) != self.read_as or b"\r" in data):
+            # Not what its snapshot may say: a record that grew while it was read; one
+            # with a carriage return, which the store may read as two lines where this
+            # reads one (``codec``: a chunk with a torn line is read by ``splitlines``).
+            self.read_as = None
         shared = self._shared_values()
         secrets = self.names.secrets
         share = self.common.share
@@ -605,6 +614,8 @@ class _Linker:
             self._send()
 
     def _send(self) -> None:
+        if not self.jobs:
+            return
         # Encoded as os.fsencode would, a thousand at a time (a call each was 0.05 s a fleet).
         data = ("\0".join(self.jobs) + "\0").encode(_FS_ENCODING, "surrogateescape")
         self.jobs = []

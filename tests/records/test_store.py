@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module
 from harness.records.select import choose_records
 from harness.records.snapshot import rows_of
-from harness.records.store import RunStore
+from harness.records.store import RunStore, read_shared
 from harness.report.build import (
     diff_runs,
     long_columns,
@@ -277,3 +278,15 @@ def test_each_cell_keeps_its_first_place_and_its_last_attempt_as_one_record_choo
         ("a", Outcome.REPRODUCED), ("b", Outcome.PASS), ("c", Outcome.SKIP)]
     chosen = list(choose_records([store])[0].values())
     assert merged_results([store]) == chosen and [r for _, r in chosen] == got
+
+
+def test_shared_values_are_read_as_json_reads_them_line_by_line(tmp_path: Path) -> None:
+    """shared.jsonl's numbers are checked once for the file: a line orjson refuses (NaN) is
+    still read as json reads it, a torn one skipped, the others read by orjson."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "shared.jsonl").write_bytes(
+        b'["a", {"x": 1.5}]\n["b", {"x": NaN}]\n["c", {"x"\n["d", [1, 2]]\n')
+    found = [(d, v) for d, v, _ in read_shared(run)]
+    assert found[0] == ("a", {"x": 1.5}) and found[2] == ("d", [1, 2]) and len(found) == 3
+    assert found[1][0] == "b" and math.isnan(found[1][1]["x"])
