@@ -17,7 +17,13 @@ from harness.records import snapshot
 from harness.records.merge import merge_runs
 from harness.records.snapshot import SNAPSHOT
 from harness.records.store import RunStore
-from tests.records.test_merge_verbatim import CELLS, add_line, record, result
+from tests.records.test_merge_verbatim import (
+    CELLS,
+    add_line,
+    assert_snapshot_as_from_the_lines,
+    record,
+    result,
+)
 
 
 def test_a_merges_snapshot_from_its_shards_is_the_one_made_from_its_record(
@@ -91,13 +97,7 @@ def test_a_snapshot_gathered_from_shards_is_the_one_made_from_the_lines(
             add_line(store, b"\n")
     merged = merge_runs(stores, tmp, run_id="m", make_results=False)
     assert merged.gathering is not None
-    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
-    made = snapshot._body(snapshot._document(merged.written, merged.shared))
-    if gathered is not None:  # byte for byte (as data, 1 and True are equal)
-        assert snapshot._body(gathered) == made
-    if merged.gathering.ready:
-        assert merged.gathering.prepared is not None
-        assert merged.gathering.prepared.body == made
+    gathered = assert_snapshot_as_from_the_lines(merged)
     if set(ends) == {"snapshot"} and all(n >= 0 and how != "inline" for n, _, how in cells):
         assert gathered is not None
 
@@ -172,18 +172,15 @@ def test_values_written_otherwise_in_a_shards_own_order_are_read_from_the_lines(
         json.dumps(r) + "\n" for r in reversed(rows)))
     snapshot.load(odd.run_dir)
     merged = merge_runs(stores, tmp_path, run_id="m", make_results=False)
-    made = snapshot._body(snapshot._document(merged.written, merged.shared))
     assert merged.gathering is not None and not merged.gathering.ready
-    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
-    assert gathered is not None and snapshot._body(gathered) == made
+    assert assert_snapshot_as_from_the_lines(merged) is not None
     # A snapshot edited by hand, still whole as read checks it: a list in a mapping.
     path = stores[0].run_dir / SNAPSHOT
     path.write_bytes(path.read_bytes().replace(b'"torch":"2.0.0"', b'"torch":["2.0.0"]', 1))
     assert snapshot.read(stores[0].run_dir) is not None
     again = merge_runs(stores, tmp_path, run_id="m", make_results=False)
     assert again.gathering is not None
-    gathered = snapshot._gathered(again.written, again.gathering, again.shared)
-    assert gathered is None or snapshot._body(gathered) == made
+    assert_snapshot_as_from_the_lines(again)
 
 
 def test_a_cell_no_plan_names_keeps_the_prepared_snapshot_out(tmp_path: Path) -> None:
@@ -194,9 +191,7 @@ def test_a_cell_no_plan_names_keeps_the_prepared_snapshot_out(tmp_path: Path) ->
     merged = merge_runs(stores, tmp_path, run_id="m", make_results=False)
     assert merged.gathering is not None and merged.cells == len(CELLS) + 1
     assert not merged.gathering.ready
-    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
-    assert gathered is not None and snapshot._body(gathered) == snapshot._body(
-        snapshot._document(merged.written, merged.shared))
+    assert assert_snapshot_as_from_the_lines(merged) is not None
 
 
 def test_a_record_with_a_carriage_return_is_read_from_its_lines(tmp_path: Path) -> None:
@@ -210,6 +205,4 @@ def test_a_record_with_a_carriage_return_is_read_from_its_lines(tmp_path: Path) 
     assert merged.gathering is not None and not merged.gathering.ready
     assert merged.gathering.read_as[stores[1].run_dir] is None
     assert merged.gathering.read_as[stores[0].run_dir] is not None
-    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
-    assert gathered is not None and snapshot._body(gathered) == snapshot._body(
-        snapshot._document(merged.written, merged.shared))
+    assert assert_snapshot_as_from_the_lines(merged) is not None

@@ -194,16 +194,25 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
     if again.gathering is not None:
         assert again.gathering.ids == [r.cell_id for r in again.written]
         assert again.gathering.letters == snapshot.letters_of(again.written)
-        gathered = snapshot._gathered(again.written, again.gathering, again.shared)
-        made = snapshot._body(snapshot._document(again.written, again.shared))
-        if gathered is not None:  # byte for byte (as data, 1 and True are equal)
-            assert snapshot._body(gathered) == made
-        if again.gathering.ready:
-            assert again.gathering.prepared is not None
-            assert again.gathering.prepared.body == made
+        assert_snapshot_as_from_the_lines(again)
     if not merged.store.redactor.secrets:
         assert snapshot._document(lines.written, lines.shared) == snapshot._document(
             lines.store.results())
+
+
+def assert_snapshot_as_from_the_lines(merged: MergeReport) -> dict[str, Any] | None:
+    """The merged snapshot gathered from the shards' (if it is), and the one prepared beside
+    the reading (if taken): byte for byte the one made from the merged lines (as data, 1
+    and True are equal). Returns the gathered document."""
+    assert merged.gathering is not None
+    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
+    made = snapshot._body(snapshot._document(merged.written, merged.shared))
+    if gathered is not None:
+        assert snapshot._body(gathered) == made
+    if merged.gathering.ready:
+        assert merged.gathering.prepared is not None
+        assert merged.gathering.prepared.body == made
+    return gathered
 
 
 def test_a_merge_equals_the_merge_through_full_decoding(
