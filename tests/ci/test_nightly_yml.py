@@ -12,6 +12,9 @@ import pytest
 import yaml
 
 from harness.cli import build_parser
+from harness.core.results import CellResult, Outcome
+from harness.records import snapshot
+from harness.records.store import RunStore
 from tests.conftest import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
@@ -38,11 +41,11 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
         words = [w.strip('"') for w in words]
         parser.parse_args([w if not w.startswith("$") else "1/2" if "SHARD" in w else "x"
                            for w in words])
-    # The artifact a shard uploads is the run folder the merge downloads.
+    # The artifact a shard uploads is the run folder packed, which the merge unpacks.
     upload = next(s for s in jobs["shard"]["steps"] if "upload-artifact" in s.get("uses", ""))
-    assert upload["with"]["path"] == "reports/runs/${{ matrix.artifact }}"
+    assert upload["with"]["path"] == "${{ matrix.artifact }}.tar"
     download = next(s for s in jobs["merge"]["steps"] if "download-artifact" in s.get("uses", ""))
-    assert download["with"]["pattern"] == "harness-shard-*"
+    assert download["with"] == {"pattern": "harness-shard-*", "path": "shard-archives"}
     # The merge is judged against last night and keeps the history for the next one.
     merge = next(s for s in jobs["merge"]["steps"] if "harness merge" in str(s.get("run")))
     assert "--fail-on new" in merge["run"] and "--baseline" in merge["run"]
@@ -91,3 +94,38 @@ def test_actionlint_passes_on_the_workflows_and_catches_a_broken_one(tmp_path: P
     broken.write_text(WORKFLOW.read_text().replace("needs.plan.outputs", "needs.plann.outputs"))
     proc = lint(folder, broken)
     assert proc.returncode == 1 and 'property "plann" is not defined' in proc.stdout
+
+
+def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_snapshot_current(
+        tmp_path: Path) -> None:
+    """The shard job's pack step and the merge job's unpack step, run as they are written
+    (bash, GNU tar), with the artifact's folder layout between them: the run folder comes
+    back with its record's time to the nanosecond, so the snapshot it ended with is current
+    (a zip artifact of the folder itself keeps no times: the merge would read the lines)."""
+    if not shutil.which("bash") or not shutil.which("tar"):
+        pytest.skip("needs bash and tar")
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    pack = next(s for s in jobs["shard"]["steps"] if s.get("name", "").startswith("Pack"))
+    unpack = next(s for s in jobs["merge"]["steps"] if s.get("name", "").startswith("Unpack"))
+    run_id = "harness-shard-1-of-2"
+    shard = tmp_path / "shard"
+    store = RunStore.create(shard / "reports", {"planned": []}, run_id=run_id)
+    store.extend([CellResult(run_id=run_id, cell_id="c1", environment="cpu:torch=2.5.1",
+                             values={"torch": "2.5.1"}, env_key="k", backend="uv",
+                             case_id="probes", variant="import", nodeid="t.py::t",
+                             hardware_target="cpu", outcome=Outcome.PASS)])
+    snapshot.load(store.run_dir)
+    env = {**os.environ, "RUN_ID": run_id}
+    subprocess.run(["bash", "-e", "-c", pack["run"]], cwd=shard, env=env, check=True)
+    merge = tmp_path / "merge"
+    (merge / "shard-archives" / run_id).mkdir(parents=True)  # as download-artifact puts it
+    shutil.copyfile(shard / f"{run_id}.tar", merge / "shard-archives" / run_id / f"{run_id}.tar")
+    subprocess.run(["bash", "-e", "-c", unpack["run"]], cwd=merge, env=env, check=True)
+    unpacked = merge / "shards" / run_id
+    assert snapshot.is_current(unpacked) and snapshot.read(unpacked) is not None
+    assert [r.cell_id for r in RunStore(unpacked).results()] == ["c1"]
+    # No archive at all (every shard failed before its upload): an empty shards/, no error.
+    shutil.rmtree(merge)
+    merge.mkdir()
+    subprocess.run(["bash", "-e", "-c", unpack["run"]], cwd=merge, env=env, check=True)
+    assert list((merge / "shards").iterdir()) == []
