@@ -101,7 +101,8 @@ def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_snaps
     """The shard job's pack step and the merge job's unpack step, run as they are written
     (bash, GNU tar), with the artifact's folder layout between them: the run folder comes
     back with its record's time to the nanosecond, so the snapshot it ended with is current
-    (a zip artifact of the folder itself keeps no times: the merge would read the lines)."""
+    (a zip, as an artifact of the folder itself travels, holds times to two seconds at best:
+    the merge would read the lines)."""
     if not shutil.which("bash") or not shutil.which("tar"):
         pytest.skip("needs bash and tar")
     jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
