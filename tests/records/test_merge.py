@@ -1,5 +1,5 @@
 """The merge's log links, made in a process of their own (or on a thread, where there is no
-fork): all there on close, or an error."""
+fork): all there on close, or an error. An earlier merge of the same name, replaced."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.merge import _Linker
+from harness.core.results import Outcome
+from harness.records.merge import _Linker, _SetAside, merge_runs
+from harness.records.store import RunStore
+from tests.records.test_merge_verbatim import CELLS, record, result, shard
 
 
 @pytest.fixture(params=["process", "thread"])
@@ -51,3 +54,49 @@ def test_a_link_that_cannot_be_made_is_raised_by_close(tmp_path: Path, linker: _
 
 def test_a_linker_closed_without_links_ends(linker: _Linker) -> None:
     linker.close()
+
+
+def _shards(reports: Path) -> list[RunStore]:
+    one = shard(reports, "shard-1", "1/2", CELLS[:6])
+    two = shard(reports, "shard-2", "2/2", CELLS[6:])
+    for store, cells in ((one, CELLS[:6]), (two, CELLS[6:])):
+        for cell in cells:
+            record(store, result(cell, store.run_id, Outcome.PASS))
+    return [RunStore(one.run_dir), RunStore(two.run_dir)]
+
+
+def test_merging_again_under_a_name_replaces_the_earlier_merge_whole(tmp_path: Path) -> None:
+    """The earlier merge leaves ``runs/`` at once (renamed) and nothing of it is left when
+    the merge returns, nor of one a killed merge set aside; ``.replaced/`` is gone too."""
+    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    first = merge_runs(sources, out, run_id="m").store.run_dir
+    (first / "stray.txt").write_text("of the earlier merge")
+    left = out / ".replaced" / "1-2"  # what a merge killed after setting one aside leaves
+    (left / "logs").mkdir(parents=True)
+    (left / "logs" / "a.log").write_text("x")
+    again = merge_runs(sources, out, run_id="m").store
+    assert again.run_dir == first and not (first / "stray.txt").exists()
+    assert [r.cell_id for r in again.results()] == [c["cell_id"] for c in CELLS]
+    assert not (out / ".replaced").exists()
+    assert [p.name for p in (out / "runs").iterdir()] == ["m"]
+
+
+def test_where_it_cannot_be_set_aside_the_earlier_merge_is_removed_in_place(
+        tmp_path: Path) -> None:
+    """No ``.replaced/`` to be had (a file of that name; likewise a rename across file
+    systems): the earlier merge is removed where it is, and the file left alone."""
+    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    first = merge_runs(sources, out, run_id="m").store.run_dir
+    (first / "stray.txt").write_text("of the earlier merge")
+    (out / ".replaced").write_text("not ours")
+    again = merge_runs(sources, out, run_id="m").store
+    assert again.run_dir == first and not (first / "stray.txt").exists()
+    assert (out / ".replaced").read_text() == "not ours"
+
+
+def test_nothing_set_aside_spawns_nothing(tmp_path: Path) -> None:
+    aside = _SetAside(tmp_path)
+    aside.remove()
+    assert aside.process is None
+    aside.wait()
+    assert list(tmp_path.iterdir()) == []
