@@ -5,21 +5,24 @@ Writes a case module whose cells sleep for mixed durations (the longest one last
 place for plan order), runs it twice with ``harness run -j SLOTS`` on the host backend and
 prints, for each run, the makespan (first case start to last case end, from the record) and
 the bound max(longest cell, total / slots). The second run batches and orders by the first
-run's durations (the issue's goal: within 1.05 of the bound).
+run's durations (the issue's goal: within 1.05 of the bound). ``--cells N``: N cells of mixed
+durations instead (0.05-1 s, drawn with a fixed seed, in no particular order).
 
-    python bench/makespan.py [--slots 2]
+    python bench/makespan.py [--slots 2] [--cells N] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 DURATIONS = [1.0, 0.5, 1.0, 0.5, 1.0, 0.5, 1.0, 0.5, 1.0, 1.0, 4.0]
+MIXED = (0.05, 0.1, 0.2, 0.5, 1.0)  # ``--cells``: each cell one of these
 
 CASE = '''
 import time
@@ -42,7 +45,12 @@ def makespan(run_dir: Path) -> tuple[float, float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--cells", type=int, help="mixed durations, this many cells")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    rng = random.Random(args.seed)
+    durations = DURATIONS if args.cells is None else [
+        rng.choice(MIXED) for _ in range(args.cells)]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cases = root / "cases"
@@ -51,7 +59,7 @@ def main() -> None:
         # Distinct durations need distinct ids: number repeated values.
         seen: dict[float, int] = {}
         unique = []
-        for d in DURATIONS:
+        for d in durations:
             seen[d] = seen.get(d, 0) + 1
             unique.append(d + seen[d] * 1e-3)
         (cases / "test_mix.py").write_text(CASE.format(durations=unique))
