@@ -33,7 +33,7 @@ import os
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common import (
@@ -62,7 +62,7 @@ class Case:
 
 @dataclass(frozen=True)
 class Measure(Figures):
-    said: str  # the last line of stderr: the refusal
+    said: str = ""  # the last line of stderr: the refusal
 
 
 def mutant_text(torch_versions: int) -> str:
@@ -89,9 +89,7 @@ def run_once(matrix: Path, env: dict[str, str], out: Path) -> Measure:
         why = f"killed at the {TIMEOUT:g} s limit" if run.timed_out else f"exit {run.returncode}"
         raise SystemExit(f"harness plan -m {matrix}: no figures ({why})\n  "
                          + "\n  ".join(lines[-15:] or ["(no stderr)"]))
-    figures = run.figures
-    return Measure(figures.seconds, figures.cpu, figures.peak_mib, figures.code,
-                   lines[-1] if lines else "")
+    return Measure(**asdict(run.figures), said=lines[-1] if lines else "")
 
 
 def measure(case: Case, env: dict[str, str], out: Path, repeat: int) -> Measure:
@@ -99,9 +97,10 @@ def measure(case: Case, env: dict[str, str], out: Path, repeat: int) -> Measure:
     wrong = [m for m in runs if m.code != case.code]
     if wrong:
         return wrong[0]
-    return Measure(statistics.median(m.seconds for m in runs),
-                   statistics.median(m.cpu for m in runs),
-                   statistics.median(m.peak_mib for m in runs), runs[0].code, runs[0].said)
+    return Measure(seconds=statistics.median(m.seconds for m in runs),
+                   cpu=statistics.median(m.cpu for m in runs),
+                   peak_mib=statistics.median(m.peak_mib for m in runs), code=runs[0].code,
+                   said=runs[0].said)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,29 @@
+"""bench/refusals.py at a small size: both oversized matrices refused with exit 2 and one
+line, the repository's matrix planned. Timings are the machine's; none is asserted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+
+def test_refusals_bench_prints_each_matrix_refused_or_planned(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "refusals.py"), "--repeat", "1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ")
+            for line in proc.stdout.splitlines() if line.startswith("| ")}
+    for name, code in (("mutant: refused", "2"), ("values: refused", "2"),
+                       ("matrix.yaml: planned (reference)", "0")):
+        assert name in rows, proc.stdout
+        seconds, cpu, mib, exit_code = rows[name][2:6]
+        assert float(seconds) > 0 and float(cpu) > 0 and float(mib) > 0, rows[name]
+        assert exit_code == code, rows[name]
+    assert "over the limit" in rows["mutant: refused"][6], rows["mutant: refused"]
+    assert "past the limit" in rows["values: refused"][6], rows["values: refused"]
