@@ -28,7 +28,7 @@ CASE = '''
 import time
 import pytest
 
-@pytest.mark.parametrize("seconds", {durations!r}, ids=lambda s: f"s{{s}}")
+@pytest.mark.parametrize("seconds", {durations!r}, ids={ids!r})
 @pytest.mark.parametrize("n", [0])
 def test_sleep(seconds, n):
     time.sleep(seconds)
@@ -48,6 +48,8 @@ def main() -> None:
     parser.add_argument("--cells", type=int, help="mixed durations, this many cells")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.slots < 1 or (args.cells is not None and args.cells < 1):
+        parser.error("--slots and --cells must be at least 1")
     rng = random.Random(args.seed)
     durations = DURATIONS if args.cells is None else [
         rng.choice(MIXED) for _ in range(args.cells)]
@@ -56,20 +58,16 @@ def main() -> None:
         cases = root / "cases"
         cases.mkdir()
         (cases / "pytest.ini").write_text("[pytest]\n")
-        # Distinct durations need distinct ids: number repeated values.
-        seen: dict[float, int] = {}
-        unique = []
-        for d in durations:
-            seen[d] = seen.get(d, 0) + 1
-            unique.append(d + seen[d] * 1e-3)
-        (cases / "test_mix.py").write_text(CASE.format(durations=unique))
+        # Each cell its own id (equal durations would make equal ids).
+        (cases / "test_mix.py").write_text(CASE.format(
+            durations=durations, ids=[f"c{i}" for i in range(len(durations))]))
         py = f"{sys.version_info.major}.{sys.version_info.minor}"
         (root / "matrix.yaml").write_text(
             f"version: 1\ncases_dir: {cases}\nenvironments:\n"
             f"  host: {{backend: host, python: '{py}', timeout: 60}}\n")
-        longest, total = max(unique), sum(unique)
+        longest, total = max(durations), sum(durations)
         bound = max(longest, total / args.slots)
-        print(f"{len(unique)} cells, {total:.1f} s of work, longest {longest:.1f} s, "
+        print(f"{len(durations)} cells, {total:.1f} s of work, longest {longest:.1f} s, "
               f"{args.slots} slots: bound {bound:.2f} s")
         for label in ("first run (no durations known)", "second run (durations known)"):
             run_id = "second" if "second" in label else "first"

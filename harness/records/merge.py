@@ -162,7 +162,8 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         # takes where every cell turns out a line passed through (``Gathering.ready``).
         made = None if redactor.secrets else prepared([s.run_dir for s in sources], order)
         # Only now, with every shard's plan and cases read: an artifact that cannot be read
-        # leaves the earlier merge of the same name as it was.
+        # leaves the earlier merge of the same name as it was (a shard's record, read
+        # beside this, puts it back: ``_SetAside.restore``).
         if (target / META).exists():  # merging again replaces the earlier merge, whole
             aside.take(target)
         RunStore.create(reports_dir, {
@@ -193,6 +194,9 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
     try:
         order, made = side_by_side(create, read, "writing the merged run's plan")
+    except BaseException:
+        aside.restore(target)  # a shard that cannot be read: the earlier merge stays
+        raise
     finally:
         _HELD.clear()  # (where ``create`` ran in this process: one core, no fork)
         aside.remove()
@@ -499,30 +503,41 @@ class _Writer:
         self.out.append_encoded(self.chunks, self.fresh)
 
 
-#: The plan ``_plan_text`` decoded, left to the end of the process that decoded it (the
-#: merged run's plan is written in a forked one, which ends without freeing anything): a
-#: fleet's 100,000 cells take 0.05-0.06 s to free.
 class _SetAside:
     """An earlier merge of the same name, moved out of ``runs/`` at once (a rename) and
     removed beside the rest of the merge, by ``rm`` in a process of its own: a fleet's
     merged run is 42,000 files, 0.3-0.45 s of system time to remove, which a merge of the
     same name again spent before it could write its folder. The folder it goes to
-    (``<reports>/.replaced/``) is no run's: nothing lists it. What a merge that was killed
-    left there goes with the next one's."""
+    (``<reports>/.replaced/``) is no run's: nothing lists it. Put back where the merge
+    fails before its record is written (a shard that cannot be read); what a merge that was
+    killed left there goes with the next one's."""
 
     def __init__(self, reports_dir: Path) -> None:
         self.folder = reports_dir / ".replaced"
-        # Named here, not where it is taken (a forked process): ``remove`` knows it.
+        # Named here, not where it is taken (a forked process): ``restore`` knows it.
         self.place = self.folder / f"{os.getpid()}-{time.time_ns()}"
         self.process: subprocess.Popen[bytes] | None = None
 
     def take(self, target: Path) -> None:
         """``target`` out of the way: renamed, else (another file system) removed here."""
-        try:
-            self.folder.mkdir(exist_ok=True)
-            target.replace(self.place)
-        except OSError:
-            shutil.rmtree(target)
+        for _ in range(3):
+            try:
+                self.folder.mkdir(exist_ok=True)
+                target.replace(self.place)
+                return
+            except FileNotFoundError:  # .replaced/ removed meanwhile (another merge's end)
+                continue
+            except OSError:
+                break
+        shutil.rmtree(target)
+
+    def restore(self, target: Path) -> None:
+        """The earlier merge back in its place, where it was set aside (the merge failed
+        before writing its record): what was made of the new one goes instead."""
+        if self.place.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                self.place.replace(target)
 
     def remove(self) -> None:
         """Whatever is set aside, removed beside what follows (``wait`` for it to end)."""
@@ -530,16 +545,15 @@ class _SetAside:
             leftovers = [str(p) for p in self.folder.iterdir()]
         except OSError:  # (none: the folder was never made)
             return
-        if not leftovers:
-            return
-        rm = shutil.which("rm")
-        if rm is None or os.name != "posix":
-            for path in leftovers:
-                shutil.rmtree(path, ignore_errors=True)
-            return
-        self.process = subprocess.Popen(  # (spawned: nothing of this heap copied)
-            [rm, "-rf", "--", *leftovers], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rm = shutil.which("rm") if os.name == "posix" else None
+        if leftovers and rm is not None:
+            with contextlib.suppress(OSError):  # (no process to be had: removed here)
+                self.process = subprocess.Popen(  # (spawned: nothing of this heap copied)
+                    [rm, "-rf", "--", *leftovers], stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                return
+        for path in leftovers:
+            shutil.rmtree(path, ignore_errors=True)
 
     def wait(self) -> None:
         if self.process is not None:
@@ -549,6 +563,9 @@ class _SetAside:
             self.folder.rmdir()  # (only where empty: another merge's may be under way)
 
 
+#: The plan ``_plan_text`` decoded, left to the end of the process that decoded it (the
+#: merged run's plan is written in a forked one, which ends without freeing anything): a
+#: fleet's 100,000 cells take 0.05-0.06 s to free.
 _HELD: list[Any] = []
 
 

@@ -1,5 +1,6 @@
-"""bench/refusals.py at a small size: both oversized matrices refused with exit 2 and one
-line, the repository's matrix planned. Timings are the machine's; none is asserted."""
+"""bench/refusals.py once (``--repeat 1``, its default matrices): both oversized matrices
+refused with exit 2 and the line saying why, the repository's matrix planned, every figure
+printed. How fast is the machine's to say: no time is compared with a goal."""
 
 from __future__ import annotations
 

@@ -4,12 +4,14 @@ fork): all there on close, or an error. An earlier merge of the same name, repla
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from harness.core.errors import StoreError
 from harness.core.results import Outcome
-from harness.records.merge import _Linker, _SetAside, merge_runs
+from harness.records.merge import _Linker, _Read, _SetAside, merge_runs
 from harness.records.store import RunStore
 from tests.records.test_merge_verbatim import CELLS, record, result, shard
 
@@ -94,8 +96,48 @@ def test_where_it_cannot_be_set_aside_the_earlier_merge_is_removed_in_place(
     assert (out / ".replaced").read_text() == "not ours"
 
 
-def test_nothing_set_aside_spawns_nothing(tmp_path: Path) -> None:
+def test_a_shard_that_cannot_be_read_puts_the_earlier_merge_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The earlier merge is set aside while the shards are read; the reading fails: it is
+    put back as it was, nothing of the new one left."""
+    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    first = merge_runs(sources, out, run_id="m").store.run_dir
+    (first / "stray.txt").write_text("of the earlier merge")
+    before = (first / "results.jsonl").read_bytes()
+
+    def unreadable(self: _Read) -> list[object]:
+        raise StoreError(f"{self.run_dir}: unreadable")
+
+    monkeypatch.setattr(_Read, "last_attempts", unreadable)
+    with pytest.raises(StoreError, match="unreadable"):
+        merge_runs(sources, out, run_id="m")
+    assert (first / "stray.txt").read_text() == "of the earlier merge"
+    assert (first / "results.jsonl").read_bytes() == before
+    assert not (out / ".replaced").exists()
+
+
+def test_no_process_to_remove_it_removes_it_here(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rm`` cannot be started (no process to be had): the earlier merge is removed in the
+    merge's own process, and the merge ends as it would."""
+    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    first = merge_runs(sources, out, run_id="m").store.run_dir
+    (first / "stray.txt").write_text("of the earlier merge")
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    again = merge_runs(sources, out, run_id="m").store
+    assert not (first / "stray.txt").exists() and len(again.results()) == len(CELLS)
+    assert not (out / ".replaced").exists()
+
+
+def test_an_empty_set_aside_folder_spawns_nothing_and_goes(tmp_path: Path) -> None:
     aside = _SetAside(tmp_path)
+    aside.remove()  # no .replaced/ at all
+    assert aside.process is None
+    (tmp_path / ".replaced").mkdir()
     aside.remove()
     assert aside.process is None
     aside.wait()
