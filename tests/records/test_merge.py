@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import StoreError
-from harness.core.results import Outcome
 from harness.records.merge import _Linker, _Read, _SetAside, merge_runs
-from harness.records.store import RunStore
-from tests.records.test_merge_verbatim import CELLS, record, result, shard
+from tests.records.test_merge_snapshot import shards_that_ran_everything
+from tests.records.test_merge_verbatim import CELLS
 
 
 @pytest.fixture(params=["process", "thread"])
@@ -58,19 +57,10 @@ def test_a_linker_closed_without_links_ends(linker: _Linker) -> None:
     linker.close()
 
 
-def _shards(reports: Path) -> list[RunStore]:
-    one = shard(reports, "shard-1", "1/2", CELLS[:6])
-    two = shard(reports, "shard-2", "2/2", CELLS[6:])
-    for store, cells in ((one, CELLS[:6]), (two, CELLS[6:])):
-        for cell in cells:
-            record(store, result(cell, store.run_id, Outcome.PASS))
-    return [RunStore(one.run_dir), RunStore(two.run_dir)]
-
-
 def test_merging_again_under_a_name_replaces_the_earlier_merge_whole(tmp_path: Path) -> None:
     """The earlier merge leaves ``runs/`` at once (renamed) and nothing of it is left when
     the merge returns, nor of one a killed merge set aside; ``.replaced/`` is gone too."""
-    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
     first = merge_runs(sources, out, run_id="m").store.run_dir
     (first / "stray.txt").write_text("of the earlier merge")
     left = out / ".replaced" / "1-2"  # what a merge killed after setting one aside leaves
@@ -87,7 +77,7 @@ def test_where_it_cannot_be_set_aside_the_earlier_merge_is_removed_in_place(
         tmp_path: Path) -> None:
     """No ``.replaced/`` to be had (a file of that name; likewise a rename across file
     systems): the earlier merge is removed where it is, and the file left alone."""
-    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
     first = merge_runs(sources, out, run_id="m").store.run_dir
     (first / "stray.txt").write_text("of the earlier merge")
     (out / ".replaced").write_text("not ours")
@@ -100,7 +90,7 @@ def test_a_shard_that_cannot_be_read_puts_the_earlier_merge_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The earlier merge is set aside while the shards are read; the reading fails: it is
     put back as it was, nothing of the new one left."""
-    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
     first = merge_runs(sources, out, run_id="m").store.run_dir
     (first / "stray.txt").write_text("of the earlier merge")
     before = (first / "results.jsonl").read_bytes()
@@ -120,7 +110,7 @@ def test_no_process_to_remove_it_removes_it_here(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """``rm`` cannot be started (no process to be had): the earlier merge is removed in the
     merge's own process, and the merge ends as it would."""
-    sources, out = _shards(tmp_path / "shards"), tmp_path / "out"
+    sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
     first = merge_runs(sources, out, run_id="m").store.run_dir
     (first / "stray.txt").write_text("of the earlier merge")
 
