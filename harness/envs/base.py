@@ -77,6 +77,9 @@ class LaunchRequest:
     # Host folders the process reads at their own paths (a test suite's folder): a container
     # mounts them read-only there; a local process sees them anyway.
     mounts: tuple[Path, ...] = ()
+    # The claims folder a queue's processes share (``run.queue``): a container mounts it
+    # read-write at its own path.
+    queue: Path | None = None
 
 
 class Process(Protocol):

@@ -148,6 +148,8 @@ class DockerBackend(Backend):
                 env.location, [PYTHON, *(_translate(a, paths) for a in request.argv)],
                 working_dir=CASES, environment=environment, detach=True,
                 volumes={**{str(m): {"bind": str(m), "mode": "ro"} for m in request.mounts},
+                         **({str(request.queue): {"bind": str(request.queue), "mode": "rw"}}
+                            if request.queue else {}),
                          str(request.cases_dir): {"bind": CASES, "mode": "ro"},
                          str(INENV_DIR): {"bind": INENV, "mode": "ro"},
                          str(request.work_dir): {"bind": RUN, "mode": "rw"}},

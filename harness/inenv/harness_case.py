@@ -31,6 +31,7 @@ from typing import Any
 import harness_probe
 import pytest
 from harness_events import Events
+from harness_queue import claim
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -196,6 +197,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="append one JSON line per case event to this file")
     group.addoption("--harness-collect", default=None,
                     help="write the collected cases as JSON to this file")
+    group.addoption("--harness-queue", default=None,
+                    help="draw the next case from this folder of claims, shared with other "
+                    "processes, instead of running every collected case")
+    group.addoption("--harness-token", default="",
+                    help="what this process's claims in --harness-queue hold")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -325,6 +331,85 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
         writer.write(event="finish", nodeid=item.nodeid, time=time.time(),
                      duration=round(time.monotonic() - state["start"], 3),
                      details=state["details"], **result)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """With ``--harness-queue``: run the collected cases that no other process of the queue
+    has claimed, claiming each before it runs (the harness's ``run.queue``), until none is
+    left; pytest's own loop otherwise."""
+    folder = session.config.getoption("--harness-queue")
+    if not folder:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    if session.config.option.collectonly:
+        return True
+    queue = _Queue(folder, session.config.getoption("--harness-token"),
+                   json.loads(os.environ.get("HARNESS_CELL_IDS") or "{}"), session.items)
+    # Before pytest 7, pytest's setup state cannot be torn down towards a case other than
+    # the one announced: announce none (everything torn down between cases).
+    exact = getattr(pytest, "version_tuple", (0,)) >= (7,)
+    item = queue.take(None)
+    while item is not None:
+        # What runs next here, if no other process takes it first.
+        guess = queue.peek() if exact else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=guess)
+        if session.shouldfail:
+            raise session.Failed(session.shouldfail)
+        if session.shouldstop:
+            raise session.Interrupted(session.shouldstop)
+        following = queue.take(guess)
+        if following is not None and guess is not None and following.parent is not guess.parent:
+            # Another process took the guess: what was kept set up for it (its class, its
+            # module) may not be the next case's.
+            _teardown_towards(session, following)
+        item = following
+    writer = session.config.stash[_WRITER]
+    if writer:
+        writer.write(event="drained", time=time.time())
+    return True
+
+
+class _Queue:
+    """The claims folder as one process sees it: a claim is a file created with O_EXCL,
+    holding the claimer's token; items are taken in collection order."""
+
+    def __init__(self, folder: str, token: str, cell_ids: dict[str, str],
+                 items: list[pytest.Item]) -> None:
+        self.folder, self.token, self.cell_ids = folder, token, cell_ids
+        self.items = [i for i in items if i.nodeid in cell_ids]
+        self.cursor = 0  # every item before it is claimed (claims given back are not ours)
+
+    def _path(self, item: pytest.Item) -> str:
+        return os.path.join(self.folder, self.cell_ids[item.nodeid])
+
+    def peek(self) -> pytest.Item | None:
+        for item in self.items[self.cursor:]:
+            if not os.path.exists(self._path(item)):
+                return item
+        return None
+
+    def take(self, preferred: pytest.Item | None) -> pytest.Item | None:
+        """Claim ``preferred`` if it is still free, else the first free item."""
+        if preferred is not None and self._claim(preferred):
+            return preferred
+        while self.cursor < len(self.items):
+            item = self.items[self.cursor]
+            self.cursor += 1
+            if item is not preferred and self._claim(item):
+                return item
+        return None
+
+    def _claim(self, item: pytest.Item) -> bool:
+        won: bool = claim(self._path(item), self.token)
+        return won
+
+
+def _teardown_towards(session: pytest.Session, item: pytest.Item) -> None:
+    """Tear down what is set up and not on ``item``'s chain (pytest's own step between two
+    cases, for a case that was not the one announced)."""
+    session._setupstate.teardown_exact(item)
 
 
 def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +29,7 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
+from harness.run.queue import CellQueue, Drawer
 from harness.run.suite import iter_session
 from harness.run.supervise import (
     EnvCache,
@@ -57,7 +58,8 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
 def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
                envs: EnvCache | None = None, guard: ProcessGuard | None = None,
                node: str | None = None, run_id: str = "", attempt: int = 1,
-               scratch_root: Path | None = None, workers: int = 1) -> Iterator[CellRun]:
+               scratch_root: Path | None = None, workers: int = 1,
+               queue: CellQueue | None = None) -> Iterator[CellRun]:
     """Run cells of one environment and one hardware target in as few pytest processes as
     they allow, yielding each cell's run as it ends (within a second; in an environment built
     for them, once its check has ended too). A test suite's session yields each of its tests'
@@ -66,9 +68,12 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     One process runs them all; after a crash or a timeout, a fresh one starts at the next
     cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
     cell has the environment's timeout from its own start. ``workers``: the CPU slots held, for
-    a suite's pytest-xdist workers. Raises only ``Cancelled``."""
+    a suite's pytest-xdist workers. ``queue``: ``cells`` are shared with other calls, each
+    running the next cell no other has claimed (``run.queue``); this one yields only the
+    cells it ran or settled. Raises only ``Cancelled``."""
     node = node or socket.gethostname()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
+    drawer = queue.drawer() if queue is not None else None
     realized = (envs or EnvCache()).realize(cells[0], backend)
     if cells[0].case.suite is not None:
         # A suite's session yields its tests as they end, each recorded at once: it starts
@@ -76,7 +81,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         realized = settled(realized)
     env = realized.env
     if env is None:
-        yield from _not_realized(cells, realized, place)
+        yield from _not_realized(_ours(cells, drawer)(), realized, place)
         return
     if cells[0].case.suite is not None:  # a test suite's session: always alone
         for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
@@ -85,7 +90,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         return
     checking = realized.checking
     runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root,
-                      checking)
+                      checking, drawer)
     if checking is None:
         built = realized.built
         for each in runs:
@@ -93,7 +98,14 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
                 yield replace(each, env_built=built)
                 built = False  # the build is reported once, with the first cell
         return
-    yield from _once_checked(runs, realized, cells, place, guard)
+    yield from _once_checked(runs, realized, _ours(cells, drawer), place, guard)
+
+
+def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> Callable[[], list[Cell]]:
+    """The cells this call settles when none can run (a broken environment): all of them;
+    with a queue, those no other drawer has claimed, claimed when asked (a batch whose
+    environment is fine leaves them to be drawn)."""
+    return lambda: list(cells) if drawer is None else drawer.take_open(cells)
 
 
 def _broken(checking: Future[Environment] | None) -> bool:
@@ -103,31 +115,38 @@ def _broken(checking: Future[Environment] | None) -> bool:
 
 def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
                cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
-               scratch_root: Path | None, checking: Future[Environment] | None
-               ) -> Generator[CellRun | None, None, None]:
+               scratch_root: Path | None, checking: Future[Environment] | None,
+               drawer: Drawer | None = None) -> Generator[CellRun | None, None, None]:
     """As few pytest processes as ``cells`` allow: after a crash or a timeout, a fresh one
-    starts at the next cell not yet run. With a check running beside them (``checking``):
-    None once a second after it ended well, so that whoever holds results for it lets them
-    go then; none starts, and the running one is stopped, once it found the environment
-    broken."""
-    remaining = list(cells)
+    starts at the next cell not yet run (with a queue: not yet claimed; what the process
+    claimed and never reached goes back first). With a check running beside them
+    (``checking``): None once a second after it ended well, so that whoever holds results for
+    it lets them go then; none starts, and the running one is stopped, once it found the
+    environment broken."""
+    remaining = list(cells) if drawer is None else drawer.open(cells)
+    ran: set[str] = set()
     while remaining and not _broken(checking):
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
                                         dir=scratch_root))
         settled_ids: set[str] = set()
         try:
             for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
-                                    place, checking):
+                                    place, checking, drawer):
                 if run is not None:
                     settled_ids.add(run.result.cell_id)
                 yield run
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        remaining = [c for c in remaining if c.cell_id not in settled_ids]
+        if drawer is None:
+            remaining = [c for c in remaining if c.cell_id not in settled_ids]
+            continue
+        ran |= settled_ids
+        drawer.release(c for c in drawer.held(remaining) if c.cell_id not in ran)
+        remaining = drawer.open(cells)
 
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
-                  cells: Sequence[Cell], place: dict[str, Any], guard: ProcessGuard | None
+                  ours: Callable[[], list[Cell]], place: dict[str, Any], guard: ProcessGuard | None
                   ) -> Iterator[CellRun]:
     """``runs`` of a new environment whose check (its imports, its fingerprint) runs beside
     them: each held until the check ends (let go within a second of its end), then given the
@@ -152,7 +171,7 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
         raise_if_cancelled(guard)  # stopped while the check ran: what was held is no result
     realized = settled(realized)
     if realized.env is None:
-        yield from _not_realized(cells, realized, place)
+        yield from _not_realized(ours(), realized, place)
         return
     yield from _checked(held, realized)
 
@@ -179,28 +198,35 @@ SLICE = 1.0  # how often a running process's events are read: results stream out
 
 def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
                  cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
-                 place: dict[str, Any], checking: Future[Environment] | None
-                 ) -> Iterator[CellRun | None]:
+                 place: dict[str, Any], checking: Future[Environment] | None,
+                 drawer: Drawer | None = None) -> Iterator[CellRun | None]:
     """One pytest process over ``cells``: yields each cell that it settles. A cell it did not
     reach (the process crashed or hung on an earlier one) is not yielded, unless the process
     reached none at all: then every cell is settled, so the caller always progresses. With a
     check beside it (``checking``): None each second after the check ended well; killed,
     yielding nothing more, once it found the environment broken (its results would not
-    count)."""
+    count). With a queue (``drawer``): ``cells`` are the ones open when it starts, it runs
+    those it claims, and settles only cells it claimed (a process that cannot start: every
+    open cell, claimed then)."""
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
-    # Cells of a batch share the process's log; each result points at the same file.
-    log_name = cells[0].cell_id if len(cells) == 1 else f"{cells[0].cell_id}-batch"
+    # Cells of a batch share the process's log; each result points at the same file. A
+    # process drawing from a queue: named after the first cell it settles (no other's is).
+    log_name: str | None = (cells[0].cell_id if len(cells) == 1 and drawer is None
+                            else f"{cells[0].cell_id}-batch" if drawer is None else None)
     variables = cell_variables(cells[0], gpu, place["node"])
     variables["HARNESS_CELL_IDS"] = json.dumps({n: c.cell_id for n, c in by_node.items()})
     request = LaunchRequest(
         argv=("-m", "pytest", "-q", "-rN", *pytest_args(cases_dir),
-              f"--harness-events={events_path}", *by_node),
+              f"--harness-events={events_path}", *(drawer.args() if drawer else ()), *by_node),
         env=variables, cwd=cases_dir, log=log_path, work_dir=scratch, cases_dir=cases_dir,
         gpu=gpu, timeout=env.spec.timeout,
-        memory=memory_bytes(env.spec.memory) if env.spec.memory else None)
+        memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
+        queue=drawer.folder if drawer else None)
 
     def run_of(result: CellResult, events: tuple[dict[str, Any], ...] = ()) -> CellRun:
+        nonlocal log_name
+        log_name = log_name or f"{result.cell_id}-batch"
         return CellRun(result=result, log=read_log(log_path), log_name=log_name,
                        events=events, fingerprint=env.fingerprint)
 
@@ -208,7 +234,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
         process = backend.launch(env, request)
     except (OSError, HarnessError) as exc:
         # No case ran: the machine could not start them (the driver retries).
-        for cell in cells:
+        for cell in (cells if drawer is None else drawer.take_open(cells)):
             yield run_of(static_result(cell, classify(Ending(kind="cannot_start",
                                                              reason=str(exc))),
                                        fingerprint=env.summary, **place))
@@ -222,7 +248,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                     code = process.wait(SLICE)
                 except InfraError as exc:
                     process.kill()
-                    for cell in cells:
+                    for cell in (cells if drawer is None else drawer.held(cells)):
                         if cell.case.nodeid not in watch.finished:
                             yield run_of(static_result(cell, classify(Ending(
                                 kind="machine_lost", reason=str(exc))), fingerprint=env.summary,
@@ -240,7 +266,8 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                         process.wait(60)
                         return
                     yield None  # what waited for the check goes now
-                if watch.done_with(by_node) and time.time() > watch.last_activity + EXIT_GRACE:
+                done = watch.done_with(by_node) if drawer is None else watch.drained
+                if done and time.time() > watch.last_activity + EXIT_GRACE:
                     process.kill()  # every case has its result; it hangs on the way out
                     code = process.wait(60)
                     break
@@ -260,8 +287,9 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
         if current is not None and current in by_node:
             yield run_of(_died(by_node[current], env, code, watch, place),
                          watch.events_of(current))
-        elif current is None and not watch.started:
-            for cell in cells:  # it reached no case at all: do not start another process for them
+        elif current is None and not watch.started and not watch.drained:
+            # It reached no case at all: do not start another process for them.
+            for cell in (cells if drawer is None else drawer.take_open(cells)):
                 yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
     except GeneratorExit:  # whoever listened stopped (the environment's check broke it)
         process.kill()

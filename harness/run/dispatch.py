@@ -2,8 +2,11 @@
 
 Cells of one environment, hardware target and case module go in batches, one pytest process
 each (one import of torch, not one per cell), split when there would be fewer batches than
-slots; a case marked ``isolate`` goes alone. Batches go in longest-expected-first (from
-earlier runs' durations), so one long batch does not start last and stretch the run. A cell
+slots; a case marked ``isolate`` goes alone. An executor that can (``queues``, the local one)
+does not split a batch: several processes draw its cells from one queue, each the next cell
+when it frees up, so no slot waits while another has a fixed share left (nothing says how
+long a cell takes before a first run). Batches go in longest-expected-first (from earlier
+runs' durations), so one long batch does not start last and stretch the run. A cell
 whose machine failed (``infra``) is submitted again, alone, up to ``retries`` more times;
 after that it is an ERROR that names the cause, and ``--resume`` runs it again. Ctrl-C or
 SIGTERM cancels what runs; what finished is already on disk, a suite's tests included (each
@@ -57,16 +60,19 @@ class DispatchStats:
                 + nothing)
 
 
-def order_batches(batches: Sequence[list[Cell]], expected: Mapping[str, float]
-                  ) -> list[list[Cell]]:
-    """Longest expected first; a batch with a cell never timed counts as unknown and goes
-    first, in plan order."""
-    def known(batch: list[Cell]) -> bool:
-        return all(c.cell_id in expected for c in batch)
+#: A batch and how many processes draw from it (1: one process runs it all).
+Unit = tuple[list[Cell], int]
 
-    unknown = [b for b in batches if not known(b)]
-    timed = sorted((b for b in batches if known(b)),
-                   key=lambda b: -sum(expected[c.cell_id] for c in b))
+
+def order_batches(batches: Sequence[Unit], expected: Mapping[str, float]) -> list[Unit]:
+    """Longest expected first (per process drawing); a batch with a cell never timed counts
+    as unknown and goes first, in plan order."""
+    def known(unit: Unit) -> bool:
+        return all(c.cell_id in expected for c in unit[0])
+
+    unknown = [u for u in batches if not known(u)]
+    timed = sorted((u for u in batches if known(u)),
+                   key=lambda u: -sum(expected[c.cell_id] for c in u[0]) / u[1])
     return unknown + timed
 
 
@@ -78,14 +84,7 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
     longest-first order can balance the slots."""
     if not batch:
         return [[c] for c in cells]
-    groups: dict[tuple[str, str, str], list[Cell]] = {}
-    alone: list[list[Cell]] = []
-    for cell in cells:
-        if cell.case.isolate:
-            alone.append([cell])
-        else:
-            groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
-    batches = list(groups.values())
+    batches, alone = _groups(cells)
     if expected and all(c.cell_id in expected for c in cells):
         share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
         batches = [part for group in batches for part in _split(group, expected, share)]
@@ -97,6 +96,44 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
         half = (len(largest) + 1) // 2
         batches += [largest[:half], largest[half:]]
     return batches + alone
+
+
+def make_queues(cells: Sequence[Cell], capacity: int, *,
+                expected: Mapping[str, float] | None = None) -> list[Unit]:
+    """For an executor with queues: the batches of ``make_batches`` unsplit, each with how
+    many processes draw from it. One each, one more for the batch with the most cells per
+    process while slots would stay idle; with earlier durations, as many as an even share of
+    the work asks, and the cells longest first (what is left at the end is short)."""
+    groups, alone = _groups(cells)
+    units: list[Unit] = [(g, 1) for g in groups]
+    if expected and all(c.cell_id in expected for c in cells):
+        share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
+        units = []
+        for group in groups:
+            work = sum(expected[c.cell_id] for c in group)
+            draws = max(1, math.ceil(work / share - 1e-6)) if share > 0 else 1
+            units.append((sorted(group, key=lambda c: -expected[c.cell_id]),
+                          min(draws, len(group))))
+    while sum(d for _, d in units) + len(alone) < capacity:
+        widest = max(range(len(units)), key=lambda i: len(units[i][0]) / units[i][1],
+                     default=None)
+        if widest is None or len(units[widest][0]) <= units[widest][1]:
+            break
+        units[widest] = (units[widest][0], units[widest][1] + 1)
+    return units + [(a, 1) for a in alone]
+
+
+def _groups(cells: Sequence[Cell]) -> tuple[list[list[Cell]], list[list[Cell]]]:
+    """Cells that can share a pytest process (one environment, hardware target and module),
+    in plan order; and the cells marked ``isolate``, each alone."""
+    groups: dict[tuple[str, str, str], list[Cell]] = {}
+    alone: list[list[Cell]] = []
+    for cell in cells:
+        if cell.case.isolate:
+            alone.append([cell])
+        else:
+            groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
+    return list(groups.values()), alone
 
 
 def _split(group: list[Cell], expected: Mapping[str, float], share: float
@@ -125,11 +162,14 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
     stats = DispatchStats()
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
     expected = expected or {}
-    batches = order_batches(make_batches(cells, executor.capacity, batch=batch,
-                                         expected=expected), expected)
-    for group in batches:
-        for cell, future in zip(group, executor.submit(group, run_id=store.run_id),
-                                strict=True):
+    if batch and executor.queues:
+        units = make_queues(cells, executor.capacity, expected=expected)
+    else:
+        units = [(b, 1) for b in make_batches(cells, executor.capacity, batch=batch,
+                                              expected=expected)]
+    for group, draws in order_batches(units, expected):
+        submitted = executor.submit(group, run_id=store.run_id, draws=draws)
+        for cell, future in zip(group, submitted, strict=True):
             futures[future] = (cell, 1)
     finished = False
     lost: dict[str, int] = {}  # machine losses per cell: retried up to `retries`

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from harness.plan.cells import Cell
 from harness.plan.hardware import arch_serves
+from harness.run.queue import CellQueue
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +32,9 @@ class Task:
     cells: tuple[Cell, ...]
     run_id: str
     attempt: int = 1
+    # The tasks drawing ``cells`` from one queue share it (``run.queue``); None: a task runs
+    # all its cells.
+    queue: CellQueue | None = None
 
     @property
     def cell(self) -> Cell:

@@ -54,6 +54,7 @@ class Watch:
         self.absorbed = 0  # how many of ``events`` a reader of other kinds has taken
         self.ended = False  # pytest said it is done (a suite's plugin); only teardown is left
         self.exitstatus: int | None = None  # pytest's own, with ``ended``
+        self.drained = False  # it found no case left to claim in its queue (``run.queue``)
 
     def read(self) -> list[tuple[str, dict[str, Any]]]:
         """New finish events since the last read, as (nodeid, event)."""
@@ -84,6 +85,8 @@ class Watch:
                 self.running.pop(nodeid, None)
                 self.last_activity = float(event.get("time", time.time()))
                 out.append((nodeid, event))
+            elif kind == "drained":
+                self.drained = True
             elif kind == "ended":
                 self.ended = True
                 self.exitstatus = event.get("exitstatus")

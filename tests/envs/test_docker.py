@@ -107,7 +107,8 @@ def test_device_request_passes_exactly_the_assigned_gpu(tmp_path: Path, client: 
     env = backend.realize(spec)
     request = LaunchRequest(argv=("-c", "pass"), env={"HARNESS_CELL_ID": "x"}, cwd=tmp_path,
                             log=tmp_path / "log", work_dir=tmp_path, cases_dir=DATA / "behaviour",
-                            gpu=3, timeout=10)
+                            gpu=3, timeout=10, queue=tmp_path / "queue")
+    (tmp_path / "queue").mkdir()
     container = backend.create(env, request)
     try:
         host = container.attrs["HostConfig"]
@@ -118,6 +119,8 @@ def test_device_request_passes_exactly_the_assigned_gpu(tmp_path: Path, client: 
         assert host["Memory"] == 2 * 1024 ** 3
         mounts = {m["Destination"]: m for m in container.attrs["Mounts"]}
         assert mounts["/harness/cases"]["RW"] is False and mounts["/harness/run"]["RW"] is True
+        # The claims a queue's processes share: where the harness has them, writable.
+        assert mounts[str(tmp_path / "queue")]["RW"] is True
     finally:
         container.remove(force=True)
 

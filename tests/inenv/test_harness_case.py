@@ -160,3 +160,98 @@ def test_workaround():
     variant = _variant(item)
     assert variant.upstream == ("https://github.com/owner/repo/issues/12",)
     assert variant.metadata()["caveats"] == ["not a fix"]
+
+
+QUEUED = '''
+import os
+import time
+import pytest
+
+def claims(request):
+    return os.listdir(request.config.getoption("--harness-queue"))
+
+def test_0(request):
+    # The other process must claim a case while this one runs: they share the work.
+    deadline = time.time() + 60
+    while len(claims(request)) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+
+@pytest.mark.parametrize("n", range(1, 8))
+def test_n(n):
+    time.sleep(0.1)
+'''
+
+
+def test_processes_sharing_a_queue_run_each_case_once(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_q.py").write_text(QUEUED)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    nodeids = ["test_q.py::test_0", *(f"test_q.py::test_n[{n}]" for n in range(1, 8))]
+    ids = {nodeid: f"cell{i}" for i, nodeid in enumerate(nodeids)}
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+           "HARNESS_CELL_IDS": json.dumps(ids), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    procs = {token: subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "harness_case", f"--harness-queue={queue}",
+         f"--harness-token={token}", f"--harness-events={tmp_path / token}.jsonl", *nodeids],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        for token in ("a", "b")}
+    for proc in procs.values():
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, out.decode()
+    ran: dict[str, list[str]] = {}
+    for token in procs:
+        events = [json.loads(x) for x in (tmp_path / f"{token}.jsonl").read_text().splitlines()]
+        ran[token] = [e["nodeid"] for e in events if e["event"] == "finish"]
+        assert all(e["outcome"] == "PASS" for e in events if e["event"] == "finish")
+        assert events[-1]["event"] == "drained"  # it stopped because nothing was left
+        # Each claim holds the token of the process that ran the case.
+        assert all((queue / ids[n]).read_text() == token for n in ran[token])
+    assert ran["a"] and ran["b"]
+    assert sorted(ran["a"] + ran["b"]) == sorted(nodeids)  # each once, none left out
+
+
+def test_a_case_taken_by_another_process_leaves_nothing_set_up_for_it(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each case runs announcing the next free one, which keeps its class set up; when
+    another process takes that one meanwhile, the class is torn down before the next case
+    this process takes (pytest refuses to set up a case with a stranger's class still up)."""
+    queue = pytester.path / "queue"
+    queue.mkdir()
+    ids = {"test_case.py::TestA::test_1": "a1", "test_case.py::TestA::test_2": "a2",
+           "test_case.py::TestB::test_1": "b1"}
+    monkeypatch.setenv("HARNESS_CELL_IDS", json.dumps(ids))
+    pytester.makepyfile(test_case=f"""
+import pytest
+ORDER = []
+
+class TestA:
+    @pytest.fixture(scope="class", autouse=True)
+    def up(self):
+        ORDER.append("A up")
+        yield
+        ORDER.append("A down")
+
+    def test_1(self):
+        with open({str(queue / "a2")!r}, "w") as fh:  # another process takes TestA::test_2
+            fh.write("other")
+
+    def test_2(self):
+        raise AssertionError("another process took it")
+
+class TestB:
+    def test_1(self):
+        assert ORDER == ["A up", "A down"]
+""")
+    events = pytester.path / "events.jsonl"
+    pytester.runpytest("-p", "harness_case", f"--harness-events={events}",
+                       f"--harness-queue={queue}", "--harness-token=me", *ids)
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    finished = {e["nodeid"]: e["outcome"] for e in lines if e["event"] == "finish"}
+    assert finished == {"test_case.py::TestA::test_1": "PASS",
+                        "test_case.py::TestB::test_1": "PASS"}
+    assert (queue / "b1").read_text() == "me"

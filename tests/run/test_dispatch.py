@@ -12,6 +12,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from harness.core.matrix import EnvSpec
+from harness.plan.cases import CaseVariant
+from harness.plan.cells import Cell
 from tests.conftest import DATA, ROOT, ctrl_c_reaches, report_dir, write_matrix
 
 HOST_ENVS = "\n".join(
@@ -163,28 +166,25 @@ def test_a_failed_build_is_counted_as_failed_not_as_nothing_to_build(tmp_path: P
 
 
 def test_longest_expected_batches_go_first() -> None:
-    from harness.plan.cells import Cell
     from harness.run.dispatch import order_batches
 
     cells = [Cell(cell_id=i, env=None, case=None, hardware="cpu")  # type: ignore[arg-type]
              for i in "abcd"]
-    order = order_batches([[c] for c in cells], {"a": 1.0, "b": 30.0, "c": 5.0})
-    assert [b[0].cell_id for b in order] == ["d", "b", "c", "a"]  # never timed: first
+    order = order_batches([([c], 1) for c in cells], {"a": 1.0, "b": 30.0, "c": 5.0})
+    assert [b[0][0].cell_id for b in order] == ["d", "b", "c", "a"]  # never timed: first
+
+
+def cell(env: str, variant: str, module: str = "test_a.py", isolate: bool = False) -> Cell:
+    """A planned cell of no real case (what the driver cuts into batches)."""
+    spec = EnvSpec(name=env, origin="t", values=(), backend="host", python="3.11",
+                   requirements=(), pins=())
+    case = CaseVariant(case_id=module, variant=variant, nodeid=f"{module}::{variant}",
+                       isolate=isolate)
+    return Cell(cell_id=f"{env}-{module}-{variant}", env=spec, case=case, hardware="cpu")
 
 
 def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
-
-    from harness.core.matrix import EnvSpec
-    from harness.plan.cases import CaseVariant
-    from harness.plan.cells import Cell
     from harness.run.dispatch import make_batches
-
-    def cell(env: str, variant: str, module: str = "test_a.py", isolate: bool = False) -> Cell:
-        spec = EnvSpec(name=env, origin="t", values=(), backend="host", python="3.11",
-                       requirements=(), pins=())
-        case = CaseVariant(case_id=module, variant=variant, nodeid=f"{module}::{variant}",
-                           isolate=isolate)
-        return Cell(cell_id=f"{env}-{module}-{variant}", env=spec, case=case, hardware="cpu")
 
     plan = [cell("e1", v) for v in "abcd"] + [cell("e2", "a"), cell("e1", "x", "test_b.py"),
                                               cell("e1", "fp8", isolate=True)]
@@ -194,6 +194,21 @@ def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
     six = make_batches(plan, capacity=6)
     assert sorted(len(b) for b in six) == [1, 1, 1, 1, 1, 2]  # the big group split until 6
     assert make_batches(plan, capacity=1, batch=False) == [[c] for c in plan]
+
+
+def test_the_driver_gives_a_queue_to_the_slots_a_first_run_would_leave_idle() -> None:
+    from harness.run.dispatch import make_queues
+
+    cells = [cell("e1", v) for v in "abcdef"] + [cell("e2", "a"), cell("e1", "x", isolate=True)]
+    units = make_queues(cells, capacity=4)
+    assert [([c.case.variant for c in g], d) for g, d in units] == [
+        (list("abcdef"), 2), (["a"], 1), (["x"], 1)]  # 2 + 1 + 1 processes: every slot
+    assert [d for _, d in make_queues(cells, capacity=20)] == [6, 1, 1]  # one per cell at most
+    # With durations known: as many processes as an even share of the work asks (10 s of
+    # 12 on 4 slots: 4), the longest cells first.
+    expected = {c.cell_id: 1.0 for c in cells} | {"e1-test_a.py-f": 5.0}
+    (group, draws), *_ = make_queues(cells, capacity=4, expected=expected)
+    assert draws == 4 and group[0].case.variant == "f"
 
 
 def test_variable_axes_reach_the_case_and_the_table(tmp_path: Path) -> None:

@@ -22,6 +22,8 @@ from harness.plan.cells import Cell
 
 class Executor(Protocol):
     name: str
+    #: Whether ``submit`` can give one batch to several processes drawing from one queue.
+    queues: bool
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -38,8 +40,10 @@ class Executor(Protocol):
     def describe(self) -> dict[str, object]:
         """For the run record: what ran the cells."""
 
-    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1
-               ) -> list[Future[CellRun]]: ...
+    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
+               ) -> list[Future[CellRun]]:
+        """``draws``: how many processes draw the batch's cells from one queue (``queues``
+        executors; one process for the others)."""
 
     def partials(self) -> list[CellRun]:
         """The runs of no planned cell (a suite's tests) that came since the last call, in

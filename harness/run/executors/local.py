@@ -2,7 +2,9 @@
 
 Each slot runs one cell at a time (never two cells on a GPU); a slot that frees up takes the
 next pending cell it fits. Nothing polls: a finished cell frees its slot from its own thread,
-and the driver waits on futures.
+and the driver waits on futures. A batch submitted with ``draws`` runs as that many tasks
+drawing its cells from one queue (``run.queue``): each cell's future is resolved by whichever
+task ran it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import socket
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.results import CellRun
@@ -19,12 +22,14 @@ from harness.plan.cells import Cell
 from harness.plan.hardware import Machine
 from harness.run.cell import iter_batch
 from harness.run.executors import Partials
+from harness.run.queue import CellQueue
 from harness.run.scheduler import Scheduler, Slot, Task, make_slots
 from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
 
 
 class LocalExecutor:
     name = "local"
+    queues = True
 
     def __init__(self, machine: Machine, *, jobs: int, cache_dir: Path, cases_dir: Path
                  ) -> None:
@@ -39,6 +44,7 @@ class LocalExecutor:
         self.node = socket.gethostname()
         self._lock = threading.Lock()
         self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
+        self._drawing: dict[CellQueue, _Drawing] = {}
         self._backends: dict[str, Backend] = {}
         self._partials = Partials()
 
@@ -58,13 +64,18 @@ class LocalExecutor:
         return {"executor": self.name, "node": self.node,
                 "slots": [{"name": s.name, "gpu": s.gpu, "arch": s.arch} for s in self.slots]}
 
-    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1
+    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
-        task = Task(cells=tuple(cells), run_id=run_id, attempt=attempt)
+        queue = CellQueue(cells[0].cell_id) if draws > 1 and len(cells) > 1 else None
+        tasks = [Task(cells=tuple(cells), run_id=run_id, attempt=attempt, queue=queue)
+                 for _ in range(min(draws, len(cells)) if queue else 1)]
         futures: dict[str, Future[CellRun]] = {c.cell_id: Future() for c in cells}
         with self._lock:
-            self._futures[task] = futures
-            self.scheduler.add([task])
+            for task in tasks:
+                self._futures[task] = futures
+            if queue is not None:
+                self._drawing[queue] = _Drawing(set(tasks))
+            self.scheduler.add(tasks)
             self._pump()
         return list(futures.values())
 
@@ -76,8 +87,10 @@ class LocalExecutor:
             self.guard.cancel()
             with self._lock:
                 for task in self.scheduler.drain():
-                    for future in self._futures.pop(task).values():
-                        future.cancel()
+                    futures = self._futures.pop(task)
+                    if self._ended(task, None)[0]:  # no task of its queue runs
+                        for future in futures.values():
+                            future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=cancel)
 
     def _pump(self) -> None:
@@ -91,14 +104,33 @@ class LocalExecutor:
                 self._backends[name] = get_backend(name, self.cache_dir)
             return self._backends[name]
 
+    def _ended(self, task: Task, failure: BaseException | None
+               ) -> tuple[bool, BaseException | None]:
+        """Whether ``task`` was the last of its queue to end (or had no queue), and then what
+        to put on the futures no task resolved: the first failure of any of its tasks (what
+        a failed task claimed stays claimed). The queue's folder goes with its last task.
+        Called with the lock held."""
+        if task.queue is None:
+            return True, failure
+        drawing = self._drawing[task.queue]
+        drawing.tasks.discard(task)
+        drawing.failure = drawing.failure or failure
+        if drawing.tasks:
+            return False, None
+        del self._drawing[task.queue]
+        task.queue.remove()
+        return True, drawing.failure
+
     def _run(self, slot: Slot, task: Task, width: int = 1) -> None:
         futures = self._futures[task]
         failure: BaseException | None = None
         try:
+            if task.queue is not None and not task.queue.open(task.cells):
+                return  # its sibling tasks drew every cell before it started
             for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
                                   node=self.node, run_id=task.run_id, attempt=task.attempt,
-                                  workers=width):
+                                  workers=width, queue=task.queue):
                 future = futures.get(run.result.cell_id)
                 if future is None:  # a suite's test: recorded as it ends, before its session
                     self._partials.put(run)
@@ -112,8 +144,11 @@ class LocalExecutor:
             with self._lock:
                 self.scheduler.complete(slot)
                 self._futures.pop(task)
+                last, failure = self._ended(task, failure)
                 if not self.guard.cancelled.is_set():
                     self._pump()
+        if not last:  # its sibling tasks go on drawing
+            return
         for future in futures.values():
             if future.done():
                 continue
@@ -121,3 +156,11 @@ class LocalExecutor:
                 future.set_exception(failure)
             else:
                 future.cancel()
+
+
+@dataclass
+class _Drawing:
+    """The tasks of one queue still to end, and the first failure among those that did."""
+
+    tasks: set[Task]
+    failure: BaseException | None = None

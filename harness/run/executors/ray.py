@@ -84,6 +84,7 @@ def pack_cases(cases_dir: Path) -> tuple[bytes, str]:
 
 class RayExecutor:
     name = "ray"
+    queues = False  # no queue shared across machines: the driver cuts fixed batches
 
     def __init__(self, *, address: str | None, cases_dir: Path, machine: Machine, jobs: int
                  ) -> None:
@@ -141,8 +142,10 @@ class RayExecutor:
                  for n in self.ray.nodes() if n.get("Alive")]
         return {"executor": self.name, "address": self.address or "local", "nodes": nodes}
 
-    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1
+    def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
+        # ``draws`` is one: no queue is shared across machines (``queues`` is False), so the
+        # driver cuts fixed batches for Ray.
         first = cells[0]
         if first.hardware == "cpu":
             options: dict[str, Any] = {"num_cpus": 1}
