@@ -202,6 +202,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "processes, instead of running every collected case")
     group.addoption("--harness-token", default="",
                     help="what this process's claims in --harness-queue hold")
+    group.addoption("--harness-drawers", type=int, default=1,
+                    help="how many processes draw from --harness-queue")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -337,7 +339,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
     """With ``--harness-queue``: run the collected cases that no other process of the queue
     has claimed, claiming each before it runs (the harness's ``run.queue``), until none is
-    left; pytest's own loop otherwise."""
+    left; pytest's own loop otherwise. The case after the running one is claimed before it
+    runs, as pytest-xdist's workers hold theirs: pytest is told the case that really comes
+    next, so it tears down exactly what that one does not share (a class's fixture, with its
+    errors reported on the case before, as in pytest's own loop). Near the end (no more free
+    cases than processes drawing) it holds none, so that no process waits while another
+    holds a case it has not started: pytest is told nothing comes next, tears everything
+    down after the case, as at the end of a session, and sets up afresh for the next."""
     folder = session.config.getoption("--harness-queue")
     if not folder:
         return None
@@ -345,29 +353,26 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         raise session.Interrupted(f"{session.testsfailed} errors during collection")
     if session.config.option.collectonly:
         return True
-    queue = _Queue(folder, session.config.getoption("--harness-token"),
-                   json.loads(os.environ.get("HARNESS_CELL_IDS") or "{}"), session.items)
-    # Before pytest 7, pytest's setup state cannot be torn down towards a case other than
-    # the one announced: announce none (everything torn down between cases).
-    exact = getattr(pytest, "version_tuple", (0,)) >= (7,)
-    item = queue.take(None)
+    cell_ids: dict[str, str] = json.loads(os.environ.get("HARNESS_CELL_IDS") or "{}")
+    queue = _Queue(folder, session.config.getoption("--harness-token"), cell_ids,
+                   session.items)
+    drawers = session.config.getoption("--harness-drawers")
+    item = queue.take()
     while item is not None:
-        # What runs next here, if no other process takes it first.
-        guess = queue.peek() if exact else None
-        item.config.hook.pytest_runtest_protocol(item=item, nextitem=guess)
+        nextitem = queue.take() if queue.free_more_than(drawers) else None
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         if session.shouldfail:
             raise session.Failed(session.shouldfail)
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
-        following = queue.take(guess)
-        if following is not None and guess is not None and following.parent is not guess.parent:
-            # Another process took the guess: what was kept set up for it (its class, its
-            # module) may not be the next case's.
-            _teardown_towards(session, following)
-        item = following
+        item = nextitem or queue.take()
     writer = session.config.stash[_WRITER]
     if writer:
-        writer.write(event="drained", time=time.time())
+        # What was asked for and not collected (a conftest deselected it): no process of
+        # the queue can run it, and the harness says so.
+        collected = {i.nodeid for i in session.items}
+        writer.write(event="drained", time=time.time(),
+                     missing=[n for n in cell_ids if n not in collected])
     return True
 
 
@@ -381,35 +386,26 @@ class _Queue:
         self.items = [i for i in items if i.nodeid in cell_ids]
         self.cursor = 0  # every item before it is claimed (claims given back are not ours)
 
-    def _path(self, item: pytest.Item) -> str:
-        return os.path.join(self.folder, self.cell_ids[item.nodeid])
-
-    def peek(self) -> pytest.Item | None:
+    def free_more_than(self, n: int) -> bool:
+        """Whether more than ``n`` items are still unclaimed (looking no further)."""
+        free = 0
         for item in self.items[self.cursor:]:
-            if not os.path.exists(self._path(item)):
-                return item
-        return None
+            if not os.path.exists(os.path.join(self.folder, self.cell_ids[item.nodeid])):
+                free += 1
+                if free > n:
+                    return True
+        return False
 
-    def take(self, preferred: pytest.Item | None) -> pytest.Item | None:
-        """Claim ``preferred`` if it is still free, else the first free item."""
-        if preferred is not None and self._claim(preferred):
-            return preferred
+    def take(self) -> pytest.Item | None:
+        """Claim the first item no process has claimed; None when every one is."""
         while self.cursor < len(self.items):
             item = self.items[self.cursor]
             self.cursor += 1
-            if item is not preferred and self._claim(item):
+            won: bool = claim(os.path.join(self.folder, self.cell_ids[item.nodeid]),
+                              self.token)
+            if won:
                 return item
         return None
-
-    def _claim(self, item: pytest.Item) -> bool:
-        won: bool = claim(self._path(item), self.token)
-        return won
-
-
-def _teardown_towards(session: pytest.Session, item: pytest.Item) -> None:
-    """Tear down what is set up and not on ``item``'s chain (pytest's own step between two
-    cases, for a case that was not the one announced)."""
-    session._setupstate.teardown_exact(item)
 
 
 def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:

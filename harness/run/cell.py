@@ -68,12 +68,24 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     One process runs them all; after a crash or a timeout, a fresh one starts at the next
     cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
     cell has the environment's timeout from its own start. ``workers``: the CPU slots held, for
-    a suite's pytest-xdist workers. ``queue``: ``cells`` are shared with other calls, each
-    running the next cell no other has claimed (``run.queue``); this one yields only the
-    cells it ran or settled. Raises only ``Cancelled``."""
+    a suite's pytest-xdist workers. ``queue``: ``cells`` are shared with other calls (threads),
+    each process of each running the next cell none has claimed (``run.queue``); this call
+    yields only the cells it ran or settled. Raises only ``Cancelled``."""
+    drawer = queue.drawer() if queue is not None else None
+    try:
+        yield from _batch(cells, backend, gpu, cases_dir, envs, guard, node, run_id, attempt,
+                          scratch_root, workers, drawer)
+    finally:
+        if drawer is not None:
+            drawer.leave()
+
+
+def _batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, cases_dir: Path,
+           envs: EnvCache | None, guard: ProcessGuard | None, node: str | None, run_id: str,
+           attempt: int, scratch_root: Path | None, workers: int, drawer: Drawer | None
+           ) -> Iterator[CellRun]:
     node = node or socket.gethostname()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
-    drawer = queue.drawer() if queue is not None else None
     realized = (envs or EnvCache()).realize(cells[0], backend)
     if cells[0].case.suite is not None:
         # A suite's session yields its tests as they end, each recorded at once: it starts
@@ -105,7 +117,7 @@ def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> Callable[[], list[Cel
     """The cells this call settles when none can run (a broken environment): all of them;
     with a queue, those no other drawer has claimed, claimed when asked (a batch whose
     environment is fine leaves them to be drawn)."""
-    return lambda: list(cells) if drawer is None else drawer.take_open(cells)
+    return lambda: list(cells) if drawer is None else drawer.take_open()
 
 
 def _broken(checking: Future[Environment] | None) -> bool:
@@ -123,8 +135,7 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
     (``checking``): None once a second after it ended well, so that whoever holds results for
     it lets them go then; none starts, and the running one is stopped, once it found the
     environment broken."""
-    remaining = list(cells) if drawer is None else drawer.open(cells)
-    ran: set[str] = set()
+    remaining = list(cells) if drawer is None else drawer.open()
     while remaining and not _broken(checking):
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
                                         dir=scratch_root))
@@ -134,15 +145,18 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
                                     place, checking, drawer):
                 if run is not None:
                     settled_ids.add(run.result.cell_id)
+                    if drawer is not None:
+                        drawer.done.add(run.result.cell_id)
                 yield run
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if drawer is None:
             remaining = [c for c in remaining if c.cell_id not in settled_ids]
             continue
-        ran |= settled_ids
-        drawer.release(c for c in drawer.held(remaining) if c.cell_id not in ran)
-        remaining = drawer.open(cells)
+        if drawer.left:  # it gave up (a process ran no case): the others draw the rest
+            break
+        drawer.release()
+        remaining = drawer.open()
 
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
@@ -205,9 +219,10 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
     reached none at all: then every cell is settled, so the caller always progresses. With a
     check beside it (``checking``): None each second after the check ended well; killed,
     yielding nothing more, once it found the environment broken (its results would not
-    count). With a queue (``drawer``): ``cells`` are the ones open when it starts, it runs
-    those it claims, and settles only cells it claimed (a process that cannot start: every
-    open cell, claimed then)."""
+    count). With a queue (``drawer``): ``cells`` are the ones open when it starts; it runs
+    those it claims and settles only cells its drawer holds; a process that cannot start or
+    reaches no case settles what ``Drawer.give_up`` says, and its task stops; a case that it
+    was asked for and pytest did not collect is settled as never started."""
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
     # Cells of a batch share the process's log; each result points at the same file. A
@@ -234,7 +249,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
         process = backend.launch(env, request)
     except (OSError, HarnessError) as exc:
         # No case ran: the machine could not start them (the driver retries).
-        for cell in (cells if drawer is None else drawer.take_open(cells)):
+        for cell in (cells if drawer is None else drawer.give_up()):
             yield run_of(static_result(cell, classify(Ending(kind="cannot_start",
                                                              reason=str(exc))),
                                        fingerprint=env.summary, **place))
@@ -248,7 +263,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                     code = process.wait(SLICE)
                 except InfraError as exc:
                     process.kill()
-                    for cell in (cells if drawer is None else drawer.held(cells)):
+                    for cell in (cells if drawer is None else drawer.held()):
                         if cell.case.nodeid not in watch.finished:
                             yield run_of(static_result(cell, classify(Ending(
                                 kind="machine_lost", reason=str(exc))), fingerprint=env.summary,
@@ -289,8 +304,12 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                          watch.events_of(current))
         elif current is None and not watch.started and not watch.drained:
             # It reached no case at all: do not start another process for them.
-            for cell in (cells if drawer is None else drawer.take_open(cells)):
+            for cell in (cells if drawer is None else drawer.give_up()):
                 yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
+        if drawer is not None and watch.missing:  # asked for, not collected: none can run it
+            for cell in cells:
+                if cell.case.nodeid in watch.missing and drawer.take(cell):
+                    yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
     except GeneratorExit:  # whoever listened stopped (the environment's check broke it)
         process.kill()
         with contextlib.suppress(InfraError):  # a machine that stopped answering: gone

@@ -99,12 +99,19 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
 
 
 def make_queues(cells: Sequence[Cell], capacity: int, *,
-                expected: Mapping[str, float] | None = None) -> list[Unit]:
+                expected: Mapping[str, float] | None = None,
+                fits: Callable[[Cell], int] | None = None) -> list[Unit]:
     """For an executor with queues: the batches of ``make_batches`` unsplit, each with how
     many processes draw from it. One each, one more for the batch with the most cells per
     process while slots would stay idle; with earlier durations, as many as an even share of
-    the work asks, and the cells longest first (what is left at the end is short)."""
+    the work asks, and the cells longest first (what is left at the end is short). Never
+    more than a cell each, nor than the slots that can run them (``fits``: a GPU's cells do
+    not wait for the CPU slots)."""
     groups, alone = _groups(cells)
+
+    def most(group: list[Cell]) -> int:
+        return min(len(group), fits(group[0]) if fits is not None else capacity)
+
     units: list[Unit] = [(g, 1) for g in groups]
     if expected and all(c.cell_id in expected for c in cells):
         share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
@@ -113,12 +120,12 @@ def make_queues(cells: Sequence[Cell], capacity: int, *,
             work = sum(expected[c.cell_id] for c in group)
             draws = max(1, math.ceil(work / share - 1e-6)) if share > 0 else 1
             units.append((sorted(group, key=lambda c: -expected[c.cell_id]),
-                          min(draws, len(group))))
+                          max(1, min(draws, most(group)))))
     while sum(d for _, d in units) + len(alone) < capacity:
-        widest = max(range(len(units)), key=lambda i: len(units[i][0]) / units[i][1],
-                     default=None)
-        if widest is None or len(units[widest][0]) <= units[widest][1]:
+        wider = [i for i, (group, draws) in enumerate(units) if draws < most(group)]
+        if not wider:
             break
+        widest = max(wider, key=lambda i: len(units[i][0]) / units[i][1])
         units[widest] = (units[widest][0], units[widest][1] + 1)
     return units + [(a, 1) for a in alone]
 
@@ -163,7 +170,8 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
     expected = expected or {}
     if batch and executor.queues:
-        units = make_queues(cells, executor.capacity, expected=expected)
+        units = make_queues(cells, executor.capacity, expected=expected,
+                            fits=executor.slots_for)
     else:
         units = [(b, 1) for b in make_batches(cells, executor.capacity, batch=batch,
                                               expected=expected)]

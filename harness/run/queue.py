@@ -16,7 +16,8 @@ from __future__ import annotations
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.reaper import scratch_prefix
@@ -25,36 +26,54 @@ from harness.plan.cells import Cell
 
 
 class CellQueue:
-    """The claims of one group of cells (one environment, hardware target and module)."""
+    """The claims of one group of ``cells`` (one environment, hardware target and module),
+    drawn by ``drawers`` tasks of one executor (threads of this process)."""
 
-    def __init__(self, first: str, root: Path | None = None) -> None:
+    def __init__(self, cells: Sequence[Cell], drawers: int, root: Path | None = None) -> None:
+        self.cells = tuple(cells)
         # Named like a cell's scratch folder: a killed harness's queue is reaped with them.
-        self.folder = Path(tempfile.mkdtemp(prefix=scratch_prefix(f"{first}-queue"), dir=root))
+        self.folder = Path(tempfile.mkdtemp(prefix=scratch_prefix(cells[0].cell_id) + "queue-",
+                                            dir=root))
+        self.drawers = drawers
+        self._lock = threading.Lock()
+        self._live = drawers
 
-    def open(self, cells: Iterable[Cell]) -> bool:
-        """Whether any of ``cells`` is still to be drawn."""
-        return any(not (self.folder / c.cell_id).exists() for c in cells)
+    def open(self) -> list[Cell]:
+        """The cells no drawer has claimed yet."""
+        return [c for c in self.cells if not (self.folder / c.cell_id).exists()]
 
     def drawer(self) -> Drawer:
-        return Drawer(self.folder, secrets.token_hex(6))
+        """A hand for one of the ``drawers`` tasks; it leaves once, when its task stops."""
+        return Drawer(self, secrets.token_hex(6))
+
+    def leave(self) -> bool:
+        """One task stopped drawing: True if it was the last."""
+        with self._lock:
+            self._live -= 1
+            return self._live <= 0
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Drawer:
-    """One task's hand in the queue: its processes claim cells under its token."""
+    """One task's hand in the queue: its processes claim cells under its token, and it
+    knows which of those it has settled (``done``)."""
 
-    def __init__(self, folder: Path, token: str) -> None:
-        self.folder, self.token = folder, token
+    def __init__(self, queue: CellQueue, token: str) -> None:
+        self.queue, self.folder, self.token = queue, queue.folder, token
+        self.done: set[str] = set()  # settled by its processes (``run.cell``)
+        self.left = False
 
     def args(self) -> tuple[str, ...]:
         """What the in-environment plugin is told: where the queue is, whose hand it is."""
-        return (f"--harness-queue={self.folder}", f"--harness-token={self.token}")
+        return (f"--harness-queue={self.folder}", f"--harness-token={self.token}",
+                f"--harness-drawers={self.queue.drawers}")
 
     def take(self, cell: Cell) -> bool:
         """Claim ``cell`` for this drawer; False if some drawer had it already."""
-        return claim(str(self.folder / cell.cell_id), self.token)
+        won: bool = claim(str(self.folder / cell.cell_id), self.token)
+        return won
 
     def owner(self, cell: Cell) -> str | None:
         """The token that claimed ``cell``; "" while its claim is being written."""
@@ -63,23 +82,47 @@ class Drawer:
         except FileNotFoundError:
             return None
 
-    def open(self, cells: Iterable[Cell]) -> list[Cell]:
-        """Those of ``cells`` no drawer has claimed yet."""
-        return [c for c in cells if not (self.folder / c.cell_id).exists()]
+    def open(self) -> list[Cell]:
+        return self.queue.open()
 
-    def held(self, cells: Iterable[Cell]) -> list[Cell]:
-        """Those of ``cells`` this drawer claimed."""
-        return [c for c in cells if self.owner(c) == self.token]
+    def claimed(self) -> list[Cell]:
+        """The cells this drawer claimed."""
+        return [c for c in self.queue.cells if self.owner(c) == self.token]
 
-    def take_open(self, cells: Iterable[Cell]) -> list[Cell]:
-        """Claim every cell of ``cells`` still open, and return every cell this drawer holds
-        (to settle them all at once: a broken environment, a process that cannot start)."""
-        for cell in self.open(cells):
+    def held(self) -> list[Cell]:
+        """The cells this drawer claimed and none of its processes settled."""
+        return [c for c in self.claimed() if c.cell_id not in self.done]
+
+    def take_open(self) -> list[Cell]:
+        """Claim every cell still open, and return every cell this drawer claimed, its
+        processes' results included (a broken environment: what they said does not count)."""
+        for cell in self.open():
             self.take(cell)
-        return self.held(cells)
+        return self.claimed()
 
-    def release(self, cells: Iterable[Cell]) -> None:
-        """Give ``cells`` back to the queue (drawn by a process that ended before it reached
-        them)."""
-        for cell in cells:
+    def give_up(self) -> list[Cell]:
+        """A process of this task ran no case (it could not start, or ended first): the
+        cells to settle with its failure, after which the task stops. Those it claimed, or
+        else one still open (so that the failure is shown and every task progresses); the
+        others stay for the tasks still drawing, each of which may be well. The last task
+        to stop takes every cell still open: no one else will."""
+        mine = self.held()
+        if self.leave():
+            return self.take_open()
+        if not mine:
+            mine = next(([c] for c in self.open() if self.take(c)), [])
+        return mine
+
+    def release(self) -> None:
+        """Give back to the queue what this drawer claimed and did not settle (a process
+        that ended before it reached them)."""
+        for cell in self.held():
             (self.folder / cell.cell_id).unlink(missing_ok=True)
+
+    def leave(self) -> bool:
+        """This task draws no more (once; later calls say False): True if it was the last
+        task of the queue to stop."""
+        if self.left:
+            return False
+        self.left = True
+        return self.queue.leave()

@@ -97,7 +97,8 @@ class Scheduler:
 
 
     def drain(self) -> list[Task]:
-        """Forget every pending task (shutting down); the caller cancels their futures."""
+        """Forget every pending task (shutting down); the caller cancels their futures (of
+        a queue, once none of its tasks runs)."""
         tasks = list(self.pending)
         self.pending.clear()
         return tasks

@@ -55,6 +55,7 @@ class Watch:
         self.ended = False  # pytest said it is done (a suite's plugin); only teardown is left
         self.exitstatus: int | None = None  # pytest's own, with ``ended``
         self.drained = False  # it found no case left to claim in its queue (``run.queue``)
+        self.missing: list[str] = []  # with ``drained``: node ids asked for, not collected
 
     def read(self) -> list[tuple[str, dict[str, Any]]]:
         """New finish events since the last read, as (nodeid, event)."""
@@ -87,6 +88,7 @@ class Watch:
                 out.append((nodeid, event))
             elif kind == "drained":
                 self.drained = True
+                self.missing = list(event.get("missing") or [])
             elif kind == "ended":
                 self.ended = True
                 self.exitstatus = event.get("exitstatus")

@@ -209,6 +209,8 @@ def test_the_driver_gives_a_queue_to_the_slots_a_first_run_would_leave_idle() ->
     expected = {c.cell_id: 1.0 for c in cells} | {"e1-test_a.py-f": 5.0}
     (group, draws), *_ = make_queues(cells, capacity=4, expected=expected)
     assert draws == 4 and group[0].case.variant == "f"
+    # Cells only one slot can run (a GPU's) get one process, whatever the capacity.
+    assert [d for _, d in make_queues(cells, capacity=8, fits=lambda c: 1)] == [1, 1, 1]
 
 
 def test_variable_axes_reach_the_case_and_the_table(tmp_path: Path) -> None:

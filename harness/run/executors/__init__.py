@@ -37,13 +37,17 @@ class Executor(Protocol):
     def capacity(self) -> int:
         """How many batches can run at once (slots, or the cluster's CPUs and GPUs)."""
 
+    def slots_for(self, cell: Cell) -> int:
+        """How many of those slots can run ``cell`` (its hardware): the most processes that
+        draw one queue of its batch at once."""
+
     def describe(self) -> dict[str, object]:
         """For the run record: what ran the cells."""
 
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
-        """``draws``: how many processes draw the batch's cells from one queue (``queues``
-        executors; one process for the others)."""
+        """``draws``: how many tasks (a slot each, a process at a time) draw the batch's
+        cells from one queue (``queues`` executors; one task for the others)."""
 
     def partials(self) -> list[CellRun]:
         """The runs of no planned cell (a suite's tests) that came since the last call, in

@@ -60,15 +60,19 @@ class LocalExecutor:
     def capacity(self) -> int:
         return len(self.slots)
 
+    def slots_for(self, cell: Cell) -> int:
+        return sum(1 for slot in self.slots if slot.fits(cell))
+
     def describe(self) -> dict[str, object]:
         return {"executor": self.name, "node": self.node,
                 "slots": [{"name": s.name, "gpu": s.gpu, "arch": s.arch} for s in self.slots]}
 
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
-        queue = CellQueue(cells[0].cell_id) if draws > 1 and len(cells) > 1 else None
+        draws = min(draws, len(cells))
+        queue = CellQueue(cells, draws) if draws > 1 else None
         tasks = [Task(cells=tuple(cells), run_id=run_id, attempt=attempt, queue=queue)
-                 for _ in range(min(draws, len(cells)) if queue else 1)]
+                 for _ in range(draws if queue else 1)]
         futures: dict[str, Future[CellRun]] = {c.cell_id: Future() for c in cells}
         with self._lock:
             for task in tasks:
@@ -92,6 +96,10 @@ class LocalExecutor:
                         for future in futures.values():
                             future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=cancel)
+        with self._lock:  # a queue whose tasks the pool dropped before they started
+            for queue in self._drawing:
+                queue.remove()
+            self._drawing.clear()
 
     def _pump(self) -> None:
         """Start what fits the free slots. Called with the lock held."""
@@ -125,7 +133,8 @@ class LocalExecutor:
         futures = self._futures[task]
         failure: BaseException | None = None
         try:
-            if task.queue is not None and not task.queue.open(task.cells):
+            if task.queue is not None and not task.queue.open():
+                task.queue.leave()
                 return  # its sibling tasks drew every cell before it started
             for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,

@@ -142,6 +142,9 @@ class RayExecutor:
                  for n in self.ray.nodes() if n.get("Alive")]
         return {"executor": self.name, "address": self.address or "local", "nodes": nodes}
 
+    def slots_for(self, cell: Cell) -> int:
+        return self.capacity  # (asked only of executors with queues)
+
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
         # ``draws`` is one: no queue is shared across machines (``queues`` is False), so the
