@@ -377,7 +377,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 class _Queue:
-    """The claims folder as one process sees it: a claim is a file created with O_EXCL,
+    """The claims folder as one process sees it: a claim is a file made by one atomic link,
     holding the claimer's token; items are taken in collection order."""
 
     def __init__(self, folder: str, token: str, cell_ids: dict[str, str],

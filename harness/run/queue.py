@@ -3,11 +3,11 @@ frees up (pytest-xdist's ``load`` scheduling, across processes the harness super
 
 Before a first run nothing says how long a cell takes: cut into fixed batches, one slot ends
 with the long cells while the others sit idle. Drawn from a queue, every slot stays busy until
-the queue is empty. The queue is a folder of claim files, one per cell (``O_CREAT|O_EXCL``:
-one process wins each), written by the in-environment plugin as it takes a cell and by the
-harness when it settles cells no process can run (a broken environment, a process that could
-not start). Each file holds its drawer's token, so whoever drew a cell is known after its
-process is gone: what it drew and never reached goes back to the queue. The folder is on the
+the queue is empty. The queue is a folder of claim files, one per cell (each a hard link to a
+file holding its drawer's token: one process wins each, and none is seen without its token),
+made by the in-environment plugin as it takes a cell and by the harness when it settles cells
+no process can run (a broken environment, a process that could not start). The token tells
+whoever drew a cell after its process is gone: what it drew and never reached goes back. The folder is on the
 machine that runs the cells, and a container mounts it where the harness has it.
 """
 
@@ -76,7 +76,7 @@ class Drawer:
         return won
 
     def owner(self, cell: Cell) -> str | None:
-        """The token that claimed ``cell``; "" while its claim is being written."""
+        """The token that claimed ``cell``; None while it is open."""
         try:
             return (self.folder / cell.cell_id).read_text()
         except FileNotFoundError:
@@ -108,7 +108,8 @@ class Drawer:
         to stop takes every cell still open: no one else will."""
         mine = self.held()
         if self.leave():
-            return self.take_open()
+            self.take_open()
+            return self.held()  # not what its processes settled already
         if not mine:
             mine = next(([c] for c in self.open() if self.take(c)), [])
         return mine

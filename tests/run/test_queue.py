@@ -97,7 +97,11 @@ def test_a_task_whose_process_runs_nothing_gives_up_one_cell_unless_it_is_the_la
     assert one.give_up() == [cells[1]]  # nothing claimed: one open cell, to show why
     assert queue.open() == cells[2:]  # the rest stays for the task still drawing
     assert not one.leave()  # it left once already
-    assert three.give_up() == cells[2:]  # the last to stop settles what is left
+    assert three.take(cells[2])
+    three.done.add(cells[2].cell_id)  # one of its processes ran it
+    assert three.give_up() == [cells[3]]  # the last settles what is left, not what it ran
+    assert not queue.open()
+    assert sorted(p.name for p in queue.folder.iterdir()) == sorted(c.cell_id for c in cells)
 
 
 def test_two_batches_drawing_from_one_queue_run_each_cell_once(tmp_path: Path) -> None:
