@@ -7,8 +7,8 @@ the queue is empty. The queue is a folder of claim files, one per cell (each a h
 file holding its drawer's token: one process wins each, and none is seen without its token),
 made by the in-environment plugin as it takes a cell and by the harness when it settles cells
 no process can run (a broken environment, a process that could not start). The token tells
-whoever drew a cell after its process is gone: what it drew and never reached goes back. The folder is on the
-machine that runs the cells, and a container mounts it where the harness has it.
+whoever drew a cell after its process is gone: what it drew and never reached goes back. The
+folder is on the machine that runs the cells; a container mounts it where the harness has it.
 """
 
 from __future__ import annotations
