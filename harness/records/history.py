@@ -95,7 +95,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
     run's outcomes are one letter a cell, and runs of the same cells in the same order share
     their keys' digest, so only the first of them has its keys read)."""
     runs = run_folders(folder)[-last:]
-    snapshot.make_missing(runs)  # runs recorded before snapshots: theirs made on two cores
+    snapshot.make_missing(runs)  # runs recorded before snapshots: their keys, on two cores
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
@@ -105,11 +105,11 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
         places = placed.get(found.keys_digest)
         if places is None or len(places) != len(found.letters):  # the first run of these keys
             # (most nights: the first run only; a digest with another count: not these keys)
-            whole = snapshot.load(run)
+            whole = snapshot.keys(run)
             places = []
             if whole.keys_digest:
                 placed[whole.keys_digest] = places
-            for key in whole.logical_keys():
+            for key in whole.keys:
                 if key not in where:
                     where[key] = len(keys)
                     keys.append(key)

@@ -19,6 +19,11 @@ Python rows in 0.33 s / 74 MiB from this file, 0.38-0.45 s / 102-111 MiB from Ar
 0.59 s / 145 MiB from Parquet (the outcomes and keys alone: a tie), without a dependency that
 installs 166 MB; Arrow's files are 1.2 to 3.6 times smaller (1.3-3.9 MB against 4.7 MB).
 
+History's first reading of runs recorded before snapshots writes less in their place
+(``make_missing``): the same first two lines, ``keys`` for ``snapshot`` in the first, then
+the logical key's columns alone (what history reads of a run: a fleet's 30 runs read in
+7.7 s, not 10.4); any reader of more makes the whole snapshot over it.
+
 A merged run's snapshot is made from its shards' where they are current (``prepared``,
 ``Gathering``): a line the merge passed through is the line the shard's snapshot was made
 from, so only each cell's place in the shard's columns is looked up.
@@ -58,6 +63,14 @@ LETTER_FIELDS = ("format", "cells", "keys_digest", "outcome")
 #: The columns a table of distinct values stands behind (each cell: an index into it).
 TABLED = ("environment", "case_id", "variant", "hardware_target", "signature", "values",
           "versions")
+#: The logical key's columns: what the keys' digest covers, and all a snapshot of the keys
+#: (``KEYS``) holds besides the letters.
+KEYED = TABLED[:4]
+#: What the first line names a file holding the letters and the keys alone, which history's
+#: first reading of runs recorded before snapshots makes (``make_missing``): the rest of a
+#: snapshot, made then for 30 runs of a fleet, was a third of that reading. Any reader of
+#: more makes the whole snapshot over it.
+KEYS = "keys"
 
 Key = tuple[str, str, str]
 
@@ -108,10 +121,7 @@ class Snapshot:
         return [table[i] for i in self._data["codes"][name]]
 
     def logical_keys(self) -> list[Key]:
-        cases = [f"{c}::{v}" for c, v in zip(self._column("case_id"), self._column("variant"),
-                                              strict=True)]
-        return list(zip(self._column("environment"), cases, self._column("hardware_target"),
-                        strict=True))
+        return _logical_keys(self._data)
 
     def outcomes(self) -> dict[Key, Outcome]:
         """Each logical key's outcome (of two cells of one key, the later row's)."""
@@ -150,6 +160,16 @@ class Snapshot:
             columns["environment"], columns["case_id"], columns["variant"],
             columns["hardware_target"], self._data["cell_id"], outcomes, columns["signature"],
             self._data["duration"], columns["values"], columns["versions"], strict=True)))
+
+
+def _logical_keys(data: Mapping[str, Any]) -> list[Key]:
+    """Each cell's logical key, from the key columns' tables and codes of a document."""
+    def column(name: str) -> list[Any]:
+        table = data["tables"][name]
+        return [table[i] for i in data["codes"][name]]
+
+    cases = [f"{c}::{v}" for c, v in zip(column("case_id"), column("variant"), strict=True)]
+    return list(zip(column("environment"), cases, column("hardware_target"), strict=True))
 
 
 def versions_of(fingerprint: Mapping[str, Any] | None) -> dict[str, str]:
@@ -237,32 +257,36 @@ def _body(document: Mapping[str, Any]) -> bytes:
     return jsonio.dumps(letters) + b"\n" + jsonio.dumps(rest)
 
 
-def _store(run_dir: Path, body: bytes, made_from: Stamp) -> bool:
-    """The file, if the folder takes it."""
+def _store(run_dir: Path, body: bytes, made_from: Stamp, what: str = "snapshot") -> bool:
+    """The file, if the folder takes it (``what``: a snapshot, or of the ``KEYS`` alone)."""
     try:
-        atomic.write_bytes(run_dir / SNAPSHOT, head(made_from) + body)
+        atomic.write_bytes(run_dir / SNAPSHOT, head(made_from, what) + body)
     except OSError:
         return False
     return True
 
 
-def is_current(run_dir: Path) -> bool:
+def is_current(run_dir: Path, *, keys: bool = False) -> bool:
     """Whether the run's snapshot was made from its record as it is now (its first line
-    only: a merge that wrote it need not write it again for its report)."""
+    only: a merge that wrote it need not write it again for its report). ``keys``: a
+    snapshot of the keys alone counts too."""
     now = stamp(run_dir)
     try:
         with open(run_dir / SNAPSHOT, "rb") as fh:
-            return now is not None and fh.readline() == head(now)
+            first = fh.readline()
     except OSError:
         return False
+    return now is not None and (first == head(now) or (keys and first == head(now, KEYS)))
 
 
 def make_missing(run_dirs: Sequence[Path]) -> None:
-    """The snapshots these runs lack (or that are stale), made from their records on two
-    cores: the first ``history`` over runs recorded before snapshots makes each one (about a
-    second a fleet's run). Best effort: a run whose record cannot be read is left to the
-    reader that needs it, which says why."""
-    stale = [run for run in run_dirs if stamp(run) is not None and not is_current(run)
+    """What history reads of these runs (their letters and keys), where they have no current
+    snapshot, made from their records on two cores and kept as a snapshot of their ``KEYS``:
+    the first ``history`` over runs recorded before snapshots makes each (half a second a
+    fleet's run). Best effort: a run whose record cannot be read is left to the reader that
+    needs it, which says why."""
+    stale = [run for run in run_dirs if stamp(run) is not None
+             and not is_current(run, keys=True)
              and os.access(run, os.W_OK)]  # a read-only run keeps none: read as ever
     if len(stale) < 2:
         return
@@ -270,7 +294,7 @@ def make_missing(run_dirs: Sequence[Path]) -> None:
     def make(runs: Sequence[Path]) -> None:
         for run in runs:
             with contextlib.suppress(Exception):  # its reader makes it again, or says why
-                load(run)
+                _made_keys(run)
 
     # Not even the second process is needed: killed (out of memory), or no fork to be had,
     # the readers make what is still missing one by one.
@@ -287,22 +311,25 @@ def read(run_dir: Path) -> Snapshot | None:
     return Snapshot(data, now) if data is not None else None
 
 
-def _read(run_dir: Path, *, whole: bool, now: Stamp | None = None) -> dict[str, Any] | None:
-    """The snapshot's letters line (``whole``: and the rest), if the file is current and
-    what it holds is whole, else None."""
+def _read(run_dir: Path, *, whole: bool, now: Stamp | None = None, keys: bool = False
+          ) -> dict[str, Any] | None:
+    """The snapshot's letters line (``keys``: and the key columns; ``whole``: and every
+    column), if the file is current and what it holds is whole, else None. Short of
+    ``whole``, a snapshot of the ``KEYS`` alone will do."""
     now = now or stamp(run_dir)
     if now is None:
         return None
     try:
         with open(run_dir / SNAPSHOT, "rb") as fh:
-            if fh.readline() != head(now):
+            first = fh.readline()
+            if first != head(now) and (whole or first != head(now, KEYS)):
                 return None  # another record's (the run went on, or was resumed), or format
             data = orjson.loads(fh.readline())
             if not _letters_whole(data):
                 return None
-            if whole:
+            if whole or keys:
                 data.update(orjson.loads(fh.read()))
-                if not _columns_whole(data):
+                if not (_columns_whole(data) if whole else _keys_whole(data)):
                     return None
     except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return None  # none, or damaged: made again
@@ -319,12 +346,41 @@ class Letters(NamedTuple):
 
 def letters(run_dir: Path) -> Letters:
     """The run's outcome letters and keys' digest: from the snapshot's second line alone when
-    it is current, else from the snapshot made again (``load``)."""
+    it is current, else from the record (a snapshot of its keys made)."""
     data = _read(run_dir, whole=False)
-    if data is not None:
-        return Letters(data["outcome"], data["keys_digest"])
-    found = load(run_dir)
-    return Letters(found.letters, found.keys_digest)
+    if data is None:
+        data = _made_keys(run_dir)
+    return Letters(data["outcome"], data["keys_digest"])
+
+
+class RunKeys(NamedTuple):
+    """A run's letters and keys' digest, and each cell's logical key in the same order: what
+    history reads of the first run of its keys."""
+
+    letters: str
+    keys_digest: str
+    keys: list[Key]
+
+
+def keys(run_dir: Path) -> RunKeys:
+    """The run's letters and logical keys: from its snapshot (either kind) when current, else
+    from the record (a snapshot of its keys made)."""
+    data = _read(run_dir, whole=False, keys=True)
+    if data is None:
+        data = _made_keys(run_dir)
+    return RunKeys(data["outcome"], data["keys_digest"], _logical_keys(data))
+
+
+def _made_keys(run_dir: Path) -> dict[str, Any]:
+    """The letters and key columns of the run (a document holding at least those), made from
+    its record and kept as a snapshot of its ``KEYS``; where the one-pass reading gives up
+    (a line the harness would not write), the whole snapshot made as ``load`` makes it."""
+    made_from = stamp(run_dir)
+    document = _from_record(run_dir, keys_only=True) if made_from is not None else None
+    if made_from is None or document is None:
+        return load(run_dir)._data
+    _store(run_dir, _body(document), made_from, KEYS)
+    return document
 
 
 def _letters_whole(data: Any) -> bool:
@@ -343,16 +399,24 @@ def _columns_whole(data: Any) -> bool:
             and isinstance(data["duration"], list) and len(data["duration"]) == n
             and set(map(type, data["duration"])) <= {int, float}):
         return False
-    for name in TABLED:
-        table, codes = data["tables"][name], data["codes"][name]
-        kinds = {dict} if name in ("values", "versions") else (
-            {str, type(None)} if name == "signature" else {str})
-        if not (isinstance(table, list) and set(map(type, table)) <= kinds
-                and isinstance(codes, list) and len(codes) == n
-                and set(map(type, codes)) <= {int}
-                and (not codes or (min(codes) >= 0 and max(codes) < len(table)))):
-            return False
-    return True
+    return all(_tabled_whole(data, name, n) for name in TABLED)
+
+
+def _keys_whole(data: Any) -> bool:
+    """The rest of a snapshot of the keys, after a whole letters line: the key columns."""
+    return all(_tabled_whole(data, name, len(data["outcome"])) for name in KEYED)
+
+
+def _tabled_whole(data: Any, name: str, n: int) -> bool:
+    """The column ``name`` (one of ``TABLED``): its table of its type, ``n`` codes that index
+    it."""
+    table, codes = data["tables"][name], data["codes"][name]
+    kinds = {dict} if name in ("values", "versions") else (
+        {str, type(None)} if name == "signature" else {str})
+    return (isinstance(table, list) and set(map(type, table)) <= kinds
+            and isinstance(codes, list) and len(codes) == n
+            and set(map(type, codes)) <= {int}
+            and (not codes or (min(codes) >= 0 and max(codes) < len(table))))
 
 
 def load(run_dir: Path) -> Snapshot:
@@ -398,14 +462,15 @@ _VALUES = attrgetter("values")
 _NO_TEXT = msgspec.Raw()
 
 
-def _from_record(run_dir: Path) -> dict[str, Any] | None:
+def _from_record(run_dir: Path, *, keys_only: bool = False) -> dict[str, Any] | None:
     """The snapshot's document made from the record, each line decoded into only what the
     snapshot keeps (msgspec: a fleet's record in 0.6-0.9 s, where decoding every field into
     dicts and making results of them, then the document, took 1.3-1.6 s), or None where any
     line is not one result as the harness writes it (torn, blank, two values, by hand,
     another type, NaN, a lone surrogate, bytes that are not UTF-8, a carriage return): then
     ``RunStore`` reads the record (skipping what is not a result) and the document is made
-    from that, as it always was."""
+    from that, as it always was. ``keys_only``: the letters and the key columns alone
+    (``KEYED``), of the same lines, as the whole document has them."""
     decoded = _decoded(run_dir)
     if decoded is None:
         return None
@@ -422,8 +487,10 @@ def _from_record(run_dir: Path) -> dict[str, Any] | None:
 
     try:  # each distinct text once, as json reads it
         parsed = {text: jsonio.loads(text) for text in dict.fromkeys(texts)}
-    except ValueError:
+    except ValueError:  # (the keys alone too: where the whole would give up, they do)
         return None
+    if keys_only:
+        return _keyed([column(name) for name in KEYED], column("outcome"))
     fingerprints = column("fingerprint")
     names = {f for f in fingerprints if isinstance(f, str)}
     if names:  # named in shared.jsonl (RunStore.attempts: {} for a name it lacks)
@@ -512,12 +579,28 @@ def _columns(strings: Sequence[Sequence[str | None]], values: Sequence[Any],
 def _assembled(tables: dict[str, list[Any]], codes: dict[str, list[int]], letters: str,
                cell_ids: list[str], durations: list[float]) -> dict[str, Any]:
     """The document of these columns: each of ``TABLED`` as its table and codes."""
-    keys = hashlib.sha256()  # runs of the same cells in the same order share it (history)
-    for name in TABLED[:4]:
-        keys.update(orjson.dumps(tables[name]) + b"\0" + orjson.dumps(codes[name]) + b"\0")
-    return {"format": VERSION, "cells": len(letters), "keys_digest": keys.hexdigest()[:32],
+    return {"format": VERSION, "cells": len(letters), "keys_digest": _digest(tables, codes),
             "outcome": letters, "cell_id": cell_ids, "duration": durations,
             "tables": tables, "codes": codes}
+
+
+def _keyed(strings: Sequence[Sequence[str]], outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """The document of a snapshot of the keys: the letters line and the key columns (of
+    ``strings``, one per name of ``KEYED``), as ``_columns`` makes them."""
+    tables: dict[str, list[Any]] = {name: [] for name in KEYED}
+    codes = {name: _encode(column, tables[name])
+             for name, column in zip(KEYED, strings, strict=True)}
+    letters = "".join(map(LETTER.__getitem__, outcomes))
+    return {"format": VERSION, "cells": len(letters), "keys_digest": _digest(tables, codes),
+            "outcome": letters, "tables": tables, "codes": codes}
+
+
+def _digest(tables: Mapping[str, list[Any]], codes: Mapping[str, list[int]]) -> str:
+    """The digest of the key columns: runs of the same cells in the same order share it."""
+    keys = hashlib.sha256()
+    for name in KEYED:
+        keys.update(orjson.dumps(tables[name]) + b"\0" + orjson.dumps(codes[name]) + b"\0")
+    return keys.hexdigest()[:32]
 
 
 class Parts:

@@ -185,7 +185,7 @@ def test_a_merge_leaves_the_merged_runs_snapshot(tmp_path: Path, no_report: bool
         ("a", Outcome.PASS), ("b", Outcome.REPRODUCED)}
 
 
-def test_runs_without_snapshots_get_them_made_on_two_cores(tmp_path: Path) -> None:
+def test_runs_without_snapshots_get_their_keys_made_on_two_cores(tmp_path: Path) -> None:
     runs = []
     for i in range(5):
         store = RunStore.create(tmp_path, {"planned": []}, run_id=f"night-{i}")
@@ -199,15 +199,17 @@ def test_runs_without_snapshots_get_them_made_on_two_cores(tmp_path: Path) -> No
     broken = RunStore.create(tmp_path, {"planned": []}, run_id="broken").run_dir
     (broken / "results.jsonl").mkdir()  # unreadable: its reader says why, not this
     snapshot.make_missing([*runs, broken])
-    assert [snapshot.is_current(r) for r in runs] == [True, False, True, True, True]
-    assert not snapshot.is_current(broken)
+    assert [snapshot.is_current(r, keys=True) for r in runs] == [True, False, True, True, True]
+    assert not snapshot.is_current(broken, keys=True)
     assert (runs[3] / SNAPSHOT).stat().st_mtime_ns == kept
     with pytest.raises(IsADirectoryError):
         load(broken)
+    # runs[2]'s record holds a line the harness would not write: its whole snapshot made.
+    assert [snapshot.is_current(r) for r in runs] == [False, False, True, True, False]
     for run in (runs[0], runs[2], runs[4]):
         made = (run / SNAPSHOT).read_bytes()
         (run / SNAPSHOT).unlink()
-        load(run)  # as this process makes it
+        snapshot.keys(run)  # as this process makes it
         assert (run / SNAPSHOT).read_bytes() == made
 
 
@@ -225,7 +227,7 @@ def test_a_second_process_that_fails_leaves_the_snapshots_to_their_readers(
 
     monkeypatch.setattr(snapshot, "side_by_side", killed)
     snapshot.make_missing(runs)  # no error: history goes on
-    assert not any(snapshot.is_current(r) for r in runs)
+    assert not any(snapshot.is_current(r, keys=True) for r in runs)
     assert [load(r).cell_ids for r in runs] == [["a"]] * 3  # each made by its reader
 
 
@@ -248,6 +250,53 @@ def test_a_record_the_harness_wrote_is_read_in_one_pass_into_the_same_document(
                           for i in retried if i < len(cells)])
     fast = snapshot._from_record(store.run_dir)
     assert fast is not None and jsonio.dumps(fast) == _by_store(store.run_dir)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4))
+def test_a_snapshot_of_the_keys_says_what_the_whole_one_does(
+        tmp_path_factory: pytest.TempPathFactory, cells: list[CellResult],
+        retried: list[int]) -> None:
+    """What history's first reading keeps of a run (``make_missing``): the letters, the keys'
+    digest and each cell's logical key the whole snapshot has; only readers of those take
+    it, and any other makes the whole snapshot over it."""
+    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
+    store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.FAIL, duration=3)
+                          for i in retried if i < len(cells)])
+    run, path = store.run_dir, store.run_dir / SNAPSHOT
+    whole = snapshot.Snapshot(_by_store_document(run))
+    found = snapshot.keys(run)  # none there: made from the record, a snapshot of the keys
+    assert path.read_bytes().split(b"\n", 1)[0].endswith(b" keys 2")
+    assert found == (whole.letters, whole.keys_digest, whole.logical_keys())
+    assert snapshot.letters(run) == (whole.letters, whole.keys_digest)
+    assert snapshot.keys(run) == found  # read back
+    assert snapshot.is_current(run, keys=True) and not snapshot.is_current(run)
+    assert read(run) is None  # never taken for the whole
+    assert jsonio.dumps(load(run)._data) == jsonio.dumps(whole._data)  # made over it
+    assert snapshot.is_current(run) and snapshot.keys(run) == found
+
+
+def test_a_damaged_snapshot_of_the_keys_is_made_again(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("a", "2.0.1", Outcome.PASS), cell("b", "2.1.0", Outcome.FAIL)])
+    run, path = store.run_dir, store.run_dir / SNAPSHOT
+    made = snapshot.keys(run)
+    head, first, rest = path.read_bytes().split(b"\n", 2)
+    data = json.loads(rest)
+    for damage in ({**data, "codes": {**data["codes"], "variant": [0, 5]}},
+                   {**data, "tables": {**data["tables"], "hardware_target": [3]}},
+                   {"tables": data["tables"]}, [data]):
+        path.write_bytes(head + b"\n" + first + b"\n" + json.dumps(damage).encode())
+        assert snapshot.keys(run) == made
+        assert path.read_bytes() == head + b"\n" + first + b"\n" + rest  # made again
+    store.append(cell("a", "2.0.1", Outcome.CRASH))  # the run went on: stale, as the whole
+    assert not snapshot.is_current(run, keys=True)
+    assert snapshot.letters(run).letters == "CF"
+
+
+def _by_store_document(run_dir: Path) -> dict[str, object]:
+    return snapshot._document(RunStore(run_dir).results())
 
 
 def _line(**changes: object) -> bytes:
@@ -282,6 +331,8 @@ def test_a_line_the_harness_would_not_write_sends_the_record_to_the_store(
     with open(store.run_dir / "results.jsonl", "ab") as fh:
         fh.write(text + b"\n" + _line(cell_id="c3") + b"\n")
     assert snapshot._from_record(store.run_dir) is None, what
+    assert snapshot._from_record(store.run_dir, keys_only=True) is None, what
+    assert snapshot.letters(store.run_dir).letters == load(store.run_dir).letters
     assert jsonio.dumps(load(store.run_dir)._data) == _by_store(store.run_dir)
 
 
