@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ from harness.core.results import CellResult
 from harness.publish import publish_ci, publish_report, write_status
 from harness.records import history, report_rows, snapshot
 from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
-from harness.records.expect import judged_exit
+from harness.records.expect import judged_exit, judged_lines
 from harness.records.merge import MergeReport, merge_runs
 from harness.records.select import choose_records
 from harness.records.snapshot import Row
@@ -99,9 +100,18 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
     reads the merged cells as rows, sooner than results made here would be made rows (a
     fleet's merge and report took 6.2 s that way). ``with_rows``: a report follows, and
     the columns it reads beside the snapshot (``report_rows``) are written too."""
+    verdicts: list[tuple[list[str], int]] = []
+
+    def beside(merged: MergeReport) -> None:
+        # The verdicts, while the logs are linked; printed in their place, after the line
+        # saying what was merged. Where this fails, they are worked out after, and fail there.
+        with contextlib.suppress(Exception):
+            verdicts.append(judged_lines([merged.store], args.reports, args.fail_on,
+                                         args.baseline, merged.judged))
+
     report = merge_runs(sources, args.reports, run_id=args.run_id,
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr),
-                        make_results=False)
+                        make_results=False, beside=beside)
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     code = 0
@@ -113,8 +123,13 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
 
     def judged() -> None:
         nonlocal code, document
-        code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
-                           report.judged)
+        if verdicts:
+            (lines, code), = verdicts
+            if lines:
+                print("\n".join(lines))
+        else:
+            code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
+                               report.judged)
         document = report_rows.encode(rows) if rows is not None else None
 
     # The merged run's snapshot (what the next night compares with, and what its report

@@ -90,10 +90,14 @@ class MergeReport:
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
-               warn: Callable[[str], None] = lambda _: None, make_results: bool = True
-               ) -> MergeReport:
+               warn: Callable[[str], None] = lambda _: None, make_results: bool = True,
+               beside: Callable[[MergeReport], None] | None = None) -> MergeReport:
     """``make_results``: whether the caller needs each cell as a ``CellResult``; without, a
-    line written as it is is decoded, not made a result (``ResultRow``)."""
+    line written as it is is decoded, not made a result (``ResultRow``). ``beside``: work
+    on the cells chosen (``report.written``) that needs none of the merged run's files but
+    run.json, done while the process that links the logs finishes (a fleet's 50,000 links
+    take longer than the record's lines: this process waited for them); not where a secret
+    of this machine's is redacted (the cells are then read back from the record)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
     linker = _Linker()  # first: the process it forks is small yet
@@ -102,6 +106,8 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         try:
             report, writer, order, read_as, made = _merge(sources, reports_dir, run_id, warn,
                                                        linker, make_results, aside)
+            if beside is not None and not report.store.redactor.secrets:
+                beside(report)
         finally:
             linker.close()  # the logs in place before the lines that point at them
         writer.close()  # the merged record is written once, whole

@@ -20,10 +20,13 @@ from harness.records.expect import (
     Verdict,
     exit_code,
     judge,
+    judged_exit,
+    judged_lines,
     judged_report,
     judged_summary,
     summary_lines,
 )
+from harness.records.store import RunStore
 from tests.conftest import ROOT, report_dir, write_matrix
 
 
@@ -382,3 +385,21 @@ def test_known_failures_are_listed_by_count_then_in_the_order_first_seen() -> No
             "  known: 1 cell: zeta", "  known: 1 cell: alpha"]
     assert summary_lines(judge(cells, rules)) == want
     assert judged_summary(cells, rules) == (want, 0)
+
+
+def test_judged_lines_are_what_judged_exit_prints(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    for run_id, outcomes in (("news", (Outcome.PASS, Outcome.FAIL)),
+                             ("quiet", (Outcome.PASS, Outcome.PASS))):
+        store = RunStore.create(tmp_path, {"planned": [], "expect": []}, run_id=run_id)
+        store.extend([CellResult(run_id=run_id, cell_id=f"c{i}", environment="e", values={},
+                                 env_key="k", backend="uv", case_id="case", variant=f"v{i}",
+                                 nodeid="n", hardware_target="cpu", outcome=outcome)
+                      for i, outcome in enumerate(outcomes)])
+        for fail_on in ("new", "any"):
+            lines, code = judged_lines([store], tmp_path, fail_on, None)
+            assert judged_exit([store], tmp_path, fail_on, None) == code
+            assert capsys.readouterr().out == ("\n".join(lines) + "\n" if lines else "")
+            # A failure nobody expected is news, and fails the run; two passes are neither.
+            assert (bool(lines), code != 0) == ((True, True) if run_id == "news"
+                                                else (False, False))

@@ -132,3 +132,27 @@ def test_an_empty_set_aside_folder_spawns_nothing_and_goes(tmp_path: Path) -> No
     assert aside.process is None
     aside.wait()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("secret", [False, True])
+def test_beside_sees_the_cells_chosen_while_the_logs_are_still_linked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, secret: bool) -> None:
+    """``beside`` (the merge command's verdicts) gets the cells as they are written, before
+    the merge waits for its log links; not where a secret is redacted (the cells written
+    are then read back from the record)."""
+    stores = shards_that_ran_everything(tmp_path / "shards")
+    if secret:
+        monkeypatch.setenv("DEPLOY_TOKEN", "hunter2-secret")
+    events: list[object] = []
+    close = _Linker.close
+
+    def closing(self: _Linker) -> None:
+        events.append("links waited for")
+        close(self)
+
+    monkeypatch.setattr(_Linker, "close", closing)
+    report = merge_runs(stores, tmp_path, run_id="m", make_results=False,
+                        beside=lambda chosen: events.append([r.cell_id for r in chosen.judged]))
+    ids = [r.cell_id for r in report.written]
+    assert len(ids) == 12
+    assert events == (["links waited for"] if secret else [ids, "links waited for"])
