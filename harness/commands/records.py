@@ -70,10 +70,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
     sources = [RunStore.open(args.reports, run) for run in args.runs]
     if args.baseline:  # `latest` is the newest run before the merged one
         args.baseline = str(resolve_baseline(args.baseline, args.reports))
+    # Loaded before the merge, which may replace the run it names (merged again under the
+    # same name): the verdicts and the report both judge against the run as it was.
     baseline = _baseline(args)
 
     def merged() -> tuple[Path, int]:
-        report, code = _merged(args, sources, not args.no_report)
+        report, code = _merged(args, sources, baseline, not args.no_report)
         _LEFT.append(report)
         return report.store.run_dir, code
 
@@ -93,8 +95,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
-def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
-            ) -> tuple[MergeReport, int]:
+def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baseline | None,
+            with_rows: bool) -> tuple[MergeReport, int]:
     """The merged run, its snapshot written and its verdicts printed; the exit code they ask
     for. No result is made of a line written as its shard wrote it, report or not: a report
     reads the merged cells as rows, sooner than results made here would be made rows (a
@@ -106,8 +108,7 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
         # The verdicts, while the logs are linked; printed in their place, after the line
         # saying what was merged. Where this fails, they are worked out after, and fail there.
         with contextlib.suppress(Exception):
-            verdicts.append(judged_lines([merged.store], args.reports, args.fail_on,
-                                         args.baseline, merged.judged))
+            verdicts.append(judged_lines([merged.store], args.fail_on, baseline, merged.judged))
 
     report = merge_runs(sources, args.reports, run_id=args.run_id,
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr),
@@ -123,13 +124,10 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], with_rows: bool
 
     def judged() -> None:
         nonlocal code, document
-        if verdicts:
-            (lines, code), = verdicts
-            if lines:
-                print("\n".join(lines))
-        else:
-            code = judged_exit([report.store], args.reports, args.fail_on, args.baseline,
-                               report.judged)
+        (lines, code), = verdicts or [
+            judged_lines([report.store], args.fail_on, baseline, report.judged)]
+        if lines:
+            print("\n".join(lines))
         document = report_rows.encode(rows) if rows is not None else None
 
     # The merged run's snapshot (what the next night compares with, and what its report

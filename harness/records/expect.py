@@ -254,18 +254,17 @@ def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
     """The exit code ``--fail-on`` asks of the records (every cell once, as ``harness merge``
     chooses it unless the caller has them, judged by their rules and the baseline), after
     their summary lines where there is news or a baseline."""
-    lines, code = judged_lines(stores, reports_dir, fail_on, baseline, results)
+    known = load_baseline(Path(baseline), reports_dir) if baseline else None
+    lines, code = judged_lines(stores, fail_on, known, results)
     if lines:
         print("\n".join(lines))
     return code
 
 
-def judged_lines(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
-                 baseline: str | None, results: Sequence[Judged] | None = None
-                 ) -> tuple[list[str], int]:
+def judged_lines(stores: Sequence[RunStore], fail_on: str, known: Baseline | None,
+                 results: Sequence[Judged] | None = None) -> tuple[list[str], int]:
     """What ``judged_exit`` prints (nothing where there is no news and no baseline) and the
-    exit code it returns, without printing."""
-    known = load_baseline(Path(baseline), reports_dir) if baseline else None
+    exit code it returns, without printing; ``known``: the baseline, loaded."""
     rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
     if results is None:
         results = [r for _, r in choose_records(stores)[0].values()]

@@ -94,8 +94,9 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                beside: Callable[[MergeReport], None] | None = None) -> MergeReport:
     """``make_results``: whether the caller needs each cell as a ``CellResult``; without, a
     line written as it is is decoded, not made a result (``ResultRow``). ``beside``: work
-    on the cells chosen (``report.written``) that needs none of the merged run's files but
-    run.json, done while the process that links the logs finishes (a fleet's 50,000 links
+    on the cells chosen (``report.written``) that reads none of the merged run's files but
+    run.json (not even the run a baseline names: merged again under its name, the run
+    is being replaced), done while the process that links the logs finishes (a fleet's 50,000 links
     take longer than the record's lines: this process waited for them); not where a secret
     of this machine's is redacted (the cells are then read back from the record)."""
     if not sources:

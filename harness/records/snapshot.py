@@ -22,7 +22,8 @@ installs 166 MB; Arrow's files are 1.2 to 3.6 times smaller (1.3-3.9 MB against 
 History's first reading of runs recorded before snapshots writes less in their place
 (``make_missing``): the same first two lines, ``keys`` for ``snapshot`` in the first, then
 the logical key's columns alone (what history reads of a run: a fleet's 30 runs read in
-7.7 s, not 10.4); any reader of more makes the whole snapshot over it.
+7.7 s, not 10.4). A reader of more takes it for no snapshot (``load`` makes the whole one
+over it).
 
 A merged run's snapshot is made from its shards' where they are current (``prepared``,
 ``Gathering``): a line the merge passed through is the line the shard's snapshot was made
@@ -68,8 +69,9 @@ TABLED = ("environment", "case_id", "variant", "hardware_target", "signature", "
 KEYED = TABLED[:4]
 #: What the first line names a file holding the letters and the keys alone, which history's
 #: first reading of runs recorded before snapshots makes (``make_missing``): the rest of a
-#: snapshot, made then for 30 runs of a fleet, was a third of that reading. Any reader of
-#: more makes the whole snapshot over it.
+#: snapshot, made then for 30 runs of a fleet, was a third of that reading. A reader of
+#: more takes it for no snapshot: ``load`` makes the whole one over it, the others
+#: (``Parts``, ``report_rows``) read the record.
 KEYS = "keys"
 
 Key = tuple[str, str, str]
@@ -294,7 +296,8 @@ def make_missing(run_dirs: Sequence[Path]) -> None:
     def make(runs: Sequence[Path]) -> None:
         for run in runs:
             with contextlib.suppress(Exception):  # its reader makes it again, or says why
-                _made_keys(run)
+                if not is_current(run, keys=True):  # (a run's end or a report made it since)
+                    _made_keys(run)
 
     # Not even the second process is needed: killed (out of memory), or no fork to be had,
     # the readers make what is still missing one by one.

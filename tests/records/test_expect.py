@@ -397,7 +397,7 @@ def test_judged_lines_are_what_judged_exit_prints(tmp_path: Path,
                                  nodeid="n", hardware_target="cpu", outcome=outcome)
                       for i, outcome in enumerate(outcomes)])
         for fail_on in ("new", "any"):
-            lines, code = judged_lines([store], tmp_path, fail_on, None)
+            lines, code = judged_lines([store], fail_on, None)
             assert judged_exit([store], tmp_path, fail_on, None) == code
             assert capsys.readouterr().out == ("\n".join(lines) + "\n" if lines else "")
             # A failure nobody expected is news, and fails the run; two passes are neither.

@@ -206,3 +206,29 @@ def test_a_record_with_a_carriage_return_is_read_from_its_lines(tmp_path: Path) 
     assert merged.gathering.read_as[stores[1].run_dir] is None
     assert merged.gathering.read_as[stores[0].run_dir] is not None
     assert assert_snapshot_as_from_the_lines(merged) is not None
+
+
+@pytest.mark.parametrize("secret", [False, True])
+def test_merged_again_under_its_name_the_verdicts_judge_against_the_run_it_replaces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
+        secret: bool) -> None:
+    """``--baseline latest`` naming the merge being replaced: the verdicts, like the report,
+    judge against that run as it was before (loaded first), never the half-written one
+    (every failure new) nor the merge itself; with a secret redacted or not."""
+    stores = []
+    for n in range(3):
+        cells = CELLS[n * 4:(n + 1) * 4]
+        store = RunStore.create(tmp_path / "shards", {"planned": cells, "full_plan": CELLS,
+                                                      "shard": f"{n + 1}/3"}, run_id=f"s{n}")
+        for i, cell in enumerate(cells):
+            record(store, result(cell, store.run_id, (Outcome.PASS, Outcome.FAIL)[i % 2]))
+        stores.append(store)
+    merge = ["--reports", str(tmp_path), "merge", *(str(s.run_dir) for s in stores),
+             "--run-id", "m", "--no-report"]
+    assert main(merge) == 1  # six failures nobody expected
+    if secret:
+        monkeypatch.setenv("DEPLOY_TOKEN", "hunter2-secret")
+    capfd.readouterr()
+    assert main([*merge, "--baseline", "latest", "--fail-on", "new"]) == 0
+    out = capfd.readouterr().out
+    assert "6 known failures" in out and "new failure" not in out, out

@@ -213,6 +213,27 @@ def test_runs_without_snapshots_get_their_keys_made_on_two_cores(tmp_path: Path)
         assert (run / SNAPSHOT).read_bytes() == made
 
 
+def test_a_whole_snapshot_made_meanwhile_is_kept(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's end or its report writing the whole snapshot between history's listing of the
+    runs to make and its making them: the whole one stays, not made a snapshot of keys."""
+    runs = []
+    for i in range(2):
+        store = RunStore.create(tmp_path, {"planned": []}, run_id=f"night-{i}")
+        store.append(cell("a", f"2.{i}.0", Outcome.PASS))
+        runs.append(store.run_dir)
+
+    def meanwhile(there: object, here: object, what: str) -> None:
+        for run in runs:
+            write(run, RunStore(run).results())
+        there()  # type: ignore[operator]
+        here()  # type: ignore[operator]
+
+    monkeypatch.setattr(snapshot, "side_by_side", meanwhile)
+    snapshot.make_missing(runs)
+    assert all(snapshot.is_current(r) for r in runs)
+
+
 def test_a_second_process_that_fails_leaves_the_snapshots_to_their_readers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = []
