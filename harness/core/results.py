@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from itertools import starmap
@@ -158,6 +158,13 @@ def logical_key(environment: str, case_id: str, variant: str, hardware_target: s
     """A cell's logical key (``CellResult.logical_key``), from its fields: every form of a
     result (the record's, ``ResultRow``, a snapshot's row) makes it here."""
     return (environment, f"{case_id}::{variant}", hardware_target)
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """A part of a record that the harness writes as a mapping (a fingerprint, its ``key``
+    versions, its ``torch``), read as one: anything else (null, or a number or a list a
+    hand edit left there) says nothing, rather than failing every reader of the run."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def logical_keys(results: Sequence[Keyed]) -> list[tuple[str, str, str]]:

@@ -48,7 +48,7 @@ import orjson
 from harness.core import atomic, jsonio
 from harness.core.bulk import side_by_side
 from harness.core.errors import HarnessError
-from harness.core.results import Keyed, Outcome, logical_key
+from harness.core.results import Keyed, Outcome, as_mapping, logical_key
 from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
@@ -177,8 +177,8 @@ def _logical_keys(data: Mapping[str, Any]) -> list[Key]:
 def versions_of(fingerprint: Mapping[str, Any] | None) -> dict[str, str]:
     """What "what changed" compares of a cell's packages: its fingerprint's key versions and
     the hash of its whole freeze (``(freeze)``)."""
-    fp = fingerprint or {}
-    found = {str(k): str(v) for k, v in (fp.get("key") or {}).items()}
+    fp = as_mapping(fingerprint)
+    found = {str(k): str(v) for k, v in as_mapping(fp.get("key")).items()}
     if fp.get("freeze_sha256"):
         found["(freeze)"] = str(fp["freeze_sha256"])
     return found

@@ -22,6 +22,7 @@ from harness.core.results import (
     Outcome,
     ResultLike,
     ResultRow,
+    as_mapping,
     as_rows,
     labels,
     logical_keys,
@@ -74,10 +75,10 @@ def long_columns(results: Sequence[ResultLike], log_links: Sequence[str] | None 
     ``LONG``; any other is not made, nor an axis), for the pages. ``labels_of``: the
     results' ``labels``, where the caller has them."""
 
-    def facts(fp: dict[str, Any] | None) -> tuple[str, ...]:
-        key = (fp or {}).get("key") or {}
-        torch = (fp or {}).get("torch") or {}
-        return ((fp or {}).get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
+    def facts(found: Any) -> tuple[str, ...]:
+        fp = as_mapping(found)
+        key, torch = as_mapping(fp.get("key")), as_mapping(fp.get("torch"))
+        return (fp.get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
                 *(key.get(k, "") for k in KEY_VERSIONS))
 
     # A field's column in one pass (in C) over the results, made when a column needs it:

@@ -369,6 +369,9 @@ def test_a_line_the_harness_would_not_write_sends_the_record_to_the_store(
     ("numbers in values and a fingerprint, an integer past 64 bits",
      _line(cell_id="c6", values={"torch": "2.1.2", "n": 3, "big": 2**70},
            fingerprint={"key": {"torch": 2.5}, "freeze_sha256": 7}, duration=2**70)),
+    ("fingerprints that are no mapping, or hold none where one goes (by hand)",
+     b"\n".join(_line(cell_id=f"c{7 + i}", fingerprint=fp) for i, fp in enumerate(
+         (5, [1], {"key": [1], "torch": "x"}, {"key": "torch"})))),
 ])
 def test_lines_a_result_may_hold_are_read_in_one_pass_as_the_store_reads_them(
         tmp_path: Path, what: str, text: bytes) -> None:

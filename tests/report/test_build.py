@@ -1,12 +1,18 @@
-"""What the report's build works out before any page: each cell's log link."""
+"""What the report's build works out before any page: each cell's log link, what its
+fingerprint says."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from harness.core.results import CellResult, Outcome, as_rows
 from harness.records.store import RunStore
 from harness.report.build import _links
+from tests.conftest import ROOT
 
 
 def cell(cell_id: str, log: str | None) -> CellResult:
@@ -54,3 +60,25 @@ def test_a_log_is_linked_in_the_run_of_its_cell(tmp_path: Path) -> None:
     assert _links(pairs, [one, two], out) == [
         "../runs/one/logs/batch.log", "", "../runs/two/logs/other.log", "",
         "../runs/one/logs/batch.log"]
+
+
+def test_a_record_whose_fingerprints_are_no_mappings_is_reported(tmp_path: Path) -> None:
+    """A hand edit's fingerprint (a number, a list, a ``key`` that is no mapping) says no
+    versions: the report, its check, the baseline and history read the run (they failed on
+    ``.get`` of it)."""
+    store = RunStore.create(tmp_path, {"planned": []}, run_id="r")
+    lines = []
+    for i, fp in enumerate((5, [1], {"key": [1], "torch": "x"}, {"key": {"torch": "2.1"}})):
+        row = CellResult(run_id="r", cell_id=f"c{i}", environment="e", values={}, env_key="k",
+                         backend="uv", case_id="case", variant=f"v{i}", nodeid="n",
+                         hardware_target="cpu", outcome=Outcome.PASS).to_dict()
+        lines.append(json.dumps({**row, "fingerprint": fp}))
+    (store.run_dir / "results.jsonl").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["report", "r", "--out", str(tmp_path / "out"), "--check"],
+                 ["baseline", "r"], ["history", "--dir", str(tmp_path / "runs")]):
+        proc = subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path),
+                               *args], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, (args, proc.stderr)
+    compat = json.loads((tmp_path / "out" / "compat.json").read_text())
+    assert [r["cell_id"] for r in compat["results"]] == ["c0", "c1", "c2", "c3"]

@@ -18,7 +18,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from harness.core.results import Outcome, ResultLike, counted
+from harness.core.results import Outcome, ResultLike, as_mapping, counted
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, version_sort_key
 
@@ -166,7 +166,7 @@ def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[
     """The spec's pins, replaced by what was really installed where the environment built."""
     versions = spec_versions(env)
     for r in results:
-        key = (r.fingerprint or {}).get("key") or {}
+        key = as_mapping(as_mapping(r.fingerprint).get("key"))
         for name, version in key.items():
             if name not in _NOT_SHOWN and (name in versions or name in PRIORITY):
                 versions[name] = str(version)
