@@ -124,8 +124,8 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baselin
 
     def judged() -> None:
         nonlocal code, document
-        (lines, code), = verdicts or [
-            judged_lines([report.store], args.fail_on, baseline, report.judged)]
+        lines, code = verdicts[0] if verdicts else judged_lines(
+            [report.store], args.fail_on, baseline, report.judged)
         if lines:
             print("\n".join(lines))
         document = report_rows.encode(rows) if rows is not None else None

@@ -119,8 +119,7 @@ class Snapshot:
         return self._data["duration"]  # type: ignore[no-any-return]
 
     def _column(self, name: str) -> list[Any]:
-        table = self._data["tables"][name]
-        return [table[i] for i in self._data["codes"][name]]
+        return _column(self._data, name)
 
     def logical_keys(self) -> list[Key]:
         return _logical_keys(self._data)
@@ -166,12 +165,16 @@ class Snapshot:
 
 def _logical_keys(data: Mapping[str, Any]) -> list[Key]:
     """Each cell's logical key, from the key columns' tables and codes of a document."""
-    def column(name: str) -> list[Any]:
-        table = data["tables"][name]
-        return [table[i] for i in data["codes"][name]]
+    cases = [f"{c}::{v}" for c, v in zip(_column(data, "case_id"), _column(data, "variant"),
+                                          strict=True)]
+    return list(zip(_column(data, "environment"), cases, _column(data, "hardware_target"),
+                    strict=True))
 
-    cases = [f"{c}::{v}" for c, v in zip(column("case_id"), column("variant"), strict=True)]
-    return list(zip(column("environment"), cases, column("hardware_target"), strict=True))
+
+def _column(data: Mapping[str, Any], name: str) -> list[Any]:
+    """One of ``TABLED``, a value a cell, from a document's table and codes."""
+    table = data["tables"][name]
+    return [table[i] for i in data["codes"][name]]
 
 
 def versions_of(fingerprint: Mapping[str, Any] | None) -> dict[str, str]:

@@ -254,7 +254,21 @@ def test_a_second_process_that_fails_leaves_the_snapshots_to_their_readers(
 
 def _by_store(run_dir: Path) -> bytes:
     """The document as it was always made: the record read by ``RunStore``."""
-    return jsonio.dumps(snapshot._document(RunStore(run_dir).results()))
+    return jsonio.dumps(_by_store_document(run_dir))
+
+
+def _by_store_document(run_dir: Path) -> dict[str, object]:
+    return snapshot._document(RunStore(run_dir).results())
+
+
+def _retried(tmp_path_factory: pytest.TempPathFactory, cells: list[CellResult],
+             retried: list[int], outcome: Outcome) -> RunStore:
+    """A record of ``cells``, the ``retried`` ones again later, their second attempt ending
+    with ``outcome`` (the cell's last attempt: what a snapshot keeps)."""
+    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
+    store.extend(cells + [replace(cells[i], attempt=2, outcome=outcome, duration=3)
+                          for i in retried if i < len(cells)])
+    return store
 
 
 @settings(max_examples=40, deadline=None,
@@ -266,9 +280,7 @@ def test_a_record_the_harness_wrote_is_read_in_one_pass_into_the_same_document(
     """Lines as the store writes them (fingerprints named in shared.jsonl, retries later in
     the record): read by msgspec into only what the snapshot keeps, the same document,
     byte for byte, as the store's reading gives."""
-    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
-    store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.PASS, duration=3)
-                          for i in retried if i < len(cells)])
+    store = _retried(tmp_path_factory, cells, retried, Outcome.PASS)
     fast = snapshot._from_record(store.run_dir)
     assert fast is not None and jsonio.dumps(fast) == _by_store(store.run_dir)
 
@@ -281,10 +293,8 @@ def test_a_snapshot_of_the_keys_says_what_the_whole_one_does(
         retried: list[int]) -> None:
     """What history's first reading keeps of a run (``make_missing``): the letters, the keys'
     digest and each cell's logical key the whole snapshot has; only readers of those take
-    it, and any other makes the whole snapshot over it."""
-    store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
-    store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.FAIL, duration=3)
-                          for i in retried if i < len(cells)])
+    it, and ``load`` makes the whole snapshot over it."""
+    store = _retried(tmp_path_factory, cells, retried, Outcome.FAIL)
     run, path = store.run_dir, store.run_dir / SNAPSHOT
     whole = snapshot.Snapshot(_by_store_document(run))
     found = snapshot.keys(run)  # none there: made from the record, a snapshot of the keys
@@ -314,10 +324,6 @@ def test_a_damaged_snapshot_of_the_keys_is_made_again(tmp_path: Path) -> None:
     store.append(cell("a", "2.0.1", Outcome.CRASH))  # the run went on: stale, as the whole
     assert not snapshot.is_current(run, keys=True)
     assert snapshot.letters(run).letters == "CF"
-
-
-def _by_store_document(run_dir: Path) -> dict[str, object]:
-    return snapshot._document(RunStore(run_dir).results())
 
 
 def _line(**changes: object) -> bytes:
