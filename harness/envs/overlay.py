@@ -80,7 +80,10 @@ def find_base(name: str) -> Base:
 
 
 def _interpreter(name: str) -> str:
-    """``host``: the machine's own python3, not a virtualenv the harness may be running in."""
+    """``host``: the machine's own python3, not a virtualenv the harness may be running in;
+    HARNESS_HOST_PYTHON names it where that python3 is itself a virtualenv's (an image's)."""
+    if name == "host" and os.environ.get("HARNESS_HOST_PYTHON"):
+        name = os.environ["HARNESS_HOST_PYTHON"]
     if name == "host":
         active = os.environ.get("VIRTUAL_ENV") or (sys.prefix if sys.prefix != sys.base_prefix
                                                    else None)

@@ -215,3 +215,19 @@ def test_an_overlay_on_this_machines_own_python3(tmp_path: Path, folder: Path) -
     assert inherited <= set(env.fingerprint["packages"])
     assert env.fingerprint["python"] == host.fingerprint["python"]
     assert run_in(env.python, "import toppkg, basepkg; print(basepkg.VERSION)") == "2.0"
+
+
+def test_host_named_by_harness_host_python_even_inside_a_virtualenv(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An image whose python3 is a virtualenv's (the lent H100's /opt/torch/.venv): the harness
+    runs under it, so `host` would skip it for the next python3 on PATH; the variable says."""
+    from harness.envs.overlay import _interpreter
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python3 = str(venv / "bin" / "python3")
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert _interpreter("host") != python3
+    monkeypatch.setenv("HARNESS_HOST_PYTHON", python3)
+    assert _interpreter("host") == python3
