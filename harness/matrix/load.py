@@ -71,7 +71,8 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
         lock = Releases.for_matrix(path)
         spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides,
                            count_cases=count_cases)
-        lock.save()
+        if not overrides:  # a bump leaves the lock as it is
+            lock.save()
         return spec
     try:
         data = path.read_bytes()

@@ -2,8 +2,9 @@
 
 ``matrix.yaml`` -> ``matrix.lock.json``. A plan reads a query's answer from the lock when
 the lock has it (so two machines plan the same cells, and a machine without the index plans
-at all), asks the index when not, and writes what it asked. ``harness lock`` and
-``--refresh`` ask the index again and say which releases came and went.
+at all), asks the index when not, and adds what it asked. ``harness lock`` and
+``--refresh`` ask the index again and say which releases came and went; only ``harness
+lock`` drops what the matrix no longer asks.
 """
 
 from __future__ import annotations
@@ -94,11 +95,14 @@ class Releases:
                                  f"({now.query.text}, Python {now.target.python})")
         return lines
 
-    def save(self) -> bool:
-        """Write what was resolved (entries of other platforms stay: a fleet shares one
-        lock). False when the lock already said it all (the file is not touched)."""
+    def save(self, *, prune: bool = False) -> bool:
+        """Write what was resolved over what the lock held. ``prune`` (``harness lock``): this
+        platform's entries that were not asked now go (other platforms' stay: a fleet shares
+        one lock); without it nothing goes, so a plan that did not ask a query (``--set``
+        replaced its axis) keeps its answer. False when the lock already said it all."""
         platform = machine_platform()
-        kept = {k: r for k, r in self.locked.items() if r.target.platform != platform}
+        kept = {k: r for k, r in self.locked.items()
+                if not prune or r.target.platform != platform}
         kept.update(self.used)
         if _entries(kept) == _entries(self.locked):
             return False
