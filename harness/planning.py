@@ -93,9 +93,10 @@ def load_spec(state: RunState) -> RunState:
     matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells,
                          releases=releases, overrides=state.options.sets,
                          count_cases=case_counter())
+    changes = releases.changes()  # against the lock as it was
     if not offline and not state.options.sets:  # a bump or a probe leaves the lock as it is
         releases.save()
-    for line in [*matrix.set_notes, *releases.changes(),
+    for line in [*matrix.set_notes, *changes,
                  *(line for r in matrix.resolutions for line in r.lines()
                    if r.source != "lock" or r.left_out)]:
         print(f"harness: {line}", file=sys.stderr)

@@ -36,6 +36,18 @@ class IndexFile:
     requires_python: str | None = None
 
 
+def query_at(axis: str, values: object) -> tuple[int, ...] | None:
+    """Where an axis's release query is: ``()`` when the axis is one (a mapping), ``(i,)`` for
+    a list's query item (a mapping with ``releases:`` or ``latest:`` and no ``axis`` key,
+    which adds the releases it resolves to the listed values), None when it has none."""
+    if isinstance(values, dict):
+        return ()
+    for i, value in enumerate(values if isinstance(values, list) else ()):
+        if isinstance(value, dict) and axis not in value and {"releases", "latest"} & set(value):
+            return (i,)
+    return None
+
+
 def machine_platform() -> str:
     """This machine as wheel platform tags name it, without the libc level: linux_x86_64.
     The lock is keyed on it, so that machines of one fleet share their resolutions."""
