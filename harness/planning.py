@@ -21,7 +21,7 @@ from harness.core.errors import UsageError
 from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
 from harness.matrix.load import load_matrix
-from harness.matrix.lock import Releases
+from harness.matrix.lock import Releases, check_sets
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
@@ -127,6 +127,13 @@ def plan_cells(state: RunState) -> RunState:
     plan = make_plan(state.spec, state.cases, state.targets)
     plan = filter_plan(plan, only=state.options.only, keyword=state.options.keyword,
                        hardware=state.options.hardware)
+    if state.options.sets:  # a release the index does not have: said before anything builds
+        folders = find_links_folders(state.options.find_links)
+        releases = Releases.for_matrix(
+            state.options.matrix, find_links=tuple(str(f) for f in folders),
+            mode="offline" if offline_from_environment(state.options.offline) else "lock")
+        check_sets(releases, state.options.sets, {c.env.name: c.env for c in plan.cells}.values(),
+                   state.spec.distributions)
     full = plan
     if state.options.shard:
         plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))

@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from harness.core.atomic import write_text
 from harness.core.errors import UsageError
+from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.releases import ReleaseQuery, Resolution, Target
 from harness.matrix.index import project_files
-from harness.matrix.releases import IndexFile, machine_platform, select
+from harness.matrix.releases import IndexFile, machine_platform, select, version_of
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
 
@@ -95,6 +101,28 @@ class Releases:
                                  f"({now.query.text}, Python {now.target.python})")
         return lines
 
+    def check_release(self, given: str, dist: str, version: Version, indexes: tuple[str, ...]
+                      ) -> None:
+        """Refuse ``--set given=version`` in one line when neither the lock nor the places
+        the environment installs from have that release of ``dist`` (offline without a
+        folder holding ``dist``: not known, let through)."""
+        name = canonicalize_name(dist)
+        if any(r.query.dist == name and str(version) in r.versions
+               for r in self.locked.values()):
+            return
+        where = (name, indexes)
+        if where not in self.files:
+            self.files[where] = project_files(name, indexes=indexes, find_links=self.find_links,
+                                              offline=self.mode == "offline")
+        have = {v for f in self.files[where] if (v := version_of(name, f.filename)) is not None}
+        if version in have or (self.mode == "offline" and not have):
+            return
+        near = sorted(v for v in have if v.release[:2] == version.release[:2])[-3:]
+        raise UsageError(f"--set {given}={version}: {dist} has no release {version} in "
+                         f"{' or '.join(('the index', *indexes, *self.find_links))}"
+                         + (f" (nearest: {', '.join(map(str, sorted(near)))})" if near else "")
+                         + "; nothing was built")
+
     def save(self, *, prune: bool = False) -> bool:
         """Write what was resolved over what the lock held. ``prune`` (``harness lock``): this
         platform's entries that were not asked now go (other platforms' stay: a fleet shares
@@ -110,6 +138,27 @@ class Releases:
                                          indent=1, sort_keys=True) + "\n")
         self.locked = kept
         return True
+
+
+def check_sets(releases: Releases, sets: tuple[tuple[str, str], ...], envs: Iterable[EnvSpec],
+               distributions: dict[str, str]) -> None:
+    """Refuse, before anything builds, a ``--set`` release that the places the selected
+    environments install from do not have (``torch=2.2.9``). Specifiers, ``*`` and URLs pass."""
+    for given, value in sets:
+        try:
+            version = Version(value)
+        except InvalidVersion:
+            continue
+        names = {canonicalize_name(given),
+                 canonicalize_name(requirement_name(distributions.get(given, given)))}
+        asked = set()
+        for env in envs:
+            for text in env.requirements:
+                req = Requirement(text)
+                if canonicalize_name(req.name) in names and str(req.specifier) == f"=={value}":
+                    asked.add((req.name, env.index_urls))
+        for dist, indexes in sorted(asked):
+            releases.check_release(given, dist, version, indexes)
 
 
 def read_lock(path: Path) -> dict[Key, Resolution]:

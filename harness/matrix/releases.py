@@ -70,7 +70,7 @@ def select(query: ReleaseQuery, files: Iterable[IndexFile], target: Target, *,
     """The versions ``query`` takes among ``files`` for ``target``, oldest first."""
     by_version: dict[Version, list[IndexFile]] = {}
     for file in files:
-        version = _version_of(query.dist, file.filename)
+        version = version_of(query.dist, file.filename)
         if version is not None:
             by_version.setdefault(version, []).append(file)
     spec = SpecifierSet(query.releases)
@@ -119,7 +119,7 @@ def _minor(version: Version) -> tuple[int, int]:
     return release[0], release[1]
 
 
-def _version_of(dist: str, filename: str) -> Version | None:
+def version_of(dist: str, filename: str) -> Version | None:
     """The version a file of ``dist`` holds; None for another project's file or an
     unreadable name (an index lists what it lists; one odd file is no reason to stop)."""
     try:

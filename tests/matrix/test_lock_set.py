@@ -68,3 +68,19 @@ def test_refresh_renews_and_lock_drops_what_the_matrix_no_longer_asks(
     assert "torch>=2.0 " not in lock_path(matrix).read_text()
     assert "torch>=2.1 " in lock_path(matrix).read_text()
     capsys.readouterr()
+
+
+def test_a_set_release_the_index_does_not_have_is_refused_in_one_line(
+        matrix: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "-m", str(matrix), "--set", "torch=2.2.9"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()[-1:]
+    assert line.endswith("--set torch=2.2.9: torch has no release 2.2.9 in the index (nearest: "
+                         "2.2.2); nothing was built")
+    assert "error" in captured.err and "Traceback" not in captured.err
+    # Releases the index has and specifiers go through; offline with no folder nothing is
+    # known to refuse it by.
+    for value in ("2.1.2", "<2.2"):
+        assert main(["plan", "-m", str(matrix), "--set", f"torch={value}"]) == 0
+    assert main(["plan", "-m", str(matrix), "--offline", "--set", "torch=2.2.9"]) == 0
