@@ -76,6 +76,16 @@ def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
     return notes
 
 
+def in_use(note: str, origins: set[str]) -> str:
+    """A note of ``apply_sets`` naming only the places of ``origins`` (the matrices and
+    environments of the selected cells) where the key was replaced; "" when none is."""
+    head, sep, places = note.partition(": replaced in ")
+    if not sep:
+        return note
+    kept = [p for p in places.split(", ") if p in origins or p == "defaults"]
+    return f"{head}{sep}{', '.join(kept)}" if kept else ""
+
+
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
     where = []
     defaults = data.get("defaults")

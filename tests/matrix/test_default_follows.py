@@ -104,3 +104,10 @@ def test_a_query_item_adds_releases_to_the_listed_ones_once_each(
     lock_path(clone).unlink()
     assert main(["plan", "-m", str(clone)]) == 0
     assert cpu_envs(capsys.readouterr().out) == ["cpu:torch=2.12.1", "cpu:torch=2.5.1"]
+
+
+def test_a_set_names_only_the_matrix_in_use(clone: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "-m", str(clone), "--set", "torch=2.15.0", "--only", "env=cpu:*"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if "--set" in line]
+    assert notes == ["harness: --set torch=2.15.0: replaced in matrices.cpu"]
