@@ -21,7 +21,8 @@ from harness.core.errors import UsageError
 from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
 from harness.matrix.load import load_matrix
-from harness.matrix.lock import Releases
+from harness.matrix.lock import Releases, check_sets
+from harness.matrix.overrides import in_use
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
@@ -93,9 +94,10 @@ def load_spec(state: RunState) -> RunState:
     matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells,
                          releases=releases, overrides=state.options.sets,
                          count_cases=case_counter())
-    if not offline:
+    changes = releases.changes()  # against the lock as it was
+    if not offline and not state.options.sets:  # a bump or a probe leaves the lock as it is
         releases.save()
-    for line in [*matrix.set_notes, *releases.changes(),
+    for line in [*changes,
                  *(line for r in matrix.resolutions for line in r.lines()
                    if r.source != "lock" or r.left_out)]:
         print(f"harness: {line}", file=sys.stderr)
@@ -126,6 +128,16 @@ def plan_cells(state: RunState) -> RunState:
     plan = make_plan(state.spec, state.cases, state.targets)
     plan = filter_plan(plan, only=state.options.only, keyword=state.options.keyword,
                        hardware=state.options.hardware)
+    origins = {c.env.origin for c in plan.cells}  # where each --set landed, of what is in use
+    for note in filter(None, (in_use(n, origins) for n in state.spec.set_notes)):
+        print(f"harness: {note}", file=sys.stderr)
+    if state.options.sets:  # a release the index does not have: said before anything builds
+        folders = find_links_folders(state.options.find_links)
+        releases = Releases.for_matrix(
+            state.options.matrix, find_links=tuple(str(f) for f in folders),
+            mode="offline" if offline_from_environment(state.options.offline) else "lock")
+        check_sets(releases, state.options.sets, {c.env.name: c.env for c in plan.cells}.values(),
+                   state.spec.distributions)
     full = plan
     if state.options.shard:
         plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))

@@ -68,7 +68,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
               " nothing to lock")
         return 0
     changes = releases.changes()
-    written = releases.save()
+    written = releases.save(prune=True)
     for resolution in spec.resolutions:
         print("\n".join(resolution.lines()))
     print("\n".join(changes) if changes else "no release came or went since the lock")

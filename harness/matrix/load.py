@@ -38,7 +38,7 @@ from harness.matrix.census import CaseCount, Count, cells_per_env, count_combos,
 from harness.matrix.expand import Follower, expand
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
-from harness.matrix.releases import valid_specifier
+from harness.matrix.releases import query_at, valid_specifier
 from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source, value_limit
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
@@ -71,7 +71,8 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
         lock = Releases.for_matrix(path)
         spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides,
                            count_cases=count_cases)
-        lock.save()
+        if not overrides:  # a bump leaves the lock as it is
+            lock.save()
         return spec
     try:
         data = path.read_bytes()
@@ -443,19 +444,23 @@ class _Reader:
         raw_axes = self.mapping((*path, "axes"), None)
         if not raw_axes:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
-        queries = {axis: self._query((*path, "axes", axis), str(axis), values, distributions)
-                   for axis, values in raw_axes.items() if isinstance(values, dict)}
+        # An axis is a query, or a list whose one query item adds releases to its values.
+        at = {axis: query_at(axis, values) for axis, values in raw_axes.items()}
+        queries = {axis: self._query((*path, "axes", axis, *where), str(axis), values[
+            where[0]] if where else values, distributions)
+                   for axis, values in raw_axes.items() if (where := at[axis]) is not None}
         for axis, values in raw_axes.items():
             if axis not in queries and (not isinstance(values, list) or not values):
                 raise self.src.error((*path, "axes", axis), "an axis is a non-empty list or "
                                      f"a release query (releases: ...), got {_kind(values)}")
-        listed = {a: v for a, v in raw_axes.items() if a not in queries}
+        listed = {a: [x for i, x in enumerate(v) if (i,) != at[a]]
+                  for a, v in raw_axes.items() if not isinstance(v, dict)}
         pinned = {k for _, when in queries.values() for pins in when for k in pins[1]}
         variables = self._variables(path, raw, listed, distributions) - pinned - set(queries)
         axes: dict[str, list[dict[str, Any]]] = {}
         for axis, values in raw_axes.items():
-            axes[axis] = [] if axis in queries else self._axis(
-                (*path, "axes", axis), axis, values, variables)
+            axes[axis] = [] if isinstance(values, dict) else self._axis(
+                (*path, "axes", axis), axis, values, variables, skip=at[axis])
         axis_keys = ({k for values in axes.values() for value in values for k in value}
                      | set(queries) | pinned)
         exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
@@ -465,7 +470,8 @@ class _Reader:
                                  variables)
         # A query's size is known once resolved (one value at least, here); the whole plan
         # is counted again then.
-        envs = count_combos(axes, exclude, include, unknown=set(queries) | pinned)
+        envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
+                            include, unknown=set(queries) | pinned)
         if envs.n > self.max_cells:
             raise self.src.error((*path, "axes"), f"the axes cross into {envs} environments, "
                                  f"over the limit of {self.max_cells:,} cells (--max-cells)")
@@ -473,7 +479,8 @@ class _Reader:
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
                      if axis in value and k != axis} | pinned
-        follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings)
+        follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings,
+                                       axes[axis])
                   for axis, (query, when) in queries.items()}
         cells = envs * self.cells_per_env(settings.get("hardware", ("cpu",)),
                                           settings.get("cases", ()), settings.get("suites", ()))
@@ -535,10 +542,11 @@ class _Reader:
                             **flags), when
 
     def _follower(self, path: KeyPath, axis: str, query: ReleaseQuery,
-                  when: list[tuple[SpecifierSet, dict[str, Any]]], settings: dict[str, Any]
-                  ) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+                  when: list[tuple[SpecifierSet, dict[str, Any]]], settings: dict[str, Any],
+                  listed: list[dict[str, Any]]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
         """The values a query axis takes beside one combination of the other axes: the
-        releases for that combination's Python and indexes, each with its when: pins."""
+        releases for that combination's Python and indexes, each with its when: pins, after
+        the axis's ``listed`` values (a release among them is not taken twice)."""
         def values(combo: dict[str, Any]) -> list[dict[str, Any]]:
             python = str(combo.get("python", settings.get("python", "3.11")))
             indexes = tuple(combo.get("index", settings.get("index", ())))
@@ -551,8 +559,8 @@ class _Reader:
                 raise self.src.error(path, f"{query.text} matches no release for Python "
                                      f"{python}" + "".join(f"; {v}: {why}"
                                                            for v, why in found.left_out[:3]))
-            out = []
-            for version in found.versions:
+            out = list(listed)
+            for version in (v for v in found.versions if v not in {r.get(axis) for r in listed}):
                 pins = next((p for spec, p in when if spec.contains(version, prereleases=True)),
                             {})
                 out.append({axis: version, **pins})
@@ -591,10 +599,12 @@ class _Reader:
             out.add(key)
         return out
 
-    def _axis(self, path: KeyPath, axis: str, values: Any, variables: set[str]
-              ) -> list[dict[str, Any]]:
+    def _axis(self, path: KeyPath, axis: str, values: Any, variables: set[str],
+              skip: tuple[int, ...] | None = None) -> list[dict[str, Any]]:
         out = []
         for i, value in enumerate(values):
+            if (i,) == skip:  # the axis's query item: _follower adds what it resolves to
+                continue
             if isinstance(value, dict):  # a linked axis: these keys move together
                 linked = self.mapping((*path, i), None)
                 out.append({k: self._value((*path, i, k), k, v, variables)

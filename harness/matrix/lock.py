@@ -2,23 +2,30 @@
 
 ``matrix.yaml`` -> ``matrix.lock.json``. A plan reads a query's answer from the lock when
 the lock has it (so two machines plan the same cells, and a machine without the index plans
-at all), asks the index when not, and writes what it asked. ``harness lock`` and
-``--refresh`` ask the index again and say which releases came and went.
+at all), asks the index when not, and adds what it asked. ``harness lock`` and
+``--refresh`` ask the index again and say which releases came and went; only ``harness
+lock`` drops what the matrix no longer asks.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
 from harness.core.atomic import write_text
 from harness.core.errors import UsageError
+from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.releases import ReleaseQuery, Resolution, Target
 from harness.matrix.index import project_files
-from harness.matrix.releases import IndexFile, machine_platform, select
+from harness.matrix.releases import IndexFile, machine_platform, select, version_of
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
 
@@ -94,11 +101,36 @@ class Releases:
                                  f"({now.query.text}, Python {now.target.python})")
         return lines
 
-    def save(self) -> bool:
-        """Write what was resolved (entries of other platforms stay: a fleet shares one
-        lock). False when the lock already said it all (the file is not touched)."""
+    def check_release(self, given: str, dist: str, version: Version, indexes: tuple[str, ...]
+                      ) -> None:
+        """Refuse ``--set given=version`` in one line when neither the lock nor the places
+        the environment installs from have that release of ``dist`` (offline without a
+        folder holding ``dist``: not known, let through)."""
+        name = canonicalize_name(dist)
+        if any(r.query.dist == name and str(version) in r.versions
+               for r in self.locked.values()):
+            return
+        where = (name, indexes)
+        if where not in self.files:
+            self.files[where] = project_files(name, indexes=indexes, find_links=self.find_links,
+                                              offline=self.mode == "offline")
+        have = {v for f in self.files[where] if (v := version_of(name, f.filename)) is not None}
+        if version in have or (self.mode == "offline" and not have):
+            return
+        near = sorted(v for v in have if v.release[:2] == version.release[:2])[-3:]
+        raise UsageError(f"--set {given}={version}: {dist} has no release {version} in "
+                         f"{' or '.join(('the index', *indexes, *self.find_links))}"
+                         + (f" (nearest: {', '.join(map(str, sorted(near)))})" if near else "")
+                         + "; nothing was built")
+
+    def save(self, *, prune: bool = False) -> bool:
+        """Write what was resolved over what the lock held. ``prune`` (``harness lock``): this
+        platform's entries that were not asked now go (other platforms' stay: a fleet shares
+        one lock); without it nothing goes, so a plan that did not ask a query (``--set``
+        replaced its axis) keeps its answer. False when the lock already said it all."""
         platform = machine_platform()
-        kept = {k: r for k, r in self.locked.items() if r.target.platform != platform}
+        kept = {k: r for k, r in self.locked.items()
+                if not prune or r.target.platform != platform}
         kept.update(self.used)
         if _entries(kept) == _entries(self.locked):
             return False
@@ -106,6 +138,27 @@ class Releases:
                                          indent=1, sort_keys=True) + "\n")
         self.locked = kept
         return True
+
+
+def check_sets(releases: Releases, sets: tuple[tuple[str, str], ...], envs: Iterable[EnvSpec],
+               distributions: dict[str, str]) -> None:
+    """Refuse, before anything builds, a ``--set`` release that the places the selected
+    environments install from do not have (``torch=2.2.9``). Specifiers, ``*`` and URLs pass."""
+    for given, value in sets:
+        try:
+            version = Version(value)
+        except InvalidVersion:
+            continue
+        names = {canonicalize_name(given),
+                 canonicalize_name(requirement_name(distributions.get(given, given)))}
+        asked = set()
+        for env in envs:
+            for text in env.requirements:
+                req = Requirement(text)
+                if canonicalize_name(req.name) in names and str(req.specifier) == f"=={value}":
+                    asked.add((req.name, env.index_urls))
+        for dist, indexes in sorted(asked):
+            releases.check_release(given, dist, version, indexes)
 
 
 def read_lock(path: Path) -> dict[Key, Resolution]:

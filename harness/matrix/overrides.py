@@ -14,11 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import UsageError
 from harness.core.matrix import requirement_for
-from harness.core.releases import in_force
+from harness.core.releases import in_force, release_order
+from harness.matrix.releases import query_at, valid_specifier
 
 #: Settings ``--set`` may change: those that identify a combination.
 SETTABLE = ("backend", "python", "cuda", "image")
@@ -73,6 +76,16 @@ def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
     return notes
 
 
+def in_use(note: str, origins: set[str]) -> str:
+    """A note of ``apply_sets`` naming only the places of ``origins`` (the matrices and
+    environments of the selected cells) where the key was replaced; "" when none is."""
+    head, sep, places = note.partition(": replaced in ")
+    if not sep:
+        return note
+    kept = [p for p in places.split(", ") if p in origins or p == "defaults"]
+    return f"{head}{sep}{', '.join(kept)}" if kept else ""
+
+
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
     where = []
     defaults = data.get("defaults")
@@ -105,35 +118,56 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
         hit = True
     axes = _mapping(matrix.get("axes"))
     for axis, values in list(axes.items()):
-        if axis == key and isinstance(values, list) and values and all(
-                isinstance(v, dict) and key in v for v in values):
-            # A linked axis named for the key: the row in force for the value (the newest
-            # release up to it; else the oldest), the key set: a bump, or a bisect's probe,
-            # takes what goes with the release it replaces.
-            row = dict(in_force(values, value, lambda v: v[key]))
-            row[key] = value
-            axes[axis] = [row]
+        at = query_at(axis, values)
+        query = _mapping(values if at == () else values[at[0]] if at else None)
+        if axis == key:
+            axes[axis] = [_row_for(values, query, key, value)]
             hit = True
-        elif axis == key:
-            axes[axis] = [value]  # a plain axis, or a release query: this one value
-            hit = True
-        elif isinstance(values, list):
+            continue
+        if isinstance(values, list):
             linked = [v for v in values if isinstance(v, dict) and key in v]
             for item in linked:
                 item[key] = value
             if linked:
                 axes[axis] = _unique(values)
                 hit = True
-        elif isinstance(values, dict):  # a release query: its when: table's pins
-            for pins in _mapping(values.get("when")).values():
-                if isinstance(pins, dict) and key in pins:
-                    pins[key] = value
-                    hit = True
+        for pins in _mapping(query.get("when")).values():  # a release query's when: pins
+            if isinstance(pins, dict) and key in pins:
+                pins[key] = value
+                hit = True
     for entry in matrix.get("include") or []:
         if isinstance(entry, dict) and key in entry:
             entry[key] = value
             hit = True
     return hit
+
+
+def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
+    """What an axis named for ``key`` becomes under ``--set``: what goes with the release it
+    replaces (a bump, or a bisect's probe, takes it). Past every linked row, or with none, the
+    pins of the query's when: table that match the value; else the linked row in force (the
+    newest release up to it; else the oldest), the key set; else the value alone."""
+    rows = [v for v in values if isinstance(v, dict) and key in v] if isinstance(
+        values, list) else []
+    newest = max((release_order(str(r[key])) for r in rows), default=None)
+    version = _version(value)
+    if query and version is not None and (newest is None or release_order(value) > newest):
+        for spec, pins in _mapping(query.get("when")).items():
+            if isinstance(pins, dict) and valid_specifier(str(spec)) and SpecifierSet(
+                    str(spec)).contains(version, prereleases=True):
+                return {key: value, **pins}
+    if rows:
+        row = dict(in_force(rows, value, lambda v: str(v[key])))
+        row[key] = value
+        return row
+    return value
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text.lstrip("="))
+    except InvalidVersion:
+        return None
 
 
 def _in_packages(holder: dict[str, Any], key: str, value: str) -> bool:

@@ -36,6 +36,18 @@ class IndexFile:
     requires_python: str | None = None
 
 
+def query_at(axis: str, values: object) -> tuple[int, ...] | None:
+    """Where an axis's release query is: ``()`` when the axis is one (a mapping), ``(i,)`` for
+    a list's query item (a mapping with ``releases:`` or ``latest:`` and no ``axis`` key,
+    which adds the releases it resolves to the listed values), None when it has none."""
+    if isinstance(values, dict):
+        return ()
+    for i, value in enumerate(values if isinstance(values, list) else ()):
+        if isinstance(value, dict) and axis not in value and {"releases", "latest"} & set(value):
+            return (i,)
+    return None
+
+
 def machine_platform() -> str:
     """This machine as wheel platform tags name it, without the libc level: linux_x86_64.
     The lock is keyed on it, so that machines of one fleet share their resolutions."""
@@ -58,7 +70,7 @@ def select(query: ReleaseQuery, files: Iterable[IndexFile], target: Target, *,
     """The versions ``query`` takes among ``files`` for ``target``, oldest first."""
     by_version: dict[Version, list[IndexFile]] = {}
     for file in files:
-        version = _version_of(query.dist, file.filename)
+        version = version_of(query.dist, file.filename)
         if version is not None:
             by_version.setdefault(version, []).append(file)
     spec = SpecifierSet(query.releases)
@@ -107,7 +119,7 @@ def _minor(version: Version) -> tuple[int, int]:
     return release[0], release[1]
 
 
-def _version_of(dist: str, filename: str) -> Version | None:
+def version_of(dist: str, filename: str) -> Version | None:
     """The version a file of ``dist`` holds; None for another project's file or an
     unreadable name (an index lists what it lists; one odd file is no reason to stop)."""
     try:
