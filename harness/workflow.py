@@ -103,6 +103,8 @@ def open_store(state: RunState) -> RunState | int:
         # this plan the one it is, beside the matrix file.
         "releases": [r.to_dict() for r in state.spec.resolutions],
         "set": dict(state.spec.sets),
+        # What the run was for: history, --baseline latest and "what changed" follow nightlies.
+        "kind": opts.kind or ("bump" if state.spec.sets else "nightly"),
         "expect": [rule.to_dict() for rule in state.spec.expect] if state.spec else [],
         # A shard knows the whole plan: a merge shows the cells of a shard that never came.
         "full_plan": [c.to_dict() for c in (state.full_plan or state.plan).cells]

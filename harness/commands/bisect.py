@@ -38,7 +38,7 @@ LOOK_BACK = 10
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    options = replace(run_options(args), sets=(), report=False, fail_on="any")
+    options = replace(run_options(args), sets=(), report=False, fail_on="any", kind="trial")
     if args.between:
         if args.axis or args.good or args.bad:
             raise UsageError("--between compares two runs; --axis/--good/--bad bisect one axis")

@@ -27,6 +27,9 @@ from harness.report.check import check_run
 def cmd_report(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
+    if args.baseline:  # `latest`: the newest nightly run of the reported run's matrix
+        args.baseline = str(resolve_baseline(args.baseline, args.reports,
+                                             stores[0].meta.get("matrix")))
     if args.out is None and len(stores) == 1:
         paths = publish_report(stores[0], args.reports, baseline=_baseline(args),
                                previous=previous)
@@ -68,8 +71,9 @@ _LEFT: list[MergeReport] = []
 
 def cmd_merge(args: argparse.Namespace) -> int:
     sources = [RunStore.open(args.reports, run) for run in args.runs]
-    if args.baseline:  # `latest` is the newest run before the merged one
-        args.baseline = str(resolve_baseline(args.baseline, args.reports))
+    if args.baseline:  # `latest` is the newest nightly of its matrix before the merged one
+        args.baseline = str(resolve_baseline(args.baseline, args.reports,
+                                             sources[0].meta.get("matrix")))
     # Loaded before the merge, which may replace the run it names (merged again under the
     # same name): the verdicts and the report both judge against the run as it was.
     baseline = _baseline(args)

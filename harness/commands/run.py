@@ -19,7 +19,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.baseline:  # a bad baseline is said now, not after the whole run
-        args.baseline = str(resolve_baseline(args.baseline, args.reports))
+        args.baseline = str(resolve_baseline(args.baseline, args.reports, args.matrix))
         load_baseline(Path(args.baseline), args.reports)
     if args.address and args.executor != "ray":
         raise UsageError("--address names a Ray cluster: add --executor ray")

@@ -31,6 +31,7 @@ from harness.core.errors import BackendError, DriftError, EnvBuildError, EnvImpo
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.reaper import Registry, new_token
 from harness.core.redact import passed
+from harness.envs.buildwatch import watched
 from harness.inenv import harness_fingerprint, harness_probe
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
@@ -226,8 +227,9 @@ class Backend(ABC):
         with locked(lock) if lock is not None else contextlib.nullcontext():
             found = self._find(spec, place)
             if found is None:
-                found = (self._build(spec, place) if handover is None
-                         else self._build(spec, place, handover))
+                with watched(spec, _paths(place)):
+                    found = (self._build(spec, place) if handover is None
+                             else self._build(spec, place, handover))
         check_drift(spec, found.fingerprint)
         return Environment(spec=spec, location=found.location, python=found.python,
                            fingerprint=found.fingerprint, built=found.built)
@@ -299,6 +301,12 @@ class Backend(ABC):
     def remove_location(self, location: str) -> None:
         """Remove a listed environment by its ``location`` (what ``envs prune`` calls)."""
         shutil.rmtree(location, ignore_errors=True)
+
+
+def _paths(place: Any) -> list[str]:
+    """The folders a backend's place names (a uv venv's): what its build's commands name."""
+    parts = place if isinstance(place, tuple) else (place,)
+    return [str(p) for p in parts if isinstance(p, Path)]
 
 
 def bytecode_variables(location: str | Path) -> dict[str, str]:

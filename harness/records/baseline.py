@@ -12,6 +12,7 @@ from typing import Any
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome
 from harness.records import snapshot
+from harness.records.runs import latest_run, lineage
 from harness.records.snapshot import Row
 from harness.records.store import RunStore
 
@@ -37,12 +38,19 @@ def baseline_from(results: Iterable[CellResult | Row], source: str) -> dict[str,
     return {"format": BASELINE_FORMAT, "source": source, "cells": cells}
 
 
-def resolve_baseline(text: str, reports_dir: Path) -> Path:
+def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = None) -> Path:
     """The file or run folder ``--baseline`` names, fixed before a run adds a newer one (so
-    ``latest`` stays the run before this one)."""
+    ``latest`` stays the run before this one). ``matrix``: the matrix file of the run judged;
+    ``latest`` is then the newest nightly run of it (never a bisect's trial or a bump)."""
     path = Path(text)
     if path.is_file():
         return path
+    if text == "latest" and matrix:
+        found = latest_run(reports_dir, lineage({"matrix": str(matrix)}))
+        if found is None:
+            raise UsageError(f"--baseline latest: no nightly run of {matrix} under "
+                             f"{reports_dir / 'runs'}")
+        return found.resolve()
     try:
         return RunStore.open(reports_dir, text).run_dir
     except StoreError:

@@ -3,6 +3,8 @@ nights): which cells changed, which flip back and forth, and pruning the folder 
 
 Cells are matched by their logical key (environment, ``case::variant``, hardware), so a pin
 change does not start a new row. Each run is read from its snapshot (``records.snapshot``).
+One line of runs is shown: the nightly runs of the newest nightly's matrix (``runs.lineage``);
+a bisect's trials, bumps and other matrices' runs in the same folder are counted, not shown.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from harness.core.results import Outcome
 from harness.records import snapshot
-from harness.records.runs import run_folders
+from harness.records.runs import lineage, run_folders, run_metas
 from harness.records.snapshot import FROM_LETTER, LETTER, Key
 
 ABSENT = "-"
@@ -26,6 +28,8 @@ ABSENT = "-"
 class History:
     folder: Path
     runs: tuple[str, ...]  # oldest first
+    line: tuple[str, str] = ("", "nightly")  # the matrix and kind of the runs shown
+    left_out: int = 0  # runs of the folder of another matrix or kind
     cells: dict[Key, tuple[Outcome | None, ...]]  # one entry per run; None: not in that run
     _seen: dict[int, tuple[tuple[Outcome | None, ...], int, bool]] = field(
         default_factory=dict, compare=False, repr=False)
@@ -60,8 +64,12 @@ class History:
 
     def render(self, *, changed_only: bool) -> str:
         legend = " ".join(f"{LETTER[o]}={o}" for o in Outcome) + f" {ABSENT}=absent"
-        lines = [f"{len(self.runs)} runs in {self.folder}, oldest first: {' '.join(self.runs)}",
-                 legend]
+        head = f"{len(self.runs)} runs in {self.folder}, oldest first: {' '.join(self.runs)}"
+        if self.left_out:
+            matrix, kind = self.line
+            head += (f" ({kind} runs{' of ' + matrix if matrix else ''} only; {self.left_out} "
+                     "of other matrices or kinds (trial, bump) left out)")
+        lines = [head, legend]
         rows = list(self.rows(changed_only=changed_only))
         width = [max((len(k[i]) for k, _ in rows), default=0) for i in range(3)]
         for key, outcomes in rows:
@@ -77,7 +85,8 @@ class History:
         return "\n".join(line.rstrip() for line in lines)
 
     def to_dict(self, *, changed_only: bool) -> dict[str, Any]:
-        return {"folder": str(self.folder), "runs": list(self.runs), "cells": [
+        return {"folder": str(self.folder), "runs": list(self.runs), "matrix": self.line[0],
+                "kind": self.line[1], "left_out": self.left_out, "cells": [
             {"environment": k[0], "case": k[1], "hardware": k[2],
              "outcomes": [str(o) if o is not None else None for o in outcomes],
              "changes": self.changes(outcomes)[0], "flaky": self.changes(outcomes)[1]}
@@ -94,7 +103,13 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
     """The last ``last`` runs of ``folder``, from their snapshots (``records.snapshot``: a
     run's outcomes are one letter a cell, and runs of the same cells in the same order share
     their keys' digest, so only the first of them has its keys read)."""
-    runs = run_folders(folder)[-last:]
+    every = run_metas(folder)
+    # The line followed: the newest nightly's (else the newest run's) matrix and kind.
+    lines = [lineage(meta) for _, meta in every]
+    line = next((x for x in reversed(lines) if x[1] == "nightly"), lines[-1] if lines
+                else ("", "nightly"))
+    runs = [path for (path, _), found in zip(every, lines, strict=True) if found == line][-last:]
+    left_out = sum(found != line for found in lines)
     snapshot.make_missing(runs)  # runs recorded before snapshots: their keys, on two cores
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
@@ -134,7 +149,8 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History
         if strip is None:
             strip = shared[strip_letters] = tuple(FROM_LETTER.get(x) for x in strip_letters)
         cells[key] = strip
-    return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells)
+    return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells, line=line,
+                   left_out=left_out)
 
 
 def prune(folder: Path, *, keep: int) -> list[Path]:

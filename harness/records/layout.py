@@ -19,6 +19,10 @@ FORMAT = 4
 SHARED = "shared.jsonl"
 #: The fields a line may hold by reference (the hash of a value in shared.jsonl).
 BY_REFERENCE = ("fingerprint", "hardware")
+#: What a run was for (run.json ``kind``): a scheduled run of the matrix, a bisect's probe, a
+#: ``--set`` bump. Records written before it read as nightly.
+KINDS = ("nightly", "trial", "bump")
+NIGHTLY = "nightly"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

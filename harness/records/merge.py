@@ -42,6 +42,7 @@ from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow,
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
 from harness.records.lines import DECODER, REFUSED
+from harness.records.runs import run_kind
 from harness.records.select import choose
 from harness.records.snapshot import Gathering, Prepared, Stamp, letters_of, prepared, stamp
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
@@ -181,6 +182,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             "expect": recorded_rules(metas),
             # Every shard planned from the same lock: the first one's resolutions are the run's.
             "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
+            "kind": run_kind(metas[0]),
         }, run_id=run_id, cases=cases, redactor=redactor)
         return order, made
 

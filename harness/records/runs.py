@@ -8,13 +8,14 @@ latest``, ``--baseline latest``, a report's "what changed", history and CI all a
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.core import jsonio
 from harness.core.errors import UsageError
-from harness.records.layout import META, RESULTS
+from harness.records.layout import KINDS, META, NIGHTLY, RESULTS
 
 
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -28,7 +29,10 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
 
 def created(run_dir: Path) -> float:
     """When a run was created, from its record (-1: not a readable run folder)."""
-    meta = read_meta(run_dir)
+    return _created(read_meta(run_dir))
+
+
+def _created(meta: dict[str, Any] | None) -> float:
     try:
         return float(meta.get("created") or 0.0) if meta is not None else -1.0
     except (TypeError, ValueError):
@@ -43,28 +47,55 @@ def run_order(run_dir: Path) -> tuple[float, str]:
 def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
     """The run folders under ``folder``, oldest first; ``with_results``: only those that
     recorded a result. A missing folder holds no runs."""
+    return [path for path, _ in ordered_metas(folder, with_results=with_results)]
+
+
+def ordered_metas(folder: Path, *, with_results: bool = False
+                  ) -> list[tuple[Path, dict[str, Any]]]:
+    """``ordered_runs``, each with its run.json (read once)."""
     if not folder.is_dir():
         return []
     found = []
     for path in folder.iterdir():
         if with_results and not (path / RESULTS).is_file():
             continue
-        when = created(path)
-        if when >= 0:
-            found.append(((when, path.name), path))
-    return [p for _, p in sorted(found)]
+        meta = read_meta(path)
+        when = _created(meta)
+        if meta is not None and when >= 0:
+            found.append(((when, path.name), path, meta))
+    return [(p, m) for _, p, m in sorted(found, key=lambda f: f[0])]
+
+
+def run_kind(meta: dict[str, Any] | None) -> str:
+    """What a run was for (``layout.KINDS``); a record without a kind is a nightly."""
+    kind = (meta or {}).get("kind")
+    return kind if kind in KINDS else NIGHTLY
+
+
+def lineage(meta: dict[str, Any] | None) -> tuple[str, str]:
+    """The line of runs a run belongs to: its matrix file (as given, normalised) and its
+    kind. History, ``--baseline latest`` and "what changed" stay within one."""
+    matrix = (meta or {}).get("matrix")
+    return (os.path.normpath(str(matrix)) if matrix else "", run_kind(meta))
 
 
 def run_folders(folder: Path) -> list[Path]:
-    """The run folders under ``folder``, oldest first (``harness history``'s input)."""
+    """The run folders under ``folder``, oldest first (``harness history prune``'s input)."""
+    return [path for path, _ in run_metas(folder)]
+
+
+def run_metas(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """``run_folders``, each with its run.json (``harness history``'s input)."""
     if not folder.is_dir():
         raise UsageError(f"no folder of runs at {folder}")
-    return ordered_runs(folder)
+    return ordered_metas(folder)
 
 
-def latest_run(reports_dir: Path) -> Path | None:
-    """The newest run under ``reports_dir`` (``--resume latest``, ``--baseline latest``)."""
-    runs = ordered_runs(reports_dir / "runs")
+def latest_run(reports_dir: Path, line: tuple[str, str] | None = None) -> Path | None:
+    """The newest run under ``reports_dir`` (``--resume latest``, ``--baseline latest``);
+    ``line``: the newest of that matrix and kind (``lineage``)."""
+    runs = [p for p, meta in ordered_metas(reports_dir / "runs")
+            if line is None or lineage(meta) == line]
     return runs[-1] if runs else None
 
 
@@ -74,24 +105,26 @@ def newest_first(reports_dir: Path) -> Iterator[Path]:
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
-    """The newest run under ``reports_dir`` created before ``current`` that covered the same
-    slice (the same filters and shard: a full run is compared with a full run, never with a
-    ``-k`` slice). CI restores them from its history; a run made later never counts, so a
-    re-render says the same.
+    """The newest nightly run of the same matrix under ``reports_dir`` created before
+    ``current`` that covered the same slice (the same filters and shard: a full run is
+    compared with a full run, never with a ``-k`` slice). CI restores them from its history;
+    a run made later never counts, so a re-render says the same. A trial or a bump is never
+    what another run is compared with.
 
     A run with ``--set`` (a bump) is compared with the newest run of its slice without one,
     else the newest full run; a run without is never compared with a bump."""
     meta = read_meta(current)
     mine, scope = run_order(current), _scope(meta)
     here = current.resolve()
-    earlier = [p for p in ordered_runs(reports_dir / "runs", with_results=True)
-               if p.resolve() != here and run_order(p) < mine]
+    line = (lineage(meta)[0], NIGHTLY)
+    earlier = [(p, m) for p, m in ordered_metas(reports_dir / "runs", with_results=True)
+               if p.resolve() != here and (_created(m), p.name) < mine and lineage(m) == line]
     wanted = [scope]
     if meta and meta.get("set"):
         wanted = [_scope({**meta, "set": {}}), _scope({})]
-    scopes = {p: _scope(read_meta(p)) for p in earlier}
+    scopes = {p: _scope(m) for p, m in earlier}
     for want in wanted:
-        found = [p for p in earlier if scopes[p] == want]
+        found = [p for p, _ in earlier if scopes[p] == want]
         if found:
             return found[-1]
     return None

@@ -482,6 +482,11 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
             changes.append(_change("versions changed", key, was, now))
     changes += [_change("gone", key, was, None) for key, was in before.items()
                 if key not in after and not moved]
+    if moved:  # a bump: the row of the run before each cell is compared with
+        for change in changes:
+            was = before.get((change["environment"], change["case"], change["hardware"]))
+            if was is not None:
+                change["replaced"] = was.environment
     changes.sort(key=_change_order)
     return changes
 

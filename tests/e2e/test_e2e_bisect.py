@@ -135,8 +135,8 @@ def test_bisect_builds_only_what_binary_search_needs(workdir: Path, night: RunSt
 def test_a_bump_in_one_line_says_what_changed(workdir: Path, night: RunStore) -> None:
     done = harness(workdir, "run", "--set", "probe=1.3", "--run-id", "bump")
     assert "--set probe=1.3: replaced in matrices.m" in done.stderr
-    assert ("what changed since night: 1\n- versions changed: m:probe=1.3 probe::repro @cpu: "
-            "REPRODUCED -> REPRODUCED [probe 1.0 -> 1.3]") in done.stdout
+    assert ("what changed since night: 0 outcomes moved\n- replaced: m:probe=1.0 -> "
+            "m:probe=1.3 (1 cell compared, 1 kept their outcome)") in done.stdout
     bump = RunStore.open(workdir / "reports", "bump")
     assert outcomes(bump) == {"m:probe=1.3": "REPRODUCED"}
     data = json.loads((bump.run_dir / "report" / "compat.json").read_text())

@@ -242,7 +242,9 @@ def summary_text(site: Site) -> str:
         lines.append(f"suite {t.suite}: " + "; ".join(
             f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
             for row in t.totals) + f" — {len(t.differing)} tests differ")
-    if site.since is not None:
+    if site.since is not None and any("replaced" in c for c in site.changes):
+        lines += _bump_changes(site)
+    elif site.since is not None:
         lines.append(f"## Changes since {site.since}: {len(site.changes)}")
         for c in site.changes[:50]:  # diff_runs puts new failures first
             versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
@@ -252,6 +254,34 @@ def summary_text(site: Site) -> str:
         if len(site.changes) > 50:
             lines.append(f"- ... and {len(site.changes) - 50} more (compat.json lists them all)")
     return "\n".join(lines) + "\n"
+
+
+def _bump_changes(site: Site) -> list[str]:
+    """A bump's changes: the rows it replaced, each with how many of its cells kept their
+    outcome, then only the cells whose outcome moved (a cell that kept it, with the versions
+    the bump set, is what a bump is expected to do: counted, not listed)."""
+    rows: dict[tuple[str, str], list[int]] = {}  # (replaced, new row) -> [cells, kept]
+    for c in site.changes:
+        if "replaced" in c:
+            count = rows.setdefault((c["replaced"], c["environment"]), [0, 0])
+            count[0] += 1
+            count[1] += c["before"] == c["after"]
+    moved = [c for c in site.changes if c["before"] != c["after"]]
+    lines = [f"## Changes since {site.since}: {_count(len(moved), 'outcome')} moved"]
+    lines += [f"- replaced: {old} -> {new} ({_count(cells, 'cell')} compared, {kept} kept "
+              "their outcome)" for (old, new), (cells, kept) in sorted(rows.items())]
+    for c in moved[:50]:
+        versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
+        lines.append(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
+                     f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
+                     + (f" [{versions}]" if versions else ""))
+    if len(moved) > 50:
+        lines.append(f"- ... and {len(moved) - 50} more (compat.json lists them all)")
+    return lines
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _about(h: Header) -> str:

@@ -1,0 +1,113 @@
+"""A source build said as it goes (a CI log shows a line when it starts, one a minute after
+and one when it ends), whatever backend builds it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from harness.core.matrix import EnvSpec
+
+#: Seconds between the lines a source build still running prints (a CI log that shows
+#: nothing for 40 minutes reads as a hung job).
+EVERY = 60.0
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def watched(spec: EnvSpec, places: Sequence[str], *, every: float | None = None,
+            say: Callable[[str], None] = _stderr) -> Iterator[None]:
+    """Around the build of ``spec``: for a source build, a line when it starts (what is built
+    from source, and why now), one every ``every`` seconds while it runs (how long, and the
+    step it is in: the newest process under the build's, ``places`` being paths its command
+    line names) and one when it ends. Nothing for an environment with no source build."""
+    if not spec.source_builds:
+        yield
+        return
+    what = ", ".join(b.dist for b in spec.source_builds)
+    why = ("--refresh asked for a new build" if spec.refresh_before else
+           "not built on this machine yet")
+    say(f"environment {spec.name}: building {what} from source (the matrix's build: "
+        f"setting; {why})")
+    started, stop = time.monotonic(), threading.Event()
+    interval = EVERY if every is None else every
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            step = current_step(places)
+            say(f"environment {spec.name}: still building {what} from source, "
+                f"{_elapsed(time.monotonic() - started)}"
+                + (f"; now: {step}" if step else ""))
+
+    ticker = threading.Thread(target=beat, name=f"build progress {spec.name}", daemon=True)
+    ticker.start()
+    ended = "failed"
+    try:
+        yield
+        ended = "done"
+    finally:
+        stop.set()
+        ticker.join()
+        say(f"environment {spec.name}: building {what} from source {ended} after "
+            f"{_elapsed(time.monotonic() - started)}")
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def current_step(places: Sequence[str]) -> str | None:
+    """What a build is doing now: the newest process descended from one whose command line
+    names one of ``places`` (the environment's folder), as its program and the last
+    argument that names a file (``nvcc ... gemm.cu``); None where there is none, or no
+    /proc to read."""
+    if not places:
+        return None
+    procs: dict[int, tuple[int, int, list[str]]] = {}  # pid -> (parent, start, argv)
+    try:
+        entries = os.listdir("/proc")  # noqa: PTH208  (names only)
+    except OSError:
+        return None
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path("/proc", name, "stat").read_text()
+            argv = Path("/proc", name, "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat.rpartition(")")[2].split()
+        procs[int(name)] = (int(fields[1]), int(fields[19]), argv.split("\0")[:-1])
+    roots = {pid for pid, (_, _, argv) in procs.items()
+             if any(place in arg for arg in argv for place in places)}
+    under = set(roots)
+    grew = True
+    while grew:  # the processes below the roots, however deep
+        found = {pid for pid, (parent, _, _) in procs.items()
+                 if parent in under and pid not in under}
+        under |= found
+        grew = bool(found)
+    # The build's own command (uv) is not a step; what it started is, its interpreter too.
+    below = {pid for pid in under if procs[pid][0] in under}
+    if not below:
+        return None
+    newest = max(below, key=lambda pid: procs[pid][1])
+    return _describe(procs[newest][2])
+
+
+def _describe(argv: list[str]) -> str | None:
+    if not argv:
+        return None
+    files = [a for a in argv[1:] if not a.startswith("-") and "." in Path(a).name]
+    shown = Path(argv[0]).name + (f" ... {'/'.join(Path(files[-1]).parts[-3:])}"
+                                  if files else "")
+    return shown[:200]
