@@ -179,6 +179,9 @@ def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:
     return SpecError(f"malformed YAML: {problem}", file=file, line=line)
 
 
+_STR = "tag:yaml.org,2002:str"
+
+
 class _Converter:
     def __init__(self, file: str, lines: dict[KeyPath, int], limit: int) -> None:
         self.file, self.lines, self.limit = file, lines, limit
@@ -226,4 +229,6 @@ class _Converter:
                             line=node.start_mark.line + 1)
         if node.tag == "tag:yaml.org,2002:merge":
             return "<<"
+        if node.tag == _STR:  # most of a matrix: what the constructor would make of it
+            return node.value
         return self.constructor.construct_object(node)
