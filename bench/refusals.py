@@ -1,15 +1,21 @@
-"""How fast ``harness plan`` refuses a matrix too big to plan (issue 26, item 5).
+"""How fast ``harness plan`` refuses a matrix it cannot plan (issue 26 item 5, issue 49 item 13).
 
-Writes two oversized matrices in a temporary folder and times ``python -m harness plan -m
+Writes oversized matrices in a temporary folder and times ``python -m harness plan -m
 FILE`` refusing each, next to the plan of the repository's own matrix.yaml for reference:
 
 - *mutant*: the repository's matrix.yaml with the ``gpu`` matrix's torch axis grown from 2 to
   ``--torch`` versions (default 1,153): about 720,000 cells, although its environments
   (about 9,200) stay under the cell limit, so only the cases and targets push it over;
 - *values*: a matrix whose one axis lists ``--values`` versions (default 200,000), about
-  1.7 MB of YAML: refused for its size, whatever it would expand to.
+  1.7 MB of YAML: refused for its size, whatever it would expand to;
+- *named*: ``--named`` named environments (default 12,000), each pinning two packages, every
+  case on the CPU: past the cell limit, under the value limit;
+- *axis*: one axis of ``--axis`` versions (default 40,000), every case: past the cell limit;
+- *string*: one value of ``--chars`` characters (default 1,000,000);
+- *nested*: lists nested ``--depth`` deep (default 100,000).
 
-    python bench/refusals.py [--repeat 3] [--torch 1153] [--values 200000]
+    python bench/refusals.py [--repeat 3] [--torch 1153] [--values 200000] [--named 12000]
+        [--axis 40000] [--chars 1000000] [--depth 100000]
 
 How the figures are taken:
 
@@ -49,6 +55,13 @@ from common import (
 )
 
 GPU_TORCH = 'torch: ["2.1.2", "2.4.1"]'  # the axis the mutant grows, as matrix.yaml has it
+#: Each oversized matrix's size: its flag, its default, what it counts.
+SIZES = (("torch", 1153, "torch versions in the mutant's gpu matrix"),
+         ("values", 200_000, "values in the big-file matrix"),
+         ("named", 12_000, "named environments in the named matrix"),
+         ("axis", 40_000, "versions of the long axis"),
+         ("chars", 1_000_000, "characters of the long value"),
+         ("depth", 100_000, "nesting of the deep matrix"))
 TIMEOUT = 600.0  # a run that has not ended by then is killed, and the benchmark stops
 
 
@@ -77,9 +90,35 @@ def mutant_text(torch_versions: int) -> str:
 
 def values_text(count: int) -> str:
     """One axis of ``count`` quoted numbers, as versions are quoted: about 8.5 bytes a value."""
-    versions = ",".join(f'"{i}"' for i in range(count))
+    return one_axis("[" + ",".join(f'"{i}"' for i in range(count)) + "]")
+
+
+def named_text(count: int) -> str:
+    """``count`` named environments of two pins each."""
+    envs = "".join(f"  e{i}:\n    pins: {{torch: '2.{i // 100}.{i % 100}', numpy: '1.{i}'}}\n"
+                   for i in range(count))
+    return f"version: 1\ncases_dir: {ROOT / 'cases'}\nenvironments:\n{envs}"
+
+
+def one_axis(values: str) -> str:
+    """A matrix of one entry whose torch axis is ``values`` (YAML)."""
     return (f"version: 1\ncases_dir: {ROOT / 'cases'}\nmatrices:\n  big:\n    axes:\n"
-            f"      torch: [{versions}]\n")
+            f"      torch: {values}\n")
+
+
+def axis_text(count: int) -> str:
+    """One axis of ``count`` versions, under the value limit: refused on its cells."""
+    return one_axis("[" + ",".join(f'"1.{i}"' for i in range(count)) + "]")
+
+
+def string_text(chars: int) -> str:
+    """One version of ``chars`` characters."""
+    return one_axis(f"['{'x' * chars}']")
+
+
+def nested_text(depth: int) -> str:
+    """An axis of lists nested ``depth`` deep."""
+    return one_axis("[" * depth + "]" * depth)
 
 
 def run_once(matrix: Path, env: dict[str, str], out: Path) -> Measure:
@@ -106,24 +145,34 @@ def measure(case: Case, env: dict[str, str], out: Path, repeat: int) -> Measure:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per matrix (median)")
-    parser.add_argument("--torch", type=int, default=1153,
-                        help="torch versions in the mutant's gpu matrix (default: 1153)")
-    parser.add_argument("--values", type=int, default=200_000,
-                        help="values in the big-file matrix (default: 200000)")
+    for flag, default, what in SIZES:
+        parser.add_argument(f"--{flag}", type=int, default=default,
+                            help=f"{what} (default: {default})")
     args = parser.parse_args(argv)
-    if args.repeat < 1 or args.torch < 1 or args.values < 1:
-        parser.error("--repeat, --torch and --values must be at least 1")
+    if min(args.repeat, *(getattr(args, flag) for flag, _, _ in SIZES)) < 1:
+        parser.error("--repeat, " + ", ".join(f"--{flag}" for flag, _, _ in SIZES)
+                     + " must be at least 1")
     command = command_line(argv)
     with tempfile.TemporaryDirectory(prefix="harness-refusals-") as tmp:
         root = Path(tmp)
         mutant, values = root / "mutant.yaml", root / "values.yaml"
         mutant.write_text(mutant_text(args.torch), encoding="utf-8")
         values.write_text(values_text(args.values), encoding="utf-8")
+        named, axis, string, nested = (root / f"{n}.yaml" for n in ("named", "axis", "string",
+                                                                     "nested"))
+        named.write_text(named_text(args.named), encoding="utf-8")
+        axis.write_text(axis_text(args.axis), encoding="utf-8")
+        string.write_text(string_text(args.chars), encoding="utf-8")
+        nested.write_text(nested_text(args.depth), encoding="utf-8")
         cases = [
             Case("mutant: refused", mutant, 2, f"{mutant.stat().st_size / 1e3:,.0f} kB, "
                  f"gpu torch axis × {args.torch:,}"),
             Case("values: refused", values, 2, f"{values.stat().st_size / 1e6:.2f} MB, "
                  f"{args.values:,} values"),
+            Case("named: refused", named, 2, f"{args.named:,} named environments"),
+            Case("axis: refused", axis, 2, f"one axis of {args.axis:,} versions"),
+            Case("string: refused", string, 2, f"a value of {args.chars:,} characters"),
+            Case("nested: refused", nested, 2, f"lists nested {args.depth:,} deep"),
             Case("matrix.yaml: planned (reference)", ROOT / "matrix.yaml", 0,
                  f"{(ROOT / 'matrix.yaml').stat().st_size / 1e3:,.0f} kB"),
         ]

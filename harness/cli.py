@@ -10,11 +10,24 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from harness import __version__
 from harness.core.bulk import no_cycle_collection
 from harness.core.defaults import DEFAULT_FAIL_ON, FAIL_ON, RETRIES
 from harness.core.errors import HarnessError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, as every other error (``--help`` still
+    prints the whole usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        if message == "the following arguments are required: command":
+            names = ", ".join(COMMANDS)
+            message = f"give a command: {names}"
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} "
+                     f"(see {self.prog} --help)\n")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -57,7 +70,7 @@ def _expectations(p: argparse.ArgumentParser, fail_on: str | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="harness", description=__doc__)
+    parser = _Parser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--reports", type=Path, default=Path("reports"),
                         help="where runs and tables go (default: reports)")

@@ -80,6 +80,8 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
     at a time (builds are heavy; uv parallelises inside each). An environment that would
     build a distribution of ``skip_builds`` from source is resolved, not built (flash-attn 2
     compiles for every architecture its setup.py names: hours on a small machine)."""
+    if any(env.backend in RESOLVABLE for env in envs):
+        uv_environ()  # uv and its release found here, once, before any thread asks
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         resolved = list(pool.map(lambda e: resolve_env(e, cache_dir=cache_dir,
                                                        platform=platform), envs))
@@ -179,7 +181,7 @@ def unreachable_host(text: str) -> str | None:
 
 def first_lines(text: str, count: int = 4) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    hints = [ln for ln in lines if not ln.startswith("hint:")]
+    hints = [ln for ln in lines if not ln.startswith(("hint:", "warning:"))]
     return " | ".join((hints or lines)[:count])[:600]
 
 

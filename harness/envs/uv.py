@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -311,18 +312,66 @@ def index_args(urls: tuple[str, ...]) -> list[str]:
     return args
 
 
+#: The uv release that reads the system's certificates under UV_SYSTEM_CERTS, and warns on
+#: every command that UV_NATIVE_TLS, the name before it, is deprecated.
+SYSTEM_CERTS_SINCE = (0, 13)
+CERT_VARIABLES = ("UV_SYSTEM_CERTS", "UV_NATIVE_TLS")
+
+
 def uv_environ() -> dict[str, str]:
     env = dict(os.environ)
     # Never download interpreters (no route to them on many runners); use what is installed.
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")
-    # Behind a TLS-intercepting proxy the CA is in the system store, not in uv's bundled roots.
-    env.setdefault("UV_NATIVE_TLS", "1")
+    # Behind a TLS-intercepting proxy the CA is in the system store, not in uv's bundled roots:
+    # said as the uv found reads it, unless the user said it either way.
+    if not any(name in env for name in CERT_VARIABLES):
+        env[certificate_variable(uv_version(_uv_binary()))] = "1"
     env.pop("VIRTUAL_ENV", None)
     return env
 
 
+def certificate_variable(version: tuple[int, ...]) -> str:
+    """The variable that tells this uv release to trust the system's certificates (an
+    unknown release: the older name, which every release reads)."""
+    return CERT_VARIABLES[0] if version >= SYSTEM_CERTS_SINCE else CERT_VARIABLES[1]
+
+
+@functools.cache
+def uv_version(binary: str) -> tuple[int, ...]:
+    """``uv --version`` as numbers (0, 13, 9); () when it does not say."""
+    try:
+        said = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              check=False, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    found = re.match(r"uv (\d+)\.(\d+)(?:\.(\d+))?", said)
+    return tuple(int(n) for n in found.groups() if n is not None) if found else ()
+
+
+_FINDING = threading.Lock()
+
+
 def _uv_binary() -> str:
+    """The uv executable, found once in a process: the uv package's finder reads sysconfig,
+    whose first set-up is not thread-safe (build slots and resolves ask at once)."""
+    with _FINDING:
+        return _found_uv()
+
+
+@functools.cache
+def _found_uv() -> str:
     return shutil.which("uv") or _bundled_uv()
+
+
+def uv_error(stderr: str, count: int = 6) -> str:
+    """What uv said of its failure in ``count`` lines at most: its error line first, then the
+    end of what followed it; never a warning (a deprecated variable), nor what it printed
+    before the error (the environment it used)."""
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
+    if not lines:
+        return ""
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), 0)
+    return "\n".join([lines[start], *lines[start + 1:][-(count - 1):]])
 
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
@@ -355,18 +404,18 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         if registry is not None:
             registry.done(record, proc.pid, token)
     if proc.returncode != 0:
-        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         # A source build's last lines say only that it failed; the compiler said why first.
         cause = first_compiler_error(stderr)
         lead = f"{cause}\n" if cause else ""
-        raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}"
-                            + "\n".join(lines[-6:]))
+        raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}{uv_error(stderr)}")
     return stdout
 
 
 def _bundled_uv() -> str:
     try:
         from uv import find_uv_bin
-    except ImportError:
-        raise EnvBuildError("uv is not installed (pip install uv)") from None
-    return str(find_uv_bin())
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
+        raise EnvBuildError("uv is not installed: no uv on PATH, nor beside this Python "
+                            "(pip install uv)") from None

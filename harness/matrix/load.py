@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -46,6 +47,8 @@ SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env"
                 "network", "hardware", "cases", "memory", "base", "retries", "suites")
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
+#: Settings that say how many cells an environment has.
+_CELL_SETTINGS = ("hardware", "cases", "suites")
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
 
 MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
@@ -113,19 +116,30 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
+    body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
+    # Counted before a single environment is made, of the matrices or named: a matrix past
+    # the limit is refused in milliseconds, not after building a million of them.
+    names = list(top.mapping(("environments",), None, optional=True))
+    named_cells = sum((top.named_cells(("environments", name), defaults) for name in names),
+                      Count(0))
+    # Where the axes' lengths are the count (no exclude, include or query), before a value
+    # is read: a 40,000-value axis is refused without checking 40,000 versions.
+    plain = [top.plain_cells(("matrices", name), defaults)
+             for name in top.mapping(("matrices",), None, optional=True)]
+    if None not in plain:
+        _refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
+                     body_line)
     entries = [top.entry(("matrices", name), str(name), defaults, distributions)
                for name in top.mapping(("matrices",), None, optional=True)]
-    named = [top.named_env(("environments", name), str(name), defaults, distributions, builds)
-             for name in top.mapping(("environments",), None, optional=True)]
-    body_line = src.line(("matrices",) if "matrices" in root else ("environments",))
-    # Counted before a single environment of the matrices is made: a matrix past the limit
-    # is refused in milliseconds, not after building a million of them.
-    cells = sum((e.cells for e in entries), Count(0)) + sum(
-        (top.cells_per_env(env.hardware, env.cases, env.suites) for env in named), Count(0))
-    if cells.n > limit:
-        raise SpecError(over_limit(cells, limit), file=str(file), line=body_line or 1)
+    _refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
     envs = [env for e in entries for env in top.environments(e, distributions, builds)]
+    named = [top.named_env(("environments", name), str(name), defaults, distributions, builds)
+             for name in names]
     envs += named
+    if not envs:
+        raise SpecError("empty: a matrix names its environments under matrices: or "
+                        "environments:" if src.data is None else "no environments: name them "
+                        "under matrices: or environments:", file=str(file), line=None)
     suites = tuple(top.suite(("suites", name), str(name), base)
                    for name in top.mapping(("suites",), None, optional=True))
     seen: dict[str, EnvSpec] = {}
@@ -159,6 +173,11 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                       cases_dir_line=src.line(("cases_dir",)), body_line=body_line)
 
 
+def _refuse_past(cells: Count, limit: int, file: str, line: int) -> None:
+    if cells.n > limit:
+        raise SpecError(over_limit(cells, limit), file=file, line=line)
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Entry:
     """One entry of ``matrices:``, checked and counted, before its environments are made."""
@@ -186,10 +205,44 @@ class _Reader:
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
         self.pick: Callable[[tuple[CaseSelector, ...]], int | None] | None = None
 
-    def cells_per_env(self, hardware: tuple[str, ...], cases: tuple[CaseSelector, ...],
-                      suites: tuple[str, ...]) -> Count:
+    def cells_per_env(self, settings: Mapping[str, Any]) -> Count:
+        """The cells of an environment with these (checked) settings."""
+        hardware: tuple[str, ...] = settings.get("hardware", ("cpu",))
+        cases: tuple[CaseSelector, ...] = settings.get("cases", ())
+        suites: tuple[str, ...] = settings.get("suites", ())
         picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
         return cells_per_env(hardware, cases, suites, picked)
+
+    def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
+        """A named environment's cells, from its targets, cases and suites alone."""
+        return self._cells_of(path, self.mapping(path, {"pins", *SETTING_KEYS}), defaults)
+
+    def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
+        """A matrix entry's cells from its axes' lengths, none of its values read; None
+        where that is not its count (an exclude, an include, a release query), or where
+        the entry is malformed (``entry`` says how). Refused past the limit as ``entry``
+        refuses it, on its environments."""
+        raw = self.at(path)
+        axes = raw.get("axes") if isinstance(raw, dict) else None
+        if (not isinstance(axes, dict) or not axes or "exclude" in raw or "include" in raw
+                or not all(isinstance(v, list) and v for v in axes.values())
+                or any(query_at(str(a), v) is not None for a, v in axes.items())):
+            return None
+        envs = Count(math.prod(len(values) for values in axes.values()))
+        self._refuse_envs(path, envs)
+        allowed = {"axes", "variables", *SETTING_KEYS}
+        return envs * self._cells_of(path, self.mapping(path, allowed), defaults)
+
+    def _refuse_envs(self, path: KeyPath, envs: Count) -> None:
+        if envs.n > self.max_cells:
+            raise self.src.error((*path, "axes"), f"the axes cross into {envs} environments, "
+                                 f"over the limit of {self.max_cells:,} cells (--max-cells)")
+
+    def _cells_of(self, path: KeyPath, raw: Mapping[str, Any], defaults: dict[str, Any]
+                  ) -> Count:
+        settings = {**defaults, **self.settings(path, {k: raw[k] for k in _CELL_SETTINGS
+                                                      if k in raw})}
+        return self.cells_per_env(settings)
 
     def at(self, path: KeyPath) -> Any:
         node = self.src.data
@@ -472,9 +525,7 @@ class _Reader:
         # is counted again then.
         envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
                             include, unknown=set(queries) | pinned)
-        if envs.n > self.max_cells:
-            raise self.src.error((*path, "axes"), f"the axes cross into {envs} environments, "
-                                 f"over the limit of {self.max_cells:,} cells (--max-cells)")
+        self._refuse_envs(path, envs)
         shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
@@ -482,8 +533,7 @@ class _Reader:
         follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings,
                                        axes[axis])
                   for axis, (query, when) in queries.items()}
-        cells = envs * self.cells_per_env(settings.get("hardware", ("cpu",)),
-                                          settings.get("cases", ()), settings.get("suites", ()))
+        cells = envs * self.cells_per_env(settings)
         return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
                       include=include, follow=follow, shown=frozenset(shown),
                       followers=frozenset(followers), variables=frozenset(variables),

@@ -1,8 +1,8 @@
 """Safe YAML loading that remembers the line of every key, so errors can point at it.
 
-Hostile input ends in a one-line SpecError, fast: the values are counted by libyaml's parser
-before anything is built (a 1.7 MB file of 200,000 values took four seconds to refuse),
-nesting is capped while composing, aliases are expanded within the same budget of values (an
+Hostile input ends in a one-line SpecError, fast: the values are counted, their nesting and
+their length capped, by libyaml's parser before anything is built (a 1.7 MB file of 200,000
+values took four seconds to refuse), aliases are expanded within the same budget of values (an
 alias bomb of a few KB would otherwise expand to billions), an alias that contains itself is
 refused, and merge keys (``<<``) are refused.
 """
@@ -46,6 +46,8 @@ class Source:
 
 
 MAX_DEPTH = 64  # a matrix needs about 8
+#: The longest value: a requirement's URL or a variable is a few hundred characters at most.
+MAX_CHARS = 10_000
 #: The values a file may hold (after aliases are expanded) at the default cell limit, and at
 #: least. The repository's matrix holds about 330 for its 2,000 cells, bench/scale.py's
 #: 100,000-cell matrix about 1,350 (axes multiply; values only add): 50,000 is past any matrix
@@ -87,9 +89,12 @@ class _DepthLoader(yaml.SafeLoader):
 def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
     """Parse YAML text with the safe loader, rejecting duplicate keys and a file of more
     than ``max_values`` values (see ``value_limit``)."""
-    _count_values(text, file, max_values)
+    well_formed = _count_values(text, file, max_values)
     try:
-        loader = _DepthLoader(text)
+        # Checked by the count, a well-formed text is composed by libyaml (the pure-Python
+        # composer takes 20 µs a value); a malformed one by the loader that says where.
+        loader = (_EVENT_LOADER(text) if well_formed and _EVENT_LOADER is not yaml.SafeLoader
+                  else _DepthLoader(text))
     except yaml.reader.ReaderError as exc:  # checked at once for the whole text
         raise _reader_error(exc, text, file) from None
     loader.name = file
@@ -112,10 +117,11 @@ def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
     return Source(file=file, data=data, lines=lines)
 
 
-def _count_values(text: str, file: str, limit: int) -> None:
-    """Refuse ``text`` at its value number ``limit + 1``, from the parser's events, before a
-    node is composed (the pure-Python composer takes 20 µs a value). Values are counted as
-    the converter counts them, but an alias as one: never more than it."""
+def _count_values(text: str, file: str, limit: int) -> bool:
+    """Refuse ``text`` at its value number ``limit + 1``, at a collection nested past
+    ``MAX_DEPTH`` or at a value longer than ``MAX_CHARS``, from the parser's events, before a
+    node is composed. Values are counted as the converter counts them, but an alias as one:
+    never more than it. Whether the text is well-formed YAML."""
     values = 0
     # Per open collection: whether it is a mapping, and the nodes in it so far (a mapping's
     # every other node is a key, which is not a value).
@@ -137,10 +143,23 @@ def _count_values(text: str, file: str, limit: int) -> None:
                                     "matrix (raise it with --max-cells: half of it, "
                                     f"{MAX_NODES:,} at least)", file=file,
                                     line=_line(event.start_mark))
+            if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_CHARS:
+                raise SpecError(f"a value of {len(event.value):,} characters, over the limit "
+                                f"of {MAX_CHARS:,}", file=file, line=_line(event.start_mark))
             if isinstance(event, yaml.CollectionStartEvent):
                 open_.append([isinstance(event, yaml.MappingStartEvent), 0])
+                if len(open_) > MAX_DEPTH:
+                    raise SpecError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                                    line=_line(event.start_mark))
+    except yaml.MarkedYAMLError as exc:
+        # libyaml's own cap (1,000 levels), met while it looks ahead past ours
+        if "nesting depth" in (exc.problem or ""):
+            raise SpecError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                            line=_line(exc.problem_mark)) from None
+        return False  # malformed: the loader below says where, in its own words
     except yaml.YAMLError:
-        return  # malformed: the loader below says where, in its own words
+        return False
+    return True
 
 
 def _line(mark: Any) -> int | None:
@@ -158,6 +177,9 @@ def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:
     line = mark.line + 1 if mark else None
     problem = exc.problem or exc.context or "malformed YAML"
     return SpecError(f"malformed YAML: {problem}", file=file, line=line)
+
+
+_STR = "tag:yaml.org,2002:str"
 
 
 class _Converter:
@@ -207,4 +229,6 @@ class _Converter:
                             line=node.start_mark.line + 1)
         if node.tag == "tag:yaml.org,2002:merge":
             return "<<"
+        if node.tag == _STR:  # most of a matrix: what the constructor would make of it
+            return node.value
         return self.constructor.construct_object(node)
