@@ -95,8 +95,7 @@ def main() -> None:
     (work / "noxfile.py").write_text(NOXFILE.format(
         python=pyver, numpy=list(NUMPY), torch=torch, einops=EINOPS, backends=BACKENDS,
         torch_ids=[f"torch{t}" for t in torch]))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "UV_NATIVE_TLS": "1",
-           "HARNESS_CACHE_DIR": str(work / "cache")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(work / "cache")}
     env.pop("EINOPS_TEST_BACKENDS", None)
     # As on a maintainer's machine: Python writes bytecode (a CI image that sets this would
     # make nox compile torch's modules in every session; the harness keeps its own).
