@@ -22,7 +22,7 @@ from harness.core.errors import UsageError
 from harness.core.matrix import requirement_name
 from harness.core.results import CellResult, Outcome
 from harness.plan.ddmin import Change, ddmin, top_level_changes, undecided
-from harness.records.bisects import write_finding
+from harness.records.bisects import cell_results, write_finding
 from harness.records.store import RunStore
 from harness.workflow import RunOptions, RunState, execute
 
@@ -68,13 +68,13 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
         execute(RunState(options=replace(
             options, sets=sets, run_id=run_id, only=filters, keyword=f"{good.case_id}::"
             f"{good.variant}", hardware=(good.hardware_target,))))
-        found = [r for r in RunStore.open(options.reports_dir, run_id).results()
-                 if r.outcome is not Outcome.NOT_RUN and not r.parent]
+        found = cell_results(RunStore.open(options.reports_dir, run_id).results(),
+                             good.case_id, good.variant, good.hardware_target)
         flipped, outcome, reason = _judge(found, good_kind, bad_kind)
         said[subset] = {"changes": [c[0] for c in subset], "flips": flipped,
                         "outcome": outcome, "reason": reason, "run_id": run_id}
-        print(f"bisect: trial {count}: {outcome}" + (f": {reason}" if flipped is None else ""),
-              flush=True)
+        print(f"bisect: trial {count}: {outcome}"
+              + (f": {_first_line(reason)}" if flipped is None else ""), flush=True)
         return flipped
 
     culprits, trials = ddmin(changes, flips)
@@ -88,8 +88,8 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
         for subset in missing:
             why = said.get(subset)
             shown = ", ".join(f"{n} {o} -> {w}" for n, o, w in subset) or "nothing moved"
-            print(f"  {shown}: " + (f"{why['outcome']}: {why['reason']} [{why['run_id']}]"
-                                     if why else "not tried"))
+            print(f"  {shown}: " + (f"{why['outcome']}: {_first_line(why['reason'])} "
+                                     f"[{why['run_id']}]" if why else "not tried"))
     else:
         together = " move together" if len(culprits) > 1 else " moves"
         print(f"bisect: flips when {_moves(culprits)}{together} ({total})")
@@ -108,11 +108,12 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
 
 def _judge(found: list[CellResult], good: tuple[str, str | None], bad: tuple[str, str | None]
            ) -> tuple[bool | None, str, str]:
-    """Whether a trial's cell flipped (None: it says nothing), its outcome, and why not."""
+    """Whether a trial's cell flipped (None: it says nothing), its outcome, and why not (the
+    cell's whole reason: an install's error may come after warnings)."""
     if len(found) != 1:
         return None, "NOT RUN", f"the trial ran {len(found)} cells of the case, not one"
     result = found[0]
-    reason = result.reason.strip().splitlines()[0] if result.reason.strip() else ""
+    reason = result.reason.strip()
     if result.unbuilt:
         return None, "could not be built", reason or "its environment was not built"
     kind = (str(result.outcome), result.signature)
@@ -120,6 +121,10 @@ def _judge(found: list[CellResult], good: tuple[str, str | None], bad: tuple[str
     if kind in (good, bad):
         return kind == bad, shown, reason
     return None, shown, f"neither end's outcome: {reason}" if reason else "neither end's outcome"
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
 
 
 def _moves(changes: tuple[Change, ...]) -> str:
@@ -145,6 +150,9 @@ def _cell(store: RunStore, options: RunOptions) -> CellResult:
                  for t in (f"{r.case_id}::{r.variant}", r.nodeid)))
              and (not options.hardware or r.hardware_target in options.hardware)
              and (not envs or any(fnmatchcase(r.environment, g) for g in envs))]
+    # -k mergekit_fp16::repro names that cell, not repro_merged too (-k is also a substring).
+    exact = [r for r in found if f"{r.case_id}::{r.variant}" == options.keyword]
+    found = exact if len(exact) == 1 else found
     if len(found) != 1:
         raise UsageError(f"run {store.run_id}: the selection holds {len(found)} cells; "
                          "--between follows one (narrow it with -k, --hardware, "
