@@ -18,28 +18,13 @@ import pytest
 from harness.records.bisects import FOLDER
 from harness.records.store import RunStore
 from tests.conftest import ROOT, report_line, write_matrix
+from tests.e2e.test_e2e_bisect import CASE
 from tests.packages import make_wheel
 
-CASE = '''\
-"""Fails with the new @NAME@."""
-
-from harness_case import Signature
-
-NEW = Signature("new", "ValueError", r"a new release is in")
-
-
-@NEW.reproduces
-def test_flips() -> None:
-    import mlcompat_between_@NAME@ as package
-
-    if package.NEW:
-        raise ValueError("a new release is in")
-'''
 # x and y are top-level (an axis, a `packages:` pin); x brings dep, whose version follows x's.
 # a and b are top-level, and each one's 2.0 needs the other's: neither moves alone.
 MATRIX = """\
 version: 1
-cases_dir: cases
 defaults: {python: "@PY@", timeout: 300}
 matrices:
   xy:
@@ -70,13 +55,15 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("x", "y", "dep", "a", "b"):
         for version in ("1.0", "2.0"):
             make_wheel(wheels, f"mlcompat-between-{name}", version,
-                       {f"mlcompat_between_{name}/__init__.py": f"NEW = {version == '2.0'}\n"},
+                       {f"mlcompat_between_{name}/__init__.py": f"BROKEN = {version == '2.0'}\n"},
                        requires=REQUIRES.get((name, version), ()))
     cases = root / "cases"
     cases.mkdir()
     (cases / "pytest.ini").write_text("[pytest]\n")
     for name in ("x", "a"):
-        (cases / f"test_between_{name}.py").write_text(CASE.replace("@NAME@", name))
+        # test_e2e_bisect's case, of this package: fails when its release is "broken".
+        (cases / f"test_between_{name}.py").write_text(
+            CASE.replace("mlcompat_bisect_probe", f"mlcompat_between_{name}"))
     write_matrix(root / "matrix.yaml", MATRIX)
     return root
 
@@ -111,7 +98,7 @@ def finding(workdir: Path, stdout: str) -> dict[str, object]:
 
 
 def test_only_top_level_packages_are_pinned(workdir: Path, ends: None) -> None:
-    done = harness(workdir, "bisect", "--between", "good", "bad", "-k", "between_x::flips")
+    done = harness(workdir, "bisect", "--between", "good", "bad", "-k", "between_x::repro")
     out = ran(done)
     # dep moved too, with x: pinning it apart from x made trials that do not resolve.
     assert "2 top-level packages moved (of 3 packages that moved" in out
@@ -125,7 +112,7 @@ def test_only_top_level_packages_are_pinned(workdir: Path, ends: None) -> None:
 
 
 def test_an_answer_no_trial_could_settle_is_inconclusive(workdir: Path, ends: None) -> None:
-    done = harness(workdir, "bisect", "--between", "good", "bad", "-k", "between_a::flips")
+    done = harness(workdir, "bisect", "--between", "good", "bad", "-k", "between_a::repro")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert ("bisect: inconclusive: which of mlcompat-between-a 1.0 → 2.0 and "
@@ -143,7 +130,7 @@ def test_an_answer_no_trial_could_settle_is_inconclusive(workdir: Path, ends: No
 
 
 def test_the_same_run_twice_is_refused(workdir: Path, ends: None) -> None:
-    done = harness(workdir, "bisect", "--between", "good", "good", "-k", "between_x::flips")
+    done = harness(workdir, "bisect", "--between", "good", "good", "-k", "between_x::repro")
     assert done.returncode == 2
     assert done.stderr.startswith("harness: error: --between names run good twice")
 
