@@ -4,7 +4,9 @@ The cell is what ``-k``, ``--only`` and ``--hardware`` select, apart from the bi
 The good and bad values are given, or found in the newest run that has the cell (the first
 two neighbouring values whose outcomes differ). Each release probed is an ordinary run
 (``bisect-...`` under reports/runs) of the matrix with ``--set AXIS=RELEASE``; the finding
-goes to reports/bisects/, where the report's failure page reads it.
+goes to reports/bisects/, where the report's failure page reads it. Given ends are checked
+(releases, --good the older, both on the index) before anything is built; a boundary with a
+release that could not be built is inconclusive: said, recorded, and the exit status is 1.
 """
 
 from __future__ import annotations
