@@ -4,7 +4,9 @@ The cell is what ``-k``, ``--only`` and ``--hardware`` select, apart from the bi
 The good and bad values are given, or found in the newest run that has the cell (the first
 two neighbouring values whose outcomes differ). Each release probed is an ordinary run
 (``bisect-...`` under reports/runs) of the matrix with ``--set AXIS=RELEASE``; the finding
-goes to reports/bisects/, where the report's failure page reads it.
+goes to reports/bisects/, where the report's failure page reads it. Given ends are checked
+(releases, --good the older, both on the index) before anything is built; a boundary with a
+release that could not be built is inconclusive: said, recorded, and the exit status is 1.
 """
 
 from __future__ import annotations
@@ -33,9 +35,6 @@ from harness.records.runs import newest_first
 from harness.records.store import RunStore
 from harness.workflow import RunOptions, RunState, execute, load_spec, plan_cells, probe_targets
 
-#: How many recent runs are searched for a value's outcome before probing it.
-LOOK_BACK = 10
-
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     options = replace(run_options(args), sets=(), report=False, fail_on="any", kind="trial")
@@ -48,6 +47,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     axis = args.axis
     if bool(args.good) != bool(args.bad):
         raise UsageError("give both --good and --bad, or neither (found from the last run)")
+    if args.good:
+        _check_order(axis, args.good, args.bad)
     cells, distributions = _selected(options, axis)
     # `--only torch=2.2.2 --only torch=2.5.1` chose the cell: a probe at another release of
     # the axis must not be filtered away by them.
@@ -71,13 +72,22 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         print(f"bisect: {axis} {version}: {said}", flush=True)
         return result
 
+    distribution = distributions.get(axis, axis)
     if args.good:
+        # Every release from --good to --bad, ends included, before anything is built: an
+        # end the index does not have is refused here, not after a build.
+        candidates = _between(options, spec, distribution, args.good, args.bad, ends=True)
         good = _recorded(options, axis, args.good, spec) or probe(args.good)
         bad = _recorded(options, axis, args.bad, spec) or probe(args.bad)
+        for end in (good, bad):
+            if not end.run_id.startswith(f"bisect-{stamp}-"):
+                print(f"bisect: {axis} {end.version}: {end.shown}, recorded in run "
+                      f"{end.run_id}")
     else:
         good, bad = _from_last_run(options, axis, cells)
         print(f"bisect: from run {bad.run_id or good.run_id}: {axis} {good.version} "
               f"{good.shown}, {bad.version} {bad.shown}")
+        candidates = _between(options, spec, distribution, good.version, bad.version)
     for end in (good, bad):
         if end.skipped:
             raise UsageError(f"{axis} {end.version}: its environment could not be built; "
@@ -85,8 +95,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if good.kind == bad.kind:
         raise UsageError(f"{axis} {good.version} and {bad.version} both give {good.shown}: "
                          "nothing to bisect")
-    candidates = _between(options, spec, distributions.get(axis, axis), good.version,
-                          bad.version)
     print(f"bisect: {len(candidates)} releases of {axis} between {good.version} and "
           f"{bad.version}; at most {probes_needed(len(candidates))} to build")
     before = probed
@@ -104,8 +112,31 @@ def cmd_bisect(args: argparse.Namespace) -> int:
           or "  (no release between them: they are the boundary)")
     # What the failure page will say, word for word.
     print(f"{sentence(record)}; {probed - before} of {len(candidates)} releases probed")
+    if boundary.untested:
+        unbuilt = {p.version: p.reason for p in boundary.probes if p.skipped}
+        print(f"bisect: inconclusive: the change is at {boundary.first.version} or at one of "
+              "the releases before it that could not be built:")
+        print("\n".join(f"  {v}: {unbuilt.get(v) or 'could not be built'}"
+                        for v in boundary.untested))
     print(f"bisect: recorded {write_bisect(options.reports_dir, record)}")
-    return 0
+    return 1 if boundary.untested else 0
+
+
+def _check_order(axis: str, good: str, bad: str) -> None:
+    """--good and --bad are releases, --good the older: checked before anything is planned."""
+    low, high = _release("--good", axis, good), _release("--bad", axis, bad)
+    if low == high:
+        raise UsageError(f"--good and --bad are both {axis} {good}: give two releases")
+    if low > high:
+        raise UsageError(f"--good {good} is newer than --bad {bad}: --good is the older "
+                         f"release of {axis} (the search goes from it to --bad)")
+
+
+def _release(flag: str, axis: str, text: str) -> Version:
+    found = _version(text)
+    if found is None:
+        raise UsageError(f"{flag} {text}: not a release of {axis} (a version, like 2.2.2)")
+    return found
 
 
 def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str]]:
@@ -122,11 +153,26 @@ def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str
     if len(groups) > 1:
         shown = "; ".join(f"{c[0].env.name} {c[0].case.label} @{c[0].hardware}"
                           for c in islice(groups.values(), 3))
-        raise UsageError(f"the selection holds {len(groups)} cells apart from {axis} ({shown}"
+        raise UsageError(f"the selection holds {len(groups)} cells apart from {axis}, which "
+                         f"differ in {_differ(cells, axis)} ({shown}"
                          f"{'; ...' if len(groups) > 3 else ''}): bisect follows one; narrow "
                          "it with -k, --only or --hardware")
     return (sorted(cells, key=lambda c: _version(dict(c.env.values)[axis]) or Version("0")),
             state.spec.distributions)
+
+
+def _differ(cells: list[Cell], axis: str) -> str:
+    """What the cells differ in besides ``axis``: ``transformers (4.46.3, *)``, the case..."""
+    facets: dict[str, set[str]] = {}
+    for cell in cells:
+        for key, value in (*((k, v) for k, v in cell.env.values if k != axis),
+                           ("matrix", cell.env.origin), ("case", cell.case.label),
+                           ("hardware", cell.hardware)):
+            facets.setdefault(key, set()).add(value)
+    for key in {k for c in cells for k, _ in c.env.values} - {axis}:
+        if any(key not in dict(c.env.values) for c in cells):
+            facets[key].add("(none)")
+    return ", ".join(f"{k} ({', '.join(sorted(v))})" for k, v in facets.items() if len(v) > 1)
 
 
 def _neutral(cell: Cell, axis: str) -> tuple[Any, ...]:
@@ -157,13 +203,13 @@ def _probe(version: str, result: CellResult, run_id: str) -> Probe:
 
 
 def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe | None:
-    """``version``'s outcome for the cell, from the newest recent run that has that very cell
+    """``version``'s outcome for the cell, from the newest run that has that very cell
     (the same content id: the same environment); None to probe it."""
     state = plan_cells(probe_targets(load_spec(RunState(
         options=replace(options, sets=((axis, version),))))))
     assert state.plan is not None
     wanted = {c.cell_id for c in state.plan.cells if _neutral(c, axis) == _neutral(like, axis)}
-    for run_dir in islice(newest_first(options.reports_dir), LOOK_BACK):
+    for run_dir in newest_first(options.reports_dir):
         store = RunStore(run_dir)
         for result in store.results():
             if result.cell_id in wanted and result.outcome is not Outcome.NOT_RUN:
@@ -177,7 +223,7 @@ def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[P
     """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest
     run that has the cell."""
     ids = {c.cell_id: dict(c.env.values)[axis] for c in cells}
-    for run_dir in islice(newest_first(options.reports_dir), LOOK_BACK):
+    for run_dir in newest_first(options.reports_dir):
         store = RunStore(run_dir)
         seen = [(ids[r.cell_id], r) for r in store.results()
                 if r.cell_id in ids and r.outcome is not Outcome.NOT_RUN]
@@ -195,10 +241,10 @@ def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[P
                      "the matrix first, or give --good and --bad")
 
 
-def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str
-             ) -> list[str]:
+def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str, *,
+             ends: bool = False) -> list[str]:
     """The releases strictly between ``good`` and ``bad`` on the environment's indexes, for
-    its Python, in the order from good to bad."""
+    its Python, in the order from good to bad; ``ends``: refuse an end the indexes lack."""
     low, high = _version(good), _version(bad)
     if low is None or high is None:
         raise UsageError(f"bisect goes between two releases of {distribution}, not {good!r} "
@@ -208,7 +254,12 @@ def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad:
         str(f) for f in options.find_links),
         mode="offline" if offline_from_environment(options.offline) else "refresh")
     lo, hi = sorted((low, high))
-    found = releases.resolve(ReleaseQuery(dist=dist, releases=f">{lo},<{hi}", pick="all"),
+    found = releases.resolve(ReleaseQuery(dist=dist, releases=f">={lo},<={hi}", pick="all"),
                              like.env.python, like.env.index_urls)
-    versions = list(found.versions)
+    on_index = {Version(v) for v in found.versions}
+    for flag, text, version in (("--good", good, low), ("--bad", bad, high)):
+        if ends and version not in on_index:
+            raise UsageError(f"{flag} {text}: {dist} has no release {text} on the index "
+                             f"(for Python {like.env.python})")
+    versions = [v for v in found.versions if Version(v) not in (lo, hi)]
     return versions if low < high else versions[::-1]

@@ -49,13 +49,19 @@ distributions:
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("bisect")
+    return probe_workdir(tmp_path_factory.mktemp("bisect"))
+
+
+def probe_workdir(root: Path, unbuildable: str = "") -> Path:
+    """The probe's wheels, case and matrix under ``root``; the release ``unbuildable`` asks
+    for a package no index has."""
     wheels = root / "wheels"
     wheels.mkdir()
     for version in VERSIONS:
         broken = tuple(int(p) for p in version.split(".")) < (1, 5)
         make_wheel(wheels, "mlcompat-bisect-probe", version,
-                   {"mlcompat_bisect_probe/__init__.py": f"BROKEN = {broken}\n"})
+                   {"mlcompat_bisect_probe/__init__.py": f"BROKEN = {broken}\n"},
+                   requires=("mlcompat-bisect-nowhere>=9",) if version == unbuildable else ())
     cases = root / "cases"
     cases.mkdir()
     (cases / "pytest.ini").write_text("[pytest]\n")
@@ -221,6 +227,6 @@ def test_between_two_runs_finds_the_packages_that_flip_together(workdir: Path) -
             ] == ["REPRODUCED"]
     done = harness(workdir, "bisect", "-m", str(matrix), "--between", "pair-good", "pair-bad",
                    "-k", "pair::both")
-    assert "3 packages moved" in done.stdout
+    assert "3 top-level packages moved" in done.stdout
     assert ("flips when mlcompat-ddmin-a 1.0 → 2.0 and mlcompat-ddmin-b 1.0 → 2.0 move "
             "together") in done.stdout
