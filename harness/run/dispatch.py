@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
 from dataclasses import dataclass, field, replace
@@ -180,6 +181,8 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
         for cell, future in zip(group, submitted, strict=True):
             futures[future] = (cell, 1)
     finished = False
+    # Cells of each environment not yet settled: its "up to date" note waits for the last.
+    unsettled = Counter(cell.env.name for cell in cells)
     lost: dict[str, int] = {}  # machine losses per cell: retried up to `retries`
     tries: dict[str, int] = {}  # the case's own failed tries: up to cell.retries
     first_failure: dict[str, CellResult] = {}
@@ -220,6 +223,9 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                     stats.first_result_at = time.monotonic()
                 stats.results.append(result)
                 on_result(result)
+                unsettled[cell.env.name] -= 1
+                if not unsettled[cell.env.name]:
+                    _say_up_to_date(stats, cell.env.name, on_note)
         finished = True
     finally:
         if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
@@ -244,19 +250,27 @@ def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> 
 
 def _count_env(stats: DispatchStats, cell: Cell, run: CellRun,
                on_note: Callable[[str], None]) -> None:
+    """Counts what ``run`` says of its environment; says at once that it was built or could
+    not be (each batch says so with its first cell: said once). "Up to date" waits for
+    ``_say_up_to_date``: a batch's cell that came first may be one that did not carry the
+    batch's build (another ended with it), or another process of this run built it."""
     name = cell.env.name
     if run.result.infra:
         return
-    seen = name in stats.envs_built | stats.envs_reused | stats.envs_failed
     if run.env_built is None:
-        if not seen:
+        if name not in stats.envs_built | stats.envs_failed:
             on_note(f"environment {name}: ERROR {run.result.reason}")
         stats.envs_failed.add(name)
     elif run.env_built:
-        if name not in stats.envs_built:  # each batch of it says so first: said once
+        if name not in stats.envs_built:
             on_note(f"environment {name}: built")
         stats.envs_built.add(name)
     else:
-        if not seen:
-            on_note(f"environment {name}: up to date, nothing rebuilt")
         stats.envs_reused.add(name)
+
+
+def _say_up_to_date(stats: DispatchStats, name: str, on_note: Callable[[str], None]) -> None:
+    """Once every cell of environment ``name`` has settled: "up to date" if none said that
+    this run built it or failed to (those said so already)."""
+    if name in stats.envs_reused - stats.envs_built - stats.envs_failed:
+        on_note(f"environment {name}: up to date, nothing rebuilt")
