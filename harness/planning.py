@@ -124,13 +124,14 @@ def probe_targets(state: RunState) -> RunState:
     return replace(state, targets=probe_machine(state.options.gpus).targets)
 
 
-def plan_cells(state: RunState) -> RunState:
+def plan_cells(state: RunState, *, notes: bool = True) -> RunState:
+    """The run's cells; ``notes``: say where each --set landed (once a run, not per look-up)."""
     assert state.spec is not None
     plan = make_plan(state.spec, state.cases, state.targets)
     plan = filter_plan(plan, only=state.options.only, keyword=state.options.keyword,
                        hardware=state.options.hardware)
     origins = {c.env.origin for c in plan.cells}  # where each --set landed, of what is in use
-    for note in filter(None, (in_use(n, origins) for n in state.spec.set_notes)):
+    for note in filter(None, (in_use(n, origins) for n in state.spec.set_notes if notes)):
         print(f"harness: {note}", file=sys.stderr)
     if state.options.sets:  # a release the index does not have: said before anything builds
         folders = find_links_folders(state.options.find_links)

@@ -206,7 +206,7 @@ def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe
     """``version``'s outcome for the cell, from the newest run that has that very cell
     (the same content id: the same environment); None to probe it."""
     state = plan_cells(probe_targets(load_spec(RunState(
-        options=replace(options, sets=((axis, version),))))))
+        options=replace(options, sets=((axis, version),))))), notes=False)
     assert state.plan is not None
     wanted = {c.cell_id for c in state.plan.cells if _neutral(c, axis) == _neutral(like, axis)}
     for run_dir in newest_first(options.reports_dir):

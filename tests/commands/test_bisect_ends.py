@@ -6,6 +6,7 @@ before 1.5; here 1.4 cannot be installed)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -98,6 +99,10 @@ def test_recorded_ends_are_found_among_all_runs(workdir: Path, night: RunStore) 
     assert "bisect: probe 1.7: PASS, recorded in run night" in out
     made = runs(workdir) - before
     assert made and not any(r.endswith(("-probe-1.0", "-probe-1.7")) for r in made), made
+    # where --set landed is said once for each probe run, not for an end looked up
+    said = re.findall(r"--set probe=([\d.]+): replaced in", done.stderr)
+    assert len(said) == len(set(said)) == len(made), done.stderr
+    assert not {"1.0", "1.7"} & set(said), done.stderr
     # 1.4 could not be built: the change is at 1.4 or 1.5, and that is not an answer.
     assert done.returncode == 1, out + done.stderr
     assert ("bisect: inconclusive: the change is at 1.5 or at one of the releases before it "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +114,9 @@ def test_bisect_builds_only_what_binary_search_needs(workdir: Path, night: RunSt
         store = RunStore.open(workdir / "reports", probe["run_id"])
         assert store.meta["set"] == {"probe": probe["version"]}
         assert [r.environment for r in store.results()] == [f"m:probe={probe['version']}"]
+    # Where each probe's --set landed is said once; the recorded ends were looked up quietly.
+    said = re.findall(r"--set probe=([\d.]+): replaced in", done.stderr)
+    assert sorted(said) == sorted(p["version"] for p in record.probes), done.stderr
     # The failure page says it, and the check proves it from the probes' runs.
     report = harness(workdir, "report", "night", "--check")
     assert "follows from the record" in report.stdout
