@@ -81,7 +81,8 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
     build a distribution of ``skip_builds`` from source is resolved, not built (flash-attn 2
     compiles for every architecture its setup.py names: hours on a small machine)."""
     if any(env.backend in RESOLVABLE for env in envs):
-        uv_environ()  # uv and its release found here, once, before any thread asks
+        _uv_binary()  # uv found here, once, before any thread asks; then its release
+        uv_environ()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         resolved = list(pool.map(lambda e: resolve_env(e, cache_dir=cache_dir,
                                                        platform=platform), envs))

@@ -37,6 +37,8 @@ def no_uv_on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return real
 
     monkeypatch.setattr(uv.shutil, "which", lambda _: None)
+    # a cert variable of the user's own: uv's release is then not asked for (CI sets one)
+    monkeypatch.setenv("UV_SYSTEM_CERTS", "1")
     monkeypatch.setattr(uv_package, "find_uv_bin", find)
     uv._found_uv.cache_clear()  # found afresh, as in a new process
     yield asked
