@@ -14,6 +14,7 @@ from harness.core.results import damage
 
 #: How many damaged lines of one reading are named; the rest are counted.
 NAMED = 10
+_WARNED: set[Damaged] = set()  # (a command reading one record twice says each once)
 
 
 class Damaged(NamedTuple):
@@ -45,7 +46,10 @@ def scan(path: Path, size: int | None = None) -> list[Damaged]:
 
 
 def warn(found: Sequence[Damaged]) -> None:
-    """One warning line on stderr a damaged line (the first ``NAMED``; then their count)."""
+    """One warning line on stderr a damaged line (the first ``NAMED``; then their count),
+    each once in a process."""
+    found = [d for d in found if d not in _WARNED]
+    _WARNED.update(found)
     for damaged in found[:NAMED]:
         print(f"harness: warning: {damaged}; the line is left out", file=sys.stderr)
     if len(found) > NAMED:
