@@ -241,7 +241,7 @@ def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
     return [r for r in results if r.cell_id not in sessions] if sessions else results
 
 
-class DamagedLine(KeyError):
+class DamagedLineError(KeyError):
     """A record's line that is no result as the harness writes it (``why``: ``damage``'s
     words)."""
 
@@ -292,14 +292,14 @@ def adopt(row: dict[str, Any]) -> CellResult:
     """A record that takes ``row`` itself as the instance's ``__dict__`` (filled with the
     defaults, stripped of unknown keys): what the frozen ``__init__`` would do field by field
     through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
-    and used for nothing else one dict per result instead of two. ``DamagedLine`` where the
+    and used for nothing else one dict per result instead of two. ``DamagedLineError`` where the
     row is no result (``damage``)."""
     # A line the harness wrote holds every field and no other, each of its type (a fleet's
     # merge: 100,000 of them): nothing to add or drop, its types checked at once.
     if row.keys() != FIELDS or not _plain(row):
         found = damage(row)
         if found is not None:
-            raise DamagedLine(found)
+            raise DamagedLineError(found)
         if not row.keys() <= FIELDS:
             for name in row.keys() - FIELDS:
                 del row[name]

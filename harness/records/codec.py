@@ -41,7 +41,12 @@ def append(path: Path, data: bytes | Sequence[bytes]) -> None:
 CHUNK = 1 << 20
 
 
-def read_lines(path: Path, size: int | None = None) -> tuple[list[Any], bool]:
+def read_lines(path: Path, size: int | None = None) -> list[Any]:
+    """The values of a JSON-lines file (``read_record``'s)."""
+    return read_record(path, size)[0]
+
+
+def read_record(path: Path, size: int | None = None) -> tuple[list[Any], bool]:
     """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
     (one decode per chunk: a fleet's record is 100,000 lines), line by line only in a
     chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped.

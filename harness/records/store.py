@@ -37,7 +37,7 @@ from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt
 from harness.records import damaged
-from harness.records.codec import append, read_lines
+from harness.records.codec import append, read_record
 from harness.records.damaged import Damaged
 from harness.records.layout import (
     BY_REFERENCE,
@@ -78,6 +78,7 @@ class RunStore:
         # reading keeps quiet about them (its caller names them: a report's header).
         self.damaged: list[Damaged] = []
         self.quiet = False
+        self._tail_ended = False  # whether the record ends in a newline: checked once
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -249,7 +250,22 @@ class RunStore:
         if fresh:  # first, so no line points at a value that is not there
             append(self.run_dir / SHARED, b"".join(
                 jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
+        if not self._tail_ended:
+            self._end_torn_tail()
         append(self.run_dir / RESULTS, lines)
+
+    def _end_torn_tail(self) -> None:
+        """A record whose last line was torn (a kill mid-write; resumed now) gets its newline
+        before the first line this store appends, which would be glued to it and lost."""
+        self._tail_ended = True
+        try:
+            with open(self.run_dir / RESULTS, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                last = fh.read(1)
+        except OSError:  # none yet, or empty
+            return
+        if last != b"\n":
+            append(self.run_dir / RESULTS, b"\n")
 
     def _share(self, value: Any, fresh: dict[str, Any]) -> str:
         """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the
@@ -287,7 +303,7 @@ class RunStore:
         by hand: ``records.damaged``) is left out, kept in ``damaged`` and warned of."""
         self.damaged = []
         try:
-            rows, whole = read_lines(self.run_dir / RESULTS, self.upto)
+            rows, whole = read_record(self.run_dir / RESULTS, self.upto)
         except FileNotFoundError:
             return []
         out: list[CellResult] = []
