@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from enum import StrEnum
 from itertools import starmap
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -240,17 +241,65 @@ def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
     return [r for r in results if r.cell_id not in sessions] if sessions else results
 
 
+class DamagedLineError(KeyError):
+    """A record's line that is no result as the harness writes it (``why``: ``damage``'s
+    words)."""
+
+    @property
+    def why(self) -> str:
+        return str(self.args[0])
+
+
+def damage(row: Any) -> str | None:
+    """What makes a decoded record line no result as the harness writes it: not an object,
+    a required field missing, a field of another type (a number where text belongs, text
+    where a number does), an outcome the harness does not know; None for a result. The
+    mappings (values, details, fingerprint, hardware) are read as mappings wherever read
+    (``as_mapping``), so only the scalars are checked."""
+    if not isinstance(row, dict):
+        return "not a result (no JSON object)"
+    missing = _REQUIRED - row.keys()
+    if missing:
+        return f"a result without {', '.join(sorted(missing))}"
+    for name, kinds, what in _SCALARS:
+        if name not in row:  # (an optional field: its default)
+            continue
+        value = row[name]
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return f"{name} is {_shown(value)}, not {what}"
+    if row["outcome"] not in _OUTCOMES:
+        return f"outcome {_shown(row['outcome'])} is none the harness knows"
+    return None
+
+
+def _shown(value: Any) -> str:
+    """A value as a warning quotes it (its JSON, cut short)."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _plain(row: dict[str, Any]) -> bool:
+    """Whether a row with every field holds each as the harness writes it (``damage``'s
+    checks, in C where it can: a type a field)."""
+    return (set(map(type, _TEXTS(row))) == _STR and row["outcome"] in _OUTCOMES
+            and type(row["duration"]) in _NUMBER and type(row["finished_at"]) in _NUMBER
+            and type(row["attempt"]) is int and type(row["infra"]) is bool
+            and type(row["signature"]) in _OPTIONAL and type(row["log"]) in _OPTIONAL
+            and type(row["gpu"]) in _INT_OR_NONE)
+
+
 def adopt(row: dict[str, Any]) -> CellResult:
     """A record that takes ``row`` itself as the instance's ``__dict__`` (filled with the
     defaults, stripped of unknown keys): what the frozen ``__init__`` would do field by field
     through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
-    and used for nothing else one dict per result instead of two."""
-    # A line the harness wrote holds every field and no other (a fleet's merge: 100,000 of
-    # them): nothing to add or drop, the checks skipped (a tenth of reading a record).
-    if row.keys() != FIELDS:
-        missing = _REQUIRED - row.keys()
-        if missing:
-            raise KeyError(f"result record without {', '.join(sorted(missing))}")
+    and used for nothing else one dict per result instead of two. ``DamagedLineError`` where the
+    row is no result (``damage``)."""
+    # A line the harness wrote holds every field and no other, each of its type (a fleet's
+    # merge: 100,000 of them): nothing to add or drop, its types checked at once.
+    if row.keys() != FIELDS or not _plain(row):
+        found = damage(row)
+        if found is not None:
+            raise DamagedLineError(found)
         if not row.keys() <= FIELDS:
             for name in row.keys() - FIELDS:
                 del row[name]
@@ -275,6 +324,19 @@ _REQUIRED = frozenset(f.name for f in fields(CellResult)
 _DEFAULTS = {f.name: f.default for f in fields(CellResult) if f.default is not MISSING}
 _FACTORIES = tuple(f.name for f in fields(CellResult) if f.default_factory is not MISSING)
 _OUTCOMES = {str(o): o for o in Outcome}
+_STR = {str}
+_NUMBER = (int, float)  # (not bool: a number, as msgspec reads one)
+_OPTIONAL = (str, type(None))
+_INT_OR_NONE = (int, type(None))
+#: The scalar fields as ``damage`` checks them: name, the types taken, what they are called.
+_SCALARS = tuple(
+    [(f.name, (str,), "text") for f in fields(CellResult) if f.type == "str"]
+    + [(name, _OPTIONAL, "text or null") for name in ("signature", "log")]
+    + [(name, _NUMBER, "a number") for name in ("duration", "finished_at")]
+    + [("attempt", (int,), "a whole number"), ("gpu", _INT_OR_NONE, "a whole number or null"),
+       ("infra", (bool,), "true or false"), ("outcome", (str,), "text")])
+_TEXTS = itemgetter(*(name for name, kinds, _ in _SCALARS if kinds == (str,)
+                      and name != "outcome"))
 
 
 @dataclass(frozen=True, kw_only=True)

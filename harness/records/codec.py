@@ -42,11 +42,18 @@ CHUNK = 1 << 20
 
 
 def read_lines(path: Path, size: int | None = None) -> list[Any]:
+    """The values of a JSON-lines file (``read_record``'s)."""
+    return read_record(path, size)[0]
+
+
+def read_record(path: Path, size: int | None = None) -> tuple[list[Any], bool]:
     """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
     (one decode per chunk: a fleet's record is 100,000 lines), line by line only in a
     chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped.
-    ``size``: its first bytes alone (what it held then, however much has been added)."""
+    ``size``: its first bytes alone (what it held then, however much has been added).
+    With them, whether every line but a blank one was read (none torn, none not JSON)."""
     data: list[Any] = []
+    whole = True
     rest = b""
     left = size
     with open(path, "rb") as fh:
@@ -55,20 +62,26 @@ def read_lines(path: Path, size: int | None = None) -> list[Any]:
                 left -= len(block)
             block = rest + block
             cut = block.rfind(b"\n") + 1  # whole lines now, the rest with the next block
-            data += _decode_chunk(block[:cut])
+            whole &= _decode_chunk(block[:cut], data)
             rest = block[cut:]
-    return data + _decode_chunk(rest)
+    whole &= _decode_chunk(rest, data)
+    return data, whole
 
 
-def _decode_chunk(chunk: bytes) -> list[Any]:
+def _decode_chunk(chunk: bytes, data: list[Any]) -> bool:
+    """The chunk's values onto ``data``; whether each line but a blank one was decoded."""
     body = chunk.strip().replace(b"\n", b",")
     try:
         values = jsonio.loads(b"[" + body + b"]") if body else []
     except ValueError:
-        values = []
+        whole = True
         for line in chunk.splitlines():
             try:
-                values.append(json.loads(line))
+                data.append(json.loads(line))
             except ValueError:
-                continue
-    return values if isinstance(values, list) else []
+                whole &= not line.strip()
+        return whole
+    if isinstance(values, list):
+        data += values
+        return True
+    return False

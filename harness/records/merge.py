@@ -39,6 +39,7 @@ from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
+from harness.records import damaged
 from harness.records.expect import recorded_rules
 from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
 from harness.records.lines import DECODER, REFUSED
@@ -68,6 +69,7 @@ class MergeReport:
     # Where no two runs merged hold one cell and this machine has no secret to redact: their
     # snapshots, which stand for the lines passed through from them (``snapshot.write``).
     gathering: Gathering | None = None
+    damaged: int = 0  # the lines of the runs merged left out (run.json ``damaged_lines``)
 
     @property
     def judged(self) -> list[Judged]:
@@ -116,7 +118,9 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     finally:
         aside.wait()  # an earlier merge of the name: gone before the command ends
     out = report.store
-    out.update_meta(ordered_cells=len(report.written))
+    # Said in its report's header, as its shards' records would have said them.
+    out.update_meta(ordered_cells=len(report.written),
+                    **({"damaged_lines": report.damaged} if report.damaged else {}))
     report.cells = len(report.written)
     # What was written: these objects, unless the writer redacted some of them on the way (a
     # secret of this machine's): then the record itself.
@@ -191,12 +195,14 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     chosen: dict[str, tuple[_Read, CellResult | ResultRow]] = {}
     conflicts: list[str] = []
     read_as: dict[Path, Stamp | None] = {}  # each run merged: its record as it was read
+    left_out: list[int] = []  # the damaged lines of the runs merged (``records.damaged``)
 
     def read() -> None:
         readers = [_Read(s, names, common, make_results) for s in sources]
         found, clashes = choose([(r, r.last_attempts()) for r in readers], _same, warn)
         chosen.update(found)
         conflicts.extend(clashes)
+        left_out.extend(len(r.damaged) for r in readers)
         if not redactor.secrets and len(found) == sum(len(r.last_attempts()) for r in readers):
             # No cell in two: their snapshots may stand for their lines.
             read_as.update((r.run_dir, r.read_as) for r in readers)
@@ -210,7 +216,8 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         _HELD.clear()  # (where ``create`` ran in this process: one core, no fork)
         aside.remove()
     out = RunStore(target, redactor)
-    report = MergeReport(store=out, conflicts=conflicts, shared=names.values)
+    report = MergeReport(store=out, conflicts=conflicts, shared=names.values,
+                         damaged=sum(left_out))
     gaps: _Gaps | None = None
     lines = report.written
     writer = _Writer(out, names)
@@ -287,6 +294,7 @@ class _Read(RunStore):
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
         self._last: list[CellResult | ResultRow] | None = None
         self.read_as: Stamp | None = None  # the record, as it was read
+        self.passed = 0  # lines decoded as rows (``_passed``)
 
     def last_attempts(self) -> list[CellResult | ResultRow]:
         """Each cell's last attempt: a result, or a line written as it is (``ResultRow``)."""
@@ -332,18 +340,24 @@ class _Read(RunStore):
         # past 64 bits), no secret of this machine's to redact.
         rows = (jsonio.loads_lines(data) if self.make_results or secrets
                 or not jsonio.plain_numbers(data) else self._passed(data, by_cell))
+        read = 0  # lines read, to tell whether one was left out (torn, not JSON)
         for line, row, verbatim in rows:
+            read += 1
             try:
                 whole = verbatim and row.keys() == FIELDS  # adopt will add or drop none
                 names = _resolve(row, shared)
                 share(row)
                 result = adopt(row)
             except (ValueError, KeyError, TypeError, AttributeError):
-                continue  # not a result line (a hand edit): skipped, as ``attempts`` does
+                read -= 1  # not a result line (a hand edit): left out, as ``attempts`` does
+                continue
             by_cell[result.cell_id] = result
             if whole and names is not None and self._all_usable(names) and not (
                     secrets and (b"\\" in line or any(s in line for s in secrets))):
                 self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
+        if read + self.passed != sum(map(bool, map(bytes.strip, data.split(b"\n")))):
+            self.damaged = damaged.scan(self.run_dir / RESULTS, len(data))
+            damaged.warn(self.damaged)
         return list(by_cell.values())
 
     def _passed(self, data: bytes, by_cell: dict[str, CellResult | ResultRow]
@@ -366,6 +380,7 @@ class _Read(RunStore):
                 continue
             by_cell[found.cell_id] = found
             kept[found.cell_id] = (found, line, names)
+            self.passed += 1
 
     def _all_usable(self, names: tuple[str, ...]) -> bool:
         usable = self.all_usable.get(names)

@@ -436,7 +436,10 @@ def load(run_dir: Path) -> Snapshot:
         return Snapshot(_document([]))
     document = _from_record(run_dir)
     if document is None:  # a line the harness would not write: read as RunStore reads it
-        document = _document(RunStore(run_dir).results())
+        store = RunStore(run_dir)
+        document = _document(store.results())
+        if store.damaged:  # none kept: each reader reads the record, and says so
+            return Snapshot(document)
     _store(run_dir, _body(document), made_from)
     return Snapshot(document)
 
@@ -460,7 +463,17 @@ class _Line(msgspec.Struct):
     outcome: Outcome
     signature: str | None = None
     fingerprint: Any = {}  # msgspec copies an empty default for each line
-    duration: Any = 0.0  # as written: an int stays an int, as json reads it
+    duration: int | float = 0.0  # as written: an int stays an int, as json reads it
+    # Not kept, checked (``results.damage``): a line that holds another type is no result.
+    reason: str = ""
+    log: str | None = None
+    finished_at: int | float = 0.0
+    caveat: str = ""
+    attempt: int = 1
+    node: str = ""
+    gpu: int | None = None
+    infra: bool = False
+    parent: str = ""
 
 
 _LINE = msgspec.json.Decoder(_Line)

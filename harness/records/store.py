@@ -36,7 +36,9 @@ from harness.core import atomic, jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt
-from harness.records.codec import append, read_lines
+from harness.records import damaged
+from harness.records.codec import append, read_record
+from harness.records.damaged import Damaged
 from harness.records.layout import (
     BY_REFERENCE,
     CASES,
@@ -72,6 +74,11 @@ class RunStore:
         self._written: dict[int, tuple[Any, str]] = {}
         self._shared: dict[str, Any] | None = None  # hash -> value, read once
         self.upto: int | None = None  # the record's first bytes alone (``as_of``)
+        # The record's lines left out by the last reading (``attempts``), and whether that
+        # reading keeps quiet about them (its caller names them: a report's header).
+        self.damaged: list[Damaged] = []
+        self.quiet = False
+        self._tail_ended = False  # whether the record ends in a newline: checked once
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -243,7 +250,22 @@ class RunStore:
         if fresh:  # first, so no line points at a value that is not there
             append(self.run_dir / SHARED, b"".join(
                 jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
+        if not self._tail_ended:
+            self._end_torn_tail()
         append(self.run_dir / RESULTS, lines)
+
+    def _end_torn_tail(self) -> None:
+        """A record whose last line was torn (a kill mid-write; resumed now) gets its newline
+        before the first line this store appends, which would be glued to it and lost."""
+        self._tail_ended = True
+        try:
+            with open(self.run_dir / RESULTS, "rb") as fh:
+                fh.seek(-1, os.SEEK_END)
+                last = fh.read(1)
+        except OSError:  # none yet, or empty
+            return
+        if last != b"\n":
+            append(self.run_dir / RESULTS, b"\n")
 
     def _share(self, value: Any, fresh: dict[str, Any]) -> str:
         """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the
@@ -266,18 +288,22 @@ class RunStore:
             self._shared = {digest: value for digest, value, _ in read_shared(self.run_dir)}
         return self._shared
 
-    def as_of(self, size: int | None) -> RunStore:
+    def as_of(self, size: int | None, *, quiet: bool = False) -> RunStore:
         """This run as its record was when it held ``size`` bytes: two readers of it (the two
         halves of a report, each in its own process) read the same lines, whatever the run
-        appends meanwhile. None: as it is when read."""
+        appends meanwhile. None: as it is when read. ``quiet``: its damaged lines not
+        warned of as read (the caller does)."""
         frozen = copy.copy(self)
         frozen.upto = size
+        frozen.quiet = quiet
         return frozen
 
     def attempts(self) -> list[CellResult]:
-        """Every recorded attempt, in order (lost machines included)."""
+        """Every recorded attempt, in order (lost machines included). A damaged line (torn,
+        by hand: ``records.damaged``) is left out, kept in ``damaged`` and warned of."""
+        self.damaged = []
         try:
-            rows = read_lines(self.run_dir / RESULTS, self.upto)
+            rows, whole = read_record(self.run_dir / RESULTS, self.upto)
         except FileNotFoundError:
             return []
         out: list[CellResult] = []
@@ -289,7 +315,11 @@ class RunStore:
                         row[name] = shared.get(row[name], {})
                 out.append(adopt(row))
             except (ValueError, KeyError, TypeError, AttributeError):
-                continue  # not a result line (a hand edit): skipped as a torn one is
+                whole = False  # not a result line (a hand edit)
+        if not whole:
+            self.damaged = damaged.scan(self.run_dir / RESULTS, self.upto)
+            if not self.quiet:
+                damaged.warn(self.damaged)
         return out
 
     def results(self) -> list[CellResult]:

@@ -32,6 +32,7 @@ from harness.records import report_rows, snapshot
 from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
+from harness.records.damaged import warn as warn_damaged
 from harness.records.expect import Judgement, judged_report, recorded_rules
 from harness.records.lines import result_rows
 from harness.records.select import choose_records, merged_cases, merged_environments
@@ -157,8 +158,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     # Each record as it is now (its size, before it is read): both halves below read these
     # lines, and the snapshot says it was made of them, whatever a run still going appends.
     stamps = [snapshot.stamp(s.run_dir) for s in stores]
-    stores = [s.as_of(stamp[0] if stamp else None) for s, stamp in zip(stores, stamps,
-                                                                        strict=True)]
+    # Quiet: the site's half names their damaged lines (and counts them in its header).
+    stores = [s.as_of(stamp[0] if stamp else None, quiet=True)
+              for s, stamp in zip(stores, stamps, strict=True)]
     made_from = stamps[0] if len(stores) == 1 else None
     metas = [s.meta for s in stores]
     rules = tuple(Rule.from_dict(d) for d in recorded_rules(metas))  # a bad one: before any file
@@ -215,7 +217,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             "cases": cases}, rows, {
             "changes": changes(), "since": since,
             "expectations": [_verdict(r, j) for r, j in notable]}, decoded=cells().decoded)
-        if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir):
+        if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir) and not any(
+                s.damaged for s in stores):  # (damaged: each reader reads it, and says so)
             # what the next night's "what changed", history and baselines read of this run
             snapshot.write(stores[0].run_dir, cells().in_record, made_from)
         return "\n".join(lines)  # for compat.md
@@ -224,9 +227,13 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         # As tuples: the model reads each cell a dozen times over (a fleet's model took
         # 2.0 s from the records' objects, 0.9 s from these, which take 0.2 s to make).
         results, logs = cells().rows, cells().logs()
+        found = [d for s in stores for d in s.damaged]
+        warn_damaged(found)
         columns = long_columns(results, cells().links, LONG_COLUMNS)
         site = build_site(results, environments, cases, metas, logs, changes(), since,
-                          bisects=_bisects(stores, {r.case_id for r in results}))
+                          bisects=_bisects(stores, {r.case_id for r in results}),
+                          damaged=len(found) + sum(int(m.get("damaged_lines") or 0)
+                                                   for m in metas))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
         pages = render_site(site, out_dir, long_rows, _heatmap(columns))
         with open(md, "w", encoding="utf-8") as fh:  # all but its end (the verdicts)

@@ -114,10 +114,11 @@ def test_a_record_the_store_reads_never_breaks_its_snapshot(tmp_path: Path) -> N
     store = RunStore.create(tmp_path, {"planned": []})
     odd = cell("a", "2.0.1", Outcome.PASS).to_dict()
     with open(store.run_dir / "results.jsonl", "a") as fh:  # written by hand, not by the store
-        fh.write(json.dumps({**odd, "values": None, "environment": ["a", "list"]}) + "\n")
+        fh.write(json.dumps({**odd, "values": None}) + "\n")
+        fh.write(json.dumps({**odd, "environment": ["a", "list"]}) + "\n")  # damaged
     rows = load(store.run_dir).rows()
-    assert [(r.environment, r.values) for r in rows] == [(["a", "list"], None)]
-    assert snapshot.is_current(store.run_dir)
+    assert [(r.environment, r.values) for r in rows] == [("cpu:torch=2.0.1", None)]
+    assert not snapshot.is_current(store.run_dir)  # a damaged record keeps none
 
 
 def test_a_reports_snapshot_is_the_one_a_reader_makes_from_the_record(tmp_path: Path) -> None:
@@ -199,14 +200,15 @@ def test_runs_without_snapshots_get_their_keys_made_on_two_cores(tmp_path: Path)
     broken = RunStore.create(tmp_path, {"planned": []}, run_id="broken").run_dir
     (broken / "results.jsonl").mkdir()  # unreadable: its reader says why, not this
     snapshot.make_missing([*runs, broken])
-    assert [snapshot.is_current(r, keys=True) for r in runs] == [True, False, True, True, True]
+    # (runs[2] is damaged: it keeps no snapshot, each reader names its lines)
+    assert [snapshot.is_current(r, keys=True) for r in runs] == [True, False, False, True, True]
     assert not snapshot.is_current(broken, keys=True)
     assert (runs[3] / SNAPSHOT).stat().st_mtime_ns == kept
     with pytest.raises(IsADirectoryError):
         load(broken)
-    # runs[2]'s record holds a line the harness would not write: its whole snapshot made.
-    assert [snapshot.is_current(r) for r in runs] == [False, False, True, True, False]
-    for run in (runs[0], runs[2], runs[4]):
+    # runs[2]'s record holds damaged lines: no snapshot kept (each reader names them).
+    assert [snapshot.is_current(r) for r in runs] == [False, False, False, True, False]
+    for run in (runs[0], runs[4]):
         made = (run / SNAPSHOT).read_bytes()
         (run / SNAPSHOT).unlink()
         snapshot.keys(run)  # as this process makes it

@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.results import Outcome, ResultLike, as_mapping, counted
+from harness.records.damaged import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, version_sort_key
 
@@ -128,6 +129,12 @@ class Header:
     counts: tuple[tuple[str, int], ...]
     # A bump's ``--set`` (run.json ``set``): environments named for other versions hold these.
     sets: tuple[str, ...] = ()
+    damaged: int = 0  # the record's lines left out (``records.damaged``)
+
+    @property
+    def left_out(self) -> str:
+        """The coverage line's end for the damaged lines ("" for none)."""
+        return f"; {said(self.damaged)}" if self.damaged else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,8 +194,8 @@ def _unbuildable(results: Sequence[ResultLike]) -> str | None:
 def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping[str, Any]],
                cases: Mapping[str, Mapping[str, Any]], meta: Sequence[Mapping[str, Any]],
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
-               since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None
-               ) -> Site:
+               since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None,
+               damaged: int = 0) -> Site:
     by_env: dict[str, list[ResultLike]] = defaultdict(list)
     for r in results:
         by_env[r.environment].append(r)
@@ -202,7 +209,7 @@ def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping
                                     (bisects or {}).get(c, ()))
                      for c, rs in by_case.items() if c != PROBES and c not in suites)
     probes = by_case.get(PROBES, [])
-    return Site(header=_header(results, meta), failures=failures,
+    return Site(header=replace(_header(results, meta), damaged=damaged), failures=failures,
                 grid=_grid(probes, versions, cases, (bisects or {}).get(PROBES, ()))
                 if probes else None,
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),

@@ -295,7 +295,7 @@ def _coverage(h: Header) -> str:
     return (f"tested: {', '.join(h.tested) or 'nothing'}"
             + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
             + f" — {h.ran:,} of {h.cells:,} cells ran ("
-            + ", ".join(f"{n} {name}" for name, n in h.counts) + ")")
+            + ", ".join(f"{n} {name}" for name, n in h.counts) + ")" + h.left_out)
 
 
 def _failure_md(f: FailureTable) -> list[str]:

@@ -1,0 +1,24 @@
+"""The report header's count of a record's damaged lines (``records.damaged``): said after
+the cells that ran, in the site, its markdown and the summary; nothing for none."""
+
+from __future__ import annotations
+
+from harness.core.results import CellResult, Outcome
+from harness.report.site.model import build_site
+from harness.report.site.render import markdown, summary_text
+
+
+def cell(cell_id: str) -> CellResult:
+    return CellResult(run_id="r", cell_id=cell_id, environment="e", values={}, env_key="k",
+                      backend="uv", case_id="c", variant="v", nodeid="n",
+                      hardware_target="cpu", outcome=Outcome.PASS)
+
+
+def test_the_header_counts_the_damaged_lines_left_out() -> None:
+    meta = [{"run_id": "r", "created": 0}]
+    for damaged, said in ((0, ""), (1, "; 1 damaged line left out"),
+                          (3, "; 3 damaged lines left out")):
+        site = build_site([cell("a")], {}, {}, meta, {}, damaged=damaged)
+        coverage = "tested: cpu — 1 of 1 cells ran (1 PASS)" + said
+        assert coverage in list(markdown(site)), damaged
+        assert summary_text(site).splitlines()[1] == coverage, damaged
