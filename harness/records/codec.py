@@ -1,9 +1,11 @@
-"""The JSON-lines codec of run records: appended whole and fsynced, read a MiB at a time."""
+"""The JSON-lines codec of run records: appended whole and fsynced (at once, or in batches),
+read a MiB at a time."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,11 @@ from harness.core import jsonio
 _IOV_MAX = 1024  # pieces a writev takes (Linux's UIO_MAXIOV)
 
 
-def append(path: Path, data: bytes | Sequence[bytes]) -> None:
-    """Append on an O_APPEND descriptor, then one fsync: a kill at any point leaves whole
-    lines and at most a torn tail, which reading skips. ``data`` in pieces (a merge's lines,
-    as the shards wrote them) is written as they are, never joined into one more copy."""
+def append(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:
+    """Append on an O_APPEND descriptor, then one fsync (unless ``sync`` is False): a kill at
+    any point leaves whole lines and at most a torn tail, which reading skips. ``data`` in
+    pieces (a merge's lines, as the shards wrote them) is written as they are, never joined
+    into one more copy."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         pieces = [data] if isinstance(data, bytes) else data
@@ -27,9 +30,48 @@ def append(path: Path, data: bytes | Sequence[bytes]) -> None:
                 view = memoryview(b"".join(batch))[done:]
                 while view:
                     view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
+
+
+SYNC_LINES = 500  # lines appended between two fsyncs of a batched file, at most
+SYNC_SECONDS = 1.0  # and seconds since the first of them
+
+
+class Batched:
+    """Appends to one file as ``append`` does, each write at once (a kill -9 of this process
+    loses none of it: the kernel holds it, whole lines and at most a torn tail), and fsyncs
+    (what only a crash of the machine could lose) once per SYNC_LINES lines, at a write
+    SYNC_SECONDS after the first unsynced one, and on ``sync``: a suite's thousands of tests
+    are not an fsync each."""
+
+    def __init__(self, path: Path, lines: int = SYNC_LINES,
+                 seconds: float = SYNC_SECONDS) -> None:
+        self.path, self.lines, self.seconds = path, lines, seconds
+        self.pending = 0  # lines written since the last fsync
+        self.since = 0.0  # when the first of them was written (monotonic)
+
+    def append(self, data: bytes | Sequence[bytes]) -> None:
+        if not self.pending:
+            self.since = time.monotonic()
+        pieces = [data] if isinstance(data, bytes) else data
+        self.pending += sum(piece.count(b"\n") for piece in pieces)
+        due = self.pending >= self.lines or time.monotonic() - self.since >= self.seconds
+        append(self.path, data, sync=due)
+        if due:
+            self.pending = 0
+
+    def sync(self) -> None:
+        """What was written, on the disk (at the end of a run, or when it is stopped)."""
+        if self.pending:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.pending = 0
 
 
 #: How much of a record is read and decoded at once: a fleet's record whole, as one JSON

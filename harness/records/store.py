@@ -5,7 +5,7 @@ environments asked for, the expectations), ``plan.json`` (its cells, each with i
 content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``cases.json`` (each
 variant's title, documented failure, upstream links, signatures, requirements, caveats),
 ``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
-attempt, appended and fsynced as it ends, so a kill -9 loses no finished cell),
+attempt, appended as it ends, so a kill -9 loses no finished cell; fsynced in batches),
 ``shared.jsonl`` and ``logs/``.
 
 What thousands of lines would repeat (an environment's fingerprint summary, the machine a
@@ -37,7 +37,7 @@ from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt
 from harness.records import damaged
-from harness.records.codec import append, read_record
+from harness.records.codec import Batched, append, read_record
 from harness.records.damaged import Damaged
 from harness.records.layout import (
     BY_REFERENCE,
@@ -79,6 +79,7 @@ class RunStore:
         self.damaged: list[Damaged] = []
         self.quiet = False
         self._tail_ended = False  # whether the record ends in a newline: checked once
+        self._recorded = Batched(self.run_dir / RESULTS)  # what ``record`` appends
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -185,7 +186,7 @@ class RunStore:
         """Keep what a cell run returned: log, events and fingerprint first, then the result
         line that points at them (a kill in between leaves files, never a dangling line).
         A suite's session: each test's result first, then the session's (what --resume
-        looks for)."""
+        looks for). Its line is written at once, fsynced in a batch (``sync``)."""
         log = None
         stem = run.log_name or run.result.cell_id
         stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
@@ -213,8 +214,13 @@ class RunStore:
                         for e in run.events))
         if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
             self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
-        self.append(result)
+        fresh: dict[str, Any] = {}
+        self.append_encoded(self.encode(result, fresh), fresh, batched=True)
         return result
+
+    def sync(self) -> None:
+        """The lines ``record`` wrote, fsynced (at the end of a run, or when it stops)."""
+        self._recorded.sync()
 
     def append(self, result: CellResult) -> None:
         self.extend([result])
@@ -244,15 +250,20 @@ class RunStore:
         if digest not in shared:
             shared[digest] = fresh[digest] = value
 
-    def append_encoded(self, lines: bytes | Sequence[bytes], fresh: Mapping[str, Any]) -> None:
+    def append_encoded(self, lines: bytes | Sequence[bytes], fresh: Mapping[str, Any], *,
+                       batched: bool = False) -> None:
         """Whole lines, encoded (``encode``, or passed through from another record), after
-        the shared values they name that are new (``fresh``)."""
-        if fresh:  # first, so no line points at a value that is not there
+        the shared values they name that are new (``fresh``). ``batched``: fsynced with the
+        lines ``record`` writes (``sync``), not at once."""
+        if fresh:  # first, and fsynced, so no line points at a value that is not there
             append(self.run_dir / SHARED, b"".join(
                 jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
         if not self._tail_ended:
             self._end_torn_tail()
-        append(self.run_dir / RESULTS, lines)
+        if batched:
+            self._recorded.append(lines)
+        else:
+            append(self.run_dir / RESULTS, lines)
 
     def _end_torn_tail(self) -> None:
         """A record whose last line was torn (a kill mid-write; resumed now) gets its newline

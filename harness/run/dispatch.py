@@ -43,6 +43,8 @@ class Recorder(Protocol):
 
     def record(self, run: CellRun) -> CellResult: ...
 
+    def sync(self) -> None: ...
+
 
 @dataclass
 class DispatchStats:
@@ -230,6 +232,7 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
     finally:
         if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
             executor.shutdown(cancel=True)
+        store.sync()  # what was recorded, on the disk (it is fsynced in batches)
     return stats
 
 
