@@ -3,13 +3,15 @@ and one when it ends), whatever backend builds it."""
 
 from __future__ import annotations
 
-import os
+import contextlib
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+import psutil
 
 from harness.core.matrix import EnvSpec
 
@@ -66,42 +68,21 @@ def _elapsed(seconds: float) -> str:
 
 
 def current_step(places: Sequence[str]) -> str | None:
-    """What a build is doing now: the newest process descended from one whose command line
-    names one of ``places`` (the environment's folder), as its program and the last
-    argument that names a file (``nvcc ... gemm.cu``); None where there is none, or no
-    /proc to read."""
+    """What a build is doing now: the newest process under one whose command line names one
+    of ``places`` (the environment's folder), as its program and the last argument that names
+    a file (``nvcc ... gemm.cu``); None where there is none."""
     if not places:
         return None
-    procs: dict[int, tuple[int, int, list[str]]] = {}  # pid -> (parent, start, argv)
-    try:
-        entries = os.listdir("/proc")  # noqa: PTH208  (names only)
-    except OSError:
-        return None
-    for name in entries:
-        if not name.isdigit():
+    below: list[tuple[float, list[str]]] = []
+    for root in psutil.process_iter(["cmdline"]):
+        if not any(place in arg for arg in root.info["cmdline"] or () for place in places):
             continue
-        try:
-            stat = Path("/proc", name, "stat").read_text()
-            argv = Path("/proc", name, "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue  # ended meanwhile
-        fields = stat.rpartition(")")[2].split()
-        procs[int(name)] = (int(fields[1]), int(fields[19]), argv.split("\0")[:-1])
-    roots = {pid for pid, (_, _, argv) in procs.items()
-             if any(place in arg for arg in argv for place in places)}
-    under = set(roots)
-    grew = True
-    while grew:  # the processes below the roots, however deep
-        found = {pid for pid, (parent, _, _) in procs.items()
-                 if parent in under and pid not in under}
-        under |= found
-        grew = bool(found)
-    # The build's own command (uv) is not a step; what it started is, its interpreter too.
-    below = {pid for pid in under if procs[pid][0] in under}
-    if not below:
-        return None
-    newest = max(below, key=lambda pid: procs[pid][1])
-    return _describe(procs[newest][2])
+        # The build's own command (uv) is not a step; what it started is, its interpreter too.
+        with contextlib.suppress(psutil.Error):
+            for proc in root.children(recursive=True):
+                with contextlib.suppress(psutil.Error):  # ended meanwhile
+                    below.append((proc.create_time(), proc.cmdline()))
+    return _describe(max(below)[1]) if below else None
 
 
 def _describe(argv: list[str]) -> str | None:
