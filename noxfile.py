@@ -48,7 +48,10 @@ HEAVY = ("slow", "docker", "ray", "browser", "actionlint", "gpu")
 def fast(session: nox.Session) -> None:
     """Unit and plugin tests and the CLI: no Docker, Ray, browser, node or torch builds."""
     session.install("-e", ".[test]")
-    session.run("pytest", "-n", "2", "--dist", "loadfile", "-m",
+    # Many tests wait on the processes they start: four workers keep both cores busy.
+    # Hypothesis tries a tenth of its examples here; `tests` tries them all.
+    session.env["HARNESS_TEST_EXAMPLES"] = "0.1"
+    session.run("pytest", "-n", "4", "--dist", "worksteal", "-m",
                 " and ".join(f"not {lane}" for lane in HEAVY), *session.posargs)
 
 

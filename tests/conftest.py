@@ -22,6 +22,15 @@ os.environ["HARNESS_CHECK_REPORTS"] = "1"
 # benchmark exports HARNESS_MAX_CELLS=200000): the refusals' tests count against them.
 os.environ.pop("HARNESS_MAX_CELLS", None)
 
+#: Hypothesis's examples per property are scaled by HARNESS_TEST_EXAMPLES: 1 (all of them) in
+#: `nox -s tests`, a fraction in `nox -s fast`, the quick lane a developer runs between edits.
+EXAMPLES = float(os.environ.get("HARNESS_TEST_EXAMPLES", "1"))
+
+
+def examples(n: int) -> int:
+    return max(10, round(n * EXAMPLES))
+
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: Upstream packages CI cannot download (../shared beside the clone, as CI has it).
 WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from harness.matrix.census import Count, count_combos
 from harness.matrix.expand import expand
+from tests.conftest import examples
 
 KEYS = ("a", "b", "c", "d")
 VALUES = ("1", "2", "3", None)
@@ -32,7 +33,7 @@ def entries(draw: st.DrawFn) -> tuple[dict[str, list[dict[str, Any]]], list[dict
     return axes, draw(st.lists(pattern, max_size=5)), draw(st.lists(pattern, max_size=4))
 
 
-@settings(max_examples=400, deadline=None, derandomize=True)
+@settings(max_examples=examples(400), deadline=None, derandomize=True)
 @given(entry=entries(), budget=st.sampled_from([5, 50, 200_000]))
 def test_the_count_is_the_expansion_or_a_lower_bound_of_it(
         entry: tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]],

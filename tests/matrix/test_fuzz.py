@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, examples
 from tests.mutate import mutate
 
 SEED_MATRICES = [ROOT / "matrix.yaml", ROOT / "matrices" / "gpu-host.yaml"]
@@ -30,7 +30,7 @@ def plan(path: Path) -> tuple[int, str, float]:
     return code, err.getvalue(), time.monotonic() - start
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=examples(60), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), which=st.sampled_from(SEED_MATRICES))
 def test_a_mutated_matrix_plans_or_fails_in_one_line(tmp_path: Path, seed: int,

@@ -22,7 +22,7 @@ from harness.matrix.load import _Reader, parse_matrix
 from harness.matrix.yamlsrc import load_source, value_limit
 from harness.plan.cases import CaseVariant, collect_cases, select_cases
 from harness.plan.cells import case_counter, make_plan
-from tests.conftest import ROOT
+from tests.conftest import ROOT, examples
 
 CASES = ROOT / "cases"
 HEAD = f"version: 1\ncases_dir: {CASES}\n"
@@ -207,7 +207,7 @@ def count_in(message: str) -> tuple[int, bool]:
     return int(found[2].replace(",", "")), not found[1]
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+@settings(max_examples=examples(150), deadline=None, derandomize=True)
 @given(text=matrices())
 def test_the_counts_before_building_are_the_plans_or_lower_bounds_of_it(text: str) -> None:
     try:

@@ -14,6 +14,7 @@ from harness.records.compare import bumped, match_previous, new_releases, pinned
 from harness.records.snapshot import Snapshot, rows_of
 from harness.report.build import diff_runs, diff_snapshots
 from harness.report.ci import status_badge, step_summary
+from tests.conftest import examples
 
 
 def cell(torch: str, numpy: str, variant: str, outcome: Outcome) -> CellResult:
@@ -106,7 +107,7 @@ def two_nights(draw: st.DrawFn) -> tuple[list[CellResult], list[CellResult]]:
     return nights[0], nights[1]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(nights=two_nights(), moved=st.sampled_from([(), ("torch",)]))
 def test_what_changed_off_the_snapshots_columns_is_what_the_rows_say(
         nights: tuple[list[CellResult], list[CellResult]], moved: tuple[str, ...]) -> None:

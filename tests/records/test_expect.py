@@ -27,7 +27,7 @@ from harness.records.expect import (
     summary_lines,
 )
 from harness.records.store import RunStore
-from tests.conftest import ROOT, report_dir, write_matrix
+from tests.conftest import ROOT, examples, report_dir, write_matrix
 
 
 def result(env: str, variant: str, outcome: Outcome, reason: str = "",
@@ -337,7 +337,7 @@ def cells_st(draw: st.DrawFn) -> list[CellResult]:
     return cells
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(cells=cells_st(), rules=rules_st,
        baseline=st.none() | st.dictionaries(
            st.tuples(st.sampled_from(["a1", "a2", "b"]),

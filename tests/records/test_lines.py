@@ -19,6 +19,7 @@ from harness.records import codec
 from harness.records.layout import BY_REFERENCE
 from harness.records.lines import result_rows
 from harness.records.store import RunStore
+from tests.conftest import examples
 from tests.records.test_snapshot import _line, cell, results
 
 
@@ -39,7 +40,7 @@ def test_a_line_is_every_field_of_a_result_in_its_order() -> None:
     assert BY_REFERENCE == ("fingerprint", "hardware")  # the two result_rows puts in place
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4),
        chunk=st.sampled_from([codec.CHUNK, 1, 97, 700]))

@@ -17,6 +17,7 @@ from harness.records import snapshot
 from harness.records.merge import merge_runs
 from harness.records.snapshot import SNAPSHOT
 from harness.records.store import RunStore
+from tests.conftest import examples
 from tests.records.test_merge_verbatim import (
     CELLS,
     add_line,
@@ -62,7 +63,7 @@ def test_a_merges_snapshot_from_its_shards_is_the_one_made_from_its_record(
     assert "?" in snapshot.letters(merged).letters  # (the gap)
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(st.tuples(st.sampled_from([0, 1, 2] * 3 + [-1]), st.sampled_from(Outcome),
                                 st.sampled_from(["line"] * 6 + ["inline", "no log", "retried"])),

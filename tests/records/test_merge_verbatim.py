@@ -25,6 +25,7 @@ from harness.records.lines import result_rows
 from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
+from tests.conftest import examples
 from tests.records.test_lines import text as row_text
 
 # In plan order, which is not the order of their ids.
@@ -312,7 +313,7 @@ RECORD = st.fixed_dictionaries({
     "inline": st.booleans()})
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.dictionaries(st.integers(0, 7), st.lists(RECORD, min_size=1, max_size=2),
                                 max_size=6), min_size=1, max_size=3))

@@ -20,6 +20,7 @@ from harness.core.results import Outcome, ResultRow
 from harness.records import lines, report_rows, snapshot
 from harness.records.store import RunStore
 from harness.report import build
+from tests.conftest import examples
 from tests.records.test_lines import text
 from tests.records.test_snapshot import _line, cell
 
@@ -93,7 +94,7 @@ JSON = st.recursive(st.none() | st.booleans() | NUMBER | st.text(max_size=4),
                     | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(st.fixed_dictionaries({
     "details": st.dictionaries(st.text(max_size=3), JSON, max_size=3),

@@ -18,6 +18,7 @@ from harness.records.snapshot import LETTER_FIELDS as LETTERS
 from harness.records.snapshot import SNAPSHOT, load, read, rows_of, write
 from harness.records.store import RunStore
 from harness.report.build import write_report
+from tests.conftest import examples
 
 TEXT = st.text(alphabet=st.sampled_from("ab:=<\t\n é::"), max_size=6)
 
@@ -39,7 +40,7 @@ def results(draw: st.DrawFn) -> list[CellResult]:
     return out
 
 
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results())
 def test_a_snapshot_reads_back_the_rows_it_was_made_of(tmp_path: Path,
@@ -273,7 +274,7 @@ def _retried(tmp_path_factory: pytest.TempPathFactory, cells: list[CellResult],
     return store
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4))
 def test_a_record_the_harness_wrote_is_read_in_one_pass_into_the_same_document(
@@ -287,7 +288,7 @@ def test_a_record_the_harness_wrote_is_read_in_one_pass_into_the_same_document(
     assert fast is not None and jsonio.dumps(fast) == _by_store(store.run_dir)
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4))
 def test_a_snapshot_of_the_keys_says_what_the_whole_one_does(
@@ -402,7 +403,7 @@ def test_the_last_line_without_its_newline_is_read_in_one_pass(tmp_path: Path) -
     assert jsonio.dumps(fast) == _by_store(store.run_dir)
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=examples(25), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results(), chunk=st.integers(1, 700))
 def test_lines_cut_across_blocks_read_as_whole_lines(
@@ -421,7 +422,7 @@ MAPPINGS = st.sampled_from([{"torch": "2.1"}, {"torch": "2.1", "numpy": "<2"},
                             {}, None, {"torch": "2.2"}, [1], [True], [1.0]])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(cells=st.lists(st.tuples(st.integers(0, 3), MAPPINGS, st.booleans()), max_size=12))
 def test_mappings_told_apart_by_group_as_cell_by_cell(
         cells: list[tuple[int, object, bool]]) -> None:
@@ -439,7 +440,7 @@ def test_mappings_told_apart_by_group_as_cell_by_cell(
     assert list(map(id, by_group)) == list(map(id, by_cell))  # the same first objects
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(entries=st.lists(MAPPINGS | st.none() | TEXT | st.just([1]) | st.just(1) | st.just(True),
                         min_size=1, max_size=8),
        picks=st.lists(st.integers(0, 7), max_size=12), mappings=st.booleans())

@@ -13,6 +13,7 @@ from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
 from harness.report.build import write_report
 from harness.report.check import check_run
+from tests.conftest import examples
 
 CASES = {
     "mk::repro": {"case": "mk", "variant": "repro", "failure": "addmm on Half",
@@ -116,7 +117,7 @@ CELLS = st.lists(st.tuples(TORCH, NUMPY, st.sampled_from(sorted(CASES)), OUTCOME
                  unique_by=lambda c: (c[0], c[1], c[2], c[4], c[5]))
 
 
-@settings(max_examples=200, deadline=None,
+@settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=CELLS)
 def test_every_generated_record_reports_only_what_it_holds(

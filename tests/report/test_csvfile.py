@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from harness.report import csvfile
 from harness.report.csvfile import write_csv
+from tests.conftest import examples
 
 
 class Kind(str, Enum):
@@ -38,7 +39,7 @@ def by_csv(path: Path, columns: dict[str, list[Any]]) -> bytes:
     return path.read_bytes()
 
 
-@settings(max_examples=300, deadline=None,
+@settings(max_examples=examples(300), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(TEXTS, max_size=5, unique=True), rows=st.integers(0, 7), data=st.data())
 def test_the_file_is_what_csv_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -10,6 +10,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from harness.core.results import CellResult, Outcome, as_rows
 from harness.report.junit import write_junit
+from tests.conftest import examples
 
 
 def cell(variant: str, outcome: Outcome, **extra: object) -> CellResult:
@@ -115,7 +116,7 @@ def reference_lines(results: list[CellResult], name: str) -> str:
 TEXT = st.text(alphabet=st.sampled_from(list('ab:<&>"\n\t\x00\x1b 🐞')), max_size=5)
 
 
-@settings(max_examples=200, deadline=None,
+@settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(st.builds(
     lambda env, variant, outcome, reason, signature, log, caveat, cell_id, duration: cell(

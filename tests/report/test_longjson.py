@@ -15,6 +15,7 @@ from harness.core import jsonio
 from harness.core.results import CellResult, Outcome, as_rows
 from harness.records.lines import DECODER
 from harness.report.longjson import write_long_json
+from tests.conftest import examples
 
 FP_A = {"python": "3.11", "torch": {"version": "2.0.0", "cuda_available": False}}
 FP_B = {"python": "3.11", "torch": {"version": "2.0.0", "cuda_available": True}}
@@ -86,7 +87,7 @@ def results(draw: st.DrawFn) -> list[CellResult]:
 COPY: dict[str, Any] = {"copy": "of FP_A"}  # drawn: made an equal copy of FP_A
 
 
-@settings(max_examples=300, deadline=None,
+@settings(max_examples=examples(300), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results())
 def test_rows_as_msgspec_writes_them_are_the_dicts_bytes(tmp_path: Path,
@@ -128,21 +129,25 @@ def test_blocks_orjson_refuses_are_written_as_json_writes_them(tmp_path: Path) -
             "fingerprint": FP_A, "hardware": HW, "node": "n", "duration": 1e-7}
         return CellResult(**{**fields_, **extra})
 
-    for depth in (251, 252, 253, 254):
-        for odd in ({"details": {"x": nested(depth - 1)}}, {"fingerprint": nested(depth)},
-                    {"hardware": {"x": nested(depth - 1)}}, {"attempt": 2**64},
-                    {"details": {"n": 2**70}}):
-            cells = [cell(i) for i in range(12001)]
-            cells[5003] = cell(5003, **odd)
-            want = reference(tmp_path / "want.json", cells)
-            decoded = [DECODER.decode(jsonio.dumps({f.name: getattr(r, f.name)
-                                                    for f in fields(CellResult)}))
-                       for r in cells]
-            path = tmp_path / "compat.json"
-            write_long_json(path, {"run_id": "n"}, decoded, {"since": None}, decoded=True)
-            assert path.read_bytes() == want, (depth, odd.keys())
-            if depth == 254:  # orjson refuses each of these: the block went through json
-                assert b"\\u00e9" in want and b'"\xc3\xa9"' in want
+    # Nested to both ends of the depths around orjson's limit; integers past 64 bits once.
+    odds: list[tuple[dict[str, Any], bool]] = [({"attempt": 2**64}, True),
+                                               ({"details": {"n": 2**70}}, True)]
+    for depth in (251, 254):
+        odds += [({"details": {"x": nested(depth - 1)}}, depth == 254),
+                 ({"fingerprint": nested(depth)}, depth == 254),
+                 ({"hardware": {"x": nested(depth - 1)}}, depth == 254)]
+    for odd, refused in odds:
+        cells = [cell(i) for i in range(12001)]
+        cells[5003] = cell(5003, **odd)
+        want = reference(tmp_path / "want.json", cells)
+        decoded = [DECODER.decode(jsonio.dumps({f.name: getattr(r, f.name)
+                                                for f in fields(CellResult)}))
+                   for r in cells]
+        path = tmp_path / "compat.json"
+        write_long_json(path, {"run_id": "n"}, decoded, {"since": None}, decoded=True)
+        assert path.read_bytes() == want, odd.keys()
+        if refused:  # orjson refuses each of these: the block went through json
+            assert b"\\u00e9" in want and b'"\xc3\xa9"' in want
 
 
 def test_the_rows_are_left_as_they_were(tmp_path: Path) -> None:

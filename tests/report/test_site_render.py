@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from harness.core.results import Outcome
 from harness.report.site.model import Badge, build_site
 from harness.report.site.render import ROWS_PER_PAGE, badges, inline_code, render_site
+from tests.conftest import examples
 from tests.report.test_site_model import CASES, cell, envs
 
 
@@ -68,7 +69,7 @@ _BADGE = st.builds(Badge, variant=_HOSTILE, outcome=st.sampled_from(Outcome), re
                   log=_HOSTILE, caveat=_HOSTILE)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.lists(_BADGE, max_size=4), min_size=1, max_size=6))
 def test_badges_are_written_as_the_template_wrote_them(cells: list[list[Badge]]) -> None:
     from jinja2 import Environment
