@@ -21,8 +21,6 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.releases import Resolution
 from harness.core.rules import Rule
 
-#: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
-BACKEND_NAMES = ("docker", "host", "uv")
 DEFAULT_TIMEOUT = 900.0
 
 
