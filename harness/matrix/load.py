@@ -118,12 +118,12 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
         top.pick = functools.partial(count_cases, cases_dir)
     body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
     # Counted before a single environment is made, of the matrices or named: a matrix past
-    # the limit is refused in milliseconds, not after building a million of them.
+    # the limit is refused before any is built.
     names = list(top.mapping(("environments",), None, optional=True))
     named_cells = sum((top.named_cells(("environments", name), defaults) for name in names),
                       Count(0))
     # Where the axes' lengths are the count (no exclude, include or query), before a value
-    # is read: a 40,000-value axis is refused without checking 40,000 versions.
+    # is read: a long axis is refused without checking each of its versions.
     plain = [top.plain_cells(("matrices", name), defaults)
              for name in top.mapping(("matrices",), None, optional=True)]
     if None not in plain:
