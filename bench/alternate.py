@@ -1,12 +1,11 @@
 """One harness command, an older revision against this checkout, alternated.
 
-This machine's speed drifts from minute to minute (``common.speed_line``: the same step
-has taken 2.5 times longer in one minute than ten minutes later), so two figures taken at
-different times compare nothing; what compares is old and new started one after the other,
+This machine's speed drifts from minute to minute (``common.speed_line``), so two figures
+taken at different times compare nothing; what compares is old and new started one after the other,
 again and again. The older revision is checked out beside this one (``git worktree``) and
 both have their bytecode compiled first: where ``PYTHONDONTWRITEBYTECODE`` is set (it is on
 the machine these figures come from), a checkout without it compiles every module it
-imports at each start, a tenth of a second the other side does not pay.
+imports at each start, a cost the other side does not pay.
 
     python bench/alternate.py --old 00d2759 --cwd DATA --env HARNESS_MAX_CELLS=200000 \\
         --repeat 5 -- --reports reports report merged --out /tmp/out

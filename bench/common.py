@@ -51,7 +51,7 @@ class Figures:
     peak_mib: float  # ru_maxrss
     code: int
     # Of ``cpu``, the kernel's: mostly page faults, whose cost on a virtual machine moves by
-    # several times within the hour (bench/scale.py: 2.5-14 µs a fresh page in one session).
+    # several times within the hour.
     system: float = 0.0
     # Minor page faults (ru_minflt): pages first touched, or copied after a fork. A count
     # that does not move with the machine's minutes, as the seconds do.
@@ -160,13 +160,9 @@ print(loop, max(passes[0] - passes[1], 0.0) / (size >> 12))
 
 
 def speed_line() -> str:
-    """How fast this machine is right now, for figures taken at different times: at the
-    same load average, this machine's steps have run 2.5 times slower in the first minutes
-    after it was resumed than ten minutes later (merge 6.4-9.8 s, then 2.5 s), with half of
-    the CPU time in the kernel. Two figures: a pure-Python loop, and what a page of memory
-    costs the first time a process touches it (a virtual machine whose host takes freed
-    memory back faults in the host too: 7-12 µs a page in those minutes, 3.5-5 µs after; a
-    batch command touches some 100,000 pages)."""
+    """How fast this machine is right now, for figures taken at different times (a virtual
+    machine just resumed runs slower at the same load, mostly in the kernel): a pure-Python
+    loop, and what a page of memory costs the first time a process touches it."""
     try:
         out = subprocess.run([sys.executable, "-c", _SPEED_PROBE], capture_output=True,
                              text=True, check=True, timeout=120).stdout.split()

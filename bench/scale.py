@@ -510,8 +510,8 @@ class Dataset:
 
 @contextlib.contextmanager
 def no_fsync() -> Iterator[None]:
-    """The record writer fsyncs each result line (a real run must survive kill -9). Generated
-    setup need not: 100,000 fsyncs take two minutes on a disk that needs 1.2 ms each."""
+    """The record writer fsyncs its result lines (a real run must survive kill -9). Generated
+    setup need not: the fsyncs alone would take minutes on a slow disk."""
     with mock.patch.object(os, "fsync", lambda fd: None):
         yield
 

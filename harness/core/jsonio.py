@@ -1,13 +1,10 @@
-"""JSON written for what grows with the fleet: run records, plans, compat.json, the site's data.
+"""JSON written for what grows with the matrix: run records, plans, compat.json, the site's data.
 
-orjson encodes five times faster than the standard library's C encoder (100,000 result lines:
-0.24 s against 1.28 s on a 2-core runner) and decodes a record's chunks nearly twice as fast
-(0.37 s against 0.67 s; its dicts take about a tenth more memory: 317 MB against 284 MB peak
-for the record alone, a fleet's report stays under 500 MB). What orjson refuses goes through the
-standard library, so any value json wrote before is still written and read as json reads it:
-a lone surrogate in a string, an integer past 64 bits, a key that is not a string, NaN. Output
-is compact and UTF-8 (not ``\\uXXXX`` escapes); the small files people read (run.json,
-cases.json) stay indented through ``json``.
+Through orjson, several times faster than the standard library's. What orjson refuses goes
+through the standard library, so any value json wrote before is still written and read as json
+reads it: a lone surrogate in a string, an integer past 64 bits, a key that is not a string,
+NaN. Output is compact and UTF-8 (not ``\\uXXXX`` escapes); the small files people read
+(run.json, cases.json) stay indented through ``json``.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ def dumps(value: Any, default: Callable[[Any], Any] = str) -> bytes:
 def write_array(fh: IO[bytes], items: Sequence[Any],
                 encode: Callable[[list[Any]], bytes] = dumps, step: int = 5000) -> None:
     """``items`` as one JSON array into ``fh``, a few thousand at a time through ``encode``
-    (a list to its array's bytes): a fleet's array is tens of MB, never one text and its
-    copies."""
+    (a list to its array's bytes): a large array is never one text and its copies."""
     fh.write(b"[")
     for start in range(0, len(items), step):
         fh.write((b"," if start else b"") + encode(list(items[start:start + step]))[1:-1])
@@ -40,8 +36,7 @@ def write_array(fh: IO[bytes], items: Sequence[Any],
 
 #: Digits as "0", anything else as "x": a run of 19 zeros in a text so translated may be a
 #: number orjson reads as a float (an integer past 64 bits; below -2**63 that takes only 19
-#: digits), or 19 digits in a string. One translate and one find over a MiB take a tenth of
-#: ``re.search(rb"\d{19}")``.
+#: digits), or 19 digits in a string. A translate and a find: faster than a regular expression.
 _DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x78 for i in range(256))
 _LONG_NUMBER = b"0" * 19
 
@@ -66,7 +61,7 @@ def loads(text: bytes) -> Any:
 
 def loads_lines(data: bytes) -> Iterator[tuple[bytes, Any, bool]]:
     """Each line of a JSON-lines text with its value as ``json.loads`` reads it, mostly
-    through orjson (a record's lines three times faster), and whether ``dumps`` of the value
+    through orjson, and whether ``dumps`` of the value
     gives the line back as data (so that the line may stand for it as it is): not where
     orjson refuses what json reads and ``dumps`` would not write back (NaN, an infinity, a
     lone surrogate) or would read a long integer as a float; those go through json. A line

@@ -21,8 +21,6 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.releases import Resolution
 from harness.core.rules import Rule
 
-#: The backends a matrix may name; harness.envs.BACKENDS implements exactly these (tested).
-BACKEND_NAMES = ("docker", "host", "uv")
 DEFAULT_TIMEOUT = 900.0
 
 
@@ -155,7 +153,7 @@ class EnvSpec:
 
     @cached_property
     def key(self) -> str:
-        # Cached (frozen, so it cannot change): a plan asks it once per cell, 100,000 times.
+        # Cached (frozen, so it cannot change): a plan asks it once per cell.
         content: dict[str, Any] = {
             "backend": self.backend, "python": self.python, "requirements": self.requirements,
             "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
@@ -238,7 +236,7 @@ def requirement_for(dist: str, value: str) -> str:
 @lru_cache(maxsize=4096)
 def requirement_name(requirement: str) -> str:
     """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized). Cached:
-    a fleet's matrix names the same few hundred requirements in thousands of environments."""
+    a large matrix names the same few requirements in many environments."""
     return canonicalize_name(Requirement(requirement).name)
 
 

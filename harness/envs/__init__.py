@@ -1,4 +1,5 @@
-"""Environment backends: a mapping of name -> class, each imported when first asked for.
+"""Environment backends: name -> class (as harness.core.backends registers them), each imported
+when first asked for.
 
 ``import harness.envs`` imports no backend: the Docker backend (and its image builder) loads
 when a matrix names it, so that a run of uv environments never imports them.
@@ -10,25 +11,22 @@ import importlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from harness.core.backends import REGISTRY, backend_names
 from harness.core.errors import UsageError
 from harness.envs.base import Backend, Environment, LaunchRequest, Process, Realizing
-
-#: Where each backend's class lives; core.matrix.BACKEND_NAMES lists the same names (tested).
-_WHERE = {"uv": "harness.envs.uv:UvBackend", "host": "harness.envs.host:HostBackend",
-          "docker": "harness.envs.docker:DockerBackend"}
 
 
 class _Backends(Mapping[str, type[Backend]]):
     def __getitem__(self, name: str) -> type[Backend]:
-        module, _, cls = _WHERE[name].partition(":")
+        module, _, cls = REGISTRY[name].where.partition(":")
         found: type[Backend] = getattr(importlib.import_module(module), cls)
         return found
 
     def __iter__(self) -> Iterator[str]:
-        return iter(_WHERE)
+        return iter(REGISTRY)
 
     def __len__(self) -> int:
-        return len(_WHERE)
+        return len(REGISTRY)
 
 
 BACKENDS: Mapping[str, type[Backend]] = _Backends()
@@ -36,7 +34,7 @@ BACKENDS: Mapping[str, type[Backend]] = _Backends()
 
 def get_backend(name: str, cache_dir: Path) -> Backend:
     if name not in BACKENDS:
-        raise UsageError(f"unknown backend {name!r}; valid: " + ", ".join(sorted(BACKENDS)))
+        raise UsageError(f"unknown backend {name!r}; valid: " + ", ".join(backend_names()))
     return BACKENDS[name](cache_dir)
 
 

@@ -313,8 +313,7 @@ def bytecode_variables(location: str | Path) -> dict[str, str]:
     """Where an environment's processes keep compiled bytecode: a folder of the environment's
     own, written by the first process and read by every later one, never beside the sources
     (the cases folder, a suite's folder, a read-only mount stay as they are). uv installs no
-    .pyc files; with bytecode writing off, every cell compiled torch's modules again (1-1.5 s
-    a process, measured by bench/suite_vs_nox.py)."""
+    .pyc files: without this, every cell would compile torch's modules again."""
     return {"PYTHONPYCACHEPREFIX": str(Path(location) / ".pycache"),
             "PYTHONDONTWRITEBYTECODE": ""}  # empty: unset, to Python
 

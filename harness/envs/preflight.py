@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
 from harness.core.matrix import EnvSpec
 from harness.envs import Backend
@@ -38,8 +39,6 @@ from harness.envs.uv import (
 
 #: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
-#: Installers that resolve with uv from a requirement list; the host installs nothing.
-RESOLVABLE = ("uv", "docker")
 _NETWORK = re.compile(r"dns error|Could not resolve host|failed to lookup address|"
                       r"Connection refused|connection timed out|Network is unreachable|"
                       r"error sending request", re.IGNORECASE)
@@ -80,7 +79,7 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
     at a time (builds are heavy; uv parallelises inside each). An environment that would
     build a distribution of ``skip_builds`` from source is resolved, not built (flash-attn 2
     compiles for every architecture its setup.py names: hours on a small machine)."""
-    if any(env.backend in RESOLVABLE for env in envs):
+    if any(REGISTRY[env.backend].installs for env in envs):
         _uv_binary()  # uv found here, once, before any thread asks; then its release
         uv_environ()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -101,9 +100,9 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
 
 def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
     started = time.monotonic()
-    if env.backend not in RESOLVABLE:
+    if not REGISTRY[env.backend].installs:
         return EnvCheck(name=env.name, backend=env.backend, resolves="-",
-                        reason="the host backend installs nothing")
+                        reason=f"the {env.backend} backend installs nothing")
     try:
         pins = _compile(env, cache_dir=cache_dir, platform=platform)
     except (HarnessError, OSError, subprocess.SubprocessError) as exc:

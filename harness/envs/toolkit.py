@@ -96,7 +96,7 @@ def provide(toolkit: DebianToolkit, cache_dir: Path) -> Path:
         debs = _download(toolkit, root / "apt")
         for deb in sorted(debs.glob("*.deb")):
             _run(["dpkg", "-x", str(deb), str(root / "debian")], f"unpacking {deb.name}")
-        shutil.rmtree(root / "apt", ignore_errors=True)  # 1.7 GB of .deb files
+        shutil.rmtree(root / "apt", ignore_errors=True)  # the downloaded .deb files
         _lay_out(root / "debian", root / "cuda")
         atomic.write_text(root / MARKER, json.dumps({"cuda": toolkit.cuda, "suite":
                                                      toolkit.suite,

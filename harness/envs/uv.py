@@ -265,10 +265,8 @@ def find_interpreter(version: str) -> str:
 
     pyenv shims answer only for the versions pyenv has activated, so uv's search of PATH
     misses the others (a CI image with 3.10, 3.11 and 3.12 under ~/.pyenv, 3.11 global).
-    Asked of uv once per version in a process (slots that build at the same moment may each
-    ask once): each ask starts uv (0.1-0.15 s), and a run that builds a dozen environments of
-    one Python asked a dozen times. A version found nowhere stays so for the process: uv
-    then says so when the venv is made."""
+    Asked of uv once per version in a process, since each ask starts uv; a version found
+    nowhere stays so for the process (uv says so when the venv is made)."""
     try:  # --system: never a project's .venv that happens to be where the harness runs
         found = subprocess.run([_uv_binary(), "python", "find", "--system", version],
                                capture_output=True, text=True, env=uv_environ(), check=False,

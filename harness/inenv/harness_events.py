@@ -10,7 +10,7 @@ from typing import Any
 class Events:
     """One JSON object per line, flushed to the kernel at once, so a crash of the process
     right after (a segfault, a kill -9) loses nothing. Not fsynced: the harness reading it
-    runs on the same machine, and a suite's thousands of tests were an fsync each."""
+    runs on the same machine, and an fsync per test would slow a large suite."""
 
     def __init__(self, path: str) -> None:
         self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session

@@ -17,10 +17,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.core import backends
 from harness.core.defaults import cell_limit
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
-    BACKEND_NAMES,
     DEFAULT_TIMEOUT,
     OPERATORS,
     BuildSetting,
@@ -118,12 +118,12 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
         top.pick = functools.partial(count_cases, cases_dir)
     body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
     # Counted before a single environment is made, of the matrices or named: a matrix past
-    # the limit is refused in milliseconds, not after building a million of them.
+    # the limit is refused before any is built.
     names = list(top.mapping(("environments",), None, optional=True))
     named_cells = sum((top.named_cells(("environments", name), defaults) for name in names),
                       Count(0))
     # Where the axes' lengths are the count (no exclude, include or query), before a value
-    # is read: a 40,000-value axis is refused without checking 40,000 versions.
+    # is read: a long axis is refused without checking each of its versions.
     plain = [top.plain_cells(("matrices", name), defaults)
              for name in top.mapping(("matrices",), None, optional=True)]
     if None not in plain:
@@ -149,19 +149,21 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             if name not in {s.name for s in suites}:
                 raise src.error((*where, "suites"), f"no suite named {name!r}; suites: "
                                 + (", ".join(s.name for s in suites) or "none (add suites:)"))
-        if env.base and env.backend != "uv":
-            raise src.error(where, f"base (an overlay on an interpreter) needs backend uv, "
+        if env.base and not backends.REGISTRY[env.backend].overlays:
+            takers = " or ".join(n for n, b in backends.REGISTRY.items() if b.overlays)
+            raise src.error(where, f"base (an overlay on an interpreter) needs backend {takers}, "
                             f"not {env.backend}")
         if env.name in seen:
             raise src.error(where, f"two environments are named {env.name!r} (the other is "
                             f"{seen[env.name].origin})")
         seen[env.name] = env
-    # A suite with xdist workers needs pytest-xdist where it runs (the host has its own, or
-    # says so in the session's error).
+    # A suite with xdist workers needs pytest-xdist where it runs (a backend that installs
+    # nothing has its own, or says so in the session's error).
     wide = {s.name for s in suites if s.workers > 1}
     envs = [replace(env, requirements=(*env.requirements, XDIST_REQUIREMENT))
-            if wide & set(env.suites) and env.backend != "host" and "pytest-xdist" not in {
-                requirement_name(r) for r in env.requirements} else env for env in envs]
+            if wide & set(env.suites) and backends.REGISTRY[env.backend].installs
+            and "pytest-xdist" not in {requirement_name(r) for r in env.requirements}
+            else env for env in envs]
     runners = {str(hw): top.strings(("runners", hw), labels)
                for hw, labels in top.mapping(("runners",), None, optional=True).items()}
     # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
@@ -378,9 +380,9 @@ class _Reader:
 
     def _backend(self, path: KeyPath, value: Any) -> str:
         name = self.string(path, value)
-        if name not in BACKEND_NAMES:
+        if name not in backends.REGISTRY:
             raise self.src.error(path, f"unknown backend {name!r}; valid: "
-                                 + ", ".join(BACKEND_NAMES))
+                                 + ", ".join(backends.backend_names()))
         return name
 
     def _packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
@@ -738,7 +740,7 @@ class _Reader:
             _label(k, v) for k, v in values if k not in hidden)
         return EnvSpec(
             name=label, origin=origin, values=tuple(values),
-            backend=merged.get("backend", "uv"), python=merged.get("python", "3.11"),
+            backend=merged.get("backend", backends.DEFAULT), python=merged.get("python", "3.11"),
             requirements=tuple(requirements), pins=tuple(pins),
             index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
             image=merged.get("image"), env_vars=tuple(env_vars),

@@ -125,7 +125,7 @@ class Releases:
 
     def save(self, *, prune: bool = False) -> bool:
         """Write what was resolved over what the lock held. ``prune`` (``harness lock``): this
-        platform's entries that were not asked now go (other platforms' stay: a fleet shares
+        platform's entries that were not asked now go (other platforms' stay: machines share
         one lock); without it nothing goes, so a plan that did not ask a query (``--set``
         replaced its axis) keeps its answer. False when the lock already said it all."""
         platform = machine_platform()

@@ -50,7 +50,7 @@ def query_at(axis: str, values: object) -> tuple[int, ...] | None:
 
 def machine_platform() -> str:
     """This machine as wheel platform tags name it, without the libc level: linux_x86_64.
-    The lock is keyed on it, so that machines of one fleet share their resolutions."""
+    The lock is keyed on it, so that machines of one platform share their resolutions."""
     return re.sub(r"[-.]", "_", sysconfig.get_platform())
 
 

@@ -20,13 +20,12 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from harness.core.backends import REGISTRY
 from harness.core.errors import UsageError
 from harness.core.matrix import EnvSpec, MatrixSpec
 
 ENV_VAR = "HARNESS_FIND_LINKS"
 OFFLINE_VAR = "HARNESS_OFFLINE"
-#: Backends that install with uv on this machine, where a local folder is visible.
-LOCAL_INSTALLERS = ("uv",)
 
 
 def find_links_folders(given: tuple[Path, ...]) -> tuple[Path, ...]:
@@ -69,7 +68,7 @@ def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: boo
     """Point the local installers at ``folders``; ``offline``: at nothing else."""
     if not folders and not offline:
         return spec
-    envs = tuple(_env_with(env, folders, offline) if env.backend in LOCAL_INSTALLERS else env
+    envs = tuple(_env_with(env, folders, offline) if REGISTRY[env.backend].local else env
                  for env in spec.environments)
     return replace(spec, environments=envs)
 

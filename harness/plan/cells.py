@@ -66,8 +66,7 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
     """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
     A matrix past the cell limit is refused with its count, before any cell is made."""
     sessions = {s.name: session_variant(s) for s in spec.suites}
-    # The environments of one matrix entry share their settings: each kind is counted once
-    # (selecting cases for each of 10,000 environments took a second).
+    # The environments of one matrix entry share their settings: each kind is counted once.
     per_env: dict[tuple[object, ...], int] = {}
     count = 0
     for env in spec.environments:
@@ -83,8 +82,8 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
     dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
     for env in spec.environments:
         targets = _targets(env.hardware, present)
-        # cell_id's bytes, with what the environment's cells share encoded once (a fleet's
-        # plan is 100,000 cells): '["<name>", "<key>", "<nodeid>", "<hardware>"]'
+        # cell_id's bytes, with what the environment's cells share encoded once:
+        # '["<name>", "<key>", "<nodeid>", "<hardware>"]'
         head = json.dumps([env.name, env.key])[:-1] + ", "
         for case in (*_env_cases(env, cases), *(sessions[s] for s in env.suites)):
             nodeid = dumped.get(case.nodeid) or dumped.setdefault(case.nodeid,
@@ -98,8 +97,8 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
 
 def _cell(cell_id: str, env: EnvSpec, case: CaseVariant, hardware: str) -> Cell:
     """``Cell(...)`` with its ``__dict__`` given whole: the frozen ``__init__`` sets each field
-    through ``object.__setattr__``, twice the cost for a fleet's 100,000 cells. The same
-    object: equal and printed alike (tests/plan/test_cells.py)."""
+    through ``object.__setattr__``, which a plan pays once per cell. The same object: equal
+    and printed alike (tests/plan/test_cells.py)."""
     cell = object.__new__(Cell)
     object.__setattr__(cell, "__dict__", {"cell_id": cell_id, "env": env, "case": case,
                                           "hardware": hardware, "resumed": ()})
@@ -138,7 +137,7 @@ def _env_cases(env: EnvSpec, cases: tuple[CaseVariant, ...]) -> tuple[CaseVarian
 
 def json_lines(cells: Iterable[Cell]) -> Iterator[str]:
     """Each cell's ``json.dumps(cell.to_dict())``, byte for byte, with the parts cells share
-    (their environment's, their case's) encoded once: ``plan --format json`` of a fleet."""
+    (their environment's, their case's) encoded once: ``plan --format json``."""
     envs: dict[int, tuple[EnvSpec, str]] = {}
     variants: dict[int, tuple[CaseVariant, str]] = {}
     targets: dict[str, str] = {}
