@@ -10,6 +10,7 @@ from fnmatch import fnmatchcase
 
 from packaging.utils import canonicalize_name
 
+from harness.core.backends import REGISTRY
 from harness.core.errors import UsageError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import default_cache_dir
@@ -100,7 +101,7 @@ def _selected_envs(args: argparse.Namespace) -> list[EnvSpec]:
 
 
 def cmd_wheelhouse(args: argparse.Namespace) -> int:
-    envs = [e for e in _selected_envs(args) if e.backend == "uv"]
+    envs = [e for e in _selected_envs(args) if REGISTRY[e.backend].local]
     base = read_packages(args.base_packages) if args.base_packages else None
     if args.target_python:
         envs = [replace(e, python=args.target_python) if e.base else e for e in envs]
