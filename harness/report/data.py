@@ -169,7 +169,8 @@ class Report:
 
     @property
     def damaged(self) -> int:
-        """The records' lines left out: read here, and counted by the merges they came from."""
+        """The records' lines left out: found as the cells were read (so, after), and counted
+        by the merges they came from."""
         return (sum(len(s.damaged) for s in self.stores)
                 + sum(int(m.get("damaged_lines") or 0) for m in self.metas))
 

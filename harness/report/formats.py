@@ -45,8 +45,8 @@ def long_json(report: Report, out_dir: Path) -> dict[str, Path]:
 def site(report: Report, out_dir: Path) -> dict[str, Path]:
     """The pages, their markdown twin (compat.md, written whole, then put in its place: a
     reader never sees half of it) and summary.txt (what ``harness report`` prints)."""
-    warn_damaged([d for s in report.stores for d in s.damaged])
     columns = long_columns(report.cells().rows, report.cells().links, LONG_COLUMNS)
+    warn_damaged([d for s in report.stores for d in s.damaged])  # found as the cells were read
     long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
     paths = render_site(report.site, out_dir, long_rows, heatmap(columns))
     paths["md"], paths["summary"] = out_dir / "compat.md", out_dir / "summary.txt"
