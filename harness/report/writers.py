@@ -36,20 +36,20 @@ def write_all(report: Report, out_dir: Path, also: Callable[[], None] = lambda: 
     """Every registered format into ``out_dir``: those ``apart`` in a process of their own
     and the rest in another, at once (on one core, one after the other); ``also`` beside the
     rest. The paths written, by name."""
-    here = [w for w in WRITERS.values() if not w.apart]
-    apart = [w for w in WRITERS.values() if w.apart]
+    here = {n: w for n, w in WRITERS.items() if not w.apart}
+    apart = {n: w for n, w in WRITERS.items() if w.apart}
     paths: dict[str, Path] = {}
 
     def aside() -> None:
-        paths.update(side_by_side(lambda: _each(apart, report, out_dir), lambda: None,
-                                  "writing the site"))
+        paths.update(side_by_side(lambda: _each(apart.values(), report, out_dir), lambda: None,
+                                  f"writing the report's {', '.join(apart)}"))
 
     def rest() -> dict[str, Path]:
-        written = _each(here, report, out_dir)
+        written = _each(here.values(), report, out_dir)
         also()
         return written
 
-    paths.update(side_by_side(rest, aside, "writing compat.csv, compat.json and junit.xml"))
+    paths.update(side_by_side(rest, aside, f"writing the report's {', '.join(here)}"))
     return paths
 
 
