@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from harness.report.check import check_report
+from harness.report.data import Report
+from harness.report.writers import register
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # The in-env plugin is imported by its own name inside environments; do the same here.
 sys.path.insert(0, str(ROOT / "harness" / "inenv"))
 
-# Every report the suite writes, in-process or by a `harness` subprocess, is checked against
-# its record (harness.report.check): a contradiction fails the test that wrote it.
-os.environ["HARNESS_CHECK_REPORTS"] = "1"
 # The default limits, whatever the shell that started the suite raised them to (a fleet's
 # benchmark exports HARNESS_MAX_CELLS=200000): the refusals' tests count against them.
 os.environ.pop("HARNESS_MAX_CELLS", None)
@@ -30,6 +31,19 @@ EXAMPLES = float(os.environ.get("HARNESS_TEST_EXAMPLES", "1"))
 def examples(n: int) -> int:
     return max(10, round(n * EXAMPLES))
 
+
+def checked(report: Report, out_dir: Path) -> dict[str, Path]:
+    """A writer of nothing that checks the report's model against its record
+    (harness.report.check): a contradiction fails the test that wrote the report."""
+    problems = check_report(report)
+    if problems:
+        raise AssertionError("the report contradicts its record:\n" + "\n".join(problems))
+    return {}
+
+
+# Every report the suite writes in its own process is checked (a `harness` subprocess's, by
+# the tests that pass it --check).
+register("check", checked)
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: Upstream packages CI cannot download (../shared beside the clone, as CI has it).

@@ -7,49 +7,37 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import chain, compress, repeat
-from operator import add, attrgetter, itemgetter, methodcaller, mul, ne
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import add, attrgetter, itemgetter, mul, ne
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from harness.core import atomic
-from harness.core.bulk import side_by_side
 from harness.core.results import (
     CellResult,
     Outcome,
     ResultLike,
     ResultRow,
-    as_mapping,
     as_rows,
-    labels,
-    logical_keys,
 )
 from harness.core.rules import Rule
 from harness.records import report_rows, snapshot
 from harness.records.baseline import Baseline
-from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.compare import bumped, match_previous
-from harness.records.damaged import warn as warn_damaged
-from harness.records.expect import Judgement, judged_report, recorded_rules
+from harness.records.expect import recorded_rules
 from harness.records.lines import result_rows
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.snapshot import FROM_LETTER, Row, Snapshot, rows_of
 from harness.records.store import RunStore
-from harness.report.check import check_report
-from harness.report.csvfile import write_csv
-from harness.report.junit import write_junit
-from harness.report.longjson import write_long_json
-from harness.report.site.model import build_site
-from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
+from harness.report.data import KEY_VERSIONS as KEY_VERSIONS
+from harness.report.data import LONG as LONG
+from harness.report.data import Cells as _Cells
+from harness.report.data import Report, long_columns
+from harness.report.data import summary_line as summary_line
+from harness.report.writers import write_all
 
 if TYPE_CHECKING:
     import pandas as pd
-
-KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
-
 
 def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResult]]:
     """Every cell once across the records, chosen as ``harness merge`` chooses. One record
@@ -58,72 +46,6 @@ def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResul
     if len(stores) == 1:
         return [(stores[0], r) for r in stores[0].results()]
     return list(choose_records(stores)[0].values())
-
-
-#: The long table's columns before the axes (``axis:<name>``, in order of appearance).
-LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "duration",
-        "caveat", "cell_id", "attempt", "node", "log", "python", "cuda",
-        *(f"v:{k}" for k in KEY_VERSIONS))
-
-
-def long_columns(results: Sequence[ResultLike], log_links: Sequence[str] | None = None,
-                 only: Collection[str] | None = None,
-                 labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
-    """One row per cell, as columns (the CSV, the long table, the heatmap read them).
-    ``log_links``: each result's log's link from where the report goes, in their order (""
-    for each without one). What a cell's fingerprint says is worked out once per
-    fingerprint: cells of one environment share it. ``only``: these columns alone (names of
-    ``LONG``; any other is not made, nor an axis), for the pages. ``labels_of``: the
-    results' ``labels``, where the caller has them."""
-
-    def facts(found: Any) -> tuple[str, ...]:
-        fp = as_mapping(found)
-        key, torch = as_mapping(fp.get("key")), as_mapping(fp.get("torch"))
-        return (fp.get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
-                *(key.get(k, "") for k in KEY_VERSIONS))
-
-    # A field's column in one pass (in C) over the results, made when a column needs it:
-    # rows are slots read in place (a record's CellResults lay all over the heap, and were
-    # read in one pass for every field together).
-    @functools.cache
-    def field(name: str) -> list[Any]:
-        return list(map(attrgetter(name), results))
-
-    @functools.cache
-    def derived() -> list[tuple[str, ...]]:  # python, cuda, the key versions: as columns
-        # Worked out once per fingerprint (the cells of an environment share one object),
-        # looked up by its id in C.
-        fingerprints = field("fingerprint")
-        made = {i: facts(fp) for i, fp in dict(zip(map(id, fingerprints), fingerprints,
-                                                   strict=True)).items()}
-        return list(zip(*map(made.__getitem__, map(id, fingerprints)), strict=True)) or [
-            () for _ in range(2 + len(KEY_VERSIONS))]
-
-    makers: dict[str, Callable[[], list[Any]]] = {
-        "environment": lambda: field("environment"),
-        "hardware": lambda: field("hardware_target"),
-        "column": lambda: labels(results) if labels_of is None else list(labels_of),
-        # str.__str__ of an Outcome (a str) is its text, an exact str, in C
-        "outcome": lambda: list(map(str.__str__, field("outcome"))),
-        "signature": lambda: [s or "" for s in field("signature")],
-        "reason": lambda: field("reason"),
-        "duration": lambda: field("duration"),
-        # Records before format 2 kept the caveat among the details.
-        "caveat": lambda: [c or str(d.get("caveat", ""))
-                           for c, d in zip(field("caveat"), field("details"), strict=True)],
-        "cell_id": lambda: field("cell_id"),
-        "attempt": lambda: field("attempt"),
-        "node": lambda: field("node"),
-        "log": lambda: [""] * len(results) if log_links is None else list(log_links),
-        **{name: functools.partial(lambda i: list(derived()[i]), i)
-           for i, name in enumerate(LONG[12:])},
-    }
-    columns = {name: make() for name, make in makers.items() if only is None or name in only}
-    if only is None:  # the axes, in order of appearance, a column each (in C)
-        values = field("values")
-        for axis in dict.fromkeys(chain.from_iterable(values)):
-            columns.setdefault(f"axis:{axis}", list(map(methodcaller("get", axis, ""), values)))
-    return columns
 
 
 def results_frame(results: Sequence[CellResult],
@@ -136,52 +58,53 @@ def results_frame(results: Sequence[CellResult],
     return pd.DataFrame(long_columns(results, [links.get(r.cell_id, "") for r in results]))
 
 
-def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
-    counts = Counter(columns.get("outcome", ()))
-    parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
-    envs = len(set(columns.get("environment", ())))
-    return (f"{len(columns.get('outcome', ()))} cells in {envs} environments: "
-            + (", ".join(parts) or "nothing run"))
-
-
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                  baseline: Baseline | None = None, previous: RunStore | None = None,
                  results: Sequence[CellResult] | None = None) -> dict[str, Path]:
-    """Everything a reader gets, into ``out_dir``: the site (index, a page per documented
-    failure, the capability grid, every cell), its markdown twin, the long-format CSV/JSON,
-    JUnit and the heatmap. Cells come in matrix order, so the same results give the same
-    bytes. ``previous``: the run to say what changed since. ``results``: one record's
-    results as it holds them, when the caller has them in memory (a merge that just wrote
-    them), so they are not read back."""
-    stores = [stores] if isinstance(stores, RunStore) else list(stores)
+    """Everything a reader gets, into ``out_dir``: every format in ``writers.WRITERS`` (the
+    site: index, a page per documented failure, the capability grid, every cell, its
+    markdown twin and the heatmap; the long-format CSV/JSON; JUnit). Cells come in matrix
+    order, so the same results give the same bytes. ``previous``: the run to say what
+    changed since. ``results``: one record's results as it holds them, when the caller has
+    them in memory (a merge that just wrote them), so they are not read back."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Each record as it is now (its size, before it is read): both halves below read these
+    report = prepare(stores, out_dir, baseline=baseline, previous=previous, results=results)
+    if results is not None:
+        report.cells()  # taken before the writers part, and shared
+
+    def keep_snapshot() -> None:  # what the next night's "what changed", history and
+        # baselines read of this run (damaged: each reader reads it, and says so)
+        store = report.stores[0]
+        if len(report.stores) == 1 and not snapshot.is_current(store.run_dir) and not any(
+                s.damaged for s in report.stores):
+            snapshot.write(store.run_dir, report.cells().in_record, report.made_from)
+
+    return write_all(report, out_dir, keep_snapshot)
+
+
+def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
+            baseline: Baseline | None = None, previous: RunStore | None = None,
+            results: Sequence[CellResult] | None = None) -> Report:
+    """The report's data (``write_report``'s arguments), its cells read where first asked,
+    with their logs' links from ``out_dir``."""
+    stores = [stores] if isinstance(stores, RunStore) else list(stores)
+    # Each record as it is now (its size, before it is read): every writer reads these
     # lines, and the snapshot says it was made of them, whatever a run still going appends.
     stamps = [snapshot.stamp(s.run_dir) for s in stores]
-    # Quiet: the site's half names their damaged lines (and counts them in its header).
+    # Quiet: the site names their damaged lines (and counts them in its header).
     stores = [s.as_of(stamp[0] if stamp else None, quiet=True)
               for s, stamp in zip(stores, stamps, strict=True)]
     made_from = stamps[0] if len(stores) == 1 else None
     metas = [s.meta for s in stores]
     rules = tuple(Rule.from_dict(d) for d in recorded_rules(metas))  # a bad one: before any file
     given = results
-    cases = merged_cases(stores)
-    environments = merged_environments(metas)
     moved = bumped(metas)
-    since = previous.run_id if previous is not None else None
-    name = ", ".join(s.run_id for s in stores)
-    paths: dict[str, Path] = {"md": out_dir / "compat.md", "summary": out_dir / "summary.txt",
-                              "csv": out_dir / "compat.csv", "json": out_dir / "compat.json",
-                              "junit": out_dir / "junit.xml"}
 
     @functools.cache
     def cells() -> _Cells:
         """The cells as rows, with their logs' links: one record's made from its snapshot
         and the columns a merge keeps beside it, or read straight from it (no result made of
-        a line), else as results made rows.
-        Each half below reads them in its own process, at once on two cores (with one core,
-        or no fork, once); where the caller has them in memory, they are taken before the
-        halves part, and shared."""
+        a line), else as results made rows."""
         if given is None:
             found = _row_cells(stores, metas, out_dir, made_from, current)
             if found is not None:
@@ -192,7 +115,7 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     # Where this run's own snapshot is current and holds the cells of the run before in
     # their order (a nightly's), what changed is read off the two snapshots' columns, once,
-    # here: not worked out from the cells in each half.
+    # here: not worked out from the cells by each writer.
     current = snapshot.read(stores[0].run_dir) if (
         before is not None and given is None and len(stores) == 1) else None
     compared = diff_snapshots(before, current, moved) if before and current else None
@@ -205,88 +128,10 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             return compared
         return diff_runs(before.rows(), rows_of(cells().rows), moved)
 
-    def data_files() -> str:  # the verdicts, the downloads, JUnit and the run's snapshot
-        rows = cells().rows
-        keys = logical_keys(rows)  # JUnit's order; their middles, the long table's column
-        write_junit(rows, f"ml-compat-harness {name}", paths["junit"], keys)
-        columns = long_columns(rows, cells().links, labels_of=list(map(itemgetter(1), keys)))
-        lines, notable = judged_report(rows, rules, baseline, limit=200)
-        write_csv(paths["csv"], columns)
-        write_long_json(paths["json"], {
-            "run_id": name, "runs": [s.run_id for s in stores], "summary": summary_line(columns),
-            "cases": cases}, rows, {
-            "changes": changes(), "since": since,
-            "expectations": [_verdict(r, j) for r, j in notable]}, decoded=cells().decoded)
-        if len(stores) == 1 and not snapshot.is_current(stores[0].run_dir) and not any(
-                s.damaged for s in stores):  # (damaged: each reader reads it, and says so)
-            # what the next night's "what changed", history and baselines read of this run
-            snapshot.write(stores[0].run_dir, cells().in_record, made_from)
-        return "\n".join(lines)  # for compat.md
-
-    def site_files() -> dict[str, Path]:  # the pages and their markdown twin
-        # As tuples: the model reads each cell a dozen times over (a fleet's model took
-        # 2.0 s from the records' objects, 0.9 s from these, which take 0.2 s to make).
-        results, logs = cells().rows, cells().logs()
-        found = [d for s in stores for d in s.damaged]
-        warn_damaged(found)
-        columns = long_columns(results, cells().links, LONG_COLUMNS)
-        site = build_site(results, environments, cases, metas, logs, changes(), since,
-                          bisects=_bisects(stores, {r.case_id for r in results}),
-                          damaged=len(found) + sum(int(m.get("damaged_lines") or 0)
-                                                   for m in metas))
-        long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
-        pages = render_site(site, out_dir, long_rows, _heatmap(columns))
-        with open(md, "w", encoding="utf-8") as fh:  # all but its end (the verdicts)
-            fh.writelines(line + "\n" for line in markdown(site))
-        paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
-        return pages
-
-    def site_apart() -> None:  # the site's half in a process of its own, its pages named
-        paths.update(side_by_side(site_files, lambda: None, "writing the site"))
-
-    if given is not None:
-        cells()
-    # compat.md: written beside it by the site's half, ended once both halves are done, then
-    # put in its place (a reader never sees half of it).
-    md = atomic.temporary(paths["md"])
-    try:
-        # A fleet's report: the site and the rest (judging too, its summary back for
-        # compat.md's end) on a core each, at once, each half in a process of its own (with
-        # one core, no fork or other threads running, here in turn), this one waiting: a
-        # half that ends frees nothing it read (a fleet's rows took 0.1 s to free), and this
-        # one read nothing, unless its caller gave it the cells (both halves share them).
-        against = side_by_side(data_files, site_apart,
-                               "judging, writing compat.csv, compat.json and junit.xml")
-        with open(md, "a", encoding="utf-8") as fh:
-            fh.write(f"\n## Against expectations\n\n```\n{against}\n```\n"
-                     + _case_lines(cases) + "\n")
-        md.replace(paths["md"])
-    finally:
-        md.unlink(missing_ok=True)
-    if os.environ.get("HARNESS_CHECK_REPORTS") == "1":  # the test suite: every report checked
-        checked = merged_results(stores) if given is None else [(stores[0], r) for r in given]
-        problems = check_report(out_dir, [r for _, r in _report_order(checked, stores, metas)],
-                                environments, cases,
-                                previous.results() if previous is not None else None, moved,
-                                reports_dir_of(stores[0].run_dir))
-        if problems:
-            raise RuntimeError("the report contradicts its record:\n" + "\n".join(problems))
-    return paths
-
-
-@dataclass(frozen=True)
-class _Cells:
-    """What a report is made of, read once per process: each cell's last attempt as a row."""
-
-    in_record: list[ResultRow]  # in the record's order (the snapshot's)
-    rows: list[ResultRow]  # the same, in plan order (the report's)
-    links: list[str]  # each row's log's link from the report ("": none)
-    decoded: bool = False  # read straight from the record: every value as JSON decoded it
-
-    def logs(self) -> dict[str, str]:
-        """Cell id -> its log's link (made where asked: the downloads read the links in
-        order, and a fleet's 100,000 made a dict in 0.05 s)."""
-        return dict(zip(map(_CELL_ID, self.rows), self.links, strict=True))
+    return Report(stores=tuple(stores), metas=tuple(metas), cases=merged_cases(stores),
+                  environments=merged_environments(metas), rules=rules, baseline=baseline,
+                  previous=previous, moved=tuple(moved), given=given, cells=cells,
+                  changes=changes, made_from=made_from)
 
 
 def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
@@ -353,30 +198,6 @@ def _in_plan_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore]
                                         p[1].logical_key, p[1].cell_id))
 
 
-def _heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
-    """Rows: environment @ hardware, in the table's order; columns: case variants, sorted."""
-    names = sorted(set(columns["column"]))
-    at = {name: i for i, name in enumerate(names)}
-    rows: dict[tuple[str, str], list[Outcome | None]] = {}
-    outcomes = {str(o): o for o in Outcome}  # a lookup, not an Enum call per cell
-    for env, hw, name, outcome in zip(columns["environment"], columns["hardware"],
-                                      columns["column"], columns["outcome"], strict=True):
-        row = rows.get((env, hw))
-        if row is None:
-            row = rows[(env, hw)] = [None] * len(names)
-        row[at[name]] = outcomes[outcome]
-    return list(rows.values())
-
-
-def _verdict(result: ResultRow, judged: Judgement) -> dict[str, Any]:
-    """A deviation from what was expected, or a failure that was (with why)."""
-    return {"environment": result.environment,
-            "case": f"{result.case_id}::{result.variant}",
-            "hardware": result.hardware_target, "outcome": str(result.outcome),
-            "expected": sorted(str(o) for o in judged.expected), "status": judged.status,
-            "why": judged.why}
-
-
 def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
            out_dir: Path) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
@@ -420,42 +241,6 @@ class _Linked(dict[str | None, str]):
         if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
             return os.path.relpath(log, self.report) if Path(log).is_file() else ""
         return f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
-
-
-def _case_lines(cases: dict[str, Any]) -> str:
-    """Each case once: its documented failure, links, signatures (from the run record)."""
-    if not cases:
-        return ""
-    lines, seen = ["", "", "## Cases", ""], set()
-    for meta in cases.values():
-        if meta["case"] in seen:
-            continue
-        seen.add(meta["case"])
-        links = " ".join(f"<{u}>" for u in meta.get("upstream", ()))
-        lines.append(f"- **{meta['case']}**: {meta.get('failure') or meta.get('title')}"
-                     + (f" ({links})" if links else ""))
-        variants = [m for m in cases.values() if m["case"] == meta["case"]]
-        for v in variants:
-            sigs = ", ".join(f"`{s['name']}`" for s in v.get("signatures", ()))
-            notes = "; ".join(v.get("caveats", ()))
-            lines.append(f"  - `{v['variant']}`" + (f": reproduces {sigs}" if sigs else "")
-                         + (f" (caveat: {notes})" if notes else ""))
-    return "\n".join(lines)
-
-
-def _bisects(stores: Sequence[RunStore], case_ids: set[str]) -> dict[str, list[str]]:
-    """What bisects found for these cases, newest per cell and axis (from the reports folder
-    of the first run)."""
-    where = reports_dir_of(stores[0].run_dir) if stores else None
-    newest: dict[tuple[Any, ...], BisectRecord] = {}
-    for record in read_bisects(where) if where else []:
-        if record.case in case_ids:
-            newest[(record.case, record.variant, record.hardware, record.origin,
-                    tuple(sorted(record.values.items())), record.axis)] = record
-    out: dict[str, list[str]] = {}
-    for record in newest.values():
-        out.setdefault(record.case, []).append(sentence(record))
-    return out
 
 
 def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()

@@ -245,7 +245,7 @@ def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(
 
 
 def test_the_heatmap_has_a_row_per_environment_and_target_a_column_per_variant() -> None:
-    from harness.report.build import _heatmap
+    from harness.report.data import heatmap as _heatmap
 
     columns = {"environment": ["b", "b", "a", "b", "a"],
                "hardware": ["cpu", "cpu", "cpu", "sm_90", "cpu"],

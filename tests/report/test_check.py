@@ -1,8 +1,11 @@
-"""The consistency check: a report says only what its record holds, and the check can fail."""
+"""The consistency check: a report's model says only what its record holds, and the check can
+fail."""
 
 from __future__ import annotations
 
+import html
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,9 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.core.results import CellResult, Outcome
+from harness.records.bisects import reports_dir_of
 from harness.records.store import RunStore
-from harness.report.build import write_report
-from harness.report.check import check_run
+from harness.report.build import prepare, write_report
+from harness.report.check import check, check_run
+from harness.report.data import Report
+from harness.report.site.model import Site
 from tests.conftest import examples
 
 CASES = {
@@ -39,7 +45,8 @@ def result(torch: str, numpy: str, case: str, outcome: Outcome, hardware: str = 
                       fingerprint={"key": {"torch": torch, "numpy": numpy}})
 
 
-def reported(tmp_path: Path, results: list[CellResult]) -> tuple[RunStore, Path]:
+def reported(tmp_path: Path, results: list[CellResult], previous: RunStore | None = None
+             ) -> tuple[RunStore, Path]:
     envs = {r.environment: {"requirements": [f"torch=={r.values['torch']}",
                                              f"numpy=={r.values['numpy']}"],
                             "backend": r.backend} for r in results}
@@ -47,7 +54,7 @@ def reported(tmp_path: Path, results: list[CellResult]) -> tuple[RunStore, Path]
                             cases=CASES)
     store.extend(results)
     out = tmp_path / "report"
-    write_report([store], out)
+    write_report([store], out, previous=previous)
     return store, out
 
 
@@ -68,42 +75,84 @@ def test_a_report_agrees_with_its_record(tmp_path: Path) -> None:
     assert check_run([store], out) == []
 
 
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text(encoding="utf-8")
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+def model(store: RunStore, out: Path, previous: RunStore | None = None) -> tuple[Report, Site]:
+    report = prepare([store], out, previous=previous)
+    return report, report.site
 
 
-def test_a_report_edited_to_contradict_its_record_fails(tmp_path: Path) -> None:
+def problems_of(report: Report, site: Site) -> list[str]:
+    """``check`` of ``site`` (a model changed by hand) against ``report``'s record."""
+    return check(site, report.stores[0].results(), report.environments, report.cases,
+                 report.previous.results() if report.previous else None, report.moved,
+                 reports_dir_of(report.stores[0].run_dir))
+
+
+def test_a_model_changed_to_contradict_its_record_is_caught(tmp_path: Path) -> None:
+    """A changed verdict, count, table cell, grid cell and "what changed" line: each caught."""
+    before = RunStore.create(tmp_path / "reports", {"planned": [], "environments": {}},
+                             run_id="before", cases=CASES)
+    before.extend([replace(r, outcome=Outcome.FAIL) if r.outcome is Outcome.PASS else r
+                   for r in MERGEKIT[:4]])
+    store, out = reported(tmp_path, MERGEKIT, previous=before)
+    report, site = model(store, out, before)
+    assert problems_of(report, site) == []
+    (mk,) = site.failures
+    assert mk.verdict[0] == "affected: torch 2.0.1, 2.1.2"
+    verdict = replace(mk, verdict=("affected: torch 2.0.1", *mk.verdict[1:]))
+    assert problems_of(report, replace(site, failures=(verdict,))) == [
+        "mk verdict 'affected': says ['2.0.1']; the record: ['2.0.1', '2.1.2']"]
+
+    counts = replace(site.header, counts=tuple((o, n + (o == "PASS"))
+                                               for o, n in site.header.counts))
+    assert problems_of(report, replace(site, header=counts)) == [
+        "the coverage line says counts {'PASS': 6, 'REPRODUCED': 3, 'SKIP': 1, 'NOT_RUN': 1}; "
+        "the record: {'REPRODUCED': 3, 'PASS': 5, 'SKIP': 1, 'NOT_RUN': 1}"]
+
+    row = mk.rows[-1]  # torch 2.2.2: its repro passed
+    badges = tuple(replace(b, outcome=Outcome.REPRODUCED) if b.variant == "repro" else b
+                   for b in row.cells["cpu"])
+    table = replace(mk, rows=(*mk.rows[:-1], replace(row, cells={"cpu": badges})))
+    (problem,) = problems_of(report, replace(site, failures=(table,)))
+    assert problem.startswith(f"mk: {row.environment} @cpu shows {{'repro': 'REPRODUCED'"), problem
+
+    assert site.grid is not None
+    variant, about, cells = site.grid.rows[0]
+    assert cells["cpu"].missing == ("torch 2.0.1 with numpy 2.4.6",)
+    works = replace(cells["cpu"], works=(*cells["cpu"].works, *cells["cpu"].missing), missing=())
+    grid = replace(site.grid, rows=((variant, about, {"cpu": works}), *site.grid.rows[1:]))
+    (problem,) = problems_of(report, replace(site, grid=grid))
+    assert problem.startswith("grid numpy_bridge @cpu: says {'works': "), problem
+
+    fixed = next(c for c in site.changes if c["class"] == "fixed")
+    changed = [{**c, "after": "FAIL"} if c is fixed else c for c in site.changes]
+    (problem,) = problems_of(report, replace(site, changes=tuple(changed)))
+    assert problem.startswith("what changed: says fixed ("), problem
+    dropped = tuple(c for c in site.changes if c is not fixed)
+    assert problems_of(report, replace(site, changes=dropped)) == [
+        f"what changed: no line for {(fixed['environment'], fixed['case'], fixed['hardware'])}"
+        f": FAIL → PASS"]
+
+
+def test_the_pages_and_compat_md_say_what_the_checked_model_says(tmp_path: Path) -> None:
+    """Every format is rendered from the one model the check reads: its verdict, coverage
+    and grid cells are what compat.md, index.html, the failure page and probes.html say."""
     store, out = reported(tmp_path, MERGEKIT)
-    md = out / "compat.md"
-    edit(md, "affected: torch 2.0.1, 2.1.2", "affected: torch 2.0.1")
-    edit(md, "repro: ✅ PASS", "repro: 🐞 REPRODUCED")
-    edit(md, "missing: torch 2.0.1 with numpy 2.4.6", "works: torch 2.0.1 with numpy 2.4.6")
-    problems = check_run([store], out)
-    assert any("'affected'" in p for p in problems), problems
-    assert any("@cpu shows" in p for p in problems), problems
-    assert any("grid numpy_bridge" in p for p in problems), problems
-    assert any(p.startswith("probes.html") for p in problems), problems  # no longer the same
-
-
-def test_the_pages_must_say_what_compat_md_says(tmp_path: Path) -> None:
-    store, out = reported(tmp_path, MERGEKIT)
-    edit(out / "failure-mk.html", "affected: torch 2.0.1, 2.1.2", "affected: torch 2.0.1")
-    edit(out / "failure-mk.html", "repro: REPRODUCED", "repro: PASS")
-    edit(out / "index.html", "not affected: torch", "unaffected: torch")
-    problems = check_run([store], out)
-    assert "failure-mk.html: its verdict is not compat.md's" in problems
-    assert any(p.startswith("failure-mk.html: uv:torch=2.0.1") for p in problems), problems
-    assert "index.html: its verdicts are not compat.md's" in problems
-
-
-def test_the_coverage_counts_are_checked(tmp_path: Path) -> None:
-    store, out = reported(tmp_path, MERGEKIT)
-    edit(out / "compat.md", "5 PASS", "6 PASS")
-    problems = check_run([store], out)
-    assert any(p.startswith("coverage says") for p in problems), problems
-    assert "index.html: its coverage line is not compat.md's" in problems
+    _, site = model(store, out)
+    md = (out / "compat.md").read_text(encoding="utf-8")
+    pages = {name: (out / name).read_text(encoding="utf-8")
+             for name in ("index.html", "failure-mk.html", "probes.html")}
+    (mk,) = site.failures
+    for part in mk.verdict:
+        assert part in md
+        assert html.escape(part, quote=False) in pages["index.html"]
+        assert html.escape(part, quote=False) in pages["failure-mk.html"]
+    assert f"{site.header.ran:,} of {site.header.cells:,} cells ran" in md
+    assert f"{site.header.ran:,} of {site.header.cells:,} cells ran" in pages["index.html"]
+    assert site.grid is not None
+    for _, _, cells in site.grid.rows:
+        for word, found in cells["cpu"].parts():
+            assert f"{word}: {found}" in md
+            assert html.escape(f"{word}: {found}", quote=False) in pages["probes.html"]
 
 
 OUTCOMES = st.sampled_from([Outcome.PASS, Outcome.REPRODUCED, Outcome.FAIL, Outcome.SKIP,
@@ -119,14 +168,21 @@ CELLS = st.lists(st.tuples(TORCH, NUMPY, st.sampled_from(sorted(CASES)), OUTCOME
 
 @settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cells=CELLS)
+@given(cells=CELLS, before=st.none() | CELLS)
 def test_every_generated_record_reports_only_what_it_holds(
         tmp_path_factory: pytest.TempPathFactory,
-        cells: list[tuple[str, str, str, Outcome, str, str]]) -> None:
-    """Random outcomes over random axes, probes and cases: the check finds no contradiction."""
+        cells: list[tuple[str, str, str, Outcome, str, str]],
+        before: list[tuple[str, str, str, Outcome, str, str]] | None) -> None:
+    """Random outcomes over random axes, probes and cases, against a random run before: the
+    check finds no contradiction."""
     tmp = tmp_path_factory.mktemp("record")
-    store, out = reported(tmp, [result(*c) for c in cells])
-    problems = check_run([store], out)
+    previous = None
+    if before is not None:
+        previous = RunStore.create(tmp / "reports", {"planned": [], "environments": {}},
+                                   run_id="before", cases=CASES)
+        previous.extend([result(*c) for c in before])
+    store, out = reported(tmp, [result(*c) for c in cells], previous)
+    problems = check_run([store], out, previous)
     assert problems == [], "\n".join(problems)
     assert re.search(r"cells ran \(", (out / "compat.md").read_text(encoding="utf-8"))
 
@@ -172,7 +228,5 @@ def test_a_probes_bisect_is_said_under_the_grid_and_checked_against_its_probes_r
     (probe.run_dir / "results.jsonl").write_text(
         (probe.run_dir / "results.jsonl").read_text().replace('"PASS"', '"FAIL"'))
     problems = check_run([store], out)
-    assert any(p.startswith("compat.md grid: says 'bisect: first fixed") for p in problems), (
-        problems)
-    edit(out / "probes.html", "<li>bisect: first fixed", "<li>bisect: first affected")
-    assert "probes.html: its bisect findings are not compat.md's" in check_run([store], out)
+    assert problems == [f"grid: says {said!r}, which no bisect of probes shows in its probes' "
+                        "runs"]

@@ -1,0 +1,218 @@
+"""What every format of a report is made from (``Report``): the records, what they hold
+about the run, each cell's last attempt as a row, what changed, and what is made of them once
+for the formats that share it (the long table's columns, the judging, the site's model).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import chain
+from operator import attrgetter, methodcaller
+from typing import Any
+
+from harness.core.results import (
+    CellResult,
+    Outcome,
+    ResultLike,
+    ResultRow,
+    as_mapping,
+    labels,
+    logical_keys,
+)
+from harness.core.rules import Rule
+from harness.records.baseline import Baseline
+from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
+from harness.records.expect import Judgement, judged_report
+from harness.records.snapshot import Stamp
+from harness.records.store import RunStore
+from harness.report.site.model import Site, build_site
+
+KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
+
+#: The long table's columns before the axes (``axis:<name>``, in order of appearance).
+LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "duration",
+        "caveat", "cell_id", "attempt", "node", "log", "python", "cuda",
+        *(f"v:{k}" for k in KEY_VERSIONS))
+
+
+def long_columns(results: Sequence[ResultLike], log_links: Sequence[str] | None = None,
+                 only: Collection[str] | None = None,
+                 labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
+    """One row per cell, as columns (the CSV, the long table, the heatmap read them).
+    ``log_links``: each result's log's link from where the report goes, in their order (""
+    for each without one). What a cell's fingerprint says is worked out once per
+    fingerprint: cells of one environment share it. ``only``: these columns alone (names of
+    ``LONG``; any other is not made, nor an axis), for the pages. ``labels_of``: the
+    results' ``labels``, where the caller has them."""
+
+    def facts(found: Any) -> tuple[str, ...]:
+        fp = as_mapping(found)
+        key, torch = as_mapping(fp.get("key")), as_mapping(fp.get("torch"))
+        return (fp.get("python") or "", torch.get("cuda") or ("cpu" if torch else ""),
+                *(key.get(k, "") for k in KEY_VERSIONS))
+
+    # A field's column in one pass (in C) over the results, made when a column needs it:
+    # rows are slots read in place (a record's CellResults lay all over the heap, and were
+    # read in one pass for every field together).
+    @functools.cache
+    def field(name: str) -> list[Any]:
+        return list(map(attrgetter(name), results))
+
+    @functools.cache
+    def derived() -> list[tuple[str, ...]]:  # python, cuda, the key versions: as columns
+        # Worked out once per fingerprint (the cells of an environment share one object),
+        # looked up by its id in C.
+        fingerprints = field("fingerprint")
+        made = {i: facts(fp) for i, fp in dict(zip(map(id, fingerprints), fingerprints,
+                                                   strict=True)).items()}
+        return list(zip(*map(made.__getitem__, map(id, fingerprints)), strict=True)) or [
+            () for _ in range(2 + len(KEY_VERSIONS))]
+
+    makers: dict[str, Callable[[], list[Any]]] = {
+        "environment": lambda: field("environment"),
+        "hardware": lambda: field("hardware_target"),
+        "column": lambda: labels(results) if labels_of is None else list(labels_of),
+        # str.__str__ of an Outcome (a str) is its text, an exact str, in C
+        "outcome": lambda: list(map(str.__str__, field("outcome"))),
+        "signature": lambda: [s or "" for s in field("signature")],
+        "reason": lambda: field("reason"),
+        "duration": lambda: field("duration"),
+        # Records before format 2 kept the caveat among the details.
+        "caveat": lambda: [c or str(d.get("caveat", ""))
+                           for c, d in zip(field("caveat"), field("details"), strict=True)],
+        "cell_id": lambda: field("cell_id"),
+        "attempt": lambda: field("attempt"),
+        "node": lambda: field("node"),
+        "log": lambda: [""] * len(results) if log_links is None else list(log_links),
+        **{name: functools.partial(lambda i: list(derived()[i]), i)
+           for i, name in enumerate(LONG[12:])},
+    }
+    columns = {name: make() for name, make in makers.items() if only is None or name in only}
+    if only is None:  # the axes, in order of appearance, a column each (in C)
+        values = field("values")
+        for axis in dict.fromkeys(chain.from_iterable(values)):
+            columns.setdefault(f"axis:{axis}", list(map(methodcaller("get", axis, ""), values)))
+    return columns
+
+
+
+def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
+    counts = Counter(columns.get("outcome", ()))
+    parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
+    envs = len(set(columns.get("environment", ())))
+    return (f"{len(columns.get('outcome', ()))} cells in {envs} environments: "
+            + (", ".join(parts) or "nothing run"))
+
+
+
+def heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
+    """Rows: environment @ hardware, in the table's order; columns: case variants, sorted."""
+    names = sorted(set(columns["column"]))
+    at = {name: i for i, name in enumerate(names)}
+    rows: dict[tuple[str, str], list[Outcome | None]] = {}
+    outcomes = {str(o): o for o in Outcome}  # a lookup, not an Enum call per cell
+    for env, hw, name, outcome in zip(columns["environment"], columns["hardware"],
+                                      columns["column"], columns["outcome"], strict=True):
+        row = rows.get((env, hw))
+        if row is None:
+            row = rows[(env, hw)] = [None] * len(names)
+        row[at[name]] = outcomes[outcome]
+    return list(rows.values())
+
+
+
+@dataclass(frozen=True)
+class Cells:
+    """What a report is made of, read once per process: each cell's last attempt as a row."""
+
+    in_record: list[ResultRow]  # in the record's order (the snapshot's)
+    rows: list[ResultRow]  # the same, in plan order (the report's)
+    links: list[str]  # each row's log's link from the report ("": none)
+    decoded: bool = False  # read straight from the record: every value as JSON decoded it
+
+    def logs(self) -> dict[str, str]:
+        """Cell id -> its log's link (made where asked: the downloads read the links in
+        order, and a fleet's 100,000 made a dict in 0.05 s)."""
+        return dict(zip(map(_CELL_ID, self.rows), self.links, strict=True))
+
+
+
+@dataclass(frozen=True)
+class Report:
+    """One report's inputs, and what the formats make of them once, where first asked: a
+    writer (``report.writers``) reads what it needs of this and nothing else."""
+
+    stores: tuple[RunStore, ...]
+    metas: tuple[dict[str, Any], ...]
+    cases: dict[str, Any]
+    environments: dict[str, Any]
+    rules: tuple[Rule, ...]
+    baseline: Baseline | None
+    previous: RunStore | None  # the run "what changed" is since
+    moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
+    given: Sequence[CellResult] | None  # one record's results, as its caller holds them
+    cells: Callable[[], Cells]
+    changes: Callable[[], list[dict[str, Any]]]
+    made_from: Stamp | None = None  # one record's size as it was read
+
+    @property
+    def name(self) -> str:
+        return ", ".join(s.run_id for s in self.stores)
+
+    @property
+    def since(self) -> str | None:
+        return self.previous.run_id if self.previous is not None else None
+
+    @property
+    def damaged(self) -> int:
+        """The records' lines left out: found as the cells were read (so, after), and counted
+        by the merges they came from."""
+        return (sum(len(s.damaged) for s in self.stores)
+                + sum(int(m.get("damaged_lines") or 0) for m in self.metas))
+
+    @cached_property
+    def keys(self) -> list[tuple[str, str, str]]:
+        """Each row's logical key: JUnit's order; their middles, the long table's column."""
+        return logical_keys(self.cells().rows)
+
+    @cached_property
+    def columns(self) -> dict[str, list[Any]]:
+        """The long table, every column (the CSV and compat.json)."""
+        return long_columns(self.cells().rows, self.cells().links,
+                            labels_of=[key[1] for key in self.keys])
+
+    @cached_property
+    def judged(self) -> tuple[list[str], list[tuple[ResultRow, Judgement]]]:
+        """Against expectations: the summary's lines, and the cells it lists one by one."""
+        return judged_report(self.cells().rows, self.rules, self.baseline, limit=200)
+
+    @cached_property
+    def site(self) -> Site:
+        """The model the pages, compat.md and summary.txt are rendered from."""
+        rows = self.cells().rows
+        return build_site(rows, self.environments, self.cases, self.metas, self.cells().logs(),
+                          self.changes(), self.since,
+                          bisects=_bisects(self.stores, {r.case_id for r in rows}),
+                          damaged=self.damaged)
+
+def _bisects(stores: Sequence[RunStore], case_ids: set[str]) -> dict[str, list[str]]:
+    """What bisects found for these cases, newest per cell and axis (from the reports folder
+    of the first run)."""
+    where = reports_dir_of(stores[0].run_dir) if stores else None
+    newest: dict[tuple[Any, ...], BisectRecord] = {}
+    for record in read_bisects(where) if where else []:
+        if record.case in case_ids:
+            newest[(record.case, record.variant, record.hardware, record.origin,
+                    tuple(sorted(record.values.items())), record.axis)] = record
+    out: dict[str, list[str]] = {}
+    for record in newest.values():
+        out.setdefault(record.case, []).append(sentence(record))
+    return out
+
+
+
+_CELL_ID = attrgetter("cell_id")
