@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -232,14 +233,14 @@ def reference() -> str:
     """docs/cli.md: each command's usage and options, read from the parser so the page
     cannot drift from it (``nox -s docs`` writes it; a test compares)."""
     parser = build_parser()
-    width = lambda prog: argparse.HelpFormatter(prog, width=100)  # noqa: E731 (not the terminal's)
     out = ["# The command line", "",
            "Generated from the parser by `nox -s docs` (`harness.cli.reference`); do not edit.",
            ""]
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in commands._choices_actions}
     for name, sub in [("harness", parser), *commands.choices.items()]:
-        sub.formatter_class = width
+        # A fixed width, not the terminal's: the page is the same wherever it is written.
+        sub.formatter_class = functools.partial(argparse.HelpFormatter, width=100)
         out += [f"## {sub.prog}", ""]
         if name in helps:
             out += [f"{helps[name]}.", ""]
