@@ -160,3 +160,13 @@ def test_relative_links_resolve(page: Path) -> None:
         assert linked.exists(), f"{page.relative_to(ROOT)}: {target} does not exist"
         if anchor and linked.suffix == ".md":
             assert anchor in _anchors(linked), f"{page.relative_to(ROOT)}: no #{anchor}"
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    """What a newcomer needs on a few screens (issue 50: at most 250 lines); the rest is in docs/
+    pages the README links to."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.count("\n") <= 250
+    for guide in ("nightly-ci", "bumps-and-bisect", "your-suite", "gpu-runners", "matrix",
+                  "cases", "cli"):
+        assert f"](docs/{guide}.md)" in readme, guide
