@@ -1,5 +1,5 @@
 """Sessions: tests (the one test command, what CI runs), fast (the lane for a small change),
-lint, matrix (the main job), images, report."""
+lint, matrix (the main job), images, report, docs (docs/cli.md from the parser)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,11 @@ def report(session: nox.Session) -> None:
     """Rewrite the table for a run (default: the latest), e.g. nox -s report -- <run-id>."""
     session.install("-e", ".")
     session.run("harness", "report", *(session.posargs or ["latest"]))
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Write docs/cli.md from the parser (tests/test_cli_reference.py fails when it drifts)."""
+    session.install("-e", ".")
+    session.run("python", "-c", "import pathlib, harness.cli as c; "
+                "pathlib.Path('docs/cli.md').write_text(c.reference(), encoding='utf-8')")

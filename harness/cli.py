@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import os
 import signal
@@ -226,6 +227,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cases", help="list the case variants")
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
     return parser
+
+
+def reference() -> str:
+    """docs/cli.md: each command's usage and options, read from the parser so the page
+    cannot drift from it (``nox -s docs`` writes it; a test compares)."""
+    parser = build_parser()
+    out = ["# The command line", "",
+           "Generated from the parser by `nox -s docs` (`harness.cli.reference`); do not edit.",
+           ""]
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in commands._choices_actions}
+    for name, sub in [("harness", parser), *commands.choices.items()]:
+        # A fixed width, not the terminal's: the page is the same wherever it is written.
+        sub.formatter_class = functools.partial(argparse.HelpFormatter, width=100)
+        out += [f"## {sub.prog}", ""]
+        if name in helps:
+            out += [f"{helps[name]}.", ""]
+        out += ["```text", sub.format_usage().strip(), "```", ""]
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
+                continue
+            names = ", ".join(action.option_strings) or action.dest
+            meta = "" if action.nargs == 0 else (
+                f" {{{','.join(map(str, action.choices))}}}" if action.choices
+                else f" {action.metavar or action.dest.upper()}" if action.option_strings else "")
+            out.append(f"- `{names}{meta}`" + (f": {' '.join(action.help.split())}"
+                                               if action.help else ""))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
 
 
 def _interrupt(signum: int, frame: object) -> None:
