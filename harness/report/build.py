@@ -42,6 +42,7 @@ from harness.report.check import check_report
 from harness.report.csvfile import write_csv
 from harness.report.junit import write_junit
 from harness.report.longjson import write_long_json
+from harness.report.site import history_page
 from harness.report.site.model import build_site
 from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
 
@@ -235,7 +236,8 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                           damaged=len(found) + sum(int(m.get("damaged_lines") or 0)
                                                    for m in metas))
         long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
-        pages = render_site(site, out_dir, long_rows, _heatmap(columns))
+        pages = render_site(site, out_dir, long_rows, _heatmap(columns), history_page.load(
+            results, site, stores[0].run_dir, out_dir, [s.run_id for s in stores]))
         with open(md, "w", encoding="utf-8") as fh:  # all but its end (the verdicts)
             fh.writelines(line + "\n" for line in markdown(site))
         paths["summary"].write_text(summary_text(site), encoding="utf-8")  # what it prints
