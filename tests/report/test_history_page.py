@@ -147,9 +147,8 @@ def test_odd_names_stay_text(tmp_path: Path) -> None:
     assert {(ODD, "repro"), ("t-a", ODD)} <= set(rows(page))
 
 
-def test_past_max_rows_only_cells_that_changed_or_are_flaky_get_a_row(
+def test_past_max_rows_only_the_cells_that_changed_last_get_a_row(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_page, "MAX_ROWS", 2)
     now = [result("n3", "t-a", "repro", P), result("n3", "t-a", "workaround", P),
            result("n3", "t-b", "repro", P)]
     earlier = History(folder=Path("runs"), runs=("n1", "n2"), cells={
@@ -157,13 +156,17 @@ def test_past_max_rows_only_cells_that_changed_or_are_flaky_get_a_row(
         ("t-b", "mk::repro", "cpu"): (P, P)})
     site = build_site(now, {}, CASES, [{"run_id": "n3"}], {})
     runs = [history_page.Run(run_id=f"n{i}", date="", link="") for i in (1, 2, 3)]
-    page = history_page.page(now, site, earlier, runs)
-    (group,) = page.groups
-    assert [(c.environment, c.variant, c.changed) for c in group.cells] == [
-        ("t-a", "repro", 2), ("t-a", "workaround", 1)]
-    assert page.steady == 1
-    monkeypatch.setattr(history_page, "MAX_ROWS", 3)
-    assert history_page.page(now, site, earlier, runs).steady == 0
+
+    def shown(limit: int) -> tuple[list[tuple[str, str, int | None]], int, int]:
+        monkeypatch.setattr(history_page, "MAX_ROWS", limit)
+        page = history_page.page(now, site, earlier, runs)
+        return ([(c.environment, c.variant, c.changed) for g in page.groups for c in g.cells],
+                page.steady, page.older)
+
+    assert shown(3) == ([("t-a", "repro", 2), ("t-a", "workaround", 1), ("t-b", "repro", None)],
+                        0, 0)
+    assert shown(2) == ([("t-a", "repro", 2), ("t-a", "workaround", 1)], 1, 0)
+    assert shown(1) == ([("t-a", "repro", 2)], 1, 1)  # changed in the newest run: kept
 
 
 def test_the_rest_of_the_site_is_the_same_but_for_the_nav_link(reports: Path,

@@ -11,19 +11,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.core.results import Outcome, ResultLike, logical_key
+from markupsafe import Markup, escape
+
+from harness.core.results import Outcome, ResultLike, logical_keys
 from harness.records import history
 from harness.records.runs import lineage, read_meta
 from harness.report.site.model import PROBES, Site
 
 #: Runs on the page, the report's own included.
 RUNS = 30
-#: Past this many cells, only those that changed or are flaky get a row (a fleet's 100,000
-#: strips would be a page no browser opens); the rest are counted.
-MAX_ROWS = 2000
+#: Past this many cells, only this many that changed get a row, those that changed last (a
+#: fleet's 100,000 strips would be a page no browser opens); the rest are counted.
+MAX_ROWS = 1000
 
 Strip = tuple[Outcome | None, ...]  # one outcome per run, oldest first; None: not in it
 
@@ -46,12 +48,6 @@ class Cell:
     flaky: bool
     changed: int | None  # the run (its index) whose outcome first differed from the one before
 
-    @property
-    def squares(self) -> tuple[tuple[str, str], ...]:
-        """Each run's (css class, outcome) for the strip; absent: ``absent``, ''."""
-        return tuple((_css(o), str(o)) if o is not None else ("absent", "")
-                     for o in self.strip)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Group:
@@ -68,45 +64,66 @@ class HistoryPage:
     line: tuple[str, str]  # matrix, kind
     left_out: int  # earlier runs of the folder of another matrix or kind
     groups: tuple[Group, ...]
-    steady: int  # cells the same in every run not shown (past MAX_ROWS)
+    steady: int  # cells the same in every run: not shown past MAX_ROWS
+    older: int  # cells that changed before those shown: not shown (past MAX_ROWS)
+    _made: dict[Strip, Markup] = field(default_factory=dict, compare=False, repr=False)
+
+    def squares(self, strip: Strip) -> Markup:
+        """A strip as HTML: a square a run in its outcome's colours, the run and the outcome
+        in its title; made once per distinct strip (most cells share theirs)."""
+        made = self._made.get(strip)
+        if made is None:
+            made = self._made[strip] = Markup("".join(
+                f'<span class="{_css(o) if o is not None else "absent"}" title="'
+                f'{escape(run.run_id)}: {o if o is not None else "not in this run"}"></span>'
+                for o, run in zip(strip, self.runs, strict=True)))
+        return made
 
     @property
     def legend(self) -> tuple[tuple[str, str], ...]:
         return (*((_css(o), str(o)) for o in Outcome), ("absent", "not in the run"))
 
 
-def first_change(strip: Strip) -> int | None:
-    """The index of the first run whose outcome differs from the run before that ran the
-    cell (as ``History.flips`` counts: absent and NOT_RUN runs are passed over)."""
-    last = None
+def turns(strip: Strip) -> tuple[int, ...]:
+    """The indices of the runs whose outcome differs from the run before that ran the cell
+    (as ``History.flips`` counts them: absent and NOT_RUN runs are passed over)."""
+    found, last = [], None
     for i, outcome in enumerate(strip):
         if outcome is None or outcome is Outcome.NOT_RUN:
             continue
         if last is not None and outcome != last:
-            return i
+            found.append(i)
         last = outcome
-    return None
+    return tuple(found)
 
 
 def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
          runs: Sequence[Run]) -> HistoryPage:
-    """``runs``: the earlier runs' columns (``earlier.runs``' order), then the report's."""
+    """``runs``: the earlier runs' columns (``earlier.runs``' order), then the report's.
+    Past ``MAX_ROWS`` cells, the ``MAX_ROWS`` that changed last (flaky ones among them)."""
     none: Strip = (None,) * len(earlier.runs)
-    made: dict[tuple[int, Outcome], tuple[Strip, bool, int | None]] = {}
-    by_case: dict[str, dict[tuple[str, str, str], Cell]] = {}
-    for r in rows:
-        key = logical_key(r.environment, r.case_id, r.variant, r.hardware_target)
+    made: dict[tuple[int, Outcome], tuple[Strip, bool, tuple[int, ...]]] = {}
+    cells: dict[tuple[str, str, str], tuple[ResultLike, tuple[Strip, bool, tuple[int, ...]]]]
+    cells = {}  # one per logical key (of two rows of one key, the later)
+    for r, key in zip(rows, logical_keys(rows), strict=True):
         before = earlier.cells.get(key, none)
         # Most cells share their strip (``history.load``): each distinct one worked out once.
         found = made.get((id(before), r.outcome))
         if found is None:
             strip = (*before, r.outcome)
-            found = made[(id(before), r.outcome)] = (strip, earlier.flaky(strip),
-                                                     first_change(strip))
-        by_case.setdefault(r.case_id, {})[key] = Cell(
-            environment=r.environment, variant=r.variant, hardware=r.hardware_target,
-            strip=found[0], flaky=found[1], changed=found[2])
-    count = sum(map(len, by_case.values()))
+            found = made[(id(before), r.outcome)] = (strip, earlier.flaky(strip), turns(strip))
+        cells[key] = (r, found)
+    shown = set(cells)
+    moved = [k for k, (_, (_, flaky, at)) in cells.items() if flaky or at]
+    over = len(cells) > MAX_ROWS
+    if over:
+        shown = set(sorted(moved, key=lambda k: -max(cells[k][1][2], default=-1))[:MAX_ROWS])
+    by_case: dict[str, list[Cell]] = {}
+    for key, (r, (strip, flaky, at)) in cells.items():
+        if key in shown:
+            by_case.setdefault(r.case_id, []).append(Cell(
+                environment=r.environment, variant=r.variant, hardware=r.hardware_target,
+                strip=strip, flaky=flaky, changed=at[0] if at else None))
     pages = {f.case: f"failure-{f.slug}.html" for f in site.failures}
     pages |= {t.suite: f"suite-{t.slug}.html" for t in site.suites}
     pages[PROBES] = "probes.html"
@@ -114,15 +131,11 @@ def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
     # else, as the report met them.
     order = [f.case for f in site.failures] + [t.suite for t in site.suites] + [
         PROBES, *by_case]
-    groups = []
-    for case in dict.fromkeys(c for c in order if c in by_case):
-        cells = tuple(c for c in by_case[case].values()
-                      if count <= MAX_ROWS or c.flaky or c.changed is not None)
-        if cells:
-            groups.append(Group(case=case, page=pages.get(case, ""), cells=cells))
+    groups = tuple(Group(case=case, page=pages.get(case, ""), cells=tuple(by_case[case]))
+                   for case in dict.fromkeys(c for c in order if c in by_case))
     return HistoryPage(runs=tuple(runs), line=earlier.line, left_out=earlier.left_out,
-                       groups=tuple(groups),
-                       steady=count - sum(len(g.cells) for g in groups))
+                       groups=groups, steady=len(cells) - len(moved) if over else 0,
+                       older=len(moved) - len(shown) if over else 0)
 
 
 def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
