@@ -150,10 +150,11 @@ def test_odd_names_stay_text(tmp_path: Path) -> None:
 def test_past_max_rows_only_the_cells_that_changed_last_get_a_row(
         monkeypatch: pytest.MonkeyPatch) -> None:
     now = [result("n3", "t-a", "repro", P), result("n3", "t-a", "workaround", P),
-           result("n3", "t-b", "repro", P)]
+           result("n3", "t-b", "repro", P), result("n3", "t-b", "workaround", Outcome.FLAKY)]
     earlier = History(folder=Path("runs"), runs=("n1", "n2"), cells={
         ("t-a", "mk::repro", "cpu"): (R, R), ("t-a", "mk::workaround", "cpu"): (F, P),
-        ("t-b", "mk::repro", "cpu"): (P, P)})
+        ("t-b", "mk::repro", "cpu"): (P, P),
+        ("t-b", "mk::workaround", "cpu"): (Outcome.FLAKY, Outcome.FLAKY)})
     site = build_site(now, {}, CASES, [{"run_id": "n3"}], {})
     runs = [history_page.Run(run_id=f"n{i}", date="", link="") for i in (1, 2, 3)]
 
@@ -163,10 +164,14 @@ def test_past_max_rows_only_the_cells_that_changed_last_get_a_row(
         return ([(c.environment, c.variant, c.changed) for g in page.groups for c in g.cells],
                 page.steady, page.older)
 
-    assert shown(3) == ([("t-a", "repro", 2), ("t-a", "workaround", 1), ("t-b", "repro", None)],
-                        0, 0)
-    assert shown(2) == ([("t-a", "repro", 2), ("t-a", "workaround", 1)], 1, 0)
-    assert shown(1) == ([("t-a", "repro", 2)], 1, 1)  # changed in the newest run: kept
+    assert shown(4) == ([("t-a", "repro", 2), ("t-a", "workaround", 1), ("t-b", "repro", None),
+                         ("t-b", "workaround", None)], 0, 0)
+    # Past the limit: the steady cell counted; the flaky one (never changed) kept while
+    # there is room.
+    assert shown(3) == ([("t-a", "repro", 2), ("t-a", "workaround", 1),
+                         ("t-b", "workaround", None)], 1, 0)
+    assert shown(2) == ([("t-a", "repro", 2), ("t-a", "workaround", 1)], 1, 1)
+    assert shown(1) == ([("t-a", "repro", 2)], 1, 2)  # changed in the newest run: kept
 
 
 def test_the_rest_of_the_site_is_the_same_but_for_the_nav_link(reports: Path,

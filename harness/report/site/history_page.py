@@ -12,6 +12,8 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, attrgetter, mul
 from pathlib import Path
 
 from markupsafe import Markup, escape
@@ -101,29 +103,27 @@ def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
          runs: Sequence[Run]) -> HistoryPage:
     """``runs``: the earlier runs' columns (``earlier.runs``' order), then the report's.
     Past ``MAX_ROWS`` cells, the ``MAX_ROWS`` that changed last (flaky ones among them)."""
-    none: Strip = (None,) * len(earlier.runs)
-    made: dict[tuple[int, Outcome], tuple[Strip, bool, tuple[int, ...]]] = {}
-    cells: dict[tuple[str, str, str], tuple[ResultLike, tuple[Strip, bool, tuple[int, ...]]]]
-    cells = {}  # one per logical key (of two rows of one key, the later)
-    for r, key in zip(rows, logical_keys(rows), strict=True):
-        before = earlier.cells.get(key, none)
-        # Most cells share their strip (``history.load``): each distinct one worked out once.
-        found = made.get((id(before), r.outcome))
-        if found is None:
-            strip = (*before, r.outcome)
-            found = made[(id(before), r.outcome)] = (strip, earlier.flaky(strip), turns(strip))
-        cells[key] = (r, found)
-    shown = set(cells)
-    moved = [k for k, (_, (_, flaky, at)) in cells.items() if flaky or at]
-    over = len(cells) > MAX_ROWS
-    if over:
-        shown = set(sorted(moved, key=lambda k: -max(cells[k][1][2], default=-1))[:MAX_ROWS])
+    outcomes = list(map(_OUTCOME, rows))
+    befores = list(map(earlier.cells.get, logical_keys(rows),
+                       repeat((None,) * len(earlier.runs))))
+    # Most cells share their strip (``history.load``): each distinct strip and outcome
+    # worked out once, found by a number (the strip's id and the outcome's place).
+    codes = list(map(add, map(mul, map(id, befores), repeat(len(_PLACE))),
+                     map(_PLACE.__getitem__, map(str.__str__, outcomes))))
+    made = {code: _facts((*befores[i], outcomes[i]), earlier)
+            for code, i in dict(zip(codes, range(len(codes)), strict=True)).items()}
+    facts = list(map(made.__getitem__, codes))
+    moved = [i for i, (_, flaky, found) in enumerate(facts) if flaky or found]
+    over = len(facts) > MAX_ROWS
+    shown: Sequence[int] = range(len(facts))
+    if over:  # the cells whose last change is newest; then report order
+        shown = sorted(sorted(moved, key=lambda i: -(facts[i][2] or (-1,))[-1])[:MAX_ROWS])
     by_case: dict[str, list[Cell]] = {}
-    for key, (r, (strip, flaky, at)) in cells.items():
-        if key in shown:
-            by_case.setdefault(r.case_id, []).append(Cell(
-                environment=r.environment, variant=r.variant, hardware=r.hardware_target,
-                strip=strip, flaky=flaky, changed=at[0] if at else None))
+    for i in shown:
+        r, (strip, flaky, found) = rows[i], facts[i]
+        by_case.setdefault(r.case_id, []).append(Cell(
+            environment=r.environment, variant=r.variant, hardware=r.hardware_target,
+            strip=strip, flaky=flaky, changed=found[0] if found else None))
     pages = {f.case: f"failure-{f.slug}.html" for f in site.failures}
     pages |= {t.suite: f"suite-{t.slug}.html" for t in site.suites}
     pages[PROBES] = "probes.html"
@@ -134,8 +134,19 @@ def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
     groups = tuple(Group(case=case, page=pages.get(case, ""), cells=tuple(by_case[case]))
                    for case in dict.fromkeys(c for c in order if c in by_case))
     return HistoryPage(runs=tuple(runs), line=earlier.line, left_out=earlier.left_out,
-                       groups=groups, steady=len(cells) - len(moved) if over else 0,
+                       groups=groups, steady=len(facts) - len(moved) if over else 0,
                        older=len(moved) - len(shown) if over else 0)
+
+
+_OUTCOME = attrgetter("outcome")
+_PLACE = {str(o): i for i, o in enumerate(Outcome)}
+
+
+def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[int, ...]]:
+    """A strip, whether it is flaky, the runs where it changed (``turns``). Flaky asks for
+    two changes or a FLAKY run: a strip with neither is not asked about."""
+    found = turns(strip)
+    return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
 
 
 def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
