@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.core.results import Outcome
 from harness.records import snapshot
-from harness.records.runs import lineage, run_folders, run_metas
+from harness.records.runs import lineage, run_folders, run_metas, run_order
 from harness.records.snapshot import FROM_LETTER, LETTER, Key
 
 ABSENT = "-"
@@ -99,15 +99,20 @@ def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
     return found.outcomes()
 
 
-def load(folder: Path, *, last: int = 10, keyword: str | None = None) -> History:
+def load(folder: Path, *, last: int = 10, keyword: str | None = None,
+         line: tuple[str, str] | None = None, before: Path | None = None) -> History:
     """The last ``last`` runs of ``folder``, from their snapshots (``records.snapshot``: a
     run's outcomes are one letter a cell, and runs of the same cells in the same order share
-    their keys' digest, so only the first of them has its keys read)."""
+    their keys' digest, so only the first of them has its keys read). ``line``: the matrix
+    and kind to follow (``runs.lineage``); ``before``: only runs made before this one."""
     every = run_metas(folder)
-    # The line followed: the newest nightly's (else the newest run's) matrix and kind.
+    if before is not None:  # a report's page: what came before its run, whatever came after
+        mine = run_order(before)
+        every = [(p, m) for p, m in every if run_order(p) < mine]
     lines = [lineage(meta) for _, meta in every]
-    line = next((x for x in reversed(lines) if x[1] == "nightly"), lines[-1] if lines
-                else ("", "nightly"))
+    # The line followed: the one asked for, else the newest nightly's (else the newest run's).
+    line = line or next((x for x in reversed(lines) if x[1] == "nightly"),
+                        lines[-1] if lines else ("", "nightly"))
     runs = [path for (path, _), found in zip(every, lines, strict=True) if found == line][-last:]
     left_out = sum(found != line for found in lines)
     snapshot.make_missing(runs)  # runs recorded before snapshots: their keys, on two cores

@@ -15,6 +15,7 @@ from harness.report.csvfile import write_csv
 from harness.report.data import Report, heatmap, long_columns, summary_line
 from harness.report.junit import write_junit
 from harness.report.longjson import write_long_json
+from harness.report.site import history_page
 from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
 
 
@@ -48,7 +49,9 @@ def site(report: Report, out_dir: Path) -> dict[str, Path]:
     columns = long_columns(report.cells().rows, report.cells().links, LONG_COLUMNS)
     warn_damaged([d for s in report.stores for d in s.damaged])  # found as the cells were read
     long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
-    paths = render_site(report.site, out_dir, long_rows, heatmap(columns))
+    history = history_page.load(report.cells().rows, report.site, report.stores[0].run_dir,
+                                out_dir, [s.run_id for s in report.stores])
+    paths = render_site(report.site, out_dir, long_rows, heatmap(columns), history)
     paths["md"], paths["summary"] = out_dir / "compat.md", out_dir / "summary.txt"
     against = "\n".join(report.judged[0])
     with atomic.replacing(paths["md"], text=True) as fh:

@@ -40,6 +40,8 @@ window.addEventListener("load", () => {
     rows: document.querySelectorAll("#cells tbody tr").length,
     texts: [...document.querySelectorAll("td, .badge, .verdict")].map((e) => e.textContent),
     xss: window.__xss === 1, imgs: document.querySelectorAll("img").length,
+    squares: [...document.querySelectorAll(".strip span[title]")].map((s) => [
+      s.className, getComputedStyle(s).backgroundColor, s.getBoundingClientRect().width]),
   };
   const pre = document.createElement("pre"); pre.id = "probe";
   pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
@@ -129,6 +131,19 @@ def test_the_index_shows_each_failure_and_its_verdict_above_the_fold(site: Path)
     got = open_page(site / "index.html")
     assert got["failures"] and max(got["failures"]) <= 800
     assert not got["xss"] and got["imgs"] == 0
+
+
+def test_the_history_page_colours_each_square_as_its_outcome_and_fits_1280(
+        site: Path) -> None:
+    got = open_page(site / "history.html")
+    assert got["scroll"] <= 1280 and not got["xss"] and got["imgs"] == 0
+    assert len(got["squares"]) == 12 * 4 * 4  # one run: a square a cell
+    colours = {"o-pass": "rgb(211, 245, 220)", "o-reproduced": "rgb(255, 226, 184)",
+               "o-fail": "rgb(255, 210, 210)"}  # base.html.j2's, the badges' colours
+    assert {c for c, _, _ in got["squares"]} == colours.keys()
+    for css, colour, width in got["squares"]:
+        assert colour == colours[css] and width > 5, (css, colour, width)
+    assert any(XSS in text for text in got["texts"])
 
 
 def test_two_renders_are_byte_identical_and_nothing_is_fetched(site: Path) -> None:

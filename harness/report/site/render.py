@@ -29,6 +29,8 @@ from harness.report.site.suites import SuiteTable
 if TYPE_CHECKING:
     from jinja2 import Environment, FileSystemBytecodeCache
 
+    from harness.report.site.history_page import HistoryPage
+
 SYMBOLS = {
     Outcome.PASS: "✅", Outcome.REPRODUCED: "🐞", Outcome.FAIL: "❌", Outcome.SKIP: "⏭️",
     Outcome.ERROR: "⚠️", Outcome.TIMEOUT: "⏱️", Outcome.CRASH: "💥", Outcome.NOT_RUN: "·",
@@ -139,14 +141,15 @@ def script_json(data: Any) -> bytes:
 
 
 def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
-                heatmap: Sequence[Sequence[Outcome | None]]) -> dict[str, Path]:
+                heatmap: Sequence[Sequence[Outcome | None]],
+                history: HistoryPage | None = None) -> dict[str, Path]:
     env = _templates()
     env.filters["badges"] = functools.partial(badges, made={})  # escaped once per report
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     counts = Counter(c["class"] for c in site.changes)
     news = [c for c in site.changes if c["class"] in _NEWS]
-    common = {"site": site, "h": site.header}
+    common = {"site": site, "h": site.header, "history": history is not None}
     width = write_png(out_dir / "heatmap.png", heatmap)
 
     def put(name: str, text: str) -> None:  # each page out as it is made, none kept
@@ -184,6 +187,8 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     for t in site.suites:
         put(f"suite-{t.slug}.html", suite.render(**common, t=t, words=SUITE_WORDS,
                                                  same_words=_SAME))
+    if history is not None:
+        put("history.html", env.get_template("history.html.j2").render(**common, p=history))
     paths["heatmap"] = out_dir / "heatmap.png"
     return paths
 

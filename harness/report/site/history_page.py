@@ -1,0 +1,177 @@
+"""The history page (history.html): each cell of the report over the last runs of its line
+(the same matrix and kind, ``records.runs.lineage``) as a strip of outcome colours, newest
+right, the flaky ones marked, and the run where each first changed.
+
+``page`` is pure: the report's rows, its site and the earlier runs (``records.history``) in,
+the page's data out. ``load`` reads the earlier runs and their run.json, for ``page``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add, attrgetter, mul
+from pathlib import Path
+
+from markupsafe import Markup, escape
+
+from harness.core.results import Outcome, ResultLike, logical_keys
+from harness.records import history
+from harness.records.runs import lineage, read_meta
+from harness.report.site.model import PROBES, Site
+
+#: Runs on the page, the report's own included.
+RUNS = 30
+#: Past this many cells, only this many that changed get a row, those that changed last (a
+#: fleet's 100,000 strips would be a page no browser opens); the rest are counted.
+MAX_ROWS = 1000
+
+Strip = tuple[Outcome | None, ...]  # one outcome per run, oldest first; None: not in it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """A column: a run of the line, its date and its report's index (relative), if any."""
+
+    run_id: str
+    date: str
+    link: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    environment: str
+    variant: str
+    hardware: str
+    strip: Strip
+    flaky: bool
+    changed: int | None  # the run (its index) whose outcome first differed from the one before
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    """The cells of one case, as the index lists it: its title, its page, its cells."""
+
+    case: str
+    page: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistoryPage:
+    runs: tuple[Run, ...]  # oldest first; the report's own last
+    line: tuple[str, str]  # matrix, kind
+    left_out: int  # earlier runs of the folder of another matrix or kind
+    groups: tuple[Group, ...]
+    steady: int  # cells the same in every run: not shown past MAX_ROWS
+    older: int  # cells that changed before those shown: not shown (past MAX_ROWS)
+    _made: dict[Strip, Markup] = field(default_factory=dict, compare=False, repr=False)
+
+    def squares(self, strip: Strip) -> Markup:
+        """A strip as HTML: a square a run in its outcome's colours, the run and the outcome
+        in its title; made once per distinct strip (most cells share theirs)."""
+        made = self._made.get(strip)
+        if made is None:
+            made = self._made[strip] = Markup("".join(
+                f'<span class="{_css(o) if o is not None else "absent"}" title="'
+                f'{escape(run.run_id)}: {o if o is not None else "not in this run"}"></span>'
+                for o, run in zip(strip, self.runs, strict=True)))
+        return made
+
+    @property
+    def legend(self) -> tuple[tuple[str, str], ...]:
+        return (*((_css(o), str(o)) for o in Outcome), ("absent", "not in the run"))
+
+
+def turns(strip: Strip) -> tuple[int, ...]:
+    """The indices of the runs whose outcome differs from the run before that ran the cell
+    (as ``History.flips`` counts them: absent and NOT_RUN runs are passed over)."""
+    found, last = [], None
+    for i, outcome in enumerate(strip):
+        if outcome is None or outcome is Outcome.NOT_RUN:
+            continue
+        if last is not None and outcome != last:
+            found.append(i)
+        last = outcome
+    return tuple(found)
+
+
+def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
+         runs: Sequence[Run]) -> HistoryPage:
+    """``runs``: the earlier runs' columns (``earlier.runs``' order), then the report's.
+    Past ``MAX_ROWS`` cells, the ``MAX_ROWS`` that changed last (flaky ones among them)."""
+    outcomes = list(map(_OUTCOME, rows))
+    befores = list(map(earlier.cells.get, logical_keys(rows),
+                       repeat((None,) * len(earlier.runs))))
+    # Most cells share their strip (``history.load``): each distinct strip and outcome
+    # worked out once, found by a number (the strip's id and the outcome's place).
+    codes = list(map(add, map(mul, map(id, befores), repeat(len(_PLACE))),
+                     map(_PLACE.__getitem__, map(str.__str__, outcomes))))
+    made = {code: _facts((*befores[i], outcomes[i]), earlier)
+            for code, i in dict(zip(codes, range(len(codes)), strict=True)).items()}
+    facts = list(map(made.__getitem__, codes))
+    moved = [i for i, (_, flaky, found) in enumerate(facts) if flaky or found]
+    over = len(facts) > MAX_ROWS
+    shown: Sequence[int] = range(len(facts))
+    if over:  # the cells whose last change is newest; then report order
+        shown = sorted(sorted(moved, key=lambda i: -(facts[i][2] or (-1,))[-1])[:MAX_ROWS])
+    by_case: dict[str, list[Cell]] = {}
+    for i in shown:
+        r, (strip, flaky, found) = rows[i], facts[i]
+        by_case.setdefault(r.case_id, []).append(Cell(
+            environment=r.environment, variant=r.variant, hardware=r.hardware_target,
+            strip=strip, flaky=flaky, changed=found[0] if found else None))
+    pages = {f.case: f"failure-{f.slug}.html" for f in site.failures}
+    pages |= {t.suite: f"suite-{t.slug}.html" for t in site.suites}
+    pages[PROBES] = "probes.html"
+    # The index's order: the failures, then the suites; the probes (the grid), then anything
+    # else, as the report met them.
+    order = [f.case for f in site.failures] + [t.suite for t in site.suites] + [
+        PROBES, *by_case]
+    groups = tuple(Group(case=case, page=pages.get(case, ""), cells=tuple(by_case[case]))
+                   for case in dict.fromkeys(c for c in order if c in by_case))
+    return HistoryPage(runs=tuple(runs), line=earlier.line, left_out=earlier.left_out,
+                       groups=groups, steady=len(facts) - len(moved) if over else 0,
+                       older=len(moved) - len(shown) if over else 0)
+
+
+_OUTCOME = attrgetter("outcome")
+_PLACE = {str(o): i for i, o in enumerate(Outcome)}
+
+
+def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[int, ...]]:
+    """A strip, whether it is flaky, the runs where it changed (``turns``). Flaky asks for
+    two changes or a FLAKY run: a strip with neither is not asked about."""
+    found = turns(strip)
+    return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
+
+
+def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
+         run_ids: Sequence[str]) -> HistoryPage:
+    """The page of the report of ``run_dir`` (its first record) written to ``out_dir``: the
+    runs of its folder of its line made before it, the last ``RUNS - 1`` of them."""
+    meta = read_meta(run_dir)
+    earlier = history.load(run_dir.parent, last=RUNS - 1, line=lineage(meta), before=run_dir)
+    runs = [_run(run_dir.parent / name, out_dir) for name in earlier.runs]
+    own = Run(run_id=", ".join(run_ids), date=_date(meta), link="index.html")
+    return page(rows, site, earlier, [*runs, own])
+
+
+def _css(outcome: Outcome) -> str:
+    """The site's class of an outcome's colours (``model.Badge.css``)."""
+    return "o-" + str(outcome).lower().replace("_", "-")
+
+
+def _run(run_dir: Path, out_dir: Path) -> Run:
+    report = run_dir / "report" / "index.html"
+    return Run(run_id=run_dir.name, date=_date(read_meta(run_dir)),
+               link=os.path.relpath(report, out_dir) if report.is_file() else "")
+
+
+def _date(meta: dict[str, object] | None) -> str:
+    created = (meta or {}).get("created")
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(created)) if isinstance(
+        created, int | float) and created > 0 else ""
