@@ -90,9 +90,11 @@ def _batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, cases_dir: 
         yield from _not_realized(_ours(cells, drawer)(), realized, place)
         return
     if cells[0].case.suite is not None:  # a test suite's session: always alone
+        built = realized.built  # said with its first test: the driver says it was built then
         for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
                                 scratch_root=scratch_root, workers=workers):
-            yield run if run.result.parent else replace(run, env_built=realized.built)
+            yield replace(run, env_built=built)
+            built = False
         return
     checking = realized.checking
     runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root,
