@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import HarnessError, InfraError
+from harness.core.errors import HarnessError
 from harness.core.matrix import memory_bytes
 from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
@@ -29,17 +29,11 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
+from harness.run.process import watch_process
 from harness.run.queue import CellQueue, Drawer
 from harness.run.suite import iter_session
-from harness.run.supervise import (
-    EnvCache,
-    ProcessGuard,
-    Realized,
-    guarded,
-    raise_if_cancelled,
-    settled,
-)
-from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
+from harness.run.supervise import EnvCache, ProcessGuard, Realized, raise_if_cancelled, settled
+from harness.run.watch import Watch, cell_variables, read_log, tail
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
@@ -96,9 +90,11 @@ def _batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, cases_dir: 
         yield from _not_realized(_ours(cells, drawer)(), realized, place)
         return
     if cells[0].case.suite is not None:  # a test suite's session: always alone
+        built = realized.built  # said with its first test: the driver says it was built then
         for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
                                 scratch_root=scratch_root, workers=workers):
-            yield run if run.result.parent else replace(run, env_built=realized.built)
+            yield replace(run, env_built=built)
+            built = False
         return
     checking = realized.checking
     runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root,
@@ -207,9 +203,6 @@ def _not_realized(cells: Sequence[Cell], realized: Realized,
                       log=realized.log.encode(), env_built=None)
 
 
-SLICE = 1.0  # how often a running process's events are read: results stream out this fast
-
-
 def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
                  cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
                  place: dict[str, Any], checking: Future[Environment] | None,
@@ -254,67 +247,44 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                                                              reason=str(exc))),
                                        fingerprint=env.summary, **place))
         return
-    try:
-        watch = Watch(events_path, env.spec.timeout)
-        code: int | None = None
-        with guarded(guard, process):
-            while True:
-                try:
-                    code = process.wait(SLICE)
-                except InfraError as exc:
-                    process.kill()
-                    for cell in (cells if drawer is None else drawer.held()):
-                        if cell.case.nodeid not in watch.finished:
-                            yield run_of(static_result(cell, classify(Ending(
-                                kind="machine_lost", reason=str(exc))), fingerprint=env.summary,
-                                **place))
-                    return
-                for nodeid, finish in watch.read():
-                    if nodeid in by_node:
-                        yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
-                                     watch.events_of(nodeid))
-                if code is not None:
-                    break
-                if checking is not None and checking.done():
-                    if _broken(checking):
-                        process.kill()
-                        process.wait(60)
-                        return
-                    yield None  # what waited for the check goes now
-                done = watch.done_with(by_node) if drawer is None else watch.drained
-                if done and time.time() > watch.last_activity + EXIT_GRACE:
-                    process.kill()  # every case has its result; it hangs on the way out
-                    code = process.wait(60)
-                    break
-                if watch.overdue():
-                    process.kill()
-                    code = process.wait(60)
-                    watch.timed_out = True
-                    break
-        raise_if_cancelled(guard)
-        watch.oom = bool(getattr(process, "oom_killed", False))
-        for nodeid, finish in watch.read():  # what it wrote between the last look and its end
+    watch = Watch(events_path, env.spec.timeout)
+
+    def finished() -> Iterator[CellRun]:
+        for nodeid, finish in watch.read():
             if nodeid in by_node:
                 yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
                              watch.events_of(nodeid))
-        code = -9 if code is None else code
-        current = watch.current
-        if current is not None and current in by_node:
-            yield run_of(_died(by_node[current], env, code, watch, place),
-                         watch.events_of(current))
-        elif current is None and not watch.started and not watch.drained:
-            # It reached no case at all: do not start another process for them.
-            for cell in (cells if drawer is None else drawer.give_up()):
-                yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
-        if drawer is not None and watch.missing:  # asked for, not collected: none can run it
-            for cell in cells:
-                if cell.case.nodeid in watch.missing and drawer.take(cell):
-                    yield run_of(_never_started(cell, env, code, watch, tail(log_path), place))
-    except GeneratorExit:  # whoever listened stopped (the environment's check broke it)
-        process.kill()
-        with contextlib.suppress(InfraError):  # a machine that stopped answering: gone
-            process.wait(60)
-        raise
+
+    def tick() -> Iterator[CellRun | None]:
+        yield from finished()
+        if checking is not None and checking.done() and not _broken(checking):
+            yield None  # what waited for the check goes now
+
+    ended = yield from watch_process(
+        process, watch, guard, tick=tick, stop=lambda: _broken(checking),
+        settled=lambda: watch.done_with(by_node) if drawer is None else watch.drained)
+    if ended.killed == "stopped":  # the check found the environment broken: no result counts
+        return
+    if ended.lost:
+        for cell in (cells if drawer is None else drawer.held()):
+            if cell.case.nodeid not in watch.finished:
+                yield run_of(static_result(cell, classify(Ending(
+                    kind="machine_lost", reason=ended.lost)), fingerprint=env.summary, **place))
+        return
+    yield from finished()  # what it wrote between the last look and its end
+    current = watch.current
+    if current is not None and current in by_node:
+        yield run_of(_died(by_node[current], env, ended.code, watch, place),
+                     watch.events_of(current))
+    elif current is None and not watch.started and not watch.drained:
+        # It reached no case at all: do not start another process for them.
+        for cell in (cells if drawer is None else drawer.give_up()):
+            yield run_of(_never_started(cell, env, ended.code, watch, tail(log_path), place))
+    if drawer is not None and watch.missing:  # asked for, not collected: none can run it
+        for cell in cells:
+            if cell.case.nodeid in watch.missing and drawer.take(cell):
+                yield run_of(_never_started(cell, env, ended.code, watch, tail(log_path),
+                                            place))
 
 
 def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch,

@@ -31,6 +31,8 @@ Kind = Literal[
     "executor_failed",  # the executor itself raised: a harness bug
     "missing_shard",  # a merge: the shard that should have run the cell never reported
     "hardware_absent",  # the cell's GPU is not on this machine
+    "session_died",  # a suite's pytest process ended with no test running, its work not done
+    "session_ended",  # a suite's session ran: its tests' outcomes sum it up
 ]
 
 MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
@@ -51,6 +53,10 @@ class Ending:
     shard: str | None = None  # missing_shard: which shard ("2/8")
     hardware: str = ""  # hardware_absent: what the cell needs
     present: str = ""  # hardware_absent: the GPUs this machine has
+    collected: bool = False  # session_died: the suite was collected before it died
+    tests: int = 0  # session_ended: how many tests ended
+    failed: bool = False  # session_ended: one of them failed or did not collect
+    shadowed: str = ""  # session_ended: the package under test came from elsewhere
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,34 @@ ROWS: tuple[Row, ...] = (
         lambda e: e.kind == "never_started",
         lambda e: Decision(Outcome.ERROR, f"pytest exited {e.returncode} before the case "
                                           f"started: {e.reason}")),
+    Row("session died: hung before it collected the suite",
+        lambda e: e.kind == "session_died" and e.timed_out and not e.collected,
+        lambda e: Decision(Outcome.ERROR, f"collecting the suite took over {e.timeout:g} s")),
+    Row("session died: killed by the memory limit (no test running)",
+        lambda e: e.kind == "session_died" and e.oom,
+        lambda e: Decision(Outcome.ERROR, f"the session's pytest ran out of memory (memory: "
+                                          f"{e.memory}) with no test running", infra=True)),
+    Row("session died: killed by a signal (no test running)",
+        lambda e: e.kind == "session_died" and (e.returncode or 0) < 0,
+        lambda e: Decision(Outcome.ERROR, f"the session's pytest was killed by "
+                           f"{_signal_name(-(e.returncode or 0))} with no test running: "
+                           f"{e.reason}"[:600], infra=True)),
+    Row("session died: pytest exited before it collected the suite",
+        lambda e: e.kind == "session_died",
+        lambda e: Decision(Outcome.ERROR, f"pytest ended (exit {e.returncode}) before it "
+                                          f"collected the suite: {e.reason}")),
+    Row("session ended: the package under test came from elsewhere",
+        lambda e: e.kind == "session_ended" and bool(e.shadowed),
+        lambda e: Decision(Outcome.ERROR, e.shadowed)),
+    Row("session ended: a test failed or did not collect",
+        lambda e: e.kind == "session_ended" and e.failed,
+        lambda e: Decision(Outcome.FAIL, e.reason)),
+    Row("session ended: no test",
+        lambda e: e.kind == "session_ended" and e.tests == 0,
+        lambda e: Decision(Outcome.ERROR, "the suite collected no test")),
+    Row("session ended: every test fine",
+        lambda e: e.kind == "session_ended",
+        lambda e: Decision(Outcome.PASS, e.reason)),
     Row("cannot start: the machine could not launch it",
         lambda e: e.kind == "cannot_start",
         lambda e: Decision(Outcome.ERROR, f"cannot start: {e.reason}", infra=True)),

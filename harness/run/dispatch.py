@@ -169,6 +169,9 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
              on_note: Callable[[str], None] = lambda _: None,
              expected: Mapping[str, float] | None = None,
              retries: int = RETRIES, batch: bool = True) -> DispatchStats:
+    """Run ``cells`` and record each result. ``on_result`` hears each cell's last attempt and
+    each suite's test as it ends (``result.parent`` names its session); ``on_note``, what
+    the run says of environments and retries."""
     stats = DispatchStats()
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
     expected = expected or {}
@@ -194,14 +197,16 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
             # First: a session's tests arrive before its future resolves, and are recorded
             # before it (--resume looks for the session's line).
             for partial in executor.partials():
-                store.record(partial)
+                tested = store.record(partial)
+                _count_env(stats, partial, on_note)  # the first test of a session it built
+                on_result(tested)
             for future in done:
                 cell, attempt = futures.pop(future)
                 run = _collect(future, cell, store.run_id, attempt)
                 if cell.cell_id in first_failure and run.result.outcome.passed:
                     run = replace(run, result=flaky(run.result, first_failure[cell.cell_id]))
                 result = store.record(run)
-                _count_env(stats, cell, run, on_note)
+                _count_env(stats, run, on_note)
                 again = None
                 step = next_try(result, machine_losses=lost.get(cell.cell_id, 0),
                                 case_tries=tries.get(cell.cell_id, 0), retries=retries,
@@ -251,13 +256,12 @@ def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> 
                    log=log)
 
 
-def _count_env(stats: DispatchStats, cell: Cell, run: CellRun,
-               on_note: Callable[[str], None]) -> None:
+def _count_env(stats: DispatchStats, run: CellRun, on_note: Callable[[str], None]) -> None:
     """Counts what ``run`` says of its environment; says at once that it was built or could
     not be (each batch says so with its first cell: said once). "Up to date" waits for
     ``_say_up_to_date``: a batch's cell that came first may be one that did not carry the
     batch's build (another ended with it), or another process of this run built it."""
-    name = cell.env.name
+    name = run.result.environment
     if run.result.infra:
         return
     if run.env_built is None:

@@ -1,5 +1,9 @@
 """Progress with counts per outcome: a live bar on a terminal, one line per cell elsewhere.
 
+A suite's session speaks as pytest does, on a terminal and off it: a running count of its
+tests while it runs (every ``EVERY`` seconds off a terminal), and at its end its environment's
+line (``host: 7780 passed, 111 skipped in 41.20s``); the bar counts tests in pytest's words.
+
 Cells that were never run (NOT_RUN: no GPU of their kind here) say one line per environment,
 hardware target and reason, with their count: a CPU machine's run of the default matrix
 printed 1,873 lines that said the same. ``verbose`` prints every cell; the record and the
@@ -8,6 +12,7 @@ report keep every cell either way."""
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 from types import TracebackType
 
@@ -23,6 +28,30 @@ from rich.progress import (
 
 from harness.core.results import CellResult, Outcome
 
+EVERY = 10.0  # seconds between a running session's counts off a terminal
+#: pytest's order in its summary line; words it does not know come after, as they came.
+PYTEST_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error")
+
+
+def pytest_words(counts: Counter[str]) -> str:
+    """``counts`` as pytest's summary line says them: "1 failed, 2 passed, 3 errors"."""
+    known = [w for w in PYTEST_ORDER if counts.get(w)]
+    words = known + [w for w in counts if w not in PYTEST_ORDER and counts[w]]
+    return ", ".join(f"{counts[w]} {w}s" if w == "error" and counts[w] > 1 else
+                     f"{counts[w]} {w}" for w in words)
+
+
+def pytest_duration(seconds: float) -> str:
+    """As pytest says a session's duration: "41.20s", past a minute "75.00s (0:01:15)"."""
+    if seconds < 60:
+        return f"{seconds:.2f}s"
+    whole = int(seconds)
+    return f"{seconds:.2f}s ({whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d})"
+
+
+def _word(result: CellResult) -> str:
+    return str(result.details.get("pytest") or result.outcome.lower())
+
 
 class RunProgress:
     def __init__(self, total: int, *, live: bool | None = None, verbose: bool = False
@@ -36,6 +65,10 @@ class RunProgress:
         self.console = Console(stderr=True, highlight=False)
         self.bar: Progress | None = None
         self.task: TaskID | None = None
+        self.tests: Counter[str] = Counter()  # every suite's tests, in pytest's words
+        self.running: dict[str, Counter[str]] = {}  # by session: its tests so far
+        self.said_at: dict[str, float] = {}  # by session: when its count was last said
+        self.every = EVERY
 
     def __enter__(self) -> RunProgress:
         if self.live:
@@ -48,6 +81,9 @@ class RunProgress:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.flush()
+        if self.tests:  # the suites' tests together, as pytest would count them
+            self.console.print(f"tests: {pytest_words(self.tests)}", markup=False,
+                               soft_wrap=True)
         if self.bar is not None:
             self.bar.__exit__(et, ev, tb)
 
@@ -64,10 +100,18 @@ class RunProgress:
                                f"{reason}", markup=False, soft_wrap=True)
 
     def advance(self, result: CellResult) -> None:
+        if result.parent:
+            self._test(result)
+            return
         self.counts[str(result.outcome)] += 1
-        summary = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        session = result.details.get("suite")
         if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, advance=1, description=summary)
+            self.bar.update(self.task, advance=1, description=self._description())
+            if session is not None:
+                self.console.print(self._ended(result), markup=False, soft_wrap=True)
+        elif session is not None:
+            self.flush()
+            self.console.print(self._ended(result), markup=False, soft_wrap=True)
         elif result.outcome is Outcome.NOT_RUN and not self.verbose:
             key = (result.environment, result.hardware_target,
                    result.reason.splitlines()[0][:100] if result.reason else "")
@@ -79,3 +123,40 @@ class RunProgress:
             self.console.print(f"[{done}/{self.total}] {result.outcome:<10} {result.environment}"
                                f" {result.case_id}::{result.variant} @{result.hardware_target}"
                                f"{reason}", markup=False, soft_wrap=True)
+
+    def _test(self, result: CellResult) -> None:
+        """A suite's test ended: counted in its session's running count."""
+        word = _word(result)
+        self.tests[word] += 1
+        running = self.running.setdefault(result.parent or "", Counter())
+        running[word] += 1
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, description=self._description())
+            return
+        now = time.monotonic()
+        if now - self.said_at.get(result.parent or "", -self.every) >= self.every:
+            self.said_at[result.parent or ""] = now
+            self.flush()
+            n = running.total()
+            self.console.print(f"{result.environment}: {n} test{'s' if n > 1 else ''} so far "
+                               f"({pytest_words(running)})  {result.case_id} "
+                               f"@{result.hardware_target}", markup=False, soft_wrap=True)
+
+    def _ended(self, result: CellResult) -> str:
+        """A session's end, as pytest's summary line says it, then its suite and target."""
+        self.running.pop(result.cell_id, None)
+        counts = Counter({str(w): int(n) for w, n in
+                          result.details["suite"].get("counts", {}).items()})
+        words = pytest_words(counts) or "no tests ran"
+        reason = (result.reason.splitlines() or [""])[0][:200]
+        # A session that failed as a whole (no collection, the package from elsewhere).
+        verdict = f"  {result.outcome}: {reason}" if result.outcome is Outcome.ERROR else ""
+        return (f"{result.environment}: {words} in {pytest_duration(result.duration)}"
+                f"  ({result.case_id} @{result.hardware_target}){verdict}")
+
+    def _description(self) -> str:
+        """What the bar says: the tests in pytest's words, then cells by outcome."""
+        cells = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        if not self.tests:
+            return cells
+        return f"tests: {pytest_words(self.tests)}" + (f" | cells: {cells}" if cells else "")

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import HarnessError, InfraError
+from harness.core.errors import HarnessError
 from harness.core.matrix import SuiteSpec, memory_bytes
 from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
@@ -30,9 +30,10 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan import collected
 from harness.plan.cells import Cell
 from harness.plan.suites import rootdir, suite_cell_id
-from harness.run.classify import Ending, classify
-from harness.run.supervise import ProcessGuard, guarded, raise_if_cancelled
-from harness.run.watch import EXIT_GRACE, Watch, cell_variables, read_log, tail
+from harness.run.classify import Decision, Ending, classify
+from harness.run.process import watch_process
+from harness.run.supervise import ProcessGuard
+from harness.run.watch import Watch, cell_variables, read_log, tail
 
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
@@ -124,7 +125,7 @@ class _Session:
         self.collect_errors: dict[str, str] = {}
         self.imported: list[dict[str, Any]] = []
         self.children: dict[str, CellRun] = {}  # each test that ended, by pytest node id
-        self.failure: str | None = None  # the session itself failed (no collection)
+        self.failure: Decision | None = None  # the session itself failed (no collection)
         self.log = b""  # what the processes that ended wrote
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
@@ -222,21 +223,15 @@ class _Session:
                          for run in self.children.values())
         shadowed = [i for i in self.imported if not i.get("installed")]
         words = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        if self.failure is not None:
-            outcome, reason = Outcome.ERROR, self.failure
-        elif shadowed:
-            outcome = Outcome.ERROR
-            reason = "; ".join(
+        decision = self.failure or classify(Ending(
+            kind="session_ended", reason=words, tests=len(self.children),
+            failed=any(o.failed for o in outcomes),
+            shadowed="; ".join(
                 f"{i['name']} did not import: {i['error']}" if i.get("error") else
                 f"{i['name']} was imported from {i.get('file')}, not from the environment's "
                 "site-packages (the suite's folder shadows the installed package)"
-                for i in shadowed)
-        elif any(o.failed for o in outcomes):
-            outcome, reason = Outcome.FAIL, words
-        elif not self.children:
-            outcome, reason = Outcome.ERROR, "the suite collected no test"
-        else:
-            outcome, reason = Outcome.PASS, words
+                for i in shadowed)))
+        outcome, reason = decision.outcome, decision.reason
         if processes > 1:
             reason += f" ({processes} pytest processes: a test took one down)"
         resumed = len(self.cell.resumed)
@@ -255,7 +250,7 @@ class _Session:
             variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
             outcome=outcome, reason=reason, fingerprint=env.summary, details=details,
             duration=round(time.time() - self.started_at, 3), finished_at=time.time(),
-            **self.place)
+            infra=decision.infra, **self.place)
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
@@ -289,50 +284,41 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     try:
         process = backend.launch(env, request)
     except (OSError, HarnessError) as exc:
-        session.failure = f"could not start pytest: {exc}"
+        session.failure = classify(Ending(kind="cannot_start", reason=str(exc)))
         return True
     log = scratch / "cell.log"
     watch = Watch(events_path, timeout)
-    code: int | None = None
-    with guarded(guard, process):
-        while code is None:
-            try:
-                code = process.wait(1.0)
-            except InfraError as exc:
-                process.kill()
-                session.failure = f"the machine failed: {exc}"
-                return True
-            _take(session, watch)
-            yield from session.fresh(read_log(log))
-            every = only if only is not None else session.collected
-            settled = (session.collected and watch.current is None
-                       and all(n in session.children for n in every))
-            if code is None and settled and (
-                    watch.ended or time.time() > watch.last_activity + EXIT_GRACE):
-                # Every test has its result and pytest is done (or hangs on the way out): the
-                # interpreter's teardown is not waited for.
-                process.kill()
-                code = process.wait(60)
-            if code is None and watch.overdue():
-                process.kill()
-                code = process.wait(60)
-                watch.timed_out = True
-    raise_if_cancelled(guard)
-    watch.oom = bool(getattr(process, "oom_killed", False))
+
+    def tick() -> Iterator[CellRun]:
+        _take(session, watch)
+        yield from session.fresh(read_log(log))
+
+    def settled() -> bool:
+        every = only if only is not None else session.collected
+        return (bool(session.collected) and watch.current is None
+                and all(n in session.children for n in every))
+
+    ended = yield from watch_process(process, watch, guard, tick=tick, settled=settled)
+    if ended.lost:
+        session.failure = classify(Ending(kind="machine_lost", reason=ended.lost))
+        return True
     _take(session, watch)
     if watch.ended:
         session.exitstatus = watch.exitstatus
-    code = -9 if code is None else code
     if watch.current is not None:  # a test took the process down, or hung
-        session.died(watch.current, code, watch)
+        session.died(watch.current, ended.code, watch)
         yield from session.fresh(read_log(log))
         return False
     yield from session.fresh(read_log(log))
-    if not any(e.get("event") == "collected" for e in watch.events) and not session.collected:
-        last = tail(log)
-        session.failure = (f"pytest ended (exit {code}) before it collected the suite: {last}"
-                           if not watch.timed_out else
-                           f"collecting the suite took over {timeout:g} s")
+    # With no test running: before it collected, or killed from outside (a signal, its
+    # memory limit) with tests left to run. An exit of its own after collecting is pytest's
+    # (``-x``, ``--maxfail``): the tests it ran say it all.
+    killed = ended.killed is None and (ended.code < 0 or watch.oom) and not settled()
+    if not session.collected or killed:
+        session.failure = classify(Ending(
+            kind="session_died", returncode=ended.code, timed_out=watch.timed_out,
+            oom=watch.oom, memory=env.spec.memory, timeout=timeout, reason=tail(log),
+            collected=bool(session.collected)))
     return True
 
 

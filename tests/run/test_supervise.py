@@ -57,7 +57,6 @@ def test_built_is_said_once_and_up_to_date_never_for_a_built_environment(
         tmp_path: Path) -> None:
     """A batch that realized it later may end first: its cells must not make the console
     call the environment up to date before it says built."""
-    cell = one_cell(tmp_path)
     result = CellResult(run_id="r", cell_id="c", environment="e", values={}, env_key="k",
                         backend="host", case_id="s", variant="v", nodeid="n",
                         hardware_target="cpu", outcome=Outcome.PASS)
@@ -65,7 +64,7 @@ def test_built_is_said_once_and_up_to_date_never_for_a_built_environment(
     stats = DispatchStats()
     # batch B's first cell, B's second (reported once per batch), then A's first
     for built in (True, False, True):
-        _count_env(stats, cell, CellRun(result=result, env_built=built), notes.append)
+        _count_env(stats, CellRun(result=result, env_built=built), notes.append)
     assert notes == ["environment e: built"]
     assert stats.environments_line().startswith("environments: 1 built, 0 reused")
 

@@ -1,0 +1,73 @@
+"""The one loop that watches a pytest process in an environment to its end, for a batch of
+cases (``run.cell``) and a suite's session (``run.suite``) alike: wait a second at a time,
+let the caller read what it said, kill its process group when it passes its timeout or hangs
+on the way out, and say how it ended (its exit status, whether the harness killed it and why,
+whether the machine failed, whether its memory limit killed it)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from harness.core.errors import InfraError
+from harness.envs import Process
+from harness.run.supervise import ProcessGuard, guarded, raise_if_cancelled
+from harness.run.watch import EXIT_GRACE, Watch
+
+T = TypeVar("T")
+SLICE = 1.0  # how often a running process's events are read: results stream out this fast
+
+#: Why the harness killed the process: it passed its timeout, every result was in and it
+#: hung on the way out, or the caller asked (``stop``).
+Killed = Literal["timeout", "settled", "stopped"]
+
+
+@dataclass(frozen=True)
+class Ended:
+    code: int  # the exit status; -9 when it would not say
+    killed: Killed | None = None  # None: it ended on its own
+    lost: str = ""  # the machine failed while it ran (the backend's error)
+
+
+def watch_process(process: Process, watch: Watch, guard: ProcessGuard | None, *,
+                  tick: Callable[[], Iterator[T]], settled: Callable[[], bool],
+                  stop: Callable[[], bool] = lambda: False) -> Generator[T, None, Ended]:
+    """Wait for ``process``, yielding what ``tick`` yields each ``SLICE`` while it runs (the
+    caller reads ``watch`` there). Killed once ``settled()`` (every result is in) and pytest
+    said it is done or has been quiet ``EXIT_GRACE`` seconds; once ``watch`` is overdue
+    (``watch.timed_out``); or at once when ``stop()``. A listener that stops listening kills
+    it too. Raises ``Cancelled`` when the executor was shut down."""
+    code: int | None = None
+    killed: Killed | None = None
+    try:
+        with guarded(guard, process):
+            while code is None:
+                try:
+                    code = process.wait(SLICE)
+                except InfraError as exc:
+                    process.kill()
+                    return Ended(-9, lost=str(exc))
+                if code is not None:
+                    break
+                yield from tick()
+                if stop():
+                    killed = "stopped"
+                elif settled() and (watch.ended
+                                    or time.time() > watch.last_activity + EXIT_GRACE):
+                    killed = "settled"
+                elif watch.overdue():
+                    killed, watch.timed_out = "timeout", True
+                if killed is not None:
+                    process.kill()
+                    code = process.wait(60)
+    except GeneratorExit:  # whoever listened stopped (an environment's check broke it)
+        process.kill()
+        with contextlib.suppress(InfraError):  # a machine that stopped answering: gone
+            process.wait(60)
+        raise
+    raise_if_cancelled(guard)
+    watch.oom = bool(getattr(process, "oom_killed", False))
+    return Ended(-9 if code is None else code, killed)
