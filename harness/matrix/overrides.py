@@ -1,9 +1,6 @@
-"""``--set KEY=VALUE``: a bump without editing matrix.yaml.
-
-Applied to the parsed YAML before it is read, so the value is checked, named and hashed
-exactly as if it had been written there. A key that an axis, a linked axis, a ``when:``
-table, an include, a pin or a setting names is replaced there (an axis becomes that one
-value); a key the matrix names nowhere is added to every environment.
+"""``--set KEY=VALUE``: a bump without editing matrix.yaml, applied to the parsed YAML (so
+checked, named and hashed as if written there). A key the matrix names is replaced where it
+is (an axis becomes that one value); one it names nowhere is added to every environment.
 """
 
 from __future__ import annotations
@@ -77,8 +74,7 @@ def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
 
 
 def in_use(note: str, origins: set[str]) -> str:
-    """A note of ``apply_sets`` naming only the places of ``origins`` (the matrices and
-    environments of the selected cells) where the key was replaced; "" when none is."""
+    """A note of ``apply_sets`` naming only the places among ``origins``; "" when none."""
     head, sep, places = note.partition(": replaced in ")
     if not sep:
         return note
@@ -143,10 +139,8 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
 
 
 def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
-    """What an axis named for ``key`` becomes under ``--set``: what goes with the release it
-    replaces (a bump, or a bisect's probe, takes it). Past every linked row, or with none, the
-    pins of the query's when: table that match the value; else the linked row in force (the
-    newest release up to it; else the oldest), the key set; else the value alone."""
+    """What an axis named for ``key`` becomes: past every linked row, the value with its
+    query's matching when: pins; else the linked row in force, the key set; else the value."""
     rows = [v for v in values if isinstance(v, dict) and key in v] if isinstance(
         values, list) else []
     newest = max((release_order(str(r[key])) for r in rows), default=None)
@@ -171,8 +165,7 @@ def _version(text: str) -> Version | None:
 
 
 def _in_packages(holder: dict[str, Any], key: str, value: str) -> bool:
-    """Replace a requirement of ``key`` in ``holder``'s ``packages:`` list (a package the
-    matrix pins only there: ``mergekit==0.0.5.1``); whether there was one."""
+    """Replace ``key``'s requirement in ``holder``'s ``packages:``; whether there was one."""
     packages = holder.get("packages")
     if not isinstance(packages, list):
         return False
