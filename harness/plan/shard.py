@@ -30,10 +30,6 @@ class Shard:
     def label(self) -> str:
         return f"{self.index}/{self.count}"
 
-    @property
-    def weight_key(self) -> str:
-        return f"{self.hardware}:{self.index}"
-
 
 def parse_shard(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
