@@ -1,9 +1,6 @@
-"""A project's files, as the places an environment installs from list them.
-
-The simple repository API (PEP 691 JSON, else PEP 503 HTML) of the default index and of the
-matrix's extra indexes (a CUDA wheel index), a ``file://`` folder laid out as a simple index,
-and ``--find-links`` folders. uv installs with ``--index-strategy unsafe-best-match`` across
-them, so a release is available when any of them has it.
+"""A project's files, as the places an environment installs from list them: the simple API
+(PEP 691 JSON, else PEP 503 HTML) of the default and extra indexes, a ``file://`` simple
+index, and ``--find-links`` folders. uv takes a release from any of them.
 """
 
 from __future__ import annotations

@@ -38,8 +38,6 @@ from harness.matrix.reader import Reader, kind
 from harness.matrix.releases import query_at
 from harness.matrix.yamlsrc import KeyPath, Source, load_source, value_limit
 
-__all__ = ["SETTING_KEYS", "load_matrix", "parse_matrix", "requirement_for"]
-
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
                 "network", "hardware", "cases", "memory", "base", "retries", "suites")
