@@ -85,33 +85,31 @@ def in_use(note: str, origins: set[str]) -> str:
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
     where = []
     defaults = data.get("defaults")
-    if isinstance(defaults, dict):
-        in_packages = _in_packages(defaults, key, value)
-        if key in defaults:
-            defaults[key] = value
-        if key in defaults or in_packages:
-            where.append("defaults")
+    if isinstance(defaults, dict) and _set_in(defaults, key, value):
+        where.append("defaults")
     for name, matrix in _mapping(data.get("matrices")).items():
         if isinstance(matrix, dict) and _replace_in_matrix(matrix, key, value):
             where.append(f"matrices.{name}")
     for name, env in _mapping(data.get("environments")).items():
-        if not isinstance(env, dict):
-            continue
-        pins = env.get("pins")
-        in_packages = _in_packages(env, key, value)
-        if key in env or (isinstance(pins, dict) and key in pins):
-            (env if key in env else pins)[key] = value  # type: ignore[index]
-            where.append(f"environments.{name}")
-        elif in_packages:
+        pins = _mapping(env.get("pins")) if isinstance(env, dict) else {}
+        if key in pins:
+            pins[key] = value
+        if isinstance(env, dict) and (_set_in(env, key, value) or key in pins):
             where.append(f"environments.{name}")
     return where
 
 
-def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
-    hit = _in_packages(matrix, key, value)
-    if key in matrix:
-        matrix[key] = value
+def _set_in(holder: dict[str, Any], key: str, value: str) -> bool:
+    """Replace ``key`` in ``holder`` and in its ``packages:``; whether it was in either."""
+    hit = _in_packages(holder, key, value)
+    if key in holder:
+        holder[key] = value
         hit = True
+    return hit
+
+
+def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
+    hit = _set_in(matrix, key, value)
     axes = _mapping(matrix.get("axes"))
     for axis, values in list(axes.items()):
         at = query_at(axis, values)
