@@ -355,16 +355,13 @@ class _Reader(Reader):
         reads as a version (``init_device: [cpu, meta]``, ``node: [14, 16]``). They reach the
         case as environment variables."""
         declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
+        rows = [value if isinstance(value, dict) else {axis: value}
+                for axis, values in raw_axes.items() for value in values]
+        rows += [entry for entry in raw.get("include") or [] if isinstance(entry, dict)]
         seen: dict[str, list[Any]] = {}
-        for axis, values in raw_axes.items():
-            for value in values:
-                for key, item in (value.items() if isinstance(value, dict) else
-                                  [(axis, value)]):
-                    seen.setdefault(str(key), []).append(item)
-        for entry in raw.get("include") or []:
-            if isinstance(entry, dict):
-                for key, item in entry.items():
-                    seen.setdefault(str(key), []).append(item)
+        for row in rows:
+            for key, item in row.items():
+                seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
             if key in SETTING_KEYS or key in distributions or key in declared:
@@ -455,8 +452,8 @@ class _Reader(Reader):
                 if k not in SETTING_KEYS and k not in variables and v is not None]
         chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
         env_vars = list(merged.get("env", ()))
-        if chosen:  # each as itself (TORCH_CUDA_ARCH_LIST), and all together for a fixture
-            env_vars += [(_variable_name(k), v) for k, v in chosen.items()]
+        if chosen:  # each in capitals (init_device: INIT_DEVICE), and all together as JSON
+            env_vars += [(re.sub(r"\W", "_", k).upper(), v) for k, v in chosen.items()]
             env_vars.append(("HARNESS_VARIABLES", json.dumps(chosen, sort_keys=True)))
         requirements = [requirement_for(d, v) for d, v in pins]
         requirements += list(merged.get("packages", ()))
@@ -464,7 +461,8 @@ class _Reader(Reader):
         values = [(k, _shown(v)) for k, v in combo.items()
                   if k in axis_keys or k in _COMBO_SETTINGS]
         label = name if named else f"{name}:" + ",".join(
-            _label(k, v) for k, v in values if k not in hidden)
+            f"{k}{v}" if v.startswith(OPERATORS) else f"{k}={v}"
+            for k, v in values if k not in hidden)
         return EnvSpec(
             name=label, origin=origin, values=tuple(values),
             backend=merged.get("backend", backends.DEFAULT), python=merged.get("python", "3.11"),
@@ -494,12 +492,6 @@ def _version_like(key: str, text: str) -> bool:
     return True
 
 
-def _variable_name(key: str) -> str:
-    """The environment variable a variable axis sets: its name in capitals, as environment
-    variables are named (``init_device`` -> ``INIT_DEVICE``)."""
-    return re.sub(r"\W", "_", key).upper()
-
-
 def _shown(value: Any) -> str:
     """An axis value as names and tables show it: a list (``index``) item by item."""
     if value is None:
@@ -508,6 +500,3 @@ def _shown(value: Any) -> str:
         return ",".join(short_value(str(v)) for v in value)
     return short_value(str(value))
 
-
-def _label(key: str, value: str) -> str:
-    return f"{key}{value}" if value.startswith(OPERATORS) else f"{key}={value}"

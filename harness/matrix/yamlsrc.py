@@ -55,7 +55,7 @@ def value_limit(max_cells: int) -> int:
     return max(MAX_NODES, max_cells // 2)
 
 
-#: libyaml's parser when PyYAML was built with it (20 times the pure-Python one's speed).
+#: libyaml's parser when PyYAML was built with it.
 _EVENT_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -154,7 +154,7 @@ class _Converter:
     def __init__(self, file: str, lines: dict[KeyPath, int], limit: int) -> None:
         self.file, self.lines, self.limit = file, lines, limit
         self.nodes = 0
-        self.constructor = yaml.SafeLoader("")  # one for every scalar: making one is slow
+        self.constructor = yaml.SafeLoader("")  # one for every scalar
         self.open: set[int] = set()  # nodes being converted: an alias back to one is a cycle
 
     def convert(self, node: yaml.Node, path: KeyPath) -> Any:
