@@ -418,7 +418,7 @@ class _Reader(Reader):
         if not isinstance(raw, list):
             raise self.src.error(path, f"{what} is a list of mappings, got {kind(raw)}")
         out = []
-        for i, _ in enumerate(raw):
+        for i in range(len(raw)):
             entry = self.mapping((*path, i), None)
             for key in entry:
                 if known is not None and key not in known:
@@ -432,10 +432,10 @@ class _Reader(Reader):
                   distributions: dict[str, str], builds: tuple[BuildSetting, ...]) -> EnvSpec:
         raw = self.mapping(path, {"pins", *SETTING_KEYS})
         pins = self.mapping((*path, "pins"), None, optional=True)
+        setting = next((key for key in pins if key in SETTING_KEYS), None)
+        if setting is not None:
+            raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
-        for key in SETTING_KEYS:
-            if key in pins:
-                raise self.src.error((*path, "pins", key), f"{key!r} is a setting, not a pin")
         settings = {**defaults, **self.settings(path, raw)}
         return self._env_spec(combo, settings, distributions, name=name,
                               origin=f"environments.{name}", axis_keys=set(combo), named=True,
