@@ -178,12 +178,9 @@ class _Sweep:
             self.budget -= len(active) + 1
             if self.budget < 0:
                 raise _OverBudgetError
-            still = frozenset(b for b in active if _holds(self.boxes[b][axis], j))
+            still = frozenset(b for b in active
+                              if (box := self.boxes[b][axis]) is None or j in box)
             groups[still] = groups.get(still, 0) + 1
         found = sum(n * self._left(domain, axis + 1, still) for still, n in groups.items())
         self.memo[key] = found
         return found
-
-
-def _holds(held: frozenset[int] | None, j: int) -> bool:
-    return held is None or j in held

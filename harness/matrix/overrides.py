@@ -123,7 +123,9 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
             for item in linked:
                 item[key] = value
             if linked:
-                axes[axis] = _unique(values)
+                # once each, in order: linked rows that became equal
+                axes[axis] = list({json.dumps(v, sort_keys=True, default=str): v
+                                   for v in values}.values())
                 hit = True
         for pins in _mapping(query.get("when")).values():  # a release query's when: pins
             if isinstance(pins, dict) and key in pins:
@@ -191,13 +193,3 @@ def _add(data: dict[str, Any], key: str, value: str) -> None:
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
-
-def _unique(values: list[Any]) -> list[Any]:
-    """Linked values that became equal once one key was set, once each, in order."""
-    seen, out = set(), []
-    for value in values:
-        mark = json.dumps(value, sort_keys=True, default=str)
-        if mark not in seen:
-            seen.add(mark)
-            out.append(value)
-    return out

@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -67,14 +67,6 @@ class CaseVariant:
                 "caveats": list(self.caveats), "isolate": self.isolate,
                 "retries": self.retries, "about": list(self.about),
                 **({"suite": self.suite.to_dict()} if self.suite else {})}
-
-    @classmethod
-    def from_metadata(cls, data: dict[str, Any]) -> CaseVariant:
-        variant = _variant({**data, "case_id": data["case"],
-                            "signatures": data.get("signatures", ())})
-        if data.get("suite"):
-            return replace(variant, suite=SuiteSpec.from_dict(data["suite"]))
-        return variant
 
 
 def pytest_args(cases_dir: Path) -> list[str]:
