@@ -157,46 +157,42 @@ class _Converter:
         self.constructor = yaml.SafeLoader("")  # one for every scalar
         self.open: set[int] = set()  # nodes being converted: an alias back to one is a cycle
 
+    def error(self, node: yaml.Node, path: KeyPath, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=node.start_mark.line + 1,
+                         path=format_path(path))
+
     def convert(self, node: yaml.Node, path: KeyPath) -> Any:
-        line = node.start_mark.line + 1
         self.nodes += 1
         if self.nodes > self.limit:
-            raise SpecError(f"more than {self.limit:,} values once aliases are expanded",
-                            file=self.file, line=line, path=format_path(path))
+            raise self.error(node, path, f"more than {self.limit:,} values once aliases are "
+                             "expanded")
         if id(node) in self.open:
-            raise SpecError("an alias refers to a value that contains it", file=self.file,
-                            line=line, path=format_path(path))
-        self.lines[path] = line
-        if isinstance(node, yaml.MappingNode):
-            self.open.add(id(node))
-            out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.scalar(key_node)
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    raise SpecError("merge keys (<<) are not supported; write the keys out",
-                                    file=self.file, line=key_node.start_mark.line + 1,
-                                    path=format_path(path))
-                if key in out:
-                    raise SpecError(f"duplicate key {key!r}", file=self.file,
-                                    line=key_node.start_mark.line + 1,
-                                    path=format_path((*path, key)))
-                out[key] = self.convert(value_node, (*path, key))
-                self.lines[(*path, key)] = key_node.start_mark.line + 1
-            self.open.discard(id(node))
-            return out
+            raise self.error(node, path, "an alias refers to a value that contains it")
+        self.lines[path] = node.start_mark.line + 1
         if isinstance(node, yaml.SequenceNode):
             self.open.add(id(node))
             items = [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
             self.open.discard(id(node))
             return items
-        return self.scalar(node)
+        if not isinstance(node, yaml.MappingNode):
+            return self.scalar(node)
+        self.open.add(id(node))
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise self.error(key_node, path, "merge keys (<<) are not supported; write the "
+                                 "keys out")
+            key = self.scalar(key_node)
+            if key in out:
+                raise self.error(key_node, (*path, key), f"duplicate key {key!r}")
+            out[key] = self.convert(value_node, (*path, key))
+            self.lines[(*path, key)] = key_node.start_mark.line + 1
+        self.open.discard(id(node))
+        return out
 
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
-            raise SpecError("keys must be plain scalars", file=self.file,
-                            line=node.start_mark.line + 1)
-        if node.tag == "tag:yaml.org,2002:merge":
-            return "<<"
+            raise self.error(node, (), "keys must be plain scalars")
         if node.tag == _STR:  # most of a matrix: what the constructor would make of it
             return node.value
         return self.constructor.construct_object(node)
