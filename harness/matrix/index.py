@@ -60,9 +60,7 @@ def _folder(folder: Path, name: str) -> list[IndexFile]:
 
 def _index(url: str, name: str) -> list[IndexFile]:
     page = url.rstrip("/") + f"/{name}/"
-    if page.startswith("file://"):
-        return _local_index(Path(urllib.parse.unquote(urllib.parse.urlparse(page).path)))
-    body, kind = _get(page)
+    body, kind = _local(page) if page.startswith("file://") else _get(page)
     if body is None:
         return []  # this index does not have the project: another may
     if "json" in kind:
@@ -70,15 +68,13 @@ def _index(url: str, name: str) -> list[IndexFile]:
     return _from_html(body.decode("utf-8", "replace"))
 
 
-def _local_index(folder: Path) -> list[IndexFile]:
-    """A folder laid out as a simple index: ``simple/<project>/index.html`` (or .json)."""
-    for page, parse in (("index.json", "json"), ("index.html", "html")):
-        path = folder / page
-        if path.is_file():
-            data = path.read_bytes()
-            return (_from_json(data, str(path)) if parse == "json"
-                    else _from_html(data.decode("utf-8", "replace")))
-    return []
+def _local(page: str) -> tuple[bytes | None, str]:
+    """A folder laid out as a simple index: ``<project>/index.json`` (or ``index.html``)."""
+    folder = Path(urllib.parse.unquote(urllib.parse.urlparse(page).path))
+    for name in ("index.json", "index.html"):
+        if (folder / name).is_file():
+            return (folder / name).read_bytes(), name
+    return None, ""
 
 
 def _get(url: str, attempts: int = 3) -> tuple[bytes | None, str]:
