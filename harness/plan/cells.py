@@ -111,10 +111,8 @@ def case_counter(collect: Callable[[Path], tuple[CaseVariant, ...]] = collect_ca
             except UsageError:
                 collected[cases_dir] = None
         cases = collected[cases_dir]
-        if cases is None:
-            return None
         try:
-            return len(select_cases(cases, selectors))
+            return None if cases is None else len(select_cases(cases, selectors))
         except UsageError:
             return None
     return count
@@ -133,12 +131,9 @@ def json_lines(cells: Iterable[Cell]) -> Iterator[str]:
 
 
 def _targets(hardware: Iterable[str], present: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    for target in hardware:
-        for hw in (present if target == "auto" else [target]):
-            if hw not in out:
-                out.append(hw)
-    return out
+    """The targets, ``auto`` as those ``present``, each once in order."""
+    return list(dict.fromkeys(hw for target in hardware
+                              for hw in (present if target == "auto" else [target])))
 
 
 def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = None,
