@@ -101,13 +101,12 @@ def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]
     added = 0
     for extra in include:
         box, sure = _box(extra, axes, fixed, owner, set(), present=False)
-        try:
-            hits = box is not None and sweep.left(box) > 0
-        except _OverBudgetError:
-            return Count(left + added, exact=False)
         if not sure:
             return Count(left + added, exact=False)
-        added += not hits
+        try:
+            added += box is None or sweep.left(box) == 0  # it extends nothing: one more
+        except _OverBudgetError:
+            return Count(left + added, exact=False)
     return Count(left + added)
 
 
