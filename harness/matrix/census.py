@@ -1,14 +1,9 @@
-"""How many combinations a matrix entry expands to, counted from its axes' sizes without
-making one: so that an oversized matrix is refused at once, before its environments are
-built.
+"""How many combinations a matrix entry expands to, counted without making one, so that an
+oversized matrix is refused before its environments are built.
 
-The count follows ``harness.matrix.expand`` exactly: the product of the axes, less the
-combinations an ``exclude`` pattern matches, plus each ``include`` that extends none of what
-is left. A pattern names values of some axes, so the combinations it matches are a box: a
-subset of each axis's values. Those left after several overlapping boxes are counted axis
-by axis, grouping an axis's values by the boxes they stay in (a memoized sweep, within a
-budget of steps). Where the exact count is out of reach, the count is a lower bound and says
-so: the product less every box's size, and nothing for the includes.
+As ``harness.matrix.expand``: the axes' product, less what an ``exclude`` pattern matches (a
+box: a subset of each axis's values), plus each ``include`` that extends nothing left. Boxes
+are swept axis by axis within a budget; past it, the count is a lower bound and says so.
 """
 
 from __future__ import annotations
@@ -21,13 +16,11 @@ from typing import Any
 
 from harness.core.matrix import CaseSelector
 
-#: Steps of the sweep before it gives up for the lower bound: a matrix's few excludes take a
-#: few hundred; 60 excludes over ten axes of 20 run out.
+#: Steps of the sweep before it gives up for the lower bound.
 BUDGET = 200_000
 
-#: How many cases of a cases folder some selectors pick (no selector: every case), or None
-#: when that is not known: the cases do not collect, or a selector picks none (planning says
-#: which, where). harness.plan.cells.case_counter answers it from the collected cases.
+#: How many cases of a cases folder some selectors pick (none: every case); None when not
+#: known. harness.plan.cells.case_counter answers it.
 CaseCount = Callable[[Path, tuple[CaseSelector, ...]], int | None]
 
 Values = Sequence[Mapping[str, Any]]
@@ -59,19 +52,16 @@ def over_limit(cells: Count, limit: int) -> str:
 
 def cells_per_env(hardware: Sequence[str], cases: Sequence[CaseSelector],
                   suites: Sequence[str], picked: int | None = None) -> Count:
-    """The cells of an environment with these settings: its targets times its cases and
-    suites. ``picked``: how many cases its selectors pick, when known; else the fewest they
-    can pick. With ``auto`` hardware, the fewest targets a machine has."""
-    # auto is the machine's targets: its CPU at least (plan.hardware.Machine.targets).
+    """An environment's targets times its cases and suites. ``picked``: how many cases its
+    selectors pick, when known; else the fewest they can. ``auto``: the CPU at least."""
     targets = len(set(hardware) - {"auto"}) or (1 if "auto" in hardware else 0)
     exact = "auto" not in hardware
     if suites and not cases:
         return Count(targets * len(suites), exact)
     if picked is not None:
         return Count(targets * (picked + len(suites)), exact)
-    # Each selector must match a case (else planning stops), and selectors that name cases
-    # outright (no glob, no marker:, no path, no ::variant) match different ones. No
-    # selector at all runs every case of cases_dir, which may hold none.
+    # Each selector matches a case (else planning stops); those naming cases outright (no
+    # glob, marker:, path or ::variant) match different ones. No selector: maybe no case.
     named = {c.pattern for c in cases
              if not (set(c.pattern) & set("*?[") or c.pattern.startswith("marker:")
                      or c.pattern.endswith(".py") or "::" in c.pattern)}
@@ -86,10 +76,8 @@ class _OverBudgetError(Exception):
 def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]] = (),
                  include: Sequence[Mapping[str, Any]] = (), *,
                  unknown: Collection[str] = (), budget: int = BUDGET) -> Count:
-    """What ``expand(axes, exclude, include)`` returns, counted. An axis with no values is a
-    release query, answered later: it counts as one value (a query that matches none is an
-    error), and the keys in ``unknown`` (the queries' and the pins they bring) as matching
-    any pattern: a lower bound."""
+    """``len(expand(axes, exclude, include))``. An axis with no values is a release query: one
+    value, and the keys in ``unknown`` match any pattern (a lower bound)."""
     if not axes:
         return Count(len(include))  # no combination: each include is one of its own
     fixed = [axis for axis, values in axes.items() if values]
@@ -113,13 +101,12 @@ def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]
     added = 0
     for extra in include:
         box, sure = _box(extra, axes, fixed, owner, set(), present=False)
-        try:
-            hits = box is not None and sweep.left(box) > 0
-        except _OverBudgetError:
-            return Count(left + added, exact=False)
         if not sure:
             return Count(left + added, exact=False)
-        added += not hits
+        try:
+            added += box is None or sweep.left(box) == 0  # it extends nothing: one more
+        except _OverBudgetError:
+            return Count(left + added, exact=False)
     return Count(left + added)
 
 
@@ -135,16 +122,14 @@ def _owners(axes: Mapping[str, Values], fixed: Sequence[str]) -> dict[str, list[
 def _box(pattern: Mapping[str, Any], axes: Mapping[str, Values], fixed: Sequence[str],
          owner: Mapping[str, list[int]], unknown: set[str], *, present: bool
          ) -> tuple[Box | None, bool]:
-    """The combinations ``pattern`` matches, as a box (None: none), and whether that box is
-    exact. ``present``: exclude's match (the key is in the combination, with that value);
-    else include's (``combo.get(key) == value``, over the axes' own keys only)."""
+    """The combinations ``pattern`` matches as a box (None: none), and whether it is exact.
+    ``present``: exclude's match; else include's (``combo.get(key) == value``)."""
     box: list[frozenset[int] | None] = [None] * len(fixed)
     sure = True
     for key, wanted in pattern.items():
         at = owner.get(key, [])
         if key in unknown or len(at) > 1:
-            # Set by a query, or by two axes (the later one wins): assumed to match. For an
-            # exclude the box grows (a lower bound); an include's hit is not known.
+            # Set by a query or by two axes: assumed to match (not exact).
             sure = False
             continue
         if not at:
@@ -178,8 +163,7 @@ class _Sweep:
         return self._left(domain, 0, frozenset(range(len(self.boxes))))
 
     def _left(self, domain: Box, axis: int, active: frozenset[int]) -> int:
-        """Combinations of axes ``axis``... in ``domain`` that no ``active`` box holds (each
-        active box holds the combination's values on the axes before ``axis``)."""
+        """Combinations of axes ``axis``... in ``domain`` that no ``active`` box holds."""
         if not active:
             return _size(domain[axis:], self.sizes[axis:])
         if axis == len(self.sizes):
@@ -193,12 +177,9 @@ class _Sweep:
             self.budget -= len(active) + 1
             if self.budget < 0:
                 raise _OverBudgetError
-            still = frozenset(b for b in active if _holds(self.boxes[b][axis], j))
+            still = frozenset(b for b in active
+                              if (box := self.boxes[b][axis]) is None or j in box)
             groups[still] = groups.get(still, 0) + 1
         found = sum(n * self._left(domain, axis + 1, still) for still, n in groups.items())
         self.memo[key] = found
         return found
-
-
-def _holds(held: frozenset[int] | None, j: int) -> bool:
-    return held is None or j in held

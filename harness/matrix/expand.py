@@ -49,21 +49,22 @@ def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
     return [combo for _, combo in placed]
 
 
-def matches(combo: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
-    return all(key in combo and combo[key] == value for key, value in pattern.items())
-
-
-def apply_exclude(combos: list[Combo], exclude: Sequence[Mapping[str, Any]]) -> list[Combo]:
-    return [c for c in combos if not any(matches(c, pattern) for pattern in exclude)]
-
-
-def apply_include(
-    combos: list[Combo], include: Sequence[Mapping[str, Any]], original_keys: set[str]
+def expand(
+    axes: Mapping[str, Sequence[Mapping[str, Any]]],
+    exclude: Sequence[Mapping[str, Any]] = (),
+    include: Sequence[Mapping[str, Any]] = (),
+    follow: Mapping[str, Follower] | None = None,
 ) -> list[Combo]:
-    """An include extends each original combination whose *original* values it does not
-    overwrite (values added by earlier includes may be overwritten); one that extends none
-    becomes a new combination. New combinations are never extended by later includes."""
-    originals = [dict(c) for c in combos]
+    """The product, less each combination an ``exclude`` pattern matches (its keys present,
+    with those values). An include extends each original combination whose *original* values
+    it does not overwrite (values added by earlier includes may be overwritten); one that
+    extends none is a new combination, never extended by later includes."""
+    combos = product(axes, follow)
+    original_keys = {key for values in axes.values() for value in values for key in value}
+    original_keys |= {key for combo in combos for key in combo}  # with what queries gave
+    originals = [dict(c) for c in combos
+                 if not any(all(k in c and c[k] == v for k, v in pattern.items())
+                            for pattern in exclude)]
     added: list[Combo] = []
     for extra in include:
         hit = False
@@ -74,15 +75,3 @@ def apply_include(
         if not hit:
             added.append(dict(extra))
     return originals + added
-
-
-def expand(
-    axes: Mapping[str, Sequence[Mapping[str, Any]]],
-    exclude: Sequence[Mapping[str, Any]] = (),
-    include: Sequence[Mapping[str, Any]] = (),
-    follow: Mapping[str, Follower] | None = None,
-) -> list[Combo]:
-    combos = product(axes, follow)
-    original_keys = {key for values in axes.values() for value in values for key in value}
-    original_keys |= {key for combo in combos for key in combo}  # with what queries gave
-    return apply_include(apply_exclude(combos, exclude), include, original_keys)

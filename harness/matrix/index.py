@@ -1,9 +1,6 @@
-"""A project's files, as the places an environment installs from list them.
-
-The simple repository API (PEP 691 JSON, else PEP 503 HTML) of the default index and of the
-matrix's extra indexes (a CUDA wheel index), a ``file://`` folder laid out as a simple index,
-and ``--find-links`` folders. uv installs with ``--index-strategy unsafe-best-match`` across
-them, so a release is available when any of them has it.
+"""A project's files, as the places an environment installs from list them: the simple API
+(PEP 691 JSON, else PEP 503 HTML) of the default and extra indexes, a ``file://`` simple
+index, and ``--find-links`` folders. uv takes a release from any of them.
 """
 
 from __future__ import annotations
@@ -63,9 +60,7 @@ def _folder(folder: Path, name: str) -> list[IndexFile]:
 
 def _index(url: str, name: str) -> list[IndexFile]:
     page = url.rstrip("/") + f"/{name}/"
-    if page.startswith("file://"):
-        return _local_index(Path(urllib.parse.unquote(urllib.parse.urlparse(page).path)))
-    body, kind = _get(page)
+    body, kind = _local(page) if page.startswith("file://") else _get(page)
     if body is None:
         return []  # this index does not have the project: another may
     if "json" in kind:
@@ -73,15 +68,13 @@ def _index(url: str, name: str) -> list[IndexFile]:
     return _from_html(body.decode("utf-8", "replace"))
 
 
-def _local_index(folder: Path) -> list[IndexFile]:
-    """A folder laid out as a simple index: ``simple/<project>/index.html`` (or .json)."""
-    for page, parse in (("index.json", "json"), ("index.html", "html")):
-        path = folder / page
-        if path.is_file():
-            data = path.read_bytes()
-            return (_from_json(data, str(path)) if parse == "json"
-                    else _from_html(data.decode("utf-8", "replace")))
-    return []
+def _local(page: str) -> tuple[bytes | None, str]:
+    """A folder laid out as a simple index: ``<project>/index.json`` (or ``index.html``)."""
+    folder = Path(urllib.parse.unquote(urllib.parse.urlparse(page).path))
+    for name in ("index.json", "index.html"):
+        if (folder / name).is_file():
+            return (folder / name).read_bytes(), name
+    return None, ""
 
 
 def _get(url: str, attempts: int = 3) -> tuple[bytes | None, str]:

@@ -8,13 +8,11 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.core import backends
@@ -27,20 +25,18 @@ from harness.core.matrix import (
     CaseSelector,
     EnvSpec,
     MatrixSpec,
-    SuiteSpec,
     requirement_for,
     requirement_name,
     short_value,
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
-from harness.core.results import Outcome
-from harness.core.rules import Rule
 from harness.matrix.census import CaseCount, Count, cells_per_env, count_combos, over_limit
 from harness.matrix.expand import Follower, expand
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
-from harness.matrix.releases import query_at, valid_specifier
-from harness.matrix.yamlsrc import KeyPath, Source, format_path, load_source, value_limit
+from harness.matrix.reader import Reader, kind
+from harness.matrix.releases import query_at
+from harness.matrix.yamlsrc import KeyPath, Source, load_source, value_limit
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
@@ -49,26 +45,17 @@ SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env"
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 #: Settings that say how many cells an environment has.
 _CELL_SETTINGS = ("hardware", "cases", "suites")
-_HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
-
-MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
 XDIST_REQUIREMENT = "pytest-xdist>=3"  # a suite's ``workers:`` (-n); 3.0 has the hooks used
-
-T = TypeVar("T")
+_TOP = {"version", "cases_dir", "defaults", "distributions", "build", "matrices",
+        "environments", "runners", "expect", "suites"}
 
 
 def load_matrix(path: str | Path, *, max_cells: int | None = None,
                 releases: Resolver | None = None,
                 overrides: tuple[tuple[str, str], ...] = (),
                 count_cases: CaseCount | None = None) -> MatrixSpec:
-    """``path``'s matrix; ``max_cells`` (default: ``cell_limit()``) refuses a larger one.
-
-    Release queries are answered by ``releases`` (default: the lock beside the matrix, then
-    the index, and the lock is written when the index was asked). ``overrides`` replace or
-    add axis values (``--set torch=2.6.0``). ``count_cases`` tells how many cases the
-    selectors pick, so that the cells are counted in full before any environment is built
-    (without it, the fewest they can pick).
-    """
+    """``path``'s matrix, as ``parse_matrix`` reads it. Release queries are answered by
+    ``releases`` (default: the lock beside the matrix, then the index; the lock is saved)."""
     path = Path(path)
     if releases is None:
         lock = Releases.for_matrix(path)
@@ -95,20 +82,19 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                  releases: Resolver | None = None,
                  overrides: tuple[tuple[str, str], ...] = (),
                  count_cases: CaseCount | None = None) -> MatrixSpec:
+    """The matrix in ``text``; ``max_cells`` (default: ``cell_limit()``) refuses a larger one,
+    counted before any environment is made. ``overrides``: ``--set`` pairs. ``count_cases``
+    tells how many cases the selectors pick (without it, the fewest they can pick)."""
     limit = cell_limit(max_cells)
     src = load_source(text, file, max_values=value_limit(limit))
     set_notes = apply_sets(src.data, overrides)
     top = _Reader(src, limit, releases)
-    root = top.mapping((), {"version", "cases_dir", "defaults", "distributions", "build",
-                            "matrices", "environments", "runners", "expect", "suites"})
+    root = top.mapping((), _TOP)
     version = root.get("version", 1)
-    # `true` == 1 in Python: a boolean is no version number.
-    if isinstance(version, bool) or version != 1:
+    if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
-    distributions = {
-        k: top.distribution(("distributions", k), v)
-        for k, v in top.mapping(("distributions",), None, optional=True).items()
-    }
+    distributions = {k: top.distribution(("distributions", k), v)
+                     for k, v in top.mapping(("distributions",), None, optional=True).items()}
     defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
                                                      optional=True))
     builds = tuple(top.build(("build", name), str(name))
@@ -117,46 +103,28 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
     body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
-    # Counted before a single environment is made, of the matrices or named: a matrix past
-    # the limit is refused before any is built.
+    # Counted before any environment is made; where the axes' lengths are the count, before
+    # a value is read: a long axis is refused without checking each of its versions.
     names = list(top.mapping(("environments",), None, optional=True))
-    named_cells = sum((top.named_cells(("environments", name), defaults) for name in names),
-                      Count(0))
-    # Where the axes' lengths are the count (no exclude, include or query), before a value
-    # is read: a long axis is refused without checking each of its versions.
-    plain = [top.plain_cells(("matrices", name), defaults)
-             for name in top.mapping(("matrices",), None, optional=True)]
+    matrices = list(top.mapping(("matrices",), None, optional=True))
+    named_cells = sum((top.named_cells(("environments", n), defaults) for n in names), Count(0))
+    plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
         _refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
     entries = [top.entry(("matrices", name), str(name), defaults, distributions)
-               for name in top.mapping(("matrices",), None, optional=True)]
+               for name in matrices]
     _refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
     envs = [env for e in entries for env in top.environments(e, distributions, builds)]
-    named = [top.named_env(("environments", name), str(name), defaults, distributions, builds)
+    envs += [top.named_env(("environments", name), str(name), defaults, distributions, builds)
              for name in names]
-    envs += named
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
                         "environments:" if src.data is None else "no environments: name them "
                         "under matrices: or environments:", file=str(file), line=None)
     suites = tuple(top.suite(("suites", name), str(name), base)
                    for name in top.mapping(("suites",), None, optional=True))
-    seen: dict[str, EnvSpec] = {}
-    for env in envs:
-        where = tuple(env.origin.split(".", 1))
-        for name in env.suites:
-            if name not in {s.name for s in suites}:
-                raise src.error((*where, "suites"), f"no suite named {name!r}; suites: "
-                                + (", ".join(s.name for s in suites) or "none (add suites:)"))
-        if env.base and not backends.REGISTRY[env.backend].overlays:
-            takers = " or ".join(n for n, b in backends.REGISTRY.items() if b.overlays)
-            raise src.error(where, f"base (an overlay on an interpreter) needs backend {takers}, "
-                            f"not {env.backend}")
-        if env.name in seen:
-            raise src.error(where, f"two environments are named {env.name!r} (the other is "
-                            f"{seen[env.name].origin})")
-        seen[env.name] = env
+    _check_environments(src, envs, tuple(s.name for s in suites))
     # A suite with xdist workers needs pytest-xdist where it runs (a backend that installs
     # nothing has its own, or says so in the session's error).
     wide = {s.name for s in suites if s.workers > 1}
@@ -173,6 +141,25 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                       resolutions=tuple(top.resolutions.values()), sets=overrides,
                       set_notes=tuple(set_notes), distributions=distributions,
                       cases_dir_line=src.line(("cases_dir",)), body_line=body_line)
+
+
+def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...]) -> None:
+    """Refuse an unknown suite, a base on a backend without overlays, a name used twice."""
+    seen: dict[str, EnvSpec] = {}
+    for env in envs:
+        where = tuple(env.origin.split(".", 1))
+        for name in env.suites:
+            if name not in suites:
+                raise src.error((*where, "suites"), f"no suite named {name!r}; suites: "
+                                + (", ".join(suites) or "none (add suites:)"))
+        if env.base and not backends.REGISTRY[env.backend].overlays:
+            takers = " or ".join(n for n, b in backends.REGISTRY.items() if b.overlays)
+            raise src.error(where, f"base (an overlay on an interpreter) needs backend {takers}, "
+                            f"not {env.backend}")
+        if env.name in seen:
+            raise src.error(where, f"two environments are named {env.name!r} (the other is "
+                            f"{seen[env.name].origin})")
+        seen[env.name] = env
 
 
 def _refuse_past(cells: Count, limit: int, file: str, line: int) -> None:
@@ -196,11 +183,11 @@ class _Entry:
     cells: Count  # at least, unless the cases were counted (count_cases)
 
 
-class _Reader:
-    """Typed access to the parsed YAML; every failure is a one-line SpecError at its line."""
+class _Reader(Reader):
+    """The matrix's structure: its entries, axes, queries and environments."""
 
     def __init__(self, src: Source, max_cells: int, releases: Resolver | None = None) -> None:
-        self.src = src
+        super().__init__(src)
         self.max_cells = max_cells
         self.releases = releases
         self.resolutions: dict[tuple[str, str], Resolution] = {}
@@ -209,21 +196,18 @@ class _Reader:
 
     def cells_per_env(self, settings: Mapping[str, Any]) -> Count:
         """The cells of an environment with these (checked) settings."""
-        hardware: tuple[str, ...] = settings.get("hardware", ("cpu",))
         cases: tuple[CaseSelector, ...] = settings.get("cases", ())
         suites: tuple[str, ...] = settings.get("suites", ())
         picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
-        return cells_per_env(hardware, cases, suites, picked)
+        return cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
 
     def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
         """A named environment's cells, from its targets, cases and suites alone."""
         return self._cells_of(path, self.mapping(path, {"pins", *SETTING_KEYS}), defaults)
 
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
-        """A matrix entry's cells from its axes' lengths, none of its values read; None
-        where that is not its count (an exclude, an include, a release query), or where
-        the entry is malformed (``entry`` says how). Refused past the limit as ``entry``
-        refuses it, on its environments."""
+        """A matrix entry's cells from its axes' lengths, none of its values read; None where
+        that is not its count (an exclude, an include, a query) or it is malformed."""
         raw = self.at(path)
         axes = raw.get("axes") if isinstance(raw, dict) else None
         if (not isinstance(axes, dict) or not axes or "exclude" in raw or "include" in raw
@@ -242,253 +226,8 @@ class _Reader:
 
     def _cells_of(self, path: KeyPath, raw: Mapping[str, Any], defaults: dict[str, Any]
                   ) -> Count:
-        settings = {**defaults, **self.settings(path, {k: raw[k] for k in _CELL_SETTINGS
-                                                      if k in raw})}
-        return self.cells_per_env(settings)
-
-    def at(self, path: KeyPath) -> Any:
-        node = self.src.data
-        for part in path:
-            in_dict = isinstance(node, dict) and part in node
-            in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
-            if in_dict or in_list:
-                node = node[part]
-            else:
-                return None
-        return node
-
-    def mapping(self, path: KeyPath, allowed: set[str] | None, *, optional: bool = False
-                ) -> dict[str, Any]:
-        value = self.at(path)
-        if value is None and (optional or not path):
-            return {}
-        if not isinstance(value, dict):
-            raise self.src.error(path, f"expected a mapping, got {_kind(value)}")
-        for key in value:
-            if not isinstance(key, str):
-                raise self.src.error((*path, key), f"keys must be strings, got {_kind(key)}")
-            if allowed is not None and key not in allowed:
-                raise self.src.error((*path, key), f"unknown key {key!r}; expected one of: "
-                                     + ", ".join(sorted(allowed)))
-        return value
-
-    def string(self, path: KeyPath, value: Any, *, what: str = "a string") -> str:
-        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
-            raise self.src.error(path, f"expected {what}, got {_kind(value)}")
-        if isinstance(value, int | float):
-            shown = repr(value) if len(repr(value)) <= 20 else _kind(value)
-            raise self.src.error(path, f"{shown} is a number; quote it ('{shown}') so that "
-                                 "YAML keeps it exactly as written")
-        text = str(value)
-        if any(not c.isprintable() for c in text):
-            raise self.src.error(path, f"{text!r} holds a control character")
-        return text
-
-    def strings(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        if isinstance(value, str):
-            return (value,)
-        if not isinstance(value, list):
-            raise self.src.error(path, f"expected a list of strings, got {_kind(value)}")
-        return tuple(self.string((*path, i), v) for i, v in enumerate(value))
-
-    def settings(self, path: KeyPath, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate the setting keys of ``raw`` (found at ``path``) into typed values."""
-        out: dict[str, Any] = {}
-        checks: dict[str, Callable[[KeyPath, Any], Any]] = {
-            "backend": self._backend, "python": self._python, "cuda": self.string,
-            "image": self.string, "packages": self._packages, "index": self.strings,
-            "env": self._env, "timeout": self._timeout, "network": self._bool,
-            "hardware": self._hardware, "cases": self._cases, "memory": self._memory,
-            "retries": self._retries, "suites": self.strings,
-            "base": self.string,
-        }
-        for key, value in raw.items():
-            if key in checks:
-                out[key] = checks[key]((*path, key), value)
-        return out
-
-    def expectations(self, path: KeyPath, names: set[str], *, strict: bool = True
-                     ) -> tuple[Rule, ...]:
-        raw = self.at(path)
-        if raw is None:
-            return ()
-        if not isinstance(raw, list):
-            raise self.src.error(path, f"expected a list of rules, got {_kind(raw)}")
-        rules = (self._rule((*path, i), names if strict else None) for i in range(len(raw)))
-        return tuple(rule for rule in rules
-                     if strict or any(fnmatchcase(n, rule.environment) for n in names))
-
-    def _rule(self, path: KeyPath, names: set[str] | None) -> Rule:
-        raw = self.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
-                                  "why"})
-        for key in ("outcome", "why"):
-            if key not in raw:
-                raise self.src.error(path, f"a rule needs {key!r} (what is expected, and why)")
-        globs = {k: self.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
-                 if k in raw}
-        env_glob = globs.get("environment", "*")
-        if names is not None and not any(fnmatchcase(n, env_glob) for n in names):
-            raise self.src.error((*path, "environment"),
-                                 f"{env_glob!r} matches no environment of this matrix")
-        outcomes = set()
-        for i, name in enumerate(self.strings((*path, "outcome"), raw["outcome"])):
-            where = (*path, "outcome") if isinstance(raw["outcome"], str) else (
-                *path, "outcome", i)
-            if name not in Outcome.__members__ or name == "NOT_RUN":
-                raise self.src.error(where, f"{name!r} is not an outcome a cell can be "
-                                     "expected to have; expected one of: " + ", ".join(
-                                         o for o in Outcome.__members__ if o != "NOT_RUN"))
-            outcomes.add(Outcome(name))
-        reason = None
-        if "reason" in raw:
-            reason = self.string((*path, "reason"), raw["reason"])
-            try:
-                re.compile(reason)
-            except re.error as exc:
-                raise self.src.error((*path, "reason"),
-                                     f"not a regular expression: {exc}") from None
-        why = self.string((*path, "why"), raw["why"]).strip()
-        if not why:
-            raise self.src.error((*path, "why"), "say why this is expected")
-        return Rule(outcomes=frozenset(outcomes), why=why, reason=reason,
-                    where=f"{self.src.file}:{self.src.line(path)}", **globs)
-
-    def _matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
-        text = self.string(path, value)
-        if not re.fullmatch(pattern, text):
-            raise self.src.error(path, f"{text!r} is not {what}")
-        return text
-
-    def _memory(self, path: KeyPath, value: Any) -> str:
-        return self._matching(path, value, r"\d+[kmg]?", "a memory size like '16g' or '512m'")
-
-    def distribution(self, path: KeyPath, value: Any) -> str:
-        """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
-        text = self.string(path, value)
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement:
-            requirement = None
-        if requirement is None or requirement.specifier or requirement.url:
-            raise self.src.error(path, f"{text!r} is not a distribution name like "
-                                 "'transformer-engine[pytorch]'")
-        return text
-
-    def _python(self, path: KeyPath, value: Any) -> str:
-        return self._matching(path, value, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
-                              "a Python version like '3.11'")
-
-    def _backend(self, path: KeyPath, value: Any) -> str:
-        name = self.string(path, value)
-        if name not in backends.REGISTRY:
-            raise self.src.error(path, f"unknown backend {name!r}; valid: "
-                                 + ", ".join(backends.backend_names()))
-        return name
-
-    def _packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        lines = self.strings(path, value)
-        for i, line in enumerate(lines):
-            try:
-                Requirement(line)
-            except InvalidRequirement as exc:
-                raise self.src.error((*path, i), f"{line!r} is not a requirement: {exc}") from None
-        return lines
-
-    def _env(self, path: KeyPath, value: Any) -> tuple[tuple[str, str], ...]:
-        raw = self.mapping(path, None)
-        return tuple((k, self.string((*path, k), v)) for k, v in raw.items())
-
-    def _timeout(self, path: KeyPath, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                0 < value <= MAX_TIMEOUT):
-            raise self.src.error(path, f"expected a positive number of seconds up to "
-                                 f"{MAX_TIMEOUT:,}, got {_kind(value)}")
-        return float(value)
-
-    def _retries(self, path: KeyPath, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10:
-            raise self.src.error(path, f"expected a number of retries from 0 to 10, got "
-                                 f"{_kind(value)}")
-        return value
-
-    def _bool(self, path: KeyPath, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise self.src.error(path, f"expected true or false, got {_kind(value)}")
-        return value
-
-    def _hardware(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        targets = self.strings(path, value)
-        for i, target in enumerate(targets):
-            if not _HARDWARE.match(target):
-                at = path if isinstance(value, str) else (*path, i)
-                raise self.src.error(at, f"{target!r} is not a hardware target; use cpu, auto "
-                                     "or a GPU architecture like sm_90")
-        return targets
-
-    def _cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
-        patterns = self.strings(path, value)
-        return tuple(
-            CaseSelector(pattern=p, where=f"{self.src.file}:{self.src.line((*path, i))}: "
-                         f"{format_path((*path, i))}")
-            for i, p in enumerate(patterns)
-        )
-
-    def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
-        """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which
-        packages are under test, and what pytest gets."""
-        raw = self.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout",
-                                  "workers"})
-        where = [k for k in ("path", "pyargs") if k in raw]
-        if len(where) != 1:
-            raise self.src.error(path, "a suite needs exactly one of path: (a folder of tests) "
-                                 "and pyargs: (an installed package's tests, like mylib.tests)")
-        folder = pyargs = None
-        if "path" in raw:
-            folder = str((base / self.string((*path, "path"), raw["path"])).resolve())
-            if not Path(folder).exists():
-                raise self.src.error((*path, "path"), f"{folder}: no such file or folder")
-        else:
-            pyargs = self._matching((*path, "pyargs"), raw["pyargs"],
-                                    r"[A-Za-z_][\w.]*(::\S+)?", "a package like 'mylib.tests'")
-        packages = self.strings((*path, "package"), raw.get("package", []))
-        for i, pkg in enumerate(packages):
-            if not re.fullmatch(r"[A-Za-z_][\w.]*", pkg):
-                at = (*path, "package") if isinstance(raw["package"], str) else (
-                    *path, "package", i)
-                raise self.src.error(at, f"{pkg!r} is not an import name like 'mylib'")
-        if not packages and pyargs:
-            packages = (pyargs.split(".", 1)[0].split("::", 1)[0],)
-        return SuiteSpec(
-            name=name, path=folder, pyargs=pyargs, packages=packages,
-            args=self.strings((*path, "args"), raw.get("args", [])),
-            env=self._env((*path, "env"), raw["env"]) if "env" in raw else (),
-            timeout=self._timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
-            else None, workers=self._workers((*path, "workers"), raw.get("workers", 1)),
-            where=f"{self.src.file}:{self.src.line(path)}")
-
-    def _workers(self, path: KeyPath, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 256:
-            raise self.src.error(path, "expected a number of pytest-xdist workers from 1 to "
-                                 f"256, got {value!r}")
-        return value
-
-    def build(self, path: KeyPath, dist: str) -> BuildSetting:
-        raw = self.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
-        nvcc = raw.get("nvcc")
-        if nvcc is not None:
-            nvcc = self.string((*path, "nvcc"), nvcc)
-            try:
-                SpecifierSet(nvcc)
-            except InvalidSpecifier:
-                raise self.src.error((*path, "nvcc"), f"{nvcc!r} is not a version specifier "
-                                     "like '>=12.0'") from None
-        return BuildSetting(
-            dist=canonicalize_name(dist),
-            via=tuple(canonicalize_name(v) for v in self.strings((*path, "via"),
-                                                                raw.get("via", []))),
-            isolation=self._bool((*path, "isolation"), raw.get("isolation", True)),
-            requires=self._packages((*path, "requires"), raw.get("requires", [])),
-            env=self._env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
+        cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
+        return self.cells_per_env({**defaults, **self.settings(path, cell_settings)})
 
     def entry(self, path: KeyPath, name: str, defaults: dict[str, Any],
               distributions: dict[str, str]) -> _Entry:
@@ -507,15 +246,15 @@ class _Reader:
         for axis, values in raw_axes.items():
             if axis not in queries and (not isinstance(values, list) or not values):
                 raise self.src.error((*path, "axes", axis), "an axis is a non-empty list or "
-                                     f"a release query (releases: ...), got {_kind(values)}")
+                                     f"a release query (releases: ...), got {kind(values)}")
         listed = {a: [x for i, x in enumerate(v) if (i,) != at[a]]
                   for a, v in raw_axes.items() if not isinstance(v, dict)}
         pinned = {k for _, when in queries.values() for pins in when for k in pins[1]}
         variables = self._variables(path, raw, listed, distributions) - pinned - set(queries)
-        axes: dict[str, list[dict[str, Any]]] = {}
-        for axis, values in raw_axes.items():
-            axes[axis] = [] if isinstance(values, dict) else self._axis(
+        axes: dict[str, list[dict[str, Any]]] = {
+            axis: [] if isinstance(values, dict) else self._axis(
                 (*path, "axes", axis), axis, values, variables, skip=at[axis])
+            for axis, values in raw_axes.items()}
         axis_keys = ({k for values in axes.values() for value in values for k in value}
                      | set(queries) | pinned)
         exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
@@ -523,8 +262,7 @@ class _Reader:
         # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
         include = self._patterns((*path, "include"), raw.get("include"), None, "include",
                                  variables)
-        # A query's size is known once resolved (one value at least, here); the whole plan
-        # is counted again then.
+        # A query counts as one value here; the whole plan is counted again once resolved.
         envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
                             include, unknown=set(queries) | pinned)
         self._refuse_envs(path, envs)
@@ -535,11 +273,10 @@ class _Reader:
         follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings,
                                        axes[axis])
                   for axis, (query, when) in queries.items()}
-        cells = envs * self.cells_per_env(settings)
         return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
                       include=include, follow=follow, shown=frozenset(shown),
                       followers=frozenset(followers), variables=frozenset(variables),
-                      cells=cells)
+                      cells=envs * self.cells_per_env(settings))
 
     def environments(self, entry: _Entry, distributions: dict[str, str],
                      builds: tuple[BuildSetting, ...]) -> list[EnvSpec]:
@@ -560,28 +297,20 @@ class _Reader:
         if axis in SETTING_KEYS:
             raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
                                  "package's axis")
-        releases = self.string((*path, "releases"), raw["releases"],
-                               what="a version specifier like '>=2.0,<3'"
-                               ) if "releases" in raw else ""
-        if releases and not valid_specifier(releases):
-            raise self.src.error((*path, "releases"), f"{releases!r} is not a version "
-                                 "specifier like '>=2.0,<3'")
+        releases = self.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
         pick = self.string((*path, "pick"), raw.get("pick", "latest-patch"))
         if pick not in PICKS:
             raise self.src.error((*path, "pick"), f"unknown pick {pick!r}; expected one of: "
                                  + ", ".join(PICKS))
         latest = raw.get("latest")
-        if latest is not None and (isinstance(latest, bool) or not isinstance(latest, int)
-                                   or latest < 1):
-            raise self.src.error((*path, "latest"), "expected a number of minor series "
-                                 f"(1 or more), got {_kind(latest)}")
-        flags = {k: self._bool((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
+        if latest is not None:
+            self.number((*path, "latest"), latest, lambda n: n >= 1,
+                        "a number of minor series (1 or more)")
+        flags = {k: self.boolean((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
                  if k in raw}
         when = []
         for spec_text in self.mapping((*path, "when"), None, optional=True):
-            if not valid_specifier(spec_text):
-                raise self.src.error((*path, "when", spec_text), f"{spec_text!r} is not a "
-                                     "version specifier like '<2.5'")
+            self.specifier((*path, "when", spec_text), spec_text, "<2.5")
             table = self.mapping((*path, "when", spec_text), None)
             for key in table:
                 if key == axis or key in SETTING_KEYS:
@@ -626,16 +355,13 @@ class _Reader:
         reads as a version (``init_device: [cpu, meta]``, ``node: [14, 16]``). They reach the
         case as environment variables."""
         declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
+        rows = [value if isinstance(value, dict) else {axis: value}
+                for axis, values in raw_axes.items() for value in values]
+        rows += [entry for entry in raw.get("include") or [] if isinstance(entry, dict)]
         seen: dict[str, list[Any]] = {}
-        for axis, values in raw_axes.items():
-            for value in values:
-                for key, item in (value.items() if isinstance(value, dict) else
-                                  [(axis, value)]):
-                    seen.setdefault(str(key), []).append(item)
-        for entry in raw.get("include") or []:
-            if isinstance(entry, dict):
-                for key, item in entry.items():
-                    seen.setdefault(str(key), []).append(item)
+        for row in rows:
+            for key, item in row.items():
+                seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
             if key in SETTING_KEYS or key in distributions or key in declared:
@@ -675,11 +401,9 @@ class _Reader:
             return None  # null: this package is left out (this variable is not set)
         if key in variables:
             if isinstance(value, list | dict):
-                raise self.src.error(path, f"a variable is one value, got {_kind(value)}")
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            if any(not c.isprintable() for c in text):
-                raise self.src.error(path, f"{text!r} holds a control character")
-            return text
+                raise self.src.error(path, f"a variable is one value, got {kind(value)}")
+            return self.printable(path, str(value).lower() if isinstance(value, bool)
+                                  else str(value))
         text = self.string(path, value, what="a version, a specifier or null")
         try:
             Requirement(requirement_for(key, text))
@@ -692,9 +416,9 @@ class _Reader:
         if raw is None:
             return []
         if not isinstance(raw, list):
-            raise self.src.error(path, f"{what} is a list of mappings, got {_kind(raw)}")
+            raise self.src.error(path, f"{what} is a list of mappings, got {kind(raw)}")
         out = []
-        for i, _ in enumerate(raw):
+        for i in range(len(raw)):
             entry = self.mapping((*path, i), None)
             for key in entry:
                 if known is not None and key not in known:
@@ -708,10 +432,10 @@ class _Reader:
                   distributions: dict[str, str], builds: tuple[BuildSetting, ...]) -> EnvSpec:
         raw = self.mapping(path, {"pins", *SETTING_KEYS})
         pins = self.mapping((*path, "pins"), None, optional=True)
+        setting = next((key for key in pins if key in SETTING_KEYS), None)
+        if setting is not None:
+            raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
-        for key in SETTING_KEYS:
-            if key in pins:
-                raise self.src.error((*path, "pins", key), f"{key!r} is a setting, not a pin")
         settings = {**defaults, **self.settings(path, raw)}
         return self._env_spec(combo, settings, distributions, name=name,
                               origin=f"environments.{name}", axis_keys=set(combo), named=True,
@@ -728,8 +452,8 @@ class _Reader:
                 if k not in SETTING_KEYS and k not in variables and v is not None]
         chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
         env_vars = list(merged.get("env", ()))
-        if chosen:  # each as itself (TORCH_CUDA_ARCH_LIST), and all together for a fixture
-            env_vars += [(_variable_name(k), v) for k, v in chosen.items()]
+        if chosen:  # each in capitals (init_device: INIT_DEVICE), and all together as JSON
+            env_vars += [(re.sub(r"\W", "_", k).upper(), v) for k, v in chosen.items()]
             env_vars.append(("HARNESS_VARIABLES", json.dumps(chosen, sort_keys=True)))
         requirements = [requirement_for(d, v) for d, v in pins]
         requirements += list(merged.get("packages", ()))
@@ -737,7 +461,8 @@ class _Reader:
         values = [(k, _shown(v)) for k, v in combo.items()
                   if k in axis_keys or k in _COMBO_SETTINGS]
         label = name if named else f"{name}:" + ",".join(
-            _label(k, v) for k, v in values if k not in hidden)
+            f"{k}{v}" if v.startswith(OPERATORS) else f"{k}={v}"
+            for k, v in values if k not in hidden)
         return EnvSpec(
             name=label, origin=origin, values=tuple(values),
             backend=merged.get("backend", backends.DEFAULT), python=merged.get("python", "3.11"),
@@ -767,12 +492,6 @@ def _version_like(key: str, text: str) -> bool:
     return True
 
 
-def _variable_name(key: str) -> str:
-    """The environment variable a variable axis sets: its name in capitals, as environment
-    variables are named (``init_device`` -> ``INIT_DEVICE``)."""
-    return re.sub(r"\W", "_", key).upper()
-
-
 def _shown(value: Any) -> str:
     """An axis value as names and tables show it: a list (``index``) item by item."""
     if value is None:
@@ -781,23 +500,3 @@ def _shown(value: Any) -> str:
         return ",".join(short_value(str(v)) for v in value)
     return short_value(str(value))
 
-
-def _label(key: str, value: str) -> str:
-    return f"{key}{value}" if value.startswith(OPERATORS) else f"{key}={value}"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, int) and abs(value) >= 10 ** 12:
-        return f"a number of {len(str(abs(value)))} digits"
-    if isinstance(value, int | float):
-        return f"a number ({value})"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "...'"

@@ -1,10 +1,8 @@
-"""The lock: what each release query of a matrix resolved to, kept next to the matrix.
+"""The lock (``matrix.lock.json`` beside ``matrix.yaml``): what each release query resolved to.
 
-``matrix.yaml`` -> ``matrix.lock.json``. A plan reads a query's answer from the lock when
-the lock has it (so two machines plan the same cells, and a machine without the index plans
-at all), asks the index when not, and adds what it asked. ``harness lock`` and
-``--refresh`` ask the index again and say which releases came and went; only ``harness
-lock`` drops what the matrix no longer asks.
+A plan answers a query from the lock when it can (two machines plan the same cells; one
+without the index plans at all), else asks the index and adds the answer. ``harness lock``
+and ``--refresh`` ask again and say what came and went; only ``harness lock`` prunes.
 """
 
 from __future__ import annotations
@@ -33,18 +31,13 @@ Key = tuple[str, str]  # (query text, target key)
 
 
 def lock_path(matrix: Path) -> Path:
-    """``matrix.yaml`` -> ``matrix.lock.json``, beside it."""
     return matrix.with_name(matrix.stem + ".lock.json")
 
 
 @dataclass
 class Releases:
-    """Answers a matrix's release queries (``harness.matrix.load`` calls ``resolve``).
-
-    ``mode``: ``lock`` reads the lock and asks the index only for what it lacks;
-    ``refresh`` asks the index for everything; ``offline`` never asks an index (the lock,
-    then the --find-links folders).
-    """
+    """Answers a matrix's release queries. ``mode``: ``lock`` asks the index only for what
+    the lock lacks; ``refresh`` for everything; ``offline`` never (the lock, --find-links)."""
 
     path: Path
     mode: str = "lock"
@@ -74,15 +67,18 @@ class Releases:
                              "--offline asks no index: run `harness lock` where the index is "
                              "reachable, or give --find-links")
         else:
-            where = (query.dist, indexes)
-            if where not in self.files:  # one listing per project and index, every Python
-                self.files[where] = project_files(query.dist, indexes=indexes,
-                                                  find_links=self.find_links,
-                                                  offline=self.mode == "offline")
-            files = self.files[where]
+            files = self._files(query.dist, indexes)
             resolution = select(query, files, target, resolved_at=time.time())
         self.used[key] = resolution
         return resolution
+
+    def _files(self, dist: str, indexes: tuple[str, ...]) -> list[IndexFile]:
+        """One listing per project and indexes, for every Python."""
+        if (dist, indexes) not in self.files:
+            self.files[(dist, indexes)] = project_files(dist, indexes=indexes,
+                                                        find_links=self.find_links,
+                                                        offline=self.mode == "offline")
+        return self.files[(dist, indexes)]
 
     def changes(self) -> list[str]:
         """What moved since the lock was written: releases new to a query, and gone."""
@@ -103,18 +99,14 @@ class Releases:
 
     def check_release(self, given: str, dist: str, version: Version, indexes: tuple[str, ...]
                       ) -> None:
-        """Refuse ``--set given=version`` in one line when neither the lock nor the places
-        the environment installs from have that release of ``dist`` (offline without a
-        folder holding ``dist``: not known, let through)."""
+        """Refuse ``--set given=version`` when neither the lock nor the places the environment
+        installs from have that release (offline, with no file of ``dist``: let through)."""
         name = canonicalize_name(dist)
         if any(r.query.dist == name and str(version) in r.versions
                for r in self.locked.values()):
             return
-        where = (name, indexes)
-        if where not in self.files:
-            self.files[where] = project_files(name, indexes=indexes, find_links=self.find_links,
-                                              offline=self.mode == "offline")
-        have = {v for f in self.files[where] if (v := version_of(name, f.filename)) is not None}
+        have = {v for f in self._files(name, indexes)
+                if (v := version_of(name, f.filename)) is not None}
         if version in have or (self.mode == "offline" and not have):
             return
         near = sorted(v for v in have if v.release[:2] == version.release[:2])[-3:]
@@ -124,10 +116,8 @@ class Releases:
                          + "; nothing was built")
 
     def save(self, *, prune: bool = False) -> bool:
-        """Write what was resolved over what the lock held. ``prune`` (``harness lock``): this
-        platform's entries that were not asked now go (other platforms' stay: machines share
-        one lock); without it nothing goes, so a plan that did not ask a query (``--set``
-        replaced its axis) keeps its answer. False when the lock already said it all."""
+        """Write what was resolved over what the lock held; False when it said it all already.
+        ``prune`` (``harness lock``): this platform's entries not asked now go."""
         platform = machine_platform()
         kept = {k: r for k, r in self.locked.items()
                 if not prune or r.target.platform != platform}
@@ -142,8 +132,8 @@ class Releases:
 
 def check_sets(releases: Releases, sets: tuple[tuple[str, str], ...], envs: Iterable[EnvSpec],
                distributions: dict[str, str]) -> None:
-    """Refuse, before anything builds, a ``--set`` release that the places the selected
-    environments install from do not have (``torch=2.2.9``). Specifiers, ``*`` and URLs pass."""
+    """Refuse, before anything builds, a ``--set`` release the selected environments' indexes
+    do not have (``torch=2.2.9``). Specifiers, ``*`` and URLs pass."""
     for given, value in sets:
         try:
             version = Version(value)
@@ -184,8 +174,7 @@ def _entries(resolutions: dict[Key, Resolution]) -> list[dict[str, Any]]:
     out = []
     for _, resolution in sorted(resolutions.items()):
         entry = resolution.to_dict()
-        # Where this machine's packages came from, and whether it was read or asked, are
-        # not what the query resolved to.
+        # Where this machine's packages came from is not what the query resolved to.
         for name in ("source", "find_links", "offline"):
             entry.pop(name)
         out.append(entry)

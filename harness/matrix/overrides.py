@@ -1,9 +1,6 @@
-"""``--set KEY=VALUE``: a bump without editing matrix.yaml.
-
-Applied to the parsed YAML before it is read, so the value is checked, named and hashed
-exactly as if it had been written there. A key that an axis, a linked axis, a ``when:``
-table, an include, a pin or a setting names is replaced there (an axis becomes that one
-value); a key the matrix names nowhere is added to every environment.
+"""``--set KEY=VALUE``: a bump without editing matrix.yaml, applied to the parsed YAML (so
+checked, named and hashed as if written there). A key the matrix names is replaced where it
+is (an axis becomes that one value); one it names nowhere is added to every environment.
 """
 
 from __future__ import annotations
@@ -77,8 +74,7 @@ def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
 
 
 def in_use(note: str, origins: set[str]) -> str:
-    """A note of ``apply_sets`` naming only the places of ``origins`` (the matrices and
-    environments of the selected cells) where the key was replaced; "" when none is."""
+    """A note of ``apply_sets`` naming only the places among ``origins``; "" when none."""
     head, sep, places = note.partition(": replaced in ")
     if not sep:
         return note
@@ -89,33 +85,31 @@ def in_use(note: str, origins: set[str]) -> str:
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
     where = []
     defaults = data.get("defaults")
-    if isinstance(defaults, dict):
-        in_packages = _in_packages(defaults, key, value)
-        if key in defaults:
-            defaults[key] = value
-        if key in defaults or in_packages:
-            where.append("defaults")
+    if isinstance(defaults, dict) and _set_in(defaults, key, value):
+        where.append("defaults")
     for name, matrix in _mapping(data.get("matrices")).items():
         if isinstance(matrix, dict) and _replace_in_matrix(matrix, key, value):
             where.append(f"matrices.{name}")
     for name, env in _mapping(data.get("environments")).items():
-        if not isinstance(env, dict):
-            continue
-        pins = env.get("pins")
-        in_packages = _in_packages(env, key, value)
-        if key in env or (isinstance(pins, dict) and key in pins):
-            (env if key in env else pins)[key] = value  # type: ignore[index]
-            where.append(f"environments.{name}")
-        elif in_packages:
+        pins = _mapping(env.get("pins")) if isinstance(env, dict) else {}
+        if key in pins:
+            pins[key] = value
+        if isinstance(env, dict) and (_set_in(env, key, value) or key in pins):
             where.append(f"environments.{name}")
     return where
 
 
-def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
-    hit = _in_packages(matrix, key, value)
-    if key in matrix:
-        matrix[key] = value
+def _set_in(holder: dict[str, Any], key: str, value: str) -> bool:
+    """Replace ``key`` in ``holder`` and in its ``packages:``; whether it was in either."""
+    hit = _in_packages(holder, key, value)
+    if key in holder:
+        holder[key] = value
         hit = True
+    return hit
+
+
+def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
+    hit = _set_in(matrix, key, value)
     axes = _mapping(matrix.get("axes"))
     for axis, values in list(axes.items()):
         at = query_at(axis, values)
@@ -129,7 +123,9 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
             for item in linked:
                 item[key] = value
             if linked:
-                axes[axis] = _unique(values)
+                # once each, in order: linked rows that became equal
+                axes[axis] = list({json.dumps(v, sort_keys=True, default=str): v
+                                   for v in values}.values())
                 hit = True
         for pins in _mapping(query.get("when")).values():  # a release query's when: pins
             if isinstance(pins, dict) and key in pins:
@@ -143,10 +139,8 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
 
 
 def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
-    """What an axis named for ``key`` becomes under ``--set``: what goes with the release it
-    replaces (a bump, or a bisect's probe, takes it). Past every linked row, or with none, the
-    pins of the query's when: table that match the value; else the linked row in force (the
-    newest release up to it; else the oldest), the key set; else the value alone."""
+    """What an axis named for ``key`` becomes: past every linked row, the value with its
+    query's matching when: pins; else the linked row in force, the key set; else the value."""
     rows = [v for v in values if isinstance(v, dict) and key in v] if isinstance(
         values, list) else []
     newest = max((release_order(str(r[key])) for r in rows), default=None)
@@ -171,8 +165,7 @@ def _version(text: str) -> Version | None:
 
 
 def _in_packages(holder: dict[str, Any], key: str, value: str) -> bool:
-    """Replace a requirement of ``key`` in ``holder``'s ``packages:`` list (a package the
-    matrix pins only there: ``mergekit==0.0.5.1``); whether there was one."""
+    """Replace ``key``'s requirement in ``holder``'s ``packages:``; whether there was one."""
     packages = holder.get("packages")
     if not isinstance(packages, list):
         return False
@@ -200,13 +193,3 @@ def _add(data: dict[str, Any], key: str, value: str) -> None:
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
-
-def _unique(values: list[Any]) -> list[Any]:
-    """Linked values that became equal once one key was set, once each, in order."""
-    seen, out = set(), []
-    for value in values:
-        mark = json.dumps(value, sort_keys=True, default=str)
-        if mark not in seen:
-            seen.add(mark)
-            out.append(value)
-    return out

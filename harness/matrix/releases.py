@@ -1,8 +1,5 @@
-"""Answer a release query from a package's files on an index: pure, no I/O.
-
-``select`` takes the files (name, yanked, Requires-Python) as the simple API lists them and
-returns the versions the query takes for one target, and each release it would have taken
-but had to leave out (no wheel for the target's Python and platform, yanked), with why.
+"""Answer a release query from a package's files on an index: pure, no I/O. ``select`` gives
+the versions the query takes for one target, and those it had to leave out, with why.
 """
 
 from __future__ import annotations

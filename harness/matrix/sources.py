@@ -1,12 +1,6 @@
-"""Local wheel folders (``--find-links``): where runners that cannot reach GitHub or an index
-get the packages the matrix names by URL.
-
-The matrix keeps the upstream reference (``flashinfer-python @ git+https://...@fd94393``) for
-machines that reach it. A run given ``--find-links DIR`` (or ``HARNESS_FIND_LINKS``) installs
-from DIR as well, and a URL requirement whose distribution has a wheel in DIR is installed
-from that wheel instead: uv gives a URL requirement precedence over any folder, so without
-the swap a folder could never stand in for a git source. The swap is visible in the
-environment's requirements (and so in its key and its record).
+"""Local wheel folders (``--find-links``, ``HARNESS_FIND_LINKS``) for runners that cannot reach
+GitHub or an index. A URL requirement whose distribution has a wheel there is installed from
+that wheel instead (uv would prefer the URL to any folder); the swap shows in the key.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Safe YAML loading that remembers the line of every key, so errors can point at it.
 
-Hostile input ends in a one-line SpecError, fast: the values are counted, their nesting and
-their length capped, by libyaml's parser before anything is built, aliases are expanded within
-the same budget of values (an alias bomb of a few KB would otherwise expand to billions), an
-alias that contains itself is refused, and merge keys (``<<``) are refused.
+Hostile input ends in a one-line SpecError before anything is built: values counted, their
+nesting and length capped, aliases expanded within the same budget, self-containing aliases
+and merge keys (``<<``) refused.
 """
 
 from __future__ import annotations
@@ -47,51 +46,26 @@ class Source:
 MAX_DEPTH = 64  # a matrix needs about 8
 #: The longest value: a requirement's URL or a variable is a few hundred characters at most.
 MAX_CHARS = 10_000
-#: The values a file may hold (after aliases are expanded) at the default cell limit, and at
-#: least: far past any matrix written by hand (axes multiply; values only add).
+#: The values a file may hold (aliases expanded) at least: far past any hand-written matrix.
 MAX_NODES = 50_000
 
 
 def value_limit(max_cells: int) -> int:
-    """The values a matrix may hold: half its cell limit, ``MAX_NODES`` at least. Tied to
-    ``--max-cells`` so that one knob raises both: a matrix allowed more cells may need more
-    values (many named environments, each a few pins)."""
+    """Half the cell limit, ``MAX_NODES`` at least: ``--max-cells`` raises both."""
     return max(MAX_NODES, max_cells // 2)
 
 
-#: libyaml's parser when PyYAML was built with it (20 times the pure-Python one's speed).
+#: libyaml's parser when PyYAML was built with it.
 _EVENT_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _DepthLoader(yaml.SafeLoader):
-    """The safe loader, refusing nesting past MAX_DEPTH while composing (before Python's own
-    recursion limit turns it into a RecursionError)."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._depth += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise SpecError(f"nested more than {MAX_DEPTH} levels deep", file=self.name,
-                                line=mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
 def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
-    """Parse YAML text with the safe loader, rejecting duplicate keys and a file of more
-    than ``max_values`` values (see ``value_limit``)."""
+    """``text`` parsed safely; duplicate keys and more than ``max_values`` values refused."""
     well_formed = _count_values(text, file, max_values)
     try:
-        # Checked by the count, a well-formed text is composed by libyaml (the pure-Python
-        # composer takes 20 µs a value); a malformed one by the loader that says where.
-        loader = (_EVENT_LOADER(text) if well_formed and _EVENT_LOADER is not yaml.SafeLoader
-                  else _DepthLoader(text))
+        # A well-formed text is composed by libyaml; a malformed one by the pure-Python
+        # loader, whose messages say where.
+        loader = _EVENT_LOADER(text) if well_formed else yaml.SafeLoader(text)
     except yaml.reader.ReaderError as exc:  # checked at once for the whole text
         raise _reader_error(exc, text, file) from None
     loader.name = file
@@ -115,13 +89,10 @@ def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
 
 
 def _count_values(text: str, file: str, limit: int) -> bool:
-    """Refuse ``text`` at its value number ``limit + 1``, at a collection nested past
-    ``MAX_DEPTH`` or at a value longer than ``MAX_CHARS``, from the parser's events, before a
-    node is composed. Values are counted as the converter counts them, but an alias as one:
-    never more than it. Whether the text is well-formed YAML."""
+    """Whether ``text`` is well-formed YAML; refused, from the parser's events, past ``limit``
+    values (keys apart, an alias as one), ``MAX_DEPTH`` levels or ``MAX_CHARS`` a value."""
     values = 0
-    # Per open collection: whether it is a mapping, and the nodes in it so far (a mapping's
-    # every other node is a key, which is not a value).
+    # Per open collection: whether it is a mapping, and its nodes so far (every other a key).
     open_: list[list[Any]] = []
     try:
         for event in yaml.parse(text, Loader=_EVENT_LOADER):
@@ -183,49 +154,45 @@ class _Converter:
     def __init__(self, file: str, lines: dict[KeyPath, int], limit: int) -> None:
         self.file, self.lines, self.limit = file, lines, limit
         self.nodes = 0
-        self.constructor = yaml.SafeLoader("")  # one for every scalar: making one is slow
+        self.constructor = yaml.SafeLoader("")  # one for every scalar
         self.open: set[int] = set()  # nodes being converted: an alias back to one is a cycle
 
+    def error(self, node: yaml.Node, path: KeyPath, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=node.start_mark.line + 1,
+                         path=format_path(path))
+
     def convert(self, node: yaml.Node, path: KeyPath) -> Any:
-        line = node.start_mark.line + 1
         self.nodes += 1
         if self.nodes > self.limit:
-            raise SpecError(f"more than {self.limit:,} values once aliases are expanded",
-                            file=self.file, line=line, path=format_path(path))
+            raise self.error(node, path, f"more than {self.limit:,} values once aliases are "
+                             "expanded")
         if id(node) in self.open:
-            raise SpecError("an alias refers to a value that contains it", file=self.file,
-                            line=line, path=format_path(path))
-        self.lines[path] = line
-        if isinstance(node, yaml.MappingNode):
-            self.open.add(id(node))
-            out: dict[Any, Any] = {}
-            for key_node, value_node in node.value:
-                key = self.scalar(key_node)
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    raise SpecError("merge keys (<<) are not supported; write the keys out",
-                                    file=self.file, line=key_node.start_mark.line + 1,
-                                    path=format_path(path))
-                if key in out:
-                    raise SpecError(f"duplicate key {key!r}", file=self.file,
-                                    line=key_node.start_mark.line + 1,
-                                    path=format_path((*path, key)))
-                out[key] = self.convert(value_node, (*path, key))
-                self.lines[(*path, key)] = key_node.start_mark.line + 1
-            self.open.discard(id(node))
-            return out
+            raise self.error(node, path, "an alias refers to a value that contains it")
+        self.lines[path] = node.start_mark.line + 1
         if isinstance(node, yaml.SequenceNode):
             self.open.add(id(node))
             items = [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
             self.open.discard(id(node))
             return items
-        return self.scalar(node)
+        if not isinstance(node, yaml.MappingNode):
+            return self.scalar(node)
+        self.open.add(id(node))
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise self.error(key_node, path, "merge keys (<<) are not supported; write the "
+                                 "keys out")
+            key = self.scalar(key_node)
+            if key in out:
+                raise self.error(key_node, (*path, key), f"duplicate key {key!r}")
+            out[key] = self.convert(value_node, (*path, key))
+            self.lines[(*path, key)] = key_node.start_mark.line + 1
+        self.open.discard(id(node))
+        return out
 
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
-            raise SpecError("keys must be plain scalars", file=self.file,
-                            line=node.start_mark.line + 1)
-        if node.tag == "tag:yaml.org,2002:merge":
-            return "<<"
+            raise self.error(node, (), "keys must be plain scalars")
         if node.tag == _STR:  # most of a matrix: what the constructor would make of it
             return node.value
         return self.constructor.construct_object(node)

@@ -1,10 +1,6 @@
-"""Bisect an axis's releases to the first one whose outcome differs (pure: probes are given).
-
-The releases strictly between a good and a bad value are searched as ``git bisect`` does:
-the middle untried release is probed; one that gives the good outcome moves the lower bound,
-any other outcome (the bad one, or a third) the upper. A release whose environment cannot be
-built is skipped over and said. Without skips, n releases take at most ceil(log2(n + 1))
-probes.
+"""Bisect an axis's releases to the first one whose outcome differs (pure: probes are given),
+as ``git bisect`` does: the good outcome moves the lower bound, any other the upper; a
+release whose environment cannot be built is skipped and said.
 """
 
 from __future__ import annotations
@@ -38,30 +34,21 @@ class Probe:
         return {"version": self.version, "outcome": self.outcome, "signature": self.signature,
                 "reason": self.reason, "run_id": self.run_id, "skipped": self.skipped}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Probe:
-        return cls(**data)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Boundary:
-    """Where the outcome changes: ``last`` (the good outcome) and ``first`` (another), and
-    the releases between them that could not be built (the change may be at any of them)."""
+    """Where the outcome changes: ``last`` (good) and ``first`` (another), and the releases
+    between them that could not be built."""
 
     last: Probe
     first: Probe
     probes: tuple[Probe, ...] = ()  # in the order they ran
     untested: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
-    def exact(self) -> bool:
-        return not self.untested
-
 
 def search(candidates: Sequence[str], good: Probe, bad: Probe,
            probe: Callable[[str], Probe]) -> Boundary:
-    """The boundary among ``candidates`` (releases strictly between ``good`` and ``bad``,
-    in the order from good to bad), probing as few as binary search needs."""
+    """The boundary among ``candidates`` (strictly between ``good`` and ``bad``, in order)."""
     tried: dict[int, Probe] = {}
     lo, hi = -1, len(candidates)  # lo has the good outcome, hi another
     probes: list[Probe] = []

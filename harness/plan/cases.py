@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,7 @@ class CaseVariant:
     isolate: bool = False  # needs a process of its own (global FP8 or CUDA state)
     retries: int = 0  # the case's own `Case(retries=N)`: a failed variant runs again
     about: tuple[str, ...] = ()  # `Case(about=...)`: the packages that decide the failure
-    # A test suite's session (plan.suites): one cell that runs the whole suite in its
-    # environment and comes back as one result per test.
+    # A test suite's session (plan.suites): one cell, one result per test.
     suite: SuiteSpec | None = None
 
     @property
@@ -69,23 +68,6 @@ class CaseVariant:
                 "retries": self.retries, "about": list(self.about),
                 **({"suite": self.suite.to_dict()} if self.suite else {})}
 
-    @classmethod
-    def from_metadata(cls, data: dict[str, Any]) -> CaseVariant:
-        variant = _variant({**data, "case_id": data["case"],
-                            "signatures": data.get("signatures", ())})
-        if data.get("suite"):
-            return replace(variant, suite=SuiteSpec.from_dict(data["suite"]))
-        return variant
-
-
-def pytest_env(extra_path: Path | None = None) -> dict[str, str]:
-    """Variables for a pytest run with the in-env plugin and nothing auto-loaded."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(INENV_DIR) if extra_path is None else f"{INENV_DIR}:{extra_path}"
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
 
 def pytest_args(cases_dir: Path) -> list[str]:
     return ["-p", "harness_case", "-c", str(cases_dir / "pytest.ini"),
@@ -94,7 +76,7 @@ def pytest_args(cases_dir: Path) -> list[str]:
 
 def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
     """The case variants under ``cases_dir``, from a cache keyed by every file's size and
-    mtime there (and the plugin's): collecting means starting pytest, half a second."""
+    mtime there (and the plugin's): collecting means starting pytest."""
     if not (cases_dir / "pytest.ini").is_file():
         raise UsageError(f"{cases_dir}: not a cases directory (no pytest.ini)")
     cache = _collect_cache(cases_dir)
@@ -123,12 +105,15 @@ def _collect_cache(cases_dir: Path) -> Path | None:
 
 
 def _collect(cases_dir: Path) -> list[dict[str, Any]]:
+    # The in-env plugin, nothing auto-loaded.
+    env = {**os.environ, "PYTHONPATH": str(INENV_DIR), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cases.json"
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "--collect-only", "-q",
              *pytest_args(cases_dir), f"--harness-collect={out}", str(cases_dir)],
-            capture_output=True, text=True, env=pytest_env(), cwd=cases_dir, check=False,
+            capture_output=True, text=True, env=env, cwd=cases_dir, check=False,
         )
         if proc.returncode not in (0, 5) or not out.exists():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]

@@ -10,6 +10,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from harness.core import jsonio
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import CaseSelector, EnvSpec, MatrixSpec
 from harness.core.results import CellResult
@@ -24,18 +25,13 @@ class Cell:
     env: EnvSpec
     case: CaseVariant
     hardware: str
-    #: A suite's session resumed (``--resume``): the results its tests already have in the
-    #: run, which the session does not run again and counts as they are.
+    #: A suite's session resumed (``--resume``): its tests' results already in the run.
     resumed: tuple[CellResult, ...] = ()
 
     @property
     def retries(self) -> int:
         """How often a failed try runs again: the environment's or the case's, the larger."""
         return max(self.env.retries, self.case.retries)
-
-    @property
-    def needs_gpu_slot(self) -> bool:
-        return self.hardware != "cpu"
 
     def to_dict(self) -> dict[str, Any]:
         return {"cell_id": self.cell_id, "environment": self.env.name,
@@ -64,7 +60,7 @@ def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
 
 def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequence[str]) -> Plan:
     """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
-    A matrix past the cell limit is refused with its count, before any cell is made."""
+    Past the cell limit, refused with its count before any cell is made."""
     sessions = {s.name: session_variant(s) for s in spec.suites}
     # The environments of one matrix entry share their settings: each kind is counted once.
     per_env: dict[tuple[object, ...], int] = {}
@@ -82,8 +78,7 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
     dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
     for env in spec.environments:
         targets = _targets(env.hardware, present)
-        # cell_id's bytes, with what the environment's cells share encoded once:
-        # '["<name>", "<key>", "<nodeid>", "<hardware>"]'
+        # cell_id's bytes, '["<name>", "<key>", "<nodeid>", "<hardware>"]', shared parts once
         head = json.dumps([env.name, env.key])[:-1] + ", "
         for case in (*_env_cases(env, cases), *(sessions[s] for s in env.suites)):
             nodeid = dumped.get(case.nodeid) or dumped.setdefault(case.nodeid,
@@ -96,9 +91,7 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
 
 
 def _cell(cell_id: str, env: EnvSpec, case: CaseVariant, hardware: str) -> Cell:
-    """``Cell(...)`` with its ``__dict__`` given whole: the frozen ``__init__`` sets each field
-    through ``object.__setattr__``, which a plan pays once per cell. The same object: equal
-    and printed alike (tests/plan/test_cells.py)."""
+    """``Cell(...)`` with its ``__dict__`` given whole, not field by field (the same object)."""
     cell = object.__new__(Cell)
     object.__setattr__(cell, "__dict__", {"cell_id": cell_id, "env": env, "case": case,
                                           "hardware": hardware, "resumed": ()})
@@ -107,9 +100,8 @@ def _cell(cell_id: str, env: EnvSpec, case: CaseVariant, hardware: str) -> Cell:
 
 def case_counter(collect: Callable[[Path], tuple[CaseVariant, ...]] = collect_cases
                  ) -> CaseCount:
-    """For ``load_matrix(count_cases=...)``: how many collected cases some selectors pick,
-    so that the cells are counted in full before any environment is built. None where the
-    cases do not collect or a selector picks none: planning says why, where it is written."""
+    """For ``load_matrix(count_cases=...)``: how many collected cases some selectors pick;
+    None where they do not collect or a selector picks none (planning says why)."""
     collected: dict[Path, tuple[CaseVariant, ...] | None] = {}
 
     def count(cases_dir: Path, selectors: tuple[CaseSelector, ...]) -> int | None:
@@ -119,10 +111,8 @@ def case_counter(collect: Callable[[Path], tuple[CaseVariant, ...]] = collect_ca
             except UsageError:
                 collected[cases_dir] = None
         cases = collected[cases_dir]
-        if cases is None:
-            return None
         try:
-            return len(select_cases(cases, selectors))
+            return None if cases is None else len(select_cases(cases, selectors))
         except UsageError:
             return None
     return count
@@ -136,37 +126,14 @@ def _env_cases(env: EnvSpec, cases: tuple[CaseVariant, ...]) -> tuple[CaseVarian
 
 
 def json_lines(cells: Iterable[Cell]) -> Iterator[str]:
-    """Each cell's ``json.dumps(cell.to_dict())``, byte for byte, with the parts cells share
-    (their environment's, their case's) encoded once: ``plan --format json``."""
-    envs: dict[int, tuple[EnvSpec, str]] = {}
-    variants: dict[int, tuple[CaseVariant, str]] = {}
-    targets: dict[str, str] = {}
-    for cell in cells:
-        env, case = envs.get(id(cell.env)), variants.get(id(cell.case))
-        if env is None or env[0] is not cell.env:
-            env = envs[id(cell.env)] = (cell.env, json.dumps({
-                "environment": cell.env.name, "values": dict(cell.env.values),
-                "backend": cell.env.backend})[1:-1])
-        if case is None or case[0] is not cell.case:
-            case = variants[id(cell.case)] = (cell.case, json.dumps({
-                "case": cell.case.case_id, "variant": cell.case.variant,
-                "nodeid": cell.case.nodeid})[1:-1])
-        hw = targets.get(cell.hardware) or targets.setdefault(
-            cell.hardware, json.dumps(cell.hardware))
-        cell_id = cell.cell_id
-        # A digest's hex digits need no escaping: json.dumps only for any other id.
-        cell_id = f'"{cell_id}"' if cell_id.isalnum() and cell_id.isascii() else json.dumps(
-            cell_id)
-        yield f'{{"cell_id": {cell_id}, {env[1]}, {case[1]}, "hardware": {hw}}}'
+    """Each cell's JSON, one line: ``plan --format json``."""
+    return (jsonio.dumps(cell.to_dict()).decode() for cell in cells)
 
 
 def _targets(hardware: Iterable[str], present: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    for target in hardware:
-        for hw in (present if target == "auto" else [target]):
-            if hw not in out:
-                out.append(hw)
-    return out
+    """The targets, ``auto`` as those ``present``, each once in order."""
+    return list(dict.fromkeys(hw for target in hardware
+                              for hw in (present if target == "auto" else [target])))
 
 
 def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = None,

@@ -1,17 +1,10 @@
-"""What a suite collected in an environment, kept on this machine between runs, so that
-``harness plan`` says which tests each suite session will run without starting anything.
+"""What a suite's session collected in an environment, kept between runs, so that ``harness
+plan`` says which tests each session will run without starting anything.
 
-Collection itself happens inside the environment, in the session's own pytest process
-(``run.suite``): that process collects and runs, so a separate collection would cost an
-interpreter start and the suite's imports for nothing. What the session collected is kept
-here, keyed by what decides it: the environment's key (its pins as written, Python,
-variables), the hardware target (a conftest may skip GPU modules on a CPU), the suite's
-settings (folder or package, packages, arguments, variables) and the stamps (path, size,
-modification time) of the suite folder's files, through symlinked folders, and of the
-configuration and conftest files above it up to its rootdir, taken when the session starts.
-A test file or conftest edited, a pin changed: a new key, and the tests are unknown there
-until the next run collects them. Not in the key: what a range pin resolved to (``--refresh``
-may move it), and variables passed through from the shell (``HARNESS_PASS_ENV``).
+Keyed by what decides it: the environment's key, the hardware target, the suite's settings
+and the stamps (path, size, mtime) of the suite folder's files and of the configuration and
+conftest files above it up to its rootdir. Not in the key: what a range pin resolved to, and
+variables passed through from the shell.
 """
 
 from __future__ import annotations
@@ -53,8 +46,7 @@ class Collected:
 
 def key(env: EnvSpec, suite: SuiteSpec, hardware: str) -> str | None:
     """The cache key of ``suite`` in ``env`` on ``hardware``; None when the suite's files
-    cannot be read (a folder that is not on this machine). A package's tests (``pyargs``)
-    are the environment's: its key covers them."""
+    cannot be read. A package's tests (``pyargs``) are covered by the environment's key."""
     settings = {k: v for k, v in suite.to_dict().items() if k not in ("timeout", "workers")}
     try:
         stamps = _stamps(Path(suite.path)) if suite.path is not None else []
@@ -66,8 +58,7 @@ def key(env: EnvSpec, suite: SuiteSpec, hardware: str) -> str | None:
 
 def save(key: str | None, env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], errors: int,
          *, cache_dir: Path | None = None) -> None:
-    """Keep what a session collected under ``key``, taken when it started (a file edited
-    while it ran is then another key). A cache: a folder that cannot be written keeps none."""
+    """Keep what a session collected under ``key`` (taken when it started); best effort."""
     if key is None:
         return
     path = (cache_dir or default_cache_dir()) / FOLDER / f"{key}.json"
@@ -81,7 +72,7 @@ def save(key: str | None, env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], 
 def load(env: EnvSpec, suite: SuiteSpec, hardware: str, *, cache_dir: Path | None = None
          ) -> Collected | None:
     """What the last session of ``suite`` in ``env`` on ``hardware`` collected, if nothing
-    that decides it has changed since; else None."""
+    that decides it changed since; else None."""
     found = key(env, suite, hardware)
     if found is None:
         return None

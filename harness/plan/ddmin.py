@@ -1,10 +1,5 @@
-"""Delta debugging (Zeller's ddmin) over the package changes between two runs: the smallest
-set of them that, applied alone to the good environment, gives the bad outcome. Pure: the
-trials are given.
-
-The changes are the top-level requirements' (what the matrices or ``--set`` chose), never
-what the resolver brought with them: pinning torch's own exact dependencies apart from torch
-makes trials that do not resolve.
+"""Delta debugging (Zeller's ddmin) over the top-level package changes between two runs:
+the smallest set that, applied alone to the good environment, gives the bad outcome. Pure.
 """
 
 from __future__ import annotations
@@ -71,9 +66,8 @@ def _split(items: tuple[T, ...], n: int) -> list[tuple[T, ...]]:
 
 def top_level_changes(top: Iterable[str], before: Mapping[str, str], after: Mapping[str, str]
                       ) -> tuple[list[Change], list[str]]:
-    """The top-level packages ``top`` whose installed versions differ between the good
-    environment (``before``: name -> version) and the bad one (``after``), by name; and those
-    of ``top`` that only one of them holds (they cannot be moved alone)."""
+    """The packages of ``top`` whose versions differ between ``before`` and ``after`` (name ->
+    version), and those only one of them holds (they cannot be moved alone)."""
     old = {str(canonicalize_name(k)): v for k, v in before.items()}
     new = {str(canonicalize_name(k)): v for k, v in after.items()}
     names = sorted({str(canonicalize_name(n)) for n in top})
@@ -83,9 +77,8 @@ def top_level_changes(top: Iterable[str], before: Mapping[str, str], after: Mapp
 
 def undecided(changes: Sequence[T], culprits: tuple[T, ...], trials: Sequence[Trial[T]]
               ) -> list[tuple[T, ...]]:
-    """The trials whose outcome the answer ``culprits`` rests on and that said nothing (could
-    not be built, or never ran): it flips, and without any one of its changes it does not.
-    Empty: the answer is determined."""
+    """The trials the answer ``culprits`` rests on (it flips; without any one change it does
+    not) that said nothing; empty: the answer is determined."""
     known: dict[tuple[T, ...], bool | None] = {tuple(changes): True, (): False}
     known.update((t.changes, t.flips) for t in trials)
     needed = [(culprits, True)] + [(tuple(c for c in culprits if c != one), False)

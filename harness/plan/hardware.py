@@ -80,21 +80,19 @@ def probe_machine(gpus: str | None = None) -> Machine:
 def _override(spec: str, found: dict[int, Gpu]) -> tuple[Gpu, ...]:
     out = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
-        match = re.fullmatch(r"(\d+)(?::(sm_\d{2,3}[a-z]?))?", part)
+        match = re.fullmatch(r"(\d+)(?::sm_(\d{2,3})[a-z]?)?", part)  # sm_90a: sm_90, cc 9.0
         if not match:
             raise UsageError(f"--gpus: {part!r} is not a GPU index (like 0 or 0:sm_90)")
-        index, arch = int(match.group(1)), match.group(2)
-        if arch is None:
+        index, digits = int(match[1]), match[2]
+        if digits is None:
             if index not in found:
                 raise UsageError(f"--gpus: no GPU {index} on this machine; name its "
                                  f"architecture (--gpus {index}:sm_90) to use it anyway")
             out.append(found[index])
-        else:
-            known = found.get(index)
-            digits = arch[3:].rstrip("abcdefghijklmnopqrstuvwxyz")  # sm_90a: cc 9.0
-            out.append(Gpu(index=index, arch=arch.rstrip("abcdefghijklmnopqrstuvwxyz"),
-                           name=known.name if known else "declared",
-                           compute_capability=f"{digits[:-1]}.{digits[-1]}"))
+            continue
+        known = found.get(index)
+        out.append(Gpu(index=index, arch=f"sm_{digits}", name=known.name if known else "declared",
+                       compute_capability=f"{digits[:-1]}.{digits[-1]}"))
     return tuple(out)
 
 

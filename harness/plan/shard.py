@@ -1,9 +1,6 @@
-"""Shards: a plan split for many machines, the same split on every one of them.
-
-By hardware target first (a shard runs on one kind of runner), each environment's cells
-together (one build per shard), balanced by weight: the cells' durations in a run given
-explicitly (``--durations-from``, the same file on every machine) or else one per cell.
-Pure functions of the plan: no probing, no clock.
+"""Shards: a plan split for many machines, the same split on every one (pure: no probing, no
+clock). By hardware target, each environment's cells together, balanced by the durations of
+``--durations-from`` (else one per cell).
 """
 
 from __future__ import annotations
@@ -29,10 +26,6 @@ class Shard:
     @property
     def label(self) -> str:
         return f"{self.index}/{self.count}"
-
-    @property
-    def weight_key(self) -> str:
-        return f"{self.hardware}:{self.index}"
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -1,9 +1,5 @@
 """A maintainer's own test suite in the plan: one session cell per environment × suite ×
-hardware, which the run expands into one result per test (the tests that exist are known
-only inside each environment: collection runs there).
-
-A test's result has a cell id of its own, stable across runs and machines like every cell's,
-and names its session as its ``parent``.
+hardware, which the run expands into one result per test (with a stable cell id of its own).
 """
 
 from __future__ import annotations
@@ -41,11 +37,9 @@ CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
 
 
 def rootdir(path: Path) -> Path:
-    """Where pytest would put the suite's rootdir from its configuration file (the nearest
-    folder above ``path`` whose pytest.ini, pyproject.toml, tox.ini or setup.cfg configures
-    pytest), else the suite's own folder. Said explicitly: without a configuration file
-    pytest's choice depends on the working folder, a scratch folder that differs per run, and
-    node ids (so test cell ids) would too."""
+    """pytest's rootdir for the suite (the nearest folder at or above ``path`` whose config
+    file configures pytest), else its own folder: said explicitly, so that node ids (and so
+    test cell ids) do not depend on the working folder."""
     folder = path if path.is_dir() else path.parent
     for candidate in (folder, *folder.parents):
         for name, section in CONFIG_FILES:

@@ -116,7 +116,7 @@ def test_an_include_that_extends_nothing_counts_as_one_more() -> None:
 def test_a_huge_file_is_refused_while_it_is_read_before_a_node_is_composed() -> None:
     values = ",".join(f'"{i}"' for i in range(200_000))
     text = HEAD + f"matrices:\n  big:\n    axes:\n      a: [{values}]\n"
-    with mock.patch.object(yamlsrc._DepthLoader, "compose_node",
+    with mock.patch.object(yaml.composer.Composer, "compose_node",
                            side_effect=AssertionError("composed")), \
             pytest.raises(SpecError) as exc:
         parse(text)

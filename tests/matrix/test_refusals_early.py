@@ -7,10 +7,10 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+import yaml
 
 from harness.cli import main
 from harness.core.errors import SpecError
-from harness.matrix import yamlsrc
 from harness.matrix.load import _Reader, load_matrix, parse_matrix
 from harness.matrix.yamlsrc import load_source
 from harness.plan.cells import case_counter
@@ -79,7 +79,7 @@ def test_a_long_axis_is_counted_before_a_value_is_read() -> None:
 
 def test_a_huge_value_is_refused_before_a_node_is_composed() -> None:
     text = HEAD + "matrices:\n  big:\n    axes:\n      torch: ['" + "x" * 1_000_000 + "']\n"
-    with mock.patch.object(yamlsrc._DepthLoader, "compose_node", side_effect=BUILT), \
+    with mock.patch.object(yaml.composer.Composer, "compose_node", side_effect=BUILT), \
             pytest.raises(SpecError) as exc:
         parse(text)
     assert str(exc.value) == ("m.yaml:6: a value of 1,000,000 characters, over the limit of "
@@ -89,7 +89,7 @@ def test_a_huge_value_is_refused_before_a_node_is_composed() -> None:
 @pytest.mark.parametrize("depth", [65, 1_000_000])
 def test_deep_nesting_is_refused_before_a_node_is_composed(depth: int) -> None:
     text = "version: 1\nmatrices: " + "[" * depth + "]" * depth + "\n"
-    with mock.patch.object(yamlsrc._DepthLoader, "compose_node", side_effect=BUILT), \
+    with mock.patch.object(yaml.composer.Composer, "compose_node", side_effect=BUILT), \
             pytest.raises(SpecError) as exc:
         load_source(text, "m.yaml")
     assert str(exc.value) == "m.yaml:2: nested more than 64 levels deep"
@@ -98,7 +98,7 @@ def test_deep_nesting_is_refused_before_a_node_is_composed(depth: int) -> None:
 
 def test_well_formed_text_is_composed_by_libyaml_with_its_lines() -> None:
     text = (ROOT / "matrix.yaml").read_text()
-    with mock.patch.object(yamlsrc._DepthLoader, "compose_node", side_effect=BUILT):
+    with mock.patch.object(yaml.composer.Composer, "compose_node", side_effect=BUILT):
         source = load_source(text, "matrix.yaml")
     assert source.data["version"] == 1
     assert source.line(("matrices",)) == text.splitlines().index("matrices:") + 1
