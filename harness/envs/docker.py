@@ -1,11 +1,6 @@
-"""Docker: one image per environment (built once, content-addressed), a fresh container per cell.
-
-A container gets the cases read-only, the in-env plugin read-only, the cell's scratch folder
-read-write (the plugin's event file lands there), the cell's own variables and no others,
-exactly its GPU through a device request, no network unless the environment asks, and a
-memory limit. It is removed when the cell ends, is killed, or the
-harness is interrupted.
-"""
+"""Docker: one image per environment (built once, content-addressed), a fresh container per cell
+with the cases and the plugin read-only, its scratch folder read-write, its own variables
+only, exactly its GPU, no network unless asked, a memory limit; removed when the cell ends."""
 
 from __future__ import annotations
 
@@ -15,6 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from harness.core import atomic
 from harness.core.errors import BackendError, DriftError, InfraError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import INENV_DIR
@@ -35,7 +31,6 @@ from harness.envs.images import (
     find_ca_bundle,
     find_uv_binary,
     plan_image,
-    write_json,
 )
 
 CASES, INENV, RUN = "/harness/cases", "/harness/inenv", "/harness/run"
@@ -77,7 +72,6 @@ class DockerBackend(Backend):
         return self.cache_dir / "docker"
 
     def _locate(self, spec: EnvSpec) -> ImagePlan:
-        """The image ``spec`` makes (its tag hashes the rendered Dockerfile and its files)."""
         return plan_image(spec, uv_binary=find_uv_binary(), ca_bundle=find_ca_bundle())
 
     def _lock_path(self, place: ImagePlan) -> Path:
@@ -85,13 +79,10 @@ class DockerBackend(Backend):
         return self.root / f"{place.tag.rsplit(':', 1)[1]}.lock"
 
     def _find(self, spec: EnvSpec, place: ImagePlan) -> None:
-        # Docker knows which images it has, layer by layer: ensure_image asks it and builds
-        # only what is missing, so finding is part of the build step here.
-        return None
+        return None  # Docker knows its images: ensure_image builds only what is missing
 
     def _build(self, spec: EnvSpec, place: ImagePlan, handover: Handover | None = None
                ) -> Found:
-        # Never handed over (hands_over is False): the image's fingerprint is read as built.
         plan = place
         digest = plan.tag.rsplit(":", 1)[1]
         report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
@@ -129,7 +120,7 @@ class DockerBackend(Backend):
             raise DriftError(f"cannot fingerprint image {tag}: "
                              + " | ".join(err.strip().splitlines()[-3:]))
         data: dict[str, Any] = json.loads(out)
-        write_json(cache, data)
+        atomic.write_text(cache, json.dumps(data, indent=1))
         return data
 
     def create(self, env: Environment, request: LaunchRequest) -> Any:
@@ -154,8 +145,7 @@ class DockerBackend(Backend):
                          str(INENV_DIR): {"bind": INENV, "mode": "ro"},
                          str(request.work_dir): {"bind": RUN, "mode": "rw"}},
                 network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,
-                # No swap on top: past the limit the kernel kills the cell, which is reported
-                # as out of memory, instead of the machine slowing to a crawl.
+                # No swap: past the limit the kernel kills the cell (out of memory).
                 memswap_limit=env.spec.memory or DEFAULT_MEMORY,
                 device_requests=devices, init=True,
                 labels={LABEL: "1", f"{LABEL}.cell": environment.get("HARNESS_CELL_ID", ""),
@@ -174,8 +164,7 @@ class DockerBackend(Backend):
         return ContainerProcess(container, request.log)
 
     def listing_key(self, spec: EnvSpec) -> str:
-        # An image is named by a digest of what builds it, not by the environment's key:
-        # environments that differ only in what the image does not hold share one.
+        # A digest of what builds the image: environments the image does not tell apart share it.
         return plan_image(spec, uv_binary=find_uv_binary(),
                           ca_bundle=find_ca_bundle()).tag.rsplit(":", 1)[1]
 
@@ -198,7 +187,7 @@ class DockerBackend(Backend):
 
 
 class ContainerProcess:
-    """The ``Process`` protocol over a container: the exit code, logs and removal in one place."""
+    """A container as a ``Process``: its exit code, logs and removal in one place."""
 
     def __init__(self, container: Any, log: Path) -> None:
         self.container = container
