@@ -5,6 +5,7 @@ only, exactly its GPU, no network unless asked, a memory limit; removed when the
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import signal
 from pathlib import Path
@@ -58,14 +59,11 @@ class DockerBackend(Backend):
 
     def __init__(self, cache_dir: Path) -> None:
         super().__init__(cache_dir)
-        self._client: Any = None
         self.reports: list[BuildReport] = []
 
-    @property
+    @functools.cached_property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = connect()
-        return self._client
+        return connect()
 
     @property
     def root(self) -> Path:
@@ -81,9 +79,8 @@ class DockerBackend(Backend):
     def _find(self, spec: EnvSpec, place: ImagePlan) -> None:
         return None  # Docker knows its images: ensure_image builds only what is missing
 
-    def _build(self, spec: EnvSpec, place: ImagePlan, handover: Handover | None = None
+    def _build(self, spec: EnvSpec, plan: ImagePlan, handover: Handover | None = None
                ) -> Found:
-        plan = place
         digest = plan.tag.rsplit(":", 1)[1]
         report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
                               {LABEL: "1", f"{LABEL}.env": spec.name[:200],

@@ -234,14 +234,12 @@ def _read_marker(path: Path) -> dict[str, Any] | None:
 def find_interpreter(version: str) -> str:
     """An interpreter for ``version``: what uv finds, else a pyenv installation of it (pyenv
     shims answer only for the versions pyenv has activated). Asked once per process."""
-    try:  # --system: never a project's .venv that happens to be where the harness runs
+    with contextlib.suppress(subprocess.TimeoutExpired):  # --system: never a project's .venv
         found = subprocess.run([_uv_binary(), "python", "find", "--system", version],
                                capture_output=True, text=True, env=uv_environ(), check=False,
                                timeout=120)
-    except subprocess.TimeoutExpired:
-        found = None
-    if found is not None and found.returncode == 0 and found.stdout.strip():
-        return found.stdout.strip()
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
     candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
                         key=lambda p: _release(p.parts[-3]))

@@ -1,12 +1,7 @@
 """``harness wheelhouse DIR``: every wheel a plan's environments need, for their own Python and
-a target platform, in one folder that a machine with no network installs from
-(``harness run --offline --find-links DIR``).
-
-Each environment is resolved as it will be built (an overlay against its base's packages,
-which stay out of the folder), then each pinned distribution is downloaded as a wheel for the
-target. A distribution with no such wheel (only an sdist, or a git source) is listed as
-missing, with the reason; nothing is built here.
-"""
+a target platform, in one folder a machine with no network installs from (``harness run
+--offline --find-links DIR``). Resolved as built (an overlay against its base, which stays
+out); a pin with no wheel for the target is listed as missing, with why; nothing is built."""
 
 from __future__ import annotations
 
@@ -56,7 +51,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
         report = EnvWheels(name=env.name)
         try:
             base = base_packages if env.base else None
-            if env.base and base is None:  # the base is on this machine: its Python, its packages
+            if env.base and base is None:  # the base is on this machine
                 found = find_base(env.base)
                 env = replace(env, python=found.version)
                 base = found.packages
@@ -99,8 +94,8 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     for tag in PIP_PLATFORMS.get(platform, [platform.replace("-", "_")]):
         args += ["--platform", tag]
     env = {**uv_environ(), "PYTHONPATH": ""}
-    with contextlib.suppress(HarnessError):  # behind a TLS-intercepting proxy pip must
-        env.setdefault("PIP_CERT", str(find_ca_bundle()))  # trust the same CA as uv
+    with contextlib.suppress(HarnessError):  # a TLS-intercepting proxy's CA, as for uv
+        env.setdefault("PIP_CERT", str(find_ca_bundle()))
     try:
         proc = subprocess.run([*args, pin.split(";", 1)[0].strip()], capture_output=True,
                               text=True, check=False, env=env, timeout=1800)
