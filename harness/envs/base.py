@@ -210,7 +210,9 @@ class Backend(ABC):
                 with watched(spec, _paths(place)):
                     found = (self._build(spec, place) if handover is None
                              else self._build(spec, place, handover))
-        check_drift(spec, found.fingerprint)
+        problems = drift(spec, found.fingerprint)
+        if problems:
+            raise DriftError("drift: " + "; ".join(problems))
         return Environment(spec=spec, location=found.location, python=found.python,
                            fingerprint=found.fingerprint, built=found.built)
 
@@ -258,9 +260,6 @@ class Backend(ABC):
 
     @abstractmethod
     def launch(self, env: Environment, request: LaunchRequest) -> Process: ...
-
-    def remove(self, env: Environment) -> None:
-        return None
 
     def listing_key(self, spec: EnvSpec) -> str:
         return spec.key  # as ``listing`` shows it
@@ -343,10 +342,8 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
         problems.append(f"asked Python {spec.python}, got {python}")
     packages = {str(canonicalize_name(k)): str(v)
                 for k, v in fingerprint.get("packages", {}).items()}
-    for text in spec.requirements:  # the axes' pins and the `packages:` entries alike
-        problem = _unmet(text, packages)
-        if problem:
-            problems.append(problem)
+    # The axes' pins and the `packages:` entries alike.
+    problems += filter(None, (_unmet(text, packages) for text in spec.requirements))
     torch = fingerprint.get("torch") or {}
     if torch.get("import_error"):
         problems.append(f"torch does not import: {torch['import_error']}")
@@ -355,16 +352,14 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
         if spec.cuda == "cpu" and built:
             problems.append(f"asked a CPU build, got a CUDA {built} build "
                             f"(torch {torch.get('version')})")
-        elif spec.cuda != "cpu" and not (built and _same_release(built, spec.cuda)):
+        elif spec.cuda != "cpu" and not (built and built.split(".")[:2] ==
+                                         spec.cuda.split(".")[:2]):
             got = f"a CUDA {built} build" if built else "a CPU build"
             problems.append(f"asked CUDA {spec.cuda}, got {got} (torch {torch.get('version')})")
     return problems
 
 
-def check_drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> None:
-    problems = drift(spec, fingerprint)
-    if problems:
-        raise DriftError("drift: " + "; ".join(problems))
+
 
 
 def _unmet(text: str, packages: dict[str, str]) -> str | None:
@@ -391,8 +386,7 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:
     return None if ok else f"asked {text}, got {name} {got}"
 
 
-def _same_release(built: str, asked: str) -> bool:
-    return built.split(".")[:2] == asked.split(".")[:2]
+
 
 
 #: A source build of TransformerEngine takes most of an hour: twice that is a hung build.

@@ -165,9 +165,6 @@ class DockerBackend(Backend):
         return plan_image(spec, uv_binary=find_uv_binary(),
                           ca_bundle=find_ca_bundle()).tag.rsplit(":", 1)[1]
 
-    def remove(self, env: Environment) -> None:
-        self.remove_location(env.location)
-
     def remove_location(self, location: str) -> None:
         with contextlib.suppress(Exception):
             self.client.images.remove(location)
@@ -238,10 +235,8 @@ class ContainerProcess:
             self.oom_killed = bool(self.container.attrs["State"].get("OOMKilled"))
         with contextlib.suppress(Exception), open(self.log, "ab") as log:
             log.write(self.container.logs(stdout=True, stderr=True))
-        with contextlib.suppress(Exception):
-            self.container.remove(force=True)
-        # docker-init (tini) reports a child killed by signal N as 128+N; the rest of the
-        # harness speaks subprocess's language, where that is -N.
+        self._discard()
+        # docker-init (tini) says 128+N for a child killed by signal N; subprocess says -N.
         self.code = -(status - 128) if 128 < status < 160 else status
         return self.code
 

@@ -5,6 +5,7 @@ local base image for hosts with no registry (debootstrap, then import)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shlex
@@ -76,7 +77,8 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
     files = (("uv", uv_binary), ("ca.pem", ca_bundle))
     digest = hashlib.sha256(text.encode())
     for name, path in files:
-        digest.update(name.encode() + b"\0" + _file_sha256(path).encode())
+        stat = path.stat()
+        digest.update(name.encode() + b"\0" + _sha256(path, stat.st_mtime, stat.st_size).encode())
     return ImagePlan(tag=f"{REPOSITORY}:{digest.hexdigest()[:16]}", base=base_image(spec),
                      dockerfile=text, files=files)
 
@@ -93,19 +95,9 @@ def _python_setup(python: str) -> str:  # CUDA images (Ubuntu) may lack the Pyth
             f"python{python} && rm -rf /var/lib/apt/lists/*)")
 
 
-_HASHES: dict[tuple[str, float, int], str] = {}
-
-
-def _file_sha256(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path), stat.st_mtime, stat.st_size)
-    if key not in _HASHES:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        _HASHES[key] = digest.hexdigest()
-    return _HASHES[key]
+@functools.cache
+def _sha256(path: Path, mtime: float, size: int) -> str:  # hashed once while unchanged
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def find_ca_bundle() -> Path:

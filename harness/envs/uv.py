@@ -208,9 +208,6 @@ class UvBackend(Backend):
                      **bytecode_variables(env.location)}
         return launch_local(env.python, replace(request, env=variables), self.registry)
 
-    def remove(self, env: Environment) -> None:
-        shutil.rmtree(env.location, ignore_errors=True)
-
     def listing(self) -> list[dict[str, Any]]:
         out = []
         for marker_path in sorted(self.root.glob(f"*/{MARKER}")):
