@@ -4,6 +4,7 @@ drift and the build lock."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import queue
@@ -117,16 +118,10 @@ class LocalProcess:
         return code
 
 
-def _load_libc() -> Any:
-    try:
-        import ctypes
-
-        return ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc()  # loaded here: the child of a threaded parent must not import anything
+try:  # loaded here: the child of a threaded parent must not import anything
+    _LIBC: Any = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:
+    _LIBC = None
 
 
 def _child_setup(memory: int | None) -> Callable[[], None]:

@@ -310,7 +310,16 @@ def _uv_binary() -> str:
 
 @functools.cache
 def _found_uv() -> str:
-    return shutil.which("uv") or _bundled_uv()
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
+        raise EnvBuildError("uv is not installed: no uv on PATH, nor beside this Python "
+                            "(pip install uv)") from None
 
 
 def uv_error(stderr: str, count: int = 6) -> str:
@@ -356,13 +365,3 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         lead = f"{cause}\n" if cause else ""
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}{uv_error(stderr)}")
     return stdout
-
-
-def _bundled_uv() -> str:
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
-        raise EnvBuildError("uv is not installed: no uv on PATH, nor beside this Python "
-                            "(pip install uv)") from None
