@@ -166,18 +166,8 @@ class Realizing:
     checked: Future[Environment] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Found:
-    """What a backend's steps found or made: where, its interpreter, what it holds."""
-
-    location: str
-    python: str
-    fingerprint: dict[str, Any]
-    built: bool = False  # made by this realize
-
-
 #: What a build calls once cells could start in its environment (``Backend.begin``).
-Handover = Callable[[Found], None]
+Handover = Callable[[Environment], None]
 
 
 class Backend(ABC):
@@ -200,16 +190,14 @@ class Backend(ABC):
         place = self._locate(spec)
         lock = self._lock_path(place)
         with locked(lock) if lock is not None else contextlib.nullcontext():
-            found = self._find(spec, place)
-            if found is None:
+            env = self._find(spec, place)
+            if env is None:
                 with watched(spec, _paths(place)):
-                    found = (self._build(spec, place) if handover is None
-                             else self._build(spec, place, handover))
-        problems = drift(spec, found.fingerprint)
+                    env = self._build(spec, place, handover)
+        problems = drift(spec, env.fingerprint)
         if problems:
             raise DriftError("drift: " + "; ".join(problems))
-        return Environment(spec=spec, location=found.location, python=found.python,
-                           fingerprint=found.fingerprint, built=found.built)
+        return env
 
     def begin(self, spec: EnvSpec) -> Realizing:
         """``realize``, returning once cells can start: a new environment's import check and
@@ -217,7 +205,7 @@ class Backend(ABC):
         build holds its lock until its marker is written. Raises what fails before that."""
         if not self.hands_over:
             return Realizing(self.realize(spec))
-        handed: queue.SimpleQueue[Found | None] = queue.SimpleQueue()
+        handed: queue.SimpleQueue[Environment | None] = queue.SimpleQueue()
         checked: Future[Environment] = Future()
 
         def build() -> None:
@@ -231,11 +219,8 @@ class Backend(ABC):
         # Not a daemon: a harness sent SIGTERM mid-check lets the check write its marker; one
         # killed takes the check along (PDEATHSIG), and the venv is built again next time.
         threading.Thread(target=build, name=f"check {spec.name}").start()
-        found = handed.get()
-        if found is None:
-            return Realizing(checked.result())
-        return Realizing(Environment(spec=spec, location=found.location, python=found.python,
-                                     fingerprint=found.fingerprint, built=True), checked)
+        env = handed.get()
+        return Realizing(checked.result()) if env is None else Realizing(env, checked)
 
     def _locate(self, spec: EnvSpec) -> Any:
         """Where the environment lives (a folder, an image plan), passed to the other steps."""
@@ -245,10 +230,11 @@ class Backend(ABC):
         return None  # nothing is built, nothing locked
 
     @abstractmethod
-    def _find(self, spec: EnvSpec, place: Any) -> Found | None:
+    def _find(self, spec: EnvSpec, place: Any) -> Environment | None:
         """The environment, if it is there and current (``refresh_before``)."""
 
-    def _build(self, spec: EnvSpec, place: Any, handover: Handover | None = None) -> Found:
+    def _build(self, spec: EnvSpec, place: Any, handover: Handover | None = None
+               ) -> Environment:
         """Install, check, fingerprint, and record it last (a half-built one is never found);
         one that ``hands_over`` calls ``handover`` between the install and the check."""
         raise NotImplementedError(f"the {self.name} backend builds nothing")

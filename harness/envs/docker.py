@@ -19,7 +19,6 @@ from harness.envs.base import (
     FINGERPRINT_SCRIPT,
     Backend,
     Environment,
-    Found,
     Handover,
     LaunchRequest,
     Process,
@@ -80,7 +79,7 @@ class DockerBackend(Backend):
         return None  # Docker knows its images: ensure_image builds only what is missing
 
     def _build(self, spec: EnvSpec, plan: ImagePlan, handover: Handover | None = None
-               ) -> Found:
+               ) -> Environment:
         digest = plan.tag.rsplit(":", 1)[1]
         report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
                               {LABEL: "1", f"{LABEL}.env": spec.name[:200],
@@ -89,8 +88,8 @@ class DockerBackend(Backend):
         self.reports.append(report)
         fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
                                         fresh=report.built)
-        return Found(location=plan.tag, python=PYTHON, fingerprint=fingerprint,
-                     built=report.built)
+        return Environment(spec=spec, location=plan.tag, python=PYTHON,
+                           fingerprint=fingerprint, built=report.built)
 
     def _fingerprint(self, tag: str, cache: Path, *, fresh: bool) -> dict[str, Any]:
         """What is installed, read inside a container of the image (cached per image)."""

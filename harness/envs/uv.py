@@ -25,7 +25,6 @@ from harness.core.reaper import Registry, new_token
 from harness.envs.base import (
     Backend,
     Environment,
-    Found,
     Handover,
     LaunchRequest,
     Process,
@@ -96,17 +95,17 @@ class UvBackend(Backend):
         self.root.mkdir(parents=True, exist_ok=True)
         return place[0].with_name(place[0].name + ".lock")
 
-    def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Found | None:
+    def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
         marker = _read_marker(path)
         if marker is None or (spec.refresh_before is not None
                               and marker.get("built_at", 0) < spec.refresh_before):
             return None
-        return Found(location=str(path), python=str(path / "bin" / "python"),
-                     fingerprint=marker["fingerprint"])
+        return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
+                           fingerprint=marker["fingerprint"])
 
     def _build(self, spec: EnvSpec, place: tuple[Path, Base | None],
-               handover: Handover | None = None) -> Found:
+               handover: Handover | None = None) -> Environment:
         path, base = place
         shutil.rmtree(path, ignore_errors=True)  # a venv without its marker is half-built
         started = time.time()
@@ -119,8 +118,8 @@ class UvBackend(Backend):
             toolchain = self._build_venv(spec, path)
         cuda_home = toolchain.get("CUDA_HOME")  # a toolkit the harness fetched, from now on
         if handover is not None:  # what launch reads; the rest of the fingerprint follows
-            handover(Found(location=str(path), python=python, built=True,
-                           fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
+            handover(Environment(spec=spec, location=str(path), python=python, built=True,
+                                 fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
         # Read as a cell sees the environment; importing leaves its bytecode for the cells.
         fingerprint = read_fingerprint(python, spec, variables={**runtime_variables(
             path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")), **bytecode_variables(path)})
@@ -133,7 +132,8 @@ class UvBackend(Backend):
                   "built_at": started, "build_seconds": round(time.time() - started, 1),
                   "fingerprint": fingerprint}
         atomic.write_text(path / MARKER, json.dumps(marker, indent=1))
-        return Found(location=str(path), python=python, fingerprint=fingerprint, built=True)
+        return Environment(spec=spec, location=str(path), python=python,
+                           fingerprint=fingerprint, built=True)
 
     def _build_overlay(self, spec: EnvSpec, path: Path, base: Base) -> dict[str, str]:
         """Build the overlay; what it shadows of its base (name -> "base -> overlay")."""
