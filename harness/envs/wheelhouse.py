@@ -86,7 +86,6 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
                 shutil.copy2(path, folder / path.name)
             return ""
         return f"not a wheel: {req.url} (build a wheel of it and put it in a --find-links folder)"
-    major, _, minor = python.partition(".")
     args = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--dest", str(folder), "--python-version", python,
             "--implementation", "cp", *(f"--find-links={d}" for d in find_links),
@@ -104,7 +103,7 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     if proc.returncode == 0:
         return ""
     lines = [ln for ln in proc.stderr.splitlines() if "ERROR" in ln] or proc.stderr.splitlines()
-    return f"no wheel for Python {major}.{minor} on {platform}: " + " | ".join(lines[:2])[:300]
+    return f"no wheel for Python {python} on {platform}: " + " | ".join(lines[:2])[:300]
 
 
 def summary(reports: Sequence[EnvWheels], folder: Path) -> str:
