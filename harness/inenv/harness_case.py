@@ -112,8 +112,14 @@ class Requirements:
                 return f"needs nvcc {self.nvcc}; no nvcc found"
             if not SpecifierSet(self.nvcc).contains(found, prereleases=True):
                 return f"needs nvcc {self.nvcc}; this nvcc is {found}"
-        if self.cuda or self.cc:
-            return _gpu_unmet(self)
+        if not (self.cuda or self.cc):
+            return None
+        capability = _visible_capability()
+        if capability is None:
+            return "needs a CUDA GPU; none is visible to this cell"
+        if self.cc and not SpecifierSet(self.cc).contains(capability, prereleases=True):
+            why = self.cc_why or f"needs compute capability {self.cc}"
+            return f"{why}; this GPU is {capability}"
         return None
 
 
@@ -129,14 +135,7 @@ def _package_unmet(name: str, spec: str) -> str | None:
     return None
 
 
-def _gpu_unmet(req: Requirements) -> str | None:
-    capability = _visible_capability()
-    if capability is None:
-        return "needs a CUDA GPU; none is visible to this cell"
-    if req.cc and not SpecifierSet(req.cc).contains(capability, prereleases=True):
-        why = req.cc_why or f"needs compute capability {req.cc}"
-        return f"{why}; this GPU is {capability}"
-    return None
+
 
 
 def _visible_capability() -> str | None:
