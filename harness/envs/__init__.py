@@ -1,9 +1,5 @@
-"""Environment backends: name -> class (as harness.core.backends registers them), each imported
-when first asked for.
-
-``import harness.envs`` imports no backend: the Docker backend (and its image builder) loads
-when a matrix names it, so that a run of uv environments never imports them.
-"""
+"""Environment backends: name -> class (``harness.core.backends``), each imported when first
+asked for (a run of uv environments never imports Docker's)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""The contract every environment backend meets, and what they share: fingerprint and drift."""
+"""The contract every environment backend meets, and what they share: launch, fingerprint,
+drift and the build lock."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import queue
@@ -49,22 +51,20 @@ class Environment:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """The part of the fingerprint that goes into every result record."""
+        """The part of the fingerprint every result holds; the requirements as asked show
+        where a package came from (a git URL, a local wheel)."""
         fp = self.fingerprint
         return {"python": fp.get("python"), "key": fp.get("key", {}),
                 "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256"),
-                # As asked: shows where a package came from (a git URL, a local wheel).
                 "requirements": list(self.spec.requirements),
                 **({"overlay": fp["overlay"]} if "overlay" in fp else {})}
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchRequest:
-    """One pytest process for one cell. ``argv`` starts after the interpreter.
-
-    ``env`` holds the cell's own variables only; a local launch adds them to the environment
-    of the machine it runs on, a container gets nothing else. ``work_dir`` is the cell's
-    scratch folder (its events file), writable from inside a container."""
+    """One pytest process. ``argv`` starts after the interpreter; ``env`` holds the cell's own
+    variables (a local launch adds the machine's, a container gets nothing else);
+    ``work_dir`` is its scratch folder, writable from inside a container."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -75,12 +75,8 @@ class LaunchRequest:
     gpu: int | None
     timeout: float
     memory: int | None = None  # bytes; enforced by the backend (an rlimit, a cgroup)
-    # Host folders the process reads at their own paths (a test suite's folder): a container
-    # mounts them read-only there; a local process sees them anyway.
-    mounts: tuple[Path, ...] = ()
-    # The claims folder a queue's processes share (``run.queue``): a container mounts it
-    # read-write at its own path.
-    queue: Path | None = None
+    mounts: tuple[Path, ...] = ()  # read at their own paths (a suite's folder): ro in a container
+    queue: Path | None = None  # the claims folder a queue's processes share (``run.queue``)
 
 
 class Process(Protocol):
@@ -122,25 +118,16 @@ class LocalProcess:
         return code
 
 
-def _load_libc() -> Any:
-    try:
-        import ctypes
-
-        return ctypes.CDLL("libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _load_libc()  # loaded here: the child of a threaded parent must not import anything
+try:  # loaded here: the child of a threaded parent must not import anything
+    _LIBC: Any = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:
+    _LIBC = None
 
 
 def _child_setup(memory: int | None) -> Callable[[], None]:
-    """What the child does before exec: die with the thread that started it (so a cell never
-    outlives a harness or Ray worker killed with -9), and take its memory limit.
-
-    The limit is RLIMIT_DATA (heap and private mappings), not RLIMIT_AS: CUDA reserves far
-    more address space than it uses, so an address-space limit would fail every GPU cell.
-    A case that goes past it gets a MemoryError (reported as CRASH "out of memory")."""
+    """Before exec: die with the thread that started it (a harness killed with -9 takes its
+    cells along), and take the memory limit as RLIMIT_DATA: CUDA reserves far more address
+    space than it uses, so RLIMIT_AS would fail every GPU cell."""
 
     def setup() -> None:
         if _LIBC is not None:
@@ -153,21 +140,16 @@ def _child_setup(memory: int | None) -> Callable[[], None]:
 
 def launch_local(python: str, request: LaunchRequest, registry: Registry | None = None
                  ) -> LocalProcess:
-    # What finding programs, the toolkit and the locale need, not the harness's secrets.
-    token = new_token()
+    token = new_token()  # the machine's variables, less the harness's secrets
     env = {**passed(os.environ), **request.env, "HARNESS_GROUP": token}
     toolkit = harness_probe.cuda_home()
-    if toolkit and "CUDA_HOME" not in env:
-        # For JIT builds in the cell (flashinfer, torch extensions): torch guesses the toolkit
-        # from the nvcc on PATH, wrongly where that nvcc is a wrapper script. Containers keep
-        # their own toolkit; this is for processes on this machine only.
+    if toolkit and "CUDA_HOME" not in env:  # for JIT builds: torch's guess fails on wrappers
         env["CUDA_HOME"] = toolkit
     with open(request.log, "ab") as log:
         popen = subprocess.Popen(
             [python, *request.argv], cwd=request.cwd, env=env, stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            # Two syscalls, no imports: safe in the child of a threaded parent.
-            preexec_fn=_child_setup(request.memory),
+            preexec_fn=_child_setup(request.memory),  # two syscalls: safe under threads
         )
     record = registry.add(popen.pid, token, "cell", " ".join(request.argv[-3:])) if registry \
         else None
@@ -176,38 +158,23 @@ def launch_local(python: str, request: LaunchRequest, registry: Registry | None 
 
 @dataclass(frozen=True)
 class Realizing:
-    """An environment cells can start in, and, while a new build's check still runs beside
-    them, what that check will make of it: the checked environment (its fingerprint read,
-    its drift checked) or the error that breaks it. ``checked`` is None when there is
-    nothing left to wait for (``env`` is the checked environment)."""
+    """An environment cells can start in and, while a new build's check still runs beside
+    them, what that check makes of it (the checked environment, or the error that breaks
+    it); ``checked`` is None when ``env`` is already checked."""
 
     env: Environment
     checked: Future[Environment] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Found:
-    """An environment a backend's steps found or made: where, its interpreter, what it holds."""
-
-    location: str
-    python: str
-    fingerprint: dict[str, Any]
-    built: bool = False  # made by this realize
-
-
 #: What a build calls once cells could start in its environment (``Backend.begin``).
-Handover = Callable[[Found], None]
+Handover = Callable[[Environment], None]
 
 
 class Backend(ABC):
-    """``realize`` is idempotent and keyed by ``EnvSpec.key``; ``launch`` starts one cell.
-
-    The lifecycle is the base class's (hatch's shape): under the environment's lock, the
-    one already there if it is current, else a build (which checks that what the spec names
-    imports and reads the fingerprint of what was installed); then drift, checked on every
-    realize, since what the spec expects (its CUDA) is not in the key. A backend implements
-    only its steps: ``_locate`` (where the environment lives, worked out once per realize),
-    ``_lock_path``, ``_find``, ``_build``."""
+    """``realize``: under the environment's lock, the one already there if current, else a
+    build; then drift, checked every time (what the spec expects of CUDA is not in its key).
+    A backend implements the steps: ``_locate`` (once per realize), ``_lock_path``,
+    ``_find``, ``_build``; and ``launch``, which starts one process."""
 
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
@@ -220,30 +187,25 @@ class Backend(ABC):
         self.registry = Registry(cache_dir)  # the process groups its cells and builds start
 
     def realize(self, spec: EnvSpec, *, handover: Handover | None = None) -> Environment:
-        """The environment ``spec`` makes, found or built, checked. ``handover``: called
-        by a build once cells could start in it, before its check (``begin``)."""
         place = self._locate(spec)
         lock = self._lock_path(place)
         with locked(lock) if lock is not None else contextlib.nullcontext():
-            found = self._find(spec, place)
-            if found is None:
+            env = self._find(spec, place)
+            if env is None:
                 with watched(spec, _paths(place)):
-                    found = (self._build(spec, place) if handover is None
-                             else self._build(spec, place, handover))
-        check_drift(spec, found.fingerprint)
-        return Environment(spec=spec, location=found.location, python=found.python,
-                           fingerprint=found.fingerprint, built=found.built)
+                    env = self._build(spec, place, handover)
+        problems = drift(spec, env.fingerprint)
+        if problems:
+            raise DriftError("drift: " + "; ".join(problems))
+        return env
 
     def begin(self, spec: EnvSpec) -> Realizing:
-        """``realize``, returning as soon as cells can start: a new uv environment once it is
-        installed, while the interpreter that imports what it names and reads its
-        fingerprint (seconds: it imports torch) runs beside its first cells; whoever runs
-        them holds their results until ``checked`` says what the environment is. The build
-        keeps its lock until its marker is written, so another run never finds it
-        half-checked. Raises what ``realize`` raises before the handover."""
+        """``realize``, returning once cells can start: a new environment's import check and
+        fingerprint then run beside its first cells, whose results wait for ``checked``. The
+        build holds its lock until its marker is written. Raises what fails before that."""
         if not self.hands_over:
             return Realizing(self.realize(spec))
-        handed: queue.SimpleQueue[Found | None] = queue.SimpleQueue()
+        handed: queue.SimpleQueue[Environment | None] = queue.SimpleQueue()
         checked: Future[Environment] = Future()
 
         def build() -> None:
@@ -254,46 +216,34 @@ class Backend(ABC):
             finally:
                 handed.put(None)  # never handed over: the result is all there is
 
-        # Not a daemon: a harness sent SIGTERM mid-check lets the check end and write the
-        # marker before it exits, as when the check ran in the cell's own thread. Ctrl-C at
-        # a terminal stops the check's interpreter too, and a harness killed takes it along
-        # (PDEATHSIG): the venv, without its marker, is built again next time.
+        # Not a daemon: a harness sent SIGTERM mid-check lets the check write its marker; one
+        # killed takes the check along (PDEATHSIG), and the venv is built again next time.
         threading.Thread(target=build, name=f"check {spec.name}").start()
-        found = handed.get()
-        if found is None:
-            return Realizing(checked.result())
-        return Realizing(Environment(spec=spec, location=found.location, python=found.python,
-                                     fingerprint=found.fingerprint, built=True), checked)
+        env = handed.get()
+        return Realizing(checked.result()) if env is None else Realizing(env, checked)
 
     def _locate(self, spec: EnvSpec) -> Any:
-        """Where the environment ``spec`` makes lives (a folder, an image plan); passed to
-        the other steps."""
+        """Where the environment lives (a folder, an image plan), passed to the other steps."""
         return None
 
     def _lock_path(self, place: Any) -> Path | None:
-        """The file two runs sharing the cache lock while one builds (None: nothing built)."""
-        return None
+        return None  # nothing is built, nothing locked
 
     @abstractmethod
-    def _find(self, spec: EnvSpec, place: Any) -> Found | None:
-        """The environment ``spec`` makes, if it is there and current (``refresh_before``)."""
+    def _find(self, spec: EnvSpec, place: Any) -> Environment | None:
+        """The environment, if it is there and current (``refresh_before``)."""
 
-    def _build(self, spec: EnvSpec, place: Any, handover: Handover | None = None) -> Found:
-        """Make it: install, check its imports, read its fingerprint; record it last, so a
-        half-built one is never found. A backend that ``hands_over`` calls ``handover`` with
-        what cells need to start (its location, interpreter and launch settings) between
-        the install and the check."""
+    def _build(self, spec: EnvSpec, place: Any, handover: Handover | None = None
+               ) -> Environment:
+        """Install, check, fingerprint, and record it last (a half-built one is never found);
+        one that ``hands_over`` calls ``handover`` between the install and the check."""
         raise NotImplementedError(f"the {self.name} backend builds nothing")
 
     @abstractmethod
     def launch(self, env: Environment, request: LaunchRequest) -> Process: ...
 
-    def remove(self, env: Environment) -> None:
-        return None
-
     def listing_key(self, spec: EnvSpec) -> str:
-        """The ``key`` that ``listing`` shows for the environment ``spec`` makes."""
-        return spec.key
+        return spec.key  # as ``listing`` shows it
 
     def listing(self) -> list[dict[str, Any]]:
         return []
@@ -304,75 +254,64 @@ class Backend(ABC):
 
 
 def _paths(place: Any) -> list[str]:
-    """The folders a backend's place names (a uv venv's): what its build's commands name."""
+    """The folders a backend's place names: what its build's commands name."""
     parts = place if isinstance(place, tuple) else (place,)
     return [str(p) for p in parts if isinstance(p, Path)]
 
 
 def bytecode_variables(location: str | Path) -> dict[str, str]:
-    """Where an environment's processes keep compiled bytecode: a folder of the environment's
-    own, written by the first process and read by every later one, never beside the sources
-    (the cases folder, a suite's folder, a read-only mount stay as they are). uv installs no
-    .pyc files: without this, every cell would compile torch's modules again."""
+    """Compiled bytecode in a folder of the environment's own, never beside the sources: uv
+    installs no .pyc, and every cell would compile torch's modules again."""
     return {"PYTHONPYCACHEPREFIX": str(Path(location) / ".pycache"),
             "PYTHONDONTWRITEBYTECODE": ""}  # empty: unset, to Python
 
 
-def read_fingerprint(python: str, *, timeout: float = 600) -> dict[str, Any]:
-    """Run the stdlib fingerprint script with the environment's own interpreter."""
-    proc = subprocess.run([python, str(FINGERPRINT_SCRIPT)], capture_output=True, text=True,
-                          timeout=timeout, check=False, env={**os.environ, "PYTHONPATH": ""})
-    if proc.returncode != 0:
-        raise DriftError("cannot fingerprint the environment: "
-                         + " | ".join(proc.stderr.strip().splitlines()[-3:]))
-    data: dict[str, Any] = json.loads(proc.stdout)
-    return data
+def purelib(python: str) -> Path:
+    """The site-packages folder of the environment of ``python``."""
+    return Path(subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True, timeout=120).stdout.strip())
 
 
-def check_environment(python: str, spec: EnvSpec, *, timeout: float = 900,
-                      variables: dict[str, str] | None = None) -> dict[str, Any]:
-    """A new environment's fingerprint, read after importing the top-level modules of every
-    distribution the spec names: EnvImportError when one does not import.
+def read_fingerprint(python: str, spec: EnvSpec | None = None, *, timeout: float = 900,
+                     variables: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the environment of ``python`` holds, read by its own interpreter. With ``spec``,
+    first imports the top-level modules of every distribution it names, with no GPU visible
+    and a throwaway HOME (flashinfer makes its JIT workspace under ``$HOME`` when imported):
+    EnvImportError when one does not. One interpreter: both import torch."""
+    names = sorted({requirement_name(r) for r in spec.requirements}) if spec else []
 
-    One interpreter does both: importing torch takes seconds, and the fingerprint imports it
-    too. It runs with a throwaway HOME, so that importing has no side effects (flashinfer
-    makes its JIT workspace under ``$HOME`` at import time), and sees no GPU while importing."""
-    names = sorted({requirement_name(r) for r in spec.requirements})
+    def failure(problem: str) -> BackendError:
+        if spec and names:
+            return EnvImportError(f"{spec.name} was built but does not import: importing "
+                                  f"{', '.join(names)} {problem}")
+        return DriftError(f"cannot fingerprint the environment: {problem}")
+
     with tempfile.TemporaryDirectory(prefix="harness-imports-") as home:
-        env = {**os.environ, "PYTHONPATH": "", "HOME": home, "PYTHONDONTWRITEBYTECODE": "1",
-               **(variables or {})}
+        env = {**os.environ, "PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1",
+               **({"HOME": home} if spec else {}), **(variables or {})}
         try:
-            # Dies with the thread that waits for it (a harness stopped mid-check).
             proc = subprocess.run([python, str(FINGERPRINT_SCRIPT), "--import", *names],
                                   capture_output=True, text=True, timeout=timeout,
                                   check=False, env=env, cwd=home,
                                   preexec_fn=_child_setup(None))
         except subprocess.TimeoutExpired:
-            raise _failure(spec, names, f"took over {timeout:g} s") from None
+            raise failure(f"took over {timeout:g} s") from None
     tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
     if proc.returncode != 0:
-        raise _failure(spec, names, f"killed the interpreter (exit {proc.returncode}): {tail}")
+        raise failure(f"killed the interpreter (exit {proc.returncode}): {tail}")
     try:
         fingerprint: dict[str, Any] = json.loads(proc.stdout)
     except ValueError:
-        raise _failure(spec, names, f"printed no result: {tail}") from None
+        raise failure(f"printed no result: {tail}") from None
     report: dict[str, dict[str, str | None]] = fingerprint.pop("imports")
     problems = [f"{dist}: {module}: {error}" if module else f"{dist}: {error}"
                 for dist, modules in sorted(report.items())
                 for module, error in sorted(modules.items()) if error]
-    if problems:
+    if spec and problems:
         raise EnvImportError(f"{spec.name} was built but does not import: "
                              + "; ".join(problems))
     return fingerprint
-
-
-def _failure(spec: EnvSpec, names: list[str], problem: str) -> BackendError:
-    """The check went wrong: what the spec names does not import, or (it names nothing)
-    the environment cannot be fingerprinted."""
-    if names:
-        return EnvImportError(f"{spec.name} was built but does not import: importing "
-                              f"{', '.join(names)} {problem}")
-    return DriftError(f"cannot fingerprint the environment: {problem}")
 
 
 def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
@@ -384,10 +323,8 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
         problems.append(f"asked Python {spec.python}, got {python}")
     packages = {str(canonicalize_name(k)): str(v)
                 for k, v in fingerprint.get("packages", {}).items()}
-    for text in spec.requirements:  # the axes' pins and the `packages:` entries alike
-        problem = _unmet(text, packages)
-        if problem:
-            problems.append(problem)
+    # The axes' pins and the `packages:` entries alike.
+    problems += filter(None, (_unmet(text, packages) for text in spec.requirements))
     torch = fingerprint.get("torch") or {}
     if torch.get("import_error"):
         problems.append(f"torch does not import: {torch['import_error']}")
@@ -396,16 +333,14 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
         if spec.cuda == "cpu" and built:
             problems.append(f"asked a CPU build, got a CUDA {built} build "
                             f"(torch {torch.get('version')})")
-        elif spec.cuda != "cpu" and not (built and _same_release(built, spec.cuda)):
+        elif spec.cuda != "cpu" and not (built and built.split(".")[:2] ==
+                                         spec.cuda.split(".")[:2]):
             got = f"a CUDA {built} build" if built else "a CPU build"
             problems.append(f"asked CUDA {spec.cuda}, got {got} (torch {torch.get('version')})")
     return problems
 
 
-def check_drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> None:
-    problems = drift(spec, fingerprint)
-    if problems:
-        raise DriftError("drift: " + "; ".join(problems))
+
 
 
 def _unmet(text: str, packages: dict[str, str]) -> str | None:
@@ -432,31 +367,19 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:
     return None if ok else f"asked {text}, got {name} {got}"
 
 
-def _public(version: str) -> str:
-    try:
-        return Version(version).public
-    except InvalidVersion:
-        return version
 
 
-def _same_release(built: str, asked: str) -> bool:
-    return built.split(".")[:2] == asked.split(".")[:2]
 
-
-#: How long a run waits for another run's build of the same environment before it gives up:
-#: a source build of TransformerEngine takes most of an hour; twice that is a hung build.
+#: A source build of TransformerEngine takes most of an hour: twice that is a hung build.
 LOCK_TIMEOUT = 2 * 3600.0
-#: After this long waiting, say once who holds the lock (a second run sharing the cache
-#: used to wait without a word).
-LOCK_NOTICE = 10.0
+LOCK_NOTICE = 10.0  # waited this long, say once who holds the lock
 
 
 @contextlib.contextmanager
 def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NOTICE
            ) -> Iterator[None]:
-    """Two harness runs sharing a cache build an environment once, not twice at the same
-    time. The holder writes who it is beside the lock, so a waiter can say whom it waits
-    for, and gives up after ``timeout`` with a one-line error."""
+    """Two runs sharing a cache build an environment once. The holder writes who it is
+    beside the lock, so a waiter says whom it waits for; it gives up after ``timeout``."""
     lock = FileLock(path)
     holder = path.with_name(path.name + ".holder")
     try:

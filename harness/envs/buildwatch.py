@@ -1,5 +1,4 @@
-"""A source build said as it goes (a CI log shows a line when it starts, one a minute after
-and one when it ends), whatever backend builds it."""
+"""A source build said as it goes: a line when it starts, one a minute, one when it ends."""
 
 from __future__ import annotations
 
@@ -15,9 +14,7 @@ import psutil
 
 from harness.core.matrix import EnvSpec
 
-#: Seconds between the lines a source build still running prints (a CI log that shows
-#: nothing for 40 minutes reads as a hung job).
-EVERY = 60.0
+EVERY = 60.0  # seconds: a CI log silent for 40 minutes reads as a hung job
 
 
 def _stderr(line: str) -> None:
@@ -27,10 +24,8 @@ def _stderr(line: str) -> None:
 @contextmanager
 def watched(spec: EnvSpec, places: Sequence[str], *, every: float | None = None,
             say: Callable[[str], None] = _stderr) -> Iterator[None]:
-    """Around the build of ``spec``: for a source build, a line when it starts (what is built
-    from source, and why now), one every ``every`` seconds while it runs (how long, and the
-    step it is in: the newest process under the build's, ``places`` being paths its command
-    line names) and one when it ends. Nothing for an environment with no source build."""
+    """Around the build of ``spec``, if it builds from source: what and why when it starts,
+    how long and the step it is in (``current_step``) every ``every`` seconds, and its end."""
     if not spec.source_builds:
         yield
         return
@@ -68,9 +63,8 @@ def _elapsed(seconds: float) -> str:
 
 
 def current_step(places: Sequence[str]) -> str | None:
-    """What a build is doing now: the newest process under one whose command line names one
-    of ``places`` (the environment's folder), as its program and the last argument that names
-    a file (``nvcc ... gemm.cu``); None where there is none."""
+    """The newest process under one whose command line names one of ``places``, as its
+    program and the last argument that names a file (``nvcc ... gemm.cu``)."""
     if not places:
         return None
     below: list[tuple[float, list[str]]] = []

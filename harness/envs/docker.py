@@ -1,20 +1,17 @@
-"""Docker: one image per environment (built once, content-addressed), a fresh container per cell.
-
-A container gets the cases read-only, the in-env plugin read-only, the cell's scratch folder
-read-write (the plugin's event file lands there), the cell's own variables and no others,
-exactly its GPU through a device request, no network unless the environment asks, and a
-memory limit. It is removed when the cell ends, is killed, or the
-harness is interrupted.
-"""
+"""Docker: one image per environment (built once, content-addressed), a fresh container per cell
+with the cases and the plugin read-only, its scratch folder read-write, its own variables
+only, exactly its GPU, no network unless asked, a memory limit; removed when the cell ends."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import signal
 from pathlib import Path
 from typing import Any
 
+from harness.core import atomic
 from harness.core.errors import BackendError, DriftError, InfraError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import INENV_DIR
@@ -22,7 +19,6 @@ from harness.envs.base import (
     FINGERPRINT_SCRIPT,
     Backend,
     Environment,
-    Found,
     Handover,
     LaunchRequest,
     Process,
@@ -35,7 +31,6 @@ from harness.envs.images import (
     find_ca_bundle,
     find_uv_binary,
     plan_image,
-    write_json,
 )
 
 CASES, INENV, RUN = "/harness/cases", "/harness/inenv", "/harness/run"
@@ -63,21 +58,17 @@ class DockerBackend(Backend):
 
     def __init__(self, cache_dir: Path) -> None:
         super().__init__(cache_dir)
-        self._client: Any = None
         self.reports: list[BuildReport] = []
 
-    @property
+    @functools.cached_property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = connect()
-        return self._client
+        return connect()
 
     @property
     def root(self) -> Path:
         return self.cache_dir / "docker"
 
     def _locate(self, spec: EnvSpec) -> ImagePlan:
-        """The image ``spec`` makes (its tag hashes the rendered Dockerfile and its files)."""
         return plan_image(spec, uv_binary=find_uv_binary(), ca_bundle=find_ca_bundle())
 
     def _lock_path(self, place: ImagePlan) -> Path:
@@ -85,14 +76,10 @@ class DockerBackend(Backend):
         return self.root / f"{place.tag.rsplit(':', 1)[1]}.lock"
 
     def _find(self, spec: EnvSpec, place: ImagePlan) -> None:
-        # Docker knows which images it has, layer by layer: ensure_image asks it and builds
-        # only what is missing, so finding is part of the build step here.
-        return None
+        return None  # Docker knows its images: ensure_image builds only what is missing
 
-    def _build(self, spec: EnvSpec, place: ImagePlan, handover: Handover | None = None
-               ) -> Found:
-        # Never handed over (hands_over is False): the image's fingerprint is read as built.
-        plan = place
+    def _build(self, spec: EnvSpec, plan: ImagePlan, handover: Handover | None = None
+               ) -> Environment:
         digest = plan.tag.rsplit(":", 1)[1]
         report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
                               {LABEL: "1", f"{LABEL}.env": spec.name[:200],
@@ -101,8 +88,8 @@ class DockerBackend(Backend):
         self.reports.append(report)
         fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
                                         fresh=report.built)
-        return Found(location=plan.tag, python=PYTHON, fingerprint=fingerprint,
-                     built=report.built)
+        return Environment(spec=spec, location=plan.tag, python=PYTHON,
+                           fingerprint=fingerprint, built=report.built)
 
     def _fingerprint(self, tag: str, cache: Path, *, fresh: bool) -> dict[str, Any]:
         """What is installed, read inside a container of the image (cached per image)."""
@@ -129,7 +116,7 @@ class DockerBackend(Backend):
             raise DriftError(f"cannot fingerprint image {tag}: "
                              + " | ".join(err.strip().splitlines()[-3:]))
         data: dict[str, Any] = json.loads(out)
-        write_json(cache, data)
+        atomic.write_text(cache, json.dumps(data, indent=1))
         return data
 
     def create(self, env: Environment, request: LaunchRequest) -> Any:
@@ -154,8 +141,7 @@ class DockerBackend(Backend):
                          str(INENV_DIR): {"bind": INENV, "mode": "ro"},
                          str(request.work_dir): {"bind": RUN, "mode": "rw"}},
                 network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,
-                # No swap on top: past the limit the kernel kills the cell, which is reported
-                # as out of memory, instead of the machine slowing to a crawl.
+                # No swap: past the limit the kernel kills the cell (out of memory).
                 memswap_limit=env.spec.memory or DEFAULT_MEMORY,
                 device_requests=devices, init=True,
                 labels={LABEL: "1", f"{LABEL}.cell": environment.get("HARNESS_CELL_ID", ""),
@@ -174,13 +160,9 @@ class DockerBackend(Backend):
         return ContainerProcess(container, request.log)
 
     def listing_key(self, spec: EnvSpec) -> str:
-        # An image is named by a digest of what builds it, not by the environment's key:
-        # environments that differ only in what the image does not hold share one.
+        # A digest of what builds the image: environments the image does not tell apart share it.
         return plan_image(spec, uv_binary=find_uv_binary(),
                           ca_bundle=find_ca_bundle()).tag.rsplit(":", 1)[1]
-
-    def remove(self, env: Environment) -> None:
-        self.remove_location(env.location)
 
     def remove_location(self, location: str) -> None:
         with contextlib.suppress(Exception):
@@ -198,7 +180,7 @@ class DockerBackend(Backend):
 
 
 class ContainerProcess:
-    """The ``Process`` protocol over a container: the exit code, logs and removal in one place."""
+    """A container as a ``Process``: its exit code, logs and removal in one place."""
 
     def __init__(self, container: Any, log: Path) -> None:
         self.container = container
@@ -252,10 +234,8 @@ class ContainerProcess:
             self.oom_killed = bool(self.container.attrs["State"].get("OOMKilled"))
         with contextlib.suppress(Exception), open(self.log, "ab") as log:
             log.write(self.container.logs(stdout=True, stderr=True))
-        with contextlib.suppress(Exception):
-            self.container.remove(force=True)
-        # docker-init (tini) reports a child killed by signal N as 128+N; the rest of the
-        # harness speaks subprocess's language, where that is -N.
+        self._discard()
+        # docker-init (tini) says 128+N for a child killed by signal N; subprocess says -N.
         self.code = -(status - 128) if 128 < status < 160 else status
         return self.code
 

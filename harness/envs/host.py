@@ -8,7 +8,6 @@ from harness.core.matrix import EnvSpec
 from harness.envs.base import (
     Backend,
     Environment,
-    Found,
     LaunchRequest,
     Process,
     launch_local,
@@ -19,9 +18,9 @@ from harness.envs.base import (
 class HostBackend(Backend):
     name = "host"
 
-    def _find(self, spec: EnvSpec, place: None) -> Found:
-        return Found(location=sys.prefix, python=sys.executable,
-                     fingerprint=read_fingerprint(sys.executable))
+    def _find(self, spec: EnvSpec, place: None) -> Environment:
+        return Environment(spec=spec, location=sys.prefix, python=sys.executable,
+                           fingerprint=read_fingerprint(sys.executable))
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         return launch_local(env.python, request, self.registry)

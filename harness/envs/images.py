@@ -1,15 +1,12 @@
-"""Docker images for environments: render a Dockerfile from a template, hash it, build it once.
-
-The tag is a hash of the rendered Dockerfile and of every file the build copies, so an image
-that exists is by construction the right one and is never rebuilt. Also: the local base image
-for hosts with no registry (debootstrap into a folder, then import).
-"""
+"""Docker images for environments: a Dockerfile rendered from a template, tagged by a hash of
+it and of the files it copies (an image that exists is the right one), built once. Also the
+local base image for hosts with no registry (debootstrap, then import)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
-import json
 import os
 import shlex
 import shutil
@@ -21,11 +18,10 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from harness.core import atomic
 from harness.core.errors import EnvBuildError, UsageError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.envs.sourcebuild import build_requirements, no_isolation_args
-from harness.envs.uv import index_args
+from harness.envs.uv import PYTEST_REQUIREMENT, index_args
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "images"
 REPOSITORY = "ml-compat-harness/env"
@@ -36,7 +32,6 @@ CUDA_BASES = {"11.8": "11.8.0", "12.1": "12.1.1", "12.2": "12.2.2", "12.4": "12.
               "12.6": "12.6.3", "12.8": "12.8.1"}
 #: Where a TLS-intercepting proxy's CA usually is; HARNESS_CA_BUNDLE overrides.
 CA_CANDIDATES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
-PYTEST_REQUIREMENT = "pytest>=7"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,12 +55,10 @@ def base_image(spec: EnvSpec) -> str:
 
 
 def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
-    # One definition of how indexes and source builds are passed, shared with the uv backend.
     command = ["uv", "pip", "install", "--python", "/opt/env/bin/python",
                *index_args(spec.index_urls)]
-    # What a source build compiles against goes lowest, right after torch; the layers above it
-    # build without isolation, with the build's variables (MAX_JOBS) on their RUN line only.
-    # UV_NO_CACHE keeps a wheel built against this image's torch out of every other image.
+    # What a source build compiles against goes lowest, after torch; the layers above build
+    # without isolation, with the build's variables (MAX_JOBS) on their RUN line only.
     below = _torch_first(tuple(build_requirements(spec)))
     building = [*no_isolation_args(spec)]
     prefix = "".join(f"{k}={shlex.quote(v)} " for b in spec.source_builds for k, v in b.env)
@@ -73,8 +66,7 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
     ordered = dict.fromkeys([*below, *_torch_first(spec.requirements), PYTEST_REQUIREMENT])
     for requirement in ordered:
         installed.append(requirement)
-        # Cumulative: each layer restates what is below it, so a later package cannot
-        # silently move an earlier pin, and identical prefixes share their layers.
+        # Cumulative: a later package cannot move an earlier pin; equal prefixes share layers.
         if len(installed) <= len(below):
             layers.append("RUN " + shlex.join([*command, *installed]))
         else:
@@ -85,7 +77,8 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
     files = (("uv", uv_binary), ("ca.pem", ca_bundle))
     digest = hashlib.sha256(text.encode())
     for name, path in files:
-        digest.update(name.encode() + b"\0" + _file_sha256(path).encode())
+        stat = path.stat()
+        digest.update(name.encode() + b"\0" + _sha256(path, stat.st_mtime, stat.st_size).encode())
     return ImagePlan(tag=f"{REPOSITORY}:{digest.hexdigest()[:16]}", base=base_image(spec),
                      dockerfile=text, files=files)
 
@@ -96,26 +89,15 @@ def _torch_first(requirements: tuple[str, ...]) -> list[str]:
     return torch + [r for r in requirements if r not in torch]
 
 
-def _python_setup(python: str) -> str:
-    # The bootstrap image has Debian's python3.11; CUDA images (Ubuntu) may need it installed.
+def _python_setup(python: str) -> str:  # CUDA images (Ubuntu) may lack the Python asked
     return (f"command -v python{python} >/dev/null || (apt-get update && "
             f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
             f"python{python} && rm -rf /var/lib/apt/lists/*)")
 
 
-_HASHES: dict[tuple[str, float, int], str] = {}
-
-
-def _file_sha256(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path), stat.st_mtime, stat.st_size)
-    if key not in _HASHES:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-        _HASHES[key] = digest.hexdigest()
-    return _HASHES[key]
+@functools.cache
+def _sha256(path: Path, mtime: float, size: int) -> str:  # hashed once while unchanged
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def find_ca_bundle() -> Path:
@@ -127,8 +109,7 @@ def find_ca_bundle() -> Path:
 
 
 def find_uv_binary() -> Path:
-    """The uv executable itself, to copy into an image. A shim on PATH (pyenv, asdf: a shell
-    script that finds uv at run time) would be copied as a script that finds nothing."""
+    """The uv executable itself (an ELF, never a pyenv or asdf shim), to copy into images."""
     candidates: list[str] = []
     with contextlib.suppress(ImportError, FileNotFoundError):
         from uv import find_uv_bin
@@ -139,21 +120,13 @@ def find_uv_binary() -> Path:
         candidates.append(found)
     for candidate in candidates:
         path = Path(candidate).resolve()
-        if _is_executable_binary(path):
-            return path
+        with contextlib.suppress(OSError), open(path, "rb") as fh:
+            if fh.read(4) == b"\x7fELF":  # images are Linux
+                return path
     if candidates:
         raise EnvBuildError("no uv binary to copy into images: " + ", ".join(candidates)
                             + " are scripts (shims); pip install uv")
     raise EnvBuildError("uv is not installed (pip install uv)")
-
-
-def _is_executable_binary(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-    except OSError:
-        return False
-    return magic == b"\x7fELF"  # images are Linux: only an ELF runs there
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,8 +141,8 @@ class BuildReport:
 
 def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str],
                  *, refresh_before: float | None = None) -> BuildReport:
-    """Build ``plan`` unless its tag exists (and, with ``refresh_before``, was built after that
-    time). Every line of the build goes to ``log_path``."""
+    """Build ``plan`` unless its tag exists (built after ``refresh_before``, if given), every
+    line of the build to ``log_path``."""
     import docker.errors
 
     try:
@@ -203,8 +176,7 @@ def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
                   ) -> tuple[int, int, list[str]]:
     steps, cached, rebuilt, current = 0, 0, [], ""
     with open(log_path, "w", encoding="utf-8") as log:
-        # Host networking: the build reaches the package index the way this host does
-        # (through its proxy); the case run itself gets no network at all.
+        # Host networking: the build reaches the index as this host does (its proxy).
         stream = client.api.build(path=str(context), tag=plan.tag, rm=True, forcerm=True,
                                   decode=True, pull=False, network_mode="host", labels=labels,
                                   nocache=nocache)
@@ -212,11 +184,11 @@ def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
             text = chunk.get("stream", "")
             if text:
                 log.write(text)
-                log.flush()  # a build that hangs or is killed still shows how far it got
+                log.flush()  # a hung build shows how far it got
                 if text.startswith("Step "):
                     steps += 1
                     current = text.split(" : ", 1)[-1].strip()
-                    if not current.startswith("FROM "):  # the base is referenced, not built
+                    if not current.startswith("FROM "):  # referenced, not built
                         rebuilt.append(current)
                 elif "Using cache" in text and rebuilt and rebuilt[-1] == current:
                     cached += 1
@@ -260,7 +232,3 @@ def bootstrap_base(client: Any, *, tag: str = LOCAL_BASE, suite: str = "bookworm
         client.api.import_image_from_file(str(archive), repository=repository,
                                           tag=version or "latest")
     return f"{tag} imported from debootstrap {suite} ({mirror})"
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    atomic.write_text(path, json.dumps(data, indent=1))

@@ -12,8 +12,7 @@ from harness.core.matrix import EnvSpec
 from harness.envs import BACKENDS, Backend
 from harness.plan import collected
 
-#: Kept beside the environments, removed only by ``prune --all``: wheels built per build
-#: environment, the preflight's scratch venvs, and what suites collected (plan.collected).
+#: Removed only by ``prune --all``: built wheels, preflight venvs, what suites collected.
 EXTRA_FOLDERS = ("uv-build-cache", "preflight", collected.FOLDER)
 
 
@@ -34,9 +33,8 @@ def listing(cache: Path) -> list[dict[str, Any]]:
 
 
 def prune(cache: Path, keep: Iterable[EnvSpec] | None, *, dry_run: bool = False) -> Pruning:
-    """Remove the environments no spec in ``keep`` makes (``None``: every one, and the
-    extra folders), and those in a folder an earlier harness named (``stale``: never used
-    again); ``dry_run`` removes nothing and says the same."""
+    """Remove the environments no spec in ``keep`` makes (``None``: all, and the extra
+    folders) and the ``stale`` ones; ``dry_run`` removes nothing and says the same."""
     found = backends(cache)
     entries = [e for b in found.values() for e in b.listing()]
     wanted = set() if keep is None else {

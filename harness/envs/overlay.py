@@ -1,19 +1,10 @@
-"""Overlay environments: a venv on top of an interpreter whose packages it inherits.
+"""Overlay environments: a venv over an interpreter whose packages it inherits (a GPU runner's
+trusted torch), through a ``.pth`` file (``--system-site-packages`` skips a venv base's own).
 
-GPU runners mostly carry a PyTorch they trust (an NGC container, a cluster module, a conda
-env). An overlay keeps that torch and adds only what its spec names: the venv sees the base's
-site-packages through a ``.pth`` file (which works for a system Python, a conda env and a venv
-alike, unlike ``--system-site-packages``, which skips a venv's own packages).
-
-uv does not count a base's packages as installed, so the overlay is resolved first against
-the base: every base package becomes a metadata-only wheel (so it needs no index), preferred at
-the base's version, and only what the resolution adds or changes is installed, without
-dependencies. An overlay may shadow an inherited package (TransformerLens 1.x needs
-transformers 4 over a base with transformers 5), and says so; it never replaces the base's
-torch or the CUDA stack torch was built with (asking another version of those is an error).
-The base's fingerprint is part of the overlay's identity: a changed base torch is another
-overlay.
-"""
+uv does not count a base's packages as installed, so an overlay is resolved against stand-in
+wheels of them, at their versions, and only what that adds or changes is installed. It may
+shadow an inherited package, and says so; never the base's torch or CUDA stack. The base's
+fingerprint is part of the overlay's identity."""
 
 from __future__ import annotations
 
@@ -32,11 +23,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import EnvBuildError, UsageError
-from harness.envs.base import read_fingerprint
+from harness.envs.base import purelib, read_fingerprint
 
 PTH_NAME = "_harness_base.pth"
-# The user site too: clusters put torch there with `pip install --user`, and the base's
-# fingerprint counts what is there.
+# The user site too: clusters put torch there with `pip install --user`.
 _SITE_DIRS = ("import json, site, sysconfig; paths = [*site.getsitepackages(), "
               "sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib'], "
               "*([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]; "
@@ -56,13 +46,11 @@ class Base:
         return {canonicalize_name(k): v for k, v in self.fingerprint.get("packages", {}).items()}
 
     @property
-    def version(self) -> str:
-        """Its Python as X.Y: an overlay runs on it, whatever ``python:`` says."""
+    def version(self) -> str:  # X.Y: an overlay runs on it, whatever ``python:`` says
         return ".".join(str(self.fingerprint.get("python", "")).split(".")[:2])
 
     @property
-    def identity(self) -> str:
-        """What changes the overlay: the interpreter and exactly what it holds."""
+    def identity(self) -> str:  # the interpreter and exactly what it holds
         blob = json.dumps([self.python, self.fingerprint.get("python"),
                            sorted(self.packages.items())])
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -80,8 +68,7 @@ def find_base(name: str) -> Base:
 
 
 def _interpreter(name: str) -> str:
-    """``host``: the machine's own python3, not a virtualenv the harness may be running in;
-    HARNESS_HOST_PYTHON names it where that python3 is itself a virtualenv's (an image's)."""
+    """``host``: HARNESS_HOST_PYTHON, else the machine's python3 outside any virtualenv."""
     if name == "host" and os.environ.get("HARNESS_HOST_PYTHON"):
         name = os.environ["HARNESS_HOST_PYTHON"]
     if name == "host":
@@ -100,30 +87,22 @@ def _interpreter(name: str) -> str:
 
 
 def link_base(venv_python: str, base: Base) -> None:
-    """Make the base's packages importable in the venv, after the venv's own."""
-    purelib = subprocess.run(
-        [venv_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True, timeout=120).stdout.strip()
-    # addsitedir, not a bare path: the base's own .pth files (editable installs, NGC's) are
-    # processed as they are for the base itself.
-    (Path(purelib) / PTH_NAME).write_text(
+    """The base's packages importable in the venv, after the venv's own; by addsitedir, so
+    the base's own .pth files (editable installs, NGC's) work too."""
+    (purelib(venv_python) / PTH_NAME).write_text(
         "".join(f"import site; site.addsitedir({d!r})\n" for d in base.site_dirs))
 
 
-def kept(name: str) -> bool:
-    """What an overlay never replaces: the base's torch and the CUDA stack built for it."""
+def kept(name: str) -> bool:  # what an overlay never replaces
     return name in ("torch", "triton") or name.startswith("nvidia-")
 
 
 def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
-    """``uv pip compile`` arguments that resolve against a base: one metadata-only wheel per
-    base package (offline, no index needed), the kept ones pinned by constraint, and every
-    base version as a preference (an output file uv reads before it writes), so that nothing
-    inherited moves unless a requirement asks it to. The pins are read back with
-    :func:`read_resolution`."""
+    """``uv pip compile`` arguments that resolve against a base: a metadata-only wheel per
+    base package, the kept ones constrained, every version preferred (in the output file uv
+    reads first, and :func:`read_resolution` reads back). A version that is not PEP 440
+    (Debian's 1.1build1) stays invisible to the resolver, as to pip."""
     folder.mkdir(parents=True, exist_ok=True)
-    # A version that is not PEP 440 (Debian's distro-info 1.1build1) cannot be pinned or stood
-    # in for; such a package stays invisible to the resolver, as it would be to pip.
     usable = {n: str(v) for n, v in ((n, _version(v)) for n, v in packages.items()) if v}
     for name, version in usable.items():
         _stand_in_wheel(folder, name, version)
@@ -156,7 +135,7 @@ def _stand_in_wheel(folder: Path, name: str, version: str) -> None:
 
 
 def inherited_conflicts(requirements: tuple[str, ...], base: dict[str, str]) -> list[str]:
-    """Requirements that ask a kept package (torch) for a version the base does not have."""
+    """Requirements asking a kept package (torch) at a version the base does not have."""
     out = []
     for text in requirements:
         req = Requirement(text)
@@ -192,10 +171,8 @@ def _version(text: str) -> Version | None:
 
 def _same(have: str | None, pinned: str | None) -> bool:
     """Equal as versions (1.00 is 1.0); a URL pin (no version) is never the base's."""
-    if have is None or pinned is None:
-        return False
-    a, b = _version(have), _version(pinned)
-    return a == b if a is not None and b is not None else have == pinned
+    a, b = _version(have or ""), _version(pinned or "")
+    return have is not None and pinned is not None and (a == b if a and b else have == pinned)
 
 
 def _pinned_version(line: str) -> str | None:
@@ -209,13 +186,13 @@ def pin_name(line: str) -> str:
 
 
 def read_packages(path: Path) -> dict[str, str]:
-    """``name==version`` lines, as ``pip list --format=freeze`` prints them on the target
-    machine (``pip freeze`` too; its ``-e`` and ``name @ URL`` lines are skipped)."""
+    """``name==version`` lines, as ``pip list --format=freeze`` prints them (``pip freeze``'s
+    ``-e`` and ``name @ URL`` lines, with no version to stand in for, are skipped)."""
     out: dict[str, str] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line or line.startswith("-e ") or " @ " in line:
-            continue  # editable and URL installs carry no version to stand in for
+            continue
         name, sep, version = line.partition("==")
         if not sep or not version.strip():
             raise UsageError(f"{path}:{number}: expected name==version, got {line!r}")

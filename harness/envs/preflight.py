@@ -1,11 +1,6 @@
-"""Preflight: prove a matrix's environments on any machine, GPU or not.
-
-For every environment, whatever hardware it targets: does it **resolve** for its own Python
-and platform (``uv pip compile --python-version --python-platform``, nothing installed), and,
-with ``build=True``, does it **build** here for real and do the packages it names **import**?
-A CUDA torch installs and imports without a GPU, so most of a GPU matrix can be proven on a
-CPU machine; what cannot (a host this machine cannot reach, a build that needs cuDNN) says so.
-"""
+"""Preflight: does each environment **resolve** for its own Python and platform (nothing
+installed), and with ``build=True`` **build** here and **import**? A CUDA torch installs and
+imports without a GPU: most of a GPU matrix is proven on any machine."""
 
 from __future__ import annotations
 
@@ -31,6 +26,7 @@ from harness.envs.overlay import find_base, read_resolution, resolution_args
 from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
 from harness.envs.uv import (
     PYTEST_REQUIREMENT,
+    _uv,
     _uv_binary,
     find_interpreter,
     install_args,
@@ -48,9 +44,8 @@ RESOLVE_TIMEOUT = 1800
 
 @dataclass(frozen=True, kw_only=True)
 class EnvCheck:
-    """One environment's preflight. Each stage is yes, no, "-" (not tried), or for resolves
-    "unreachable": the environment needs a host this machine cannot reach (GitHub); builds
-    is "skipped" where the environment builds a package it was told not to build here."""
+    """One environment's preflight: each stage yes, no or "-" (not tried); resolves may be
+    "unreachable" (a host this machine cannot reach), builds "skipped" (``skip_builds``)."""
 
     name: str
     backend: str
@@ -75,10 +70,8 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
                        jobs: int = 4, skip_builds: frozenset[str] = frozenset(),
                        on_done: Callable[[EnvCheck], None] = lambda _: None
                        ) -> list[EnvCheck]:
-    """Resolve every environment (``jobs`` at a time), then build those that resolved, one
-    at a time (builds are heavy; uv parallelises inside each). An environment that would
-    build a distribution of ``skip_builds`` from source is resolved, not built (flash-attn 2
-    compiles for every architecture its setup.py names: hours on a small machine)."""
+    """Resolve every environment (``jobs`` at a time), then build those that resolved, one at
+    a time, but for those that build a distribution of ``skip_builds`` from source."""
     if any(REGISTRY[env.backend].installs for env in envs):
         _uv_binary()  # uv found here, once, before any thread asks; then its release
         uv_environ()
@@ -119,12 +112,10 @@ def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
 def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
              base: dict[str, str] | None = None) -> list[str]:
     """``uv pip compile`` for the environment's Python and platform: the pinned lines.
-
-    ``base``: the packages of an overlay's base (name -> version), taken as they are."""
+    ``base``: an overlay's base packages (name -> version), else this machine's base's."""
     if base is None and env.base:
         found = find_base(env.base)
         base = found.packages
-        # An overlay runs on its base's Python, whatever `python:` says.
         env = replace(env, python=found.version)
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
@@ -134,16 +125,14 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
                 platform, *install_args(env)]
         if base is not None:
             args += resolution_args(base, Path(tmp) / "base")
-        if env.source_builds:
-            # uv reads an sdist's dependencies by running its setup.py; TE's imports torch.
-            # It runs in a venv like the real build's: the same Python and pins, variables.
+        if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
             args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env)]
         proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
                               env={**uv_environ(), **build_variables(env)},
                               timeout=RESOLVE_TIMEOUT)
         if proc.returncode != 0:
             raise EnvBuildError(proc.stderr)
-        if base is not None:  # written to the output file, which held the preferences
+        if base is not None:  # in the output file, which held the preferences
             return read_resolution(Path(tmp) / "base")
     return [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith(("#", " "))]
 
@@ -163,14 +152,12 @@ def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:
 
 
 def _with(check: EnvCheck, started: float, **changes: Any) -> EnvCheck:
-    seconds = round(check.seconds + time.monotonic() - started, 1)
-    return EnvCheck(**{**check.to_dict(), **changes, "seconds": seconds})
+    return replace(check, **changes, seconds=round(check.seconds + time.monotonic() - started, 1))
 
 
 def unreachable_host(text: str) -> str | None:
-    """The host a failed install could not reach, or None when the failure is not the
-    network's. uv wraps its messages to the terminal's width, so lines are joined first."""
-    flat = " ".join(text.split())
+    """The host a failed install could not reach, or None when the network is not why."""
+    flat = " ".join(text.split())  # uv wraps its lines to the terminal's width
     found = _NETWORK.search(flat)
     if found is None:
         return None
@@ -186,10 +173,8 @@ def first_lines(text: str, count: int = 4) -> str:
 
 
 def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
-    """A scratch venv for reading the metadata of the sdists that build without isolation:
-    the environment's Python with its build requirements at the environment's pins (TE 0.x's
-    setup.py runs torch's extension builder, whose needs change with torch). One venv serves
-    every environment with the same Python, pins and indexes."""
+    """A scratch venv that reads the metadata of the sdists built without isolation: the
+    environment's Python and build requirements at its pins, shared where those are equal."""
     requires = build_requirements(env)
     identity = json.dumps([env.python, requires, env.index_urls, env.find_links])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
@@ -200,15 +185,9 @@ def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
         if (root / "ready").exists():
             return str(python)
         shutil.rmtree(root, ignore_errors=True)  # a half-made one from a run that failed
-        uv = _uv_binary()
-        for args in (["venv", "--quiet", "--python", find_interpreter(env.python), str(root)],
-                     ["pip", "install", "--quiet", "--python", str(python),
-                      *install_args(env), *requires]):
-            proc = subprocess.run([uv, *args], capture_output=True, text=True, check=False,
-                                  env=uv_environ(), timeout=RESOLVE_TIMEOUT)
-            if proc.returncode != 0:
-                raise EnvBuildError("cannot make the venv that reads build metadata: "
-                                    + proc.stderr)
+        _uv(["venv", "--quiet", "--python", find_interpreter(env.python), str(root)], env)
+        _uv(["pip", "install", "--quiet", "--python", str(python), *install_args(env),
+             *requires], env)
         (root / "ready").write_text("")
     return str(python)
 

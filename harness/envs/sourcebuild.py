@@ -1,5 +1,5 @@
-"""Packages built from source inside an environment (``build:`` in matrix.yaml), one place for
-what the uv backend, the Docker images and the preflight all need to agree on."""
+"""Packages built from source in an environment (``build:``): what the uv backend, the Docker
+images and the preflight agree on."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from packaging.version import InvalidVersion, Version
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.envs import toolkit
+from harness.envs.base import purelib
 from harness.inenv import harness_probe
 
 
 def build_requirements(spec: EnvSpec) -> list[str]:
-    """What the source builds compile against, installed before them; a name the environment
-    pins (torch) takes the environment's pin."""
+    """What the source builds compile against, installed first, at the environment's pins."""
     pinned = {requirement_name(r): r for r in spec.requirements}
     out: list[str] = []
     for setting in spec.source_builds:
@@ -35,8 +35,7 @@ def no_isolation_args(spec: EnvSpec) -> list[str]:
 
 
 def build_variables(spec: EnvSpec) -> dict[str, str]:
-    """The builds' own variables; and CUDA_HOME, which torch's extension builder otherwise
-    guesses from the nvcc on PATH (wrong where nvcc is a wrapper script)."""
+    """The builds' own variables, and CUDA_HOME (torch's guess fails on an nvcc wrapper)."""
     variables: dict[str, str] = {}
     for setting in spec.source_builds:
         variables.update(setting.env)
@@ -47,8 +46,7 @@ def build_variables(spec: EnvSpec) -> dict[str, str]:
 
 
 def check_nvcc(spec: EnvSpec, found: str | None) -> None:
-    """A source build that cannot work with this machine's CUDA compiler fails minutes deep in
-    setup.py (torch refuses a compiler of another CUDA major than its own); say it first."""
+    """A build this machine's nvcc cannot do fails minutes deep in setup.py: say it first."""
     for setting in spec.source_builds:
         if setting.nvcc is None:
             continue
@@ -72,10 +70,9 @@ def _major(version: str) -> int | None:
 
 
 def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]]:
-    """The nvcc a source build of ``spec`` uses (its version) and the variables that point
-    the build at it: this machine's, where its CUDA major is the environment's; else Debian's
-    toolkit of that major (``envs.toolkit``), and then one architecture only (the highest the
-    environment targets): a machine without a fitting toolkit has no GPU to run the others."""
+    """The nvcc version a source build uses, and the variables that point it there: this
+    machine's, where its CUDA major is the environment's; else Debian's (``envs.toolkit``)
+    for one architecture only: a machine without a fitting toolkit runs none of them."""
     found = harness_probe.nvcc_version()
     wanted = spec.cuda if spec.cuda and spec.cuda != "cpu" else None
     needs = any(s.nvcc for s in spec.source_builds)
@@ -91,21 +88,17 @@ def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]
 
 
 def newest_arch(spec: EnvSpec) -> str:
-    """The highest architecture the environment targets, as nvcc numbers it ("90"); compared
-    as numbers: "100" (Blackwell) is newer than "90", though it sorts first as text."""
+    """The highest architecture the environment targets, as nvcc numbers it ("100" > "90")."""
     archs = [h.removeprefix("sm_").rstrip("a") for h in spec.hardware if h.startswith("sm_")]
     return max(archs, key=int) if archs else "90"
 
 
 def runtime_variables(location: str | Path, cuda_home: str | None,
                       inherited: str = "") -> dict[str, str]:
-    """What a process in an environment built against a toolkit the harness fetched needs
-    to load it: that toolkit as ``CUDA_HOME`` (TE 1.x and 2.0-2.3 look for libnvrtc there at
-    import), and the environment's own CUDA libraries (PyPI's ``nvidia-*-cu12``: cuBLAS, the
-    runtime, cuDNN) on the loader path, ahead of ``inherited``: TE's core library has no
-    RUNPATH and is loaded before torch has loaded them (``libcublas.so.12: cannot open shared
-    object file``). Empty for every other environment: on a GPU runner the machine's own
-    toolkit and driver stay in charge."""
+    """For an environment built against a fetched toolkit: that toolkit as ``CUDA_HOME`` (TE
+    looks for libnvrtc there), and its own ``nvidia/*/lib`` ahead of ``inherited`` on the
+    loader path (TE's core library has no RUNPATH and loads before torch loads cuBLAS).
+    Empty otherwise: the machine's own toolkit and driver stay in charge."""
     if not cuda_home:
         return {}
     libs = sorted(str(p) for p in Path(location).glob("lib/python*/site-packages/nvidia/*/lib")
@@ -114,23 +107,16 @@ def runtime_variables(location: str | Path, cuda_home: str | None,
     return {"CUDA_HOME": cuda_home, **({"LD_LIBRARY_PATH": loader} if loader else {})}
 
 
-#: Libraries whose headers no CUDA toolkit brings, taken from the environment's own PyPI
-#: packages (torch pulls them in): cuDNN (TE includes cudnn.h) and NCCL (TE >= 2.8's
-#: ``common/util/logging.h`` includes nccl.h).
+#: Headers no CUDA toolkit brings, from the environment's own PyPI packages (TE includes both).
 PIP_HEADERS = ("cudnn", "nccl")
 
 
 def header_variables(python: str) -> dict[str, str]:
-    """Where the environment's own cuDNN and NCCL keep their headers (``CPATH``), and cuDNN's
-    root (``CUDNN_PATH``), for a build against the environment's torch."""
+    """``CPATH`` to the environment's own cuDNN and NCCL headers, and ``CUDNN_PATH``."""
     try:
-        purelib = subprocess.run([python, "-c", "import sysconfig; "
-                                  "print(sysconfig.get_paths()['purelib'])"],
-                                 capture_output=True, text=True, check=True,
-                                 timeout=120).stdout.strip()
+        nvidia = purelib(python) / "nvidia"
     except (OSError, subprocess.SubprocessError):
         return {}
-    nvidia = Path(purelib) / "nvidia"
     includes = [str(nvidia / lib / "include") for lib in PIP_HEADERS
                 if (nvidia / lib / "include").is_dir()]
     out = {"CPATH": os.pathsep.join(includes)} if includes else {}
@@ -139,8 +125,7 @@ def header_variables(python: str) -> dict[str, str]:
     return out
 
 
-# A compiler's own diagnosis: gcc/clang `file.cpp:12:5: error: ...` (or `fatal error:`), nvcc
-# `file.cu(12): error: ...`, and nvcc's driver `nvcc fatal   : ...`.
+# gcc/clang `file.cpp:12:5: error: ...`, nvcc `file.cu(12): error: ...`, `nvcc fatal   : ...`.
 _COMPILER_ERROR = re.compile(
     r"(?P<file>[^\s:()]+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp|hh))"
     r"(?P<at>:\d+(?::\d+)?:|\(\d+\):)\s*(?P<kind>(?:fatal )?error):?\s*(?P<what>.+)"
@@ -148,9 +133,8 @@ _COMPILER_ERROR = re.compile(
 
 
 def first_compiler_error(text: str) -> str | None:
-    """The first error a compiler printed in a build's output, as ``file:line: error: ...``
-    with the file's last three path parts: what a failed source build is about, where uv's
-    last lines only say ``Error compiling objects for extension``."""
+    """The first error a compiler printed, as ``file:line: error: ...`` (the file's last three
+    path parts): what uv's last lines of a failed build do not say."""
     for line in text.splitlines():
         found = _COMPILER_ERROR.search(line)
         if found is None:

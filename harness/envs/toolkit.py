@@ -1,19 +1,7 @@
-"""A CUDA toolkit from Debian's packages, for a build whose CUDA major this machine's nvcc is not.
-
-torch refuses to build an extension with an nvcc of another CUDA major than its own, so
-TransformerEngine's torch extension for a CUDA 12 torch needs a CUDA 12 nvcc, with cuBLAS,
-cuSPARSE and NVRTC headers beside it. Where the machine's toolkit does not fit (a CPU machine
-with CUDA 13's nvcc, or none), the harness takes Debian's: ``nvidia-cuda-toolkit`` 12.4.131 of
-trixie's non-free archive, its packages downloaded with apt into a private state (nothing is
-installed on the machine) and unpacked with ``dpkg -x`` into the cache. Unpacked, Debian's
-layout (nvcc in ``/usr/lib/nvidia-cuda-toolkit/bin``, its profile a link to ``/etc``, headers
-in ``/usr/include``) is laid out as a CUDA root that ``CUDA_HOME`` can name: ``bin/`` (nvcc
-and its profile, cicc, ptxas, fatbinary, ...), ``include/``, ``lib64/``, ``nvvm/libdevice``.
-The host's g++ is the host compiler (12.4 takes g++ up to 13).
-
-Chosen by the environment's CUDA, never by hand: ``for_cuda("12.4")`` is this toolkit;
-a major with no Debian toolkit here is a one-line error.
-"""
+"""A CUDA toolkit from Debian's packages, for a build whose CUDA major this machine's nvcc is not
+(torch refuses an extension compiler of another major). trixie's ``nvidia-cuda-toolkit`` is
+downloaded by apt with a private state (nothing installed), unpacked with ``dpkg -x`` into
+the cache and laid out as a CUDA root ``CUDA_HOME`` can name; the host's g++ compiles."""
 
 from __future__ import annotations
 
@@ -43,8 +31,7 @@ class DebianToolkit:
         return f"cuda-{self.cuda}-debian-{self.suite}"
 
 
-#: By CUDA major. Only the packages a build uses: the driver's (libcuda1, the alternatives
-#: machinery) stay out; a stub libcuda comes with nvidia-cuda-dev.
+#: By CUDA major; what a build uses (a stub libcuda comes with nvidia-cuda-dev).
 TOOLKITS = {
     12: DebianToolkit(cuda="12.4", suite="trixie", packages=(
         "nvidia-cuda-toolkit", "nvidia-cuda-dev", "libcudart12", "libcublas12",
@@ -71,7 +58,6 @@ LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/lib64/stubs" "-L$(TOP)/lib64"
 
 
 def for_cuda(cuda: str) -> DebianToolkit:
-    """The Debian toolkit for an environment's CUDA (its major decides)."""
     try:
         return TOOLKITS[int(cuda.split(".")[0])]
     except (KeyError, ValueError):
@@ -105,8 +91,7 @@ def provide(toolkit: DebianToolkit, cache_dir: Path) -> Path:
 
 
 def _download(toolkit: DebianToolkit, state: Path) -> Path:
-    """The packages' .deb files, by apt with a state of its own: the machine's apt sources
-    and installed packages are neither read nor changed."""
+    """The .deb files, by apt with a state of its own (the machine's is left alone)."""
     for sub in ("lists/partial", "archives/partial", "debs"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     sources = state / "sources.list"
@@ -125,8 +110,7 @@ def _download(toolkit: DebianToolkit, state: Path) -> Path:
 
 
 def _lay_out(debian: Path, cuda: Path) -> None:
-    """A CUDA root over the unpacked packages (links, and nvcc copied beside a profile of
-    our own: nvcc reads the profile beside its own executable)."""
+    """A CUDA root over the unpacked packages: links, and nvcc beside a profile of our own."""
     shutil.rmtree(cuda, ignore_errors=True)
     (cuda / "bin").mkdir(parents=True)
     (cuda / "nvvm").mkdir()

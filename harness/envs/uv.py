@@ -25,13 +25,12 @@ from harness.core.reaper import Registry, new_token
 from harness.envs.base import (
     Backend,
     Environment,
-    Found,
     Handover,
     LaunchRequest,
     Process,
     bytecode_variables,
-    check_environment,
     launch_local,
+    read_fingerprint,
 )
 from harness.envs.overlay import (
     Base,
@@ -56,19 +55,16 @@ from harness.envs.sourcebuild import (
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
-#: A source build (flash-attn, TE) can take an hour and more on a small runner.
 UV_TIMEOUT = 4 * 3600.0
 
 
 def _slug(name: str) -> str:
-    """An environment's name as its folder begins: readable, and telling apart what the name
-    tells apart (numpy<2 and numpy>=2 were both "numpy-2"; the key after it differs, yet a
-    reader of the folder could not tell)."""
+    """An environment's name as its folder begins, its version operators in words (numpy<2
+    and numpy>=2 are numpy-lt2 and numpy-ge2)."""
     name = _OPERATOR.sub(lambda m: f"-{_WORDS[m[0]]}", name)
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:60]
 
 
-#: Version operators in an environment's name, as its folder names them.
 _WORDS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "~=": "compat", "<": "lt", ">": "gt"}
 _OPERATOR = re.compile("|".join(map(re.escape, _WORDS)))
 
@@ -99,26 +95,19 @@ class UvBackend(Backend):
         self.root.mkdir(parents=True, exist_ok=True)
         return place[0].with_name(place[0].name + ".lock")
 
-    def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Found | None:
+    def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
         marker = _read_marker(path)
         if marker is None or (spec.refresh_before is not None
                               and marker.get("built_at", 0) < spec.refresh_before):
             return None
-        return Found(location=str(path), python=str(path / "bin" / "python"),
-                     fingerprint=marker["fingerprint"])
+        return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
+                           fingerprint=marker["fingerprint"])
 
     def _build(self, spec: EnvSpec, place: tuple[Path, Base | None],
-               handover: Handover | None = None) -> Found:
+               handover: Handover | None = None) -> Environment:
         path, base = place
-        marker = self._build_marker(spec, path, base, handover)
-        return Found(location=str(path), python=str(path / "bin" / "python"),
-                     fingerprint=marker["fingerprint"], built=True)
-
-    def _build_marker(self, spec: EnvSpec, path: Path, base: Base | None,
-                      handover: Handover | None = None) -> dict[str, Any]:
-        # The marker is written last: a venv without one is half-built and is rebuilt.
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)  # a venv without its marker is half-built
         started = time.time()
         python = str(path / "bin" / "python")
         shadows: dict[str, str] = {}
@@ -127,28 +116,24 @@ class UvBackend(Backend):
             shadows = self._build_overlay(spec, path, base)
         else:
             toolchain = self._build_venv(spec, path)
-        # Built against a toolkit the harness fetched: that toolkit is the environment's CUDA
-        # root from now on, and its own CUDA libraries are on the loader path.
-        cuda_home = toolchain.get("CUDA_HOME")
+        cuda_home = toolchain.get("CUDA_HOME")  # a toolkit the harness fetched, from now on
         if handover is not None:  # what launch reads; the rest of the fingerprint follows
-            handover(Found(location=str(path), python=python, built=True,
-                           fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
-        # Importing everything once also leaves its bytecode for the cells; the fingerprint
-        # is read as a cell would see the environment (its libraries, its bytecode).
-        fingerprint = check_environment(python, spec, variables={**runtime_variables(
+            handover(Environment(spec=spec, location=str(path), python=python, built=True,
+                                 fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
+        # Read as a cell sees the environment; importing leaves its bytecode for the cells.
+        fingerprint = read_fingerprint(python, spec, variables={**runtime_variables(
             path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")), **bytecode_variables(path)})
-        if base is not None:  # in every result: what came from the base, what was shadowed
+        if base is not None:
             fingerprint["overlay"] = {"base": base.python, "base_identity": base.identity,
                                       "shadowed": shadows}
         if cuda_home:
             fingerprint["cuda_home"] = cuda_home
-        marker: dict[str, Any] = {
-            "key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
-            "built_at": started, "build_seconds": round(time.time() - started, 1),
-            "fingerprint": fingerprint,
-        }
+        marker = {"key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
+                  "built_at": started, "build_seconds": round(time.time() - started, 1),
+                  "fingerprint": fingerprint}
         atomic.write_text(path / MARKER, json.dumps(marker, indent=1))
-        return marker
+        return Environment(spec=spec, location=str(path), python=python,
+                           fingerprint=fingerprint, built=True)
 
     def _build_overlay(self, spec: EnvSpec, path: Path, base: Base) -> dict[str, str]:
         """Build the overlay; what it shadows of its base (name -> "base -> overlay")."""
@@ -194,40 +179,27 @@ class UvBackend(Backend):
             self._run_uv(["pip", "install", "--python", python, *install_args(spec),
                           *build_requirements(spec)], spec)
             variables = {**build_variables(spec), **toolchain, **header_variables(python)}
-            # uv caches a wheel built from an sdist by the sdist alone, not by what it was
-            # built against: a TE built against torch 2.5 would be reused for torch 2.6. A
-            # cache per build environment (the pins installed above, the build variables, the
-            # compiler) keeps such wheels apart and still shares them where they fit.
-            variables["UV_CACHE_DIR"] = str(self._build_cache(python, variables, spec, nvcc))
+            # uv caches a wheel built from an sdist by the sdist alone (a TE built against
+            # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
+            freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+            identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
+            digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+            variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
         self._run_uv(["pip", "install", "--python", python, *install_args(spec),
                       *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec,
                      variables)
         return toolchain
-
-    def _build_cache(self, python: str, variables: dict[str, str], spec: EnvSpec,
-                     nvcc: str | None) -> Path:
-        try:
-            freeze = subprocess.run([_uv_binary(), "pip", "freeze", "--python", python],
-                                    capture_output=True, text=True, env=uv_environ(),
-                                    check=True, timeout=300).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise EnvBuildError(f"cannot list what {spec.name} holds: {exc}") from exc
-        identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
-        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-        return self.cache_dir / "uv-build-cache" / digest
 
     def _run_uv(self, args: list[str], spec: EnvSpec,
                 variables: dict[str, str] | None = None) -> str:
         return _uv(args, spec, variables, registry=self.registry)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
-        # As an activated venv: the environment's own executables (ninja, nvcc wrappers)
-        # come first on PATH, not the host's.
+        # As an activated venv: the environment's own executables come first on PATH.
         path = request.env.get("PATH", os.environ.get("PATH", os.defpath))
         variables = {**request.env, "VIRTUAL_ENV": env.location,
                      "PATH": os.pathsep.join([str(Path(env.location) / "bin"), path])}
-        # Built against a toolkit the harness fetched (envs.toolkit): that toolkit, unless the
-        # matrix's `env:` names another, and the environment's own CUDA libraries.
+        # Built against a fetched toolkit: it, unless the matrix's `env:` names another.
         home = env.fingerprint.get("cuda_home")
         inherited = variables.get("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", ""))
         runtime = runtime_variables(env.location, str(home) if home else None, inherited)
@@ -236,45 +208,35 @@ class UvBackend(Backend):
                      **bytecode_variables(env.location)}
         return launch_local(env.python, replace(request, env=variables), self.registry)
 
-    def remove(self, env: Environment) -> None:
-        shutil.rmtree(env.location, ignore_errors=True)
-
     def listing(self) -> list[dict[str, Any]]:
         out = []
         for marker_path in sorted(self.root.glob(f"*/{MARKER}")):
             marker = json.loads(marker_path.read_text())
             out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
                         "location": str(marker_path.parent), "built_at": marker["built_at"],
-                        # named as an earlier harness named folders: never used again
+                        # a folder an earlier harness named: never used again
                         "stale": not marker_path.parent.name.startswith(
                             _slug(marker["name"]) + "-")})
         return out
 
 
 def _read_marker(path: Path) -> dict[str, Any] | None:
-    try:
+    with contextlib.suppress(OSError, ValueError):
         data: dict[str, Any] = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-    return data
+        return data
+    return None
 
 
 @functools.cache
 def find_interpreter(version: str) -> str:
-    """An interpreter for ``version``: what uv finds, else a pyenv installation of it.
-
-    pyenv shims answer only for the versions pyenv has activated, so uv's search of PATH
-    misses the others (a CI image with 3.10, 3.11 and 3.12 under ~/.pyenv, 3.11 global).
-    Asked of uv once per version in a process, since each ask starts uv; a version found
-    nowhere stays so for the process (uv says so when the venv is made)."""
-    try:  # --system: never a project's .venv that happens to be where the harness runs
+    """An interpreter for ``version``: what uv finds, else a pyenv installation of it (pyenv
+    shims answer only for the versions pyenv has activated). Asked once per process."""
+    with contextlib.suppress(subprocess.TimeoutExpired):  # --system: never a project's .venv
         found = subprocess.run([_uv_binary(), "python", "find", "--system", version],
                                capture_output=True, text=True, env=uv_environ(), check=False,
                                timeout=120)
-    except subprocess.TimeoutExpired:
-        found = None
-    if found is not None and found.returncode == 0 and found.stdout.strip():
-        return found.stdout.strip()
+        if found.returncode == 0 and found.stdout.strip():
+            return found.stdout.strip()
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
     candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
                         key=lambda p: _release(p.parts[-3]))
@@ -300,28 +262,20 @@ def install_args(spec: EnvSpec) -> list[str]:
 
 
 def index_args(urls: tuple[str, ...]) -> list[str]:
-    # A CUDA index (download.pytorch.org/whl/cu121) sits beside PyPI; unsafe-best-match lets
-    # uv take the cu121 torch from there and everything else from PyPI, as pip would.
-    args = []
-    for url in urls:
-        args += ["--extra-index-url", url]
-    if urls:
-        args += ["--index-strategy", "unsafe-best-match"]
-    return args
+    # A CUDA index beside PyPI: the cu121 torch from there, everything else from PyPI.
+    extra = [arg for url in urls for arg in ("--extra-index-url", url)]
+    return [*extra, "--index-strategy", "unsafe-best-match"] if urls else []
 
 
-#: The uv release that reads the system's certificates under UV_SYSTEM_CERTS, and warns on
-#: every command that UV_NATIVE_TLS, the name before it, is deprecated.
+#: From this release uv reads UV_SYSTEM_CERTS and warns that UV_NATIVE_TLS is deprecated.
 SYSTEM_CERTS_SINCE = (0, 13)
 CERT_VARIABLES = ("UV_SYSTEM_CERTS", "UV_NATIVE_TLS")
 
 
 def uv_environ() -> dict[str, str]:
     env = dict(os.environ)
-    # Never download interpreters (no route to them on many runners); use what is installed.
-    env.setdefault("UV_PYTHON_DOWNLOADS", "never")
-    # Behind a TLS-intercepting proxy the CA is in the system store, not in uv's bundled roots:
-    # said as the uv found reads it, unless the user said it either way.
+    env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # many runners have no route to them
+    # A TLS-intercepting proxy's CA is in the system store: said unless the user said it.
     if not any(name in env for name in CERT_VARIABLES):
         env[certificate_variable(uv_version(_uv_binary()))] = "1"
     env.pop("VIRTUAL_ENV", None)
@@ -329,8 +283,7 @@ def uv_environ() -> dict[str, str]:
 
 
 def certificate_variable(version: tuple[int, ...]) -> str:
-    """The variable that tells this uv release to trust the system's certificates (an
-    unknown release: the older name, which every release reads)."""
+    """How this uv release is told to trust the system's certificates (unknown: the old)."""
     return CERT_VARIABLES[0] if version >= SYSTEM_CERTS_SINCE else CERT_VARIABLES[1]
 
 
@@ -350,21 +303,28 @@ _FINDING = threading.Lock()
 
 
 def _uv_binary() -> str:
-    """The uv executable, found once in a process: the uv package's finder reads sysconfig,
-    whose first set-up is not thread-safe (build slots and resolves ask at once)."""
+    """The uv executable, found once: the uv package's finder is not thread-safe."""
     with _FINDING:
         return _found_uv()
 
 
 @functools.cache
 def _found_uv() -> str:
-    return shutil.which("uv") or _bundled_uv()
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
+        raise EnvBuildError("uv is not installed: no uv on PATH, nor beside this Python "
+                            "(pip install uv)") from None
 
 
 def uv_error(stderr: str, count: int = 6) -> str:
-    """What uv said of its failure in ``count`` lines at most: its error line first, then the
-    end of what followed it; never a warning (a deprecated variable), nor what it printed
-    before the error (the environment it used)."""
+    """uv's failure in ``count`` lines at most: its error line, then the end of what
+    followed it; never a warning, nor what it printed before the error."""
     lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
     if not lines:
         return ""
@@ -374,10 +334,9 @@ def uv_error(stderr: str, count: int = 6) -> str:
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, registry: Registry | None = None) -> str:
-    """Run uv; its stdout, or EnvBuildError with the end of what it said."""
-    # Its own session: on a timeout the compilers a source build started (nvcc, ninja, cicc)
-    # are killed with uv, instead of holding the CPUs after the harness has moved on; and
-    # recorded, so that a harness killed mid-build leaves them to the next one to reap.
+    """Run uv; its stdout, or EnvBuildError with the end of what it said. In a session of
+    its own, recorded: a timeout kills the compilers it started too, and a harness killed
+    mid-build leaves them to the next one to reap."""
     token = new_token()
     try:
         proc = subprocess.Popen([_uv_binary(), *args], stdout=subprocess.PIPE,
@@ -396,24 +355,13 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         raise EnvBuildError(f"uv {args[0]} for {spec.name} ran over {timeout:g} s; "
                             "killed with everything it started") from None
     finally:
-        if proc.poll() is None:  # Ctrl-C or a bug while waiting: leave nothing behind
+        if proc.poll() is None:  # Ctrl-C while waiting: leave nothing behind
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
         if registry is not None:
             registry.done(record, proc.pid, token)
     if proc.returncode != 0:
-        # A source build's last lines say only that it failed; the compiler said why first.
-        cause = first_compiler_error(stderr)
+        cause = first_compiler_error(stderr)  # what uv's last lines of a build do not say
         lead = f"{cause}\n" if cause else ""
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}{uv_error(stderr)}")
     return stdout
-
-
-def _bundled_uv() -> str:
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
-        raise EnvBuildError("uv is not installed: no uv on PATH, nor beside this Python "
-                            "(pip install uv)") from None

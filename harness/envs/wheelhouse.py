@@ -1,12 +1,7 @@
 """``harness wheelhouse DIR``: every wheel a plan's environments need, for their own Python and
-a target platform, in one folder that a machine with no network installs from
-(``harness run --offline --find-links DIR``).
-
-Each environment is resolved as it will be built (an overlay against its base's packages,
-which stay out of the folder), then each pinned distribution is downloaded as a wheel for the
-target. A distribution with no such wheel (only an sdist, or a git source) is listed as
-missing, with the reason; nothing is built here.
-"""
+a target platform, in one folder a machine with no network installs from (``harness run
+--offline --find-links DIR``). Resolved as built (an overlay against its base, which stays
+out); a pin with no wheel for the target is listed as missing, with why; nothing is built."""
 
 from __future__ import annotations
 
@@ -56,7 +51,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
         report = EnvWheels(name=env.name)
         try:
             base = base_packages if env.base else None
-            if env.base and base is None:  # the base is on this machine: its Python, its packages
+            if env.base and base is None:  # the base is on this machine
                 found = find_base(env.base)
                 env = replace(env, python=found.version)
                 base = found.packages
@@ -91,7 +86,6 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
                 shutil.copy2(path, folder / path.name)
             return ""
         return f"not a wheel: {req.url} (build a wheel of it and put it in a --find-links folder)"
-    major, _, minor = python.partition(".")
     args = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--dest", str(folder), "--python-version", python,
             "--implementation", "cp", *(f"--find-links={d}" for d in find_links),
@@ -99,8 +93,8 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     for tag in PIP_PLATFORMS.get(platform, [platform.replace("-", "_")]):
         args += ["--platform", tag]
     env = {**uv_environ(), "PYTHONPATH": ""}
-    with contextlib.suppress(HarnessError):  # behind a TLS-intercepting proxy pip must
-        env.setdefault("PIP_CERT", str(find_ca_bundle()))  # trust the same CA as uv
+    with contextlib.suppress(HarnessError):  # a TLS-intercepting proxy's CA, as for uv
+        env.setdefault("PIP_CERT", str(find_ca_bundle()))
     try:
         proc = subprocess.run([*args, pin.split(";", 1)[0].strip()], capture_output=True,
                               text=True, check=False, env=env, timeout=1800)
@@ -109,7 +103,7 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     if proc.returncode == 0:
         return ""
     lines = [ln for ln in proc.stderr.splitlines() if "ERROR" in ln] or proc.stderr.splitlines()
-    return f"no wheel for Python {major}.{minor} on {platform}: " + " | ".join(lines[:2])[:300]
+    return f"no wheel for Python {python} on {platform}: " + " | ".join(lines[:2])[:300]
 
 
 def summary(reports: Sequence[EnvWheels], folder: Path) -> str:

@@ -1,9 +1,5 @@
 """The case API and the pytest plugin that runs cases inside an environment under test.
-
-Stdlib + pytest only: this file is put on PYTHONPATH inside the environment, never installed,
-so the harness's own dependencies cannot leak into what is being tested.
-
-A case module declares, next to its tests::
+Stdlib + pytest only: put on PYTHONPATH there, never installed. A case module declares::
 
     ADDMM_HALF = Signature("addmm-half-cpu", "RuntimeError", r"\"addmm_impl_cpu_\" not ...")
 
@@ -11,9 +7,9 @@ A case module declares, next to its tests::
     @ADDMM_HALF.reproduces
     def test_repro(harness_record): ...
 
-Outcomes: PASS, REPRODUCED (a declared signature matched), FAIL (any other error),
-SKIP (an unmet requirement, in words), ERROR (setup or harness problem). The harness adds
-TIMEOUT, CRASH and NOT_RUN from outside the process.
+Outcomes: PASS, REPRODUCED (a declared signature matched), FAIL (any other error), SKIP (an
+unmet requirement, in words), ERROR (setup or harness problem); the harness adds TIMEOUT,
+CRASH and NOT_RUN from outside the process.
 """
 
 from __future__ import annotations
@@ -47,22 +43,22 @@ class Signature:
     pattern: str
 
     def matches(self, exc: BaseException) -> bool:
-        """True when ``exc`` or an exception it was raised from/during is this failure."""
+        """Whether ``exc``, or one it was raised from or during, is this failure."""
         return self.evidence(exc) is not None
 
     def evidence(self, exc: BaseException) -> str | None:
-        """The failure as the result should show it: the exception's first line and, when the
-        match lies deeper (a compiler error inside a build log), the line that matched."""
+        """The exception's first line and, when the match lies deeper (a compiler error in a
+        build log), the line where it ends."""
         seen: set[int] = set()
         current: BaseException | None = exc
         while current is not None and id(current) not in seen:
             seen.add(id(current))
             text = str(current)
-            found = re.search(self.pattern, text) if _type_matches(
-                type(current), self.exc_type) else None
+            found = re.search(self.pattern, text) if any(
+                self.exc_type in (k.__name__, f"{k.__module__}.{k.__qualname__}")
+                for k in type(current).__mro__) else None
             if found:
                 head = f"{type(current).__name__}: {text}".strip().splitlines()[0][:300]
-                # The line where the match ends: a pattern may span a whole build log.
                 last = max(found.end() - 1, found.start())
                 start = text.rfind("\n", 0, last) + 1
                 end = text.find("\n", last)
@@ -76,33 +72,19 @@ class Signature:
         return pytest.mark.reproduces(self)
 
 
-def _type_matches(cls: type, wanted: str) -> bool:
-    for klass in cls.__mro__:
-        if wanted in (klass.__name__, f"{klass.__module__}.{klass.__qualname__}"):
-            return True
-    return False
-
-
 @dataclass(frozen=True)
 class Case:
-    """A case module's metadata, declared next to its tests as ``CASE = Case(...)``.
+    """A case module's metadata, declared as ``CASE = Case(...)``."""
 
-    ``upstream``: the reports and fixes, ``owner/repo#N`` or URLs. ``failure``: the documented
-    failure in one line (default: the first line of the module docstring). ``retries``: how
-    often a failed variant is run again (a case known to be flaky on some hardware); the
-    environment's ``retries:`` applies too, the larger wins. ``about``: the distributions
-    whose versions decide the failure, most telling first (``("llm-foundry",)``): the table's
-    rows and its verdict speak of them first, not of torch because torch also varied."""
-
-    upstream: tuple[str, ...] = ()
-    failure: str = ""
-    retries: int = 0
-    about: tuple[str, ...] = ()
+    upstream: tuple[str, ...] = ()  # reports and fixes: ``owner/repo#N`` or URLs
+    failure: str = ""  # in one line (default: the module docstring's first line)
+    retries: int = 0  # a failed variant's reruns (or the environment's, the larger)
+    about: tuple[str, ...] = ()  # the distributions deciding the failure, most telling first
 
 
 def caveat(text: str) -> pytest.MarkDecorator:
-    """A variant whose PASS is not a fix (a workaround that turns FP8 off): shown with the
-    result. For a caveat that holds only sometimes, call the ``harness_caveat`` fixture."""
+    """A variant whose PASS is not a fix (a workaround that turns FP8 off); for one that holds
+    only sometimes, call the ``harness_caveat`` fixture."""
     return pytest.mark.caveat(text)
 
 
@@ -111,15 +93,14 @@ class Requirements:
     """What a case needs. Unmet → SKIP with the reason in words, never PASS."""
 
     cuda: bool = False
-    cc: str | None = None  # specifier on the compute capability, e.g. ">=8.9" or "<8.9"
-    cc_why: str | None = None  # the requirement in the user's words ("needs a pre-Ada GPU")
+    cc: str | None = None  # specifier on the compute capability: ">=8.9"
+    cc_why: str | None = None  # in the user's words ("needs a pre-Ada GPU")
     packages: dict[str, str] = field(default_factory=dict)  # distribution -> specifier
     nvcc: str | None = None  # specifier on the CUDA compiler's version
     executables: tuple[str, ...] = ()
 
     def unmet(self) -> str | None:
-        for name, spec in self.packages.items():
-            problem = _package_unmet(name, spec)
+        for problem in map(_package_unmet, self.packages, self.packages.values()):
             if problem:
                 return problem
         for exe in self.executables:
@@ -131,8 +112,14 @@ class Requirements:
                 return f"needs nvcc {self.nvcc}; no nvcc found"
             if not SpecifierSet(self.nvcc).contains(found, prereleases=True):
                 return f"needs nvcc {self.nvcc}; this nvcc is {found}"
-        if self.cuda or self.cc:
-            return _gpu_unmet(self)
+        if not (self.cuda or self.cc):
+            return None
+        capability = _visible_capability()
+        if capability is None:
+            return "needs a CUDA GPU; none is visible to this cell"
+        if self.cc and not SpecifierSet(self.cc).contains(capability, prereleases=True):
+            why = self.cc_why or f"needs compute capability {self.cc}"
+            return f"{why}; this GPU is {capability}"
         return None
 
 
@@ -148,18 +135,11 @@ def _package_unmet(name: str, spec: str) -> str | None:
     return None
 
 
-def _gpu_unmet(req: Requirements) -> str | None:
-    capability = _visible_capability()
-    if capability is None:
-        return "needs a CUDA GPU; none is visible to this cell"
-    if req.cc and not SpecifierSet(req.cc).contains(capability, prereleases=True):
-        why = req.cc_why or f"needs compute capability {req.cc}"
-        return f"{why}; this GPU is {capability}"
-    return None
+
 
 
 def _visible_capability() -> str | None:
-    """Compute capability of the first visible GPU, as torch sees it (else nvidia-smi)."""
+    """The first visible GPU's compute capability, as torch sees it (else nvidia-smi)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
         return None
     try:
@@ -188,9 +168,6 @@ def requires(**kwargs: Any) -> pytest.MarkDecorator:
     return pytest.mark.requires(req)
 
 
-# ---------------------------------------------------------------- the plugin
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("harness")
     group.addoption("--harness-events", default=None,
@@ -198,8 +175,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-collect", default=None,
                     help="write the collected cases as JSON to this file")
     group.addoption("--harness-queue", default=None,
-                    help="draw the next case from this folder of claims, shared with other "
-                    "processes, instead of running every collected case")
+                    help="draw each next case from this folder of claims shared by processes")
     group.addoption("--harness-token", default="",
                     help="what this process's claims in --harness-queue hold")
     group.addoption("--harness-drawers", type=int, default=1,
@@ -228,19 +204,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     path = session.config.getoption("--harness-collect")
-    if not path:
-        return
-    items = [describe(item) for item in session.items]
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(items, fh, indent=1)
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump([describe(item) for item in session.items], fh, indent=1)
 
 
 def describe(item: pytest.Item) -> dict[str, Any]:
-    """What the harness plans with: ids, markers, requirements and signatures of one variant."""
-    module = item.nodeid.split("::", 1)[0]
-    stem = os.path.basename(module)[: -len(".py")]
-    case_id = stem[len("test_"):] if stem.startswith("test_") else stem
-    name = item.name[len("test_"):] if item.name.startswith("test_") else item.name
+    stem = os.path.basename(item.nodeid.split("::", 1)[0])[: -len(".py")]
     reqs = [m.args[0] for m in item.iter_markers("requires") if m.args]
     module_obj = getattr(item, "module", None)
     doc = (getattr(module_obj, "__doc__", None) or "").strip()
@@ -249,7 +219,8 @@ def describe(item: pytest.Item) -> dict[str, Any]:
     case = case if isinstance(case, Case) else Case()
     function = getattr(item, "function", None)
     return {
-        "nodeid": item.nodeid, "case_id": case_id, "variant": name, "title": title,
+        "nodeid": item.nodeid, "case_id": stem.removeprefix("test_"),
+        "variant": item.name.removeprefix("test_"), "title": title,
         "failure": case.failure or title, "upstream": list(case.upstream),
         "retries": case.retries, "about": list(case.about), "description": doc,
         "doc": (getattr(function, "__doc__", None) or "").strip(),
@@ -279,11 +250,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def harness_record(request: pytest.FixtureRequest) -> Callable[[str, Any], None]:
     """Record a finding next to the outcome (e.g. how many TE modules remain)."""
     details: dict[str, Any] = request.node.stash[_STATE]["details"]
-
-    def record(key: str, value: Any) -> None:
-        details[key] = value
-
-    return record
+    return details.__setitem__
 
 
 @pytest.fixture
@@ -297,11 +264,7 @@ def harness_variables() -> dict[str, str]:
 def harness_caveat(request: pytest.FixtureRequest) -> Callable[[str], None]:
     """Say why this PASS is not a fix, when that depends on what the case found."""
     state: dict[str, Any] = request.node.stash[_STATE]
-
-    def say(text: str) -> None:
-        state["caveat"] = text
-
-    return say
+    return lambda text: state.__setitem__("caveat", text)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -337,15 +300,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """With ``--harness-queue``: run the collected cases that no other process of the queue
-    has claimed, claiming each before it runs (the harness's ``run.queue``), until none is
-    left; pytest's own loop otherwise. The case after the running one is claimed before it
-    runs, as pytest-xdist's workers hold theirs: pytest is told the case that really comes
-    next, so it tears down exactly what that one does not share (a class's fixture, with its
-    errors reported on the case before, as in pytest's own loop). Near the end (no more free
-    cases than processes drawing) it holds none, so that no process waits while another
-    holds a case it has not started: pytest is told nothing comes next, tears everything
-    down after the case, as at the end of a session, and sets up afresh for the next."""
+    """With ``--harness-queue``: run the collected cases no other process of the queue has
+    claimed, claiming each first (``run.queue``). The next case is claimed before the
+    running one runs, as xdist's workers do, so that pytest tears down exactly what it does
+    not share; near the end (no more free cases than drawers) none is held ahead, so that no
+    process waits on a case another holds but has not started."""
     folder = session.config.getoption("--harness-queue")
     if not folder:
         return None
@@ -367,9 +326,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             raise session.Interrupted(session.shouldstop)
         item = nextitem or queue.take()
     writer = session.config.stash[_WRITER]
-    if writer:
-        # What was asked for and not collected (a conftest deselected it): no process of
-        # the queue can run it, and the harness says so.
+    if writer:  # asked for, not collected (a conftest deselected it): no process can run it
         collected = {i.nodeid for i in session.items}
         writer.write(event="drained", time=time.time(),
                      missing=[n for n in cell_ids if n not in collected])
@@ -377,34 +334,31 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 class _Queue:
-    """The claims folder as one process sees it: a claim is a file made by one atomic link,
-    holding the claimer's token; items are taken in collection order."""
+    """The claims folder as one process sees it, taken in collection order."""
 
     def __init__(self, folder: str, token: str, cell_ids: dict[str, str],
                  items: list[pytest.Item]) -> None:
         self.folder, self.token, self.cell_ids = folder, token, cell_ids
         self.items = [i for i in items if i.nodeid in cell_ids]
-        self.cursor = 0  # every item before it is claimed (claims given back are not ours)
+        self.cursor = 0  # every item before it is claimed
+
+    def _claim(self, item: pytest.Item) -> str:
+        return os.path.join(self.folder, self.cell_ids[item.nodeid])
 
     def free_more_than(self, n: int) -> bool:
-        """Whether more than ``n`` items are still unclaimed (looking no further)."""
-        free = 0
+        free = 0  # looking no further than needed
         for item in self.items[self.cursor:]:
-            if not os.path.exists(os.path.join(self.folder, self.cell_ids[item.nodeid])):
-                free += 1
-                if free > n:
-                    return True
+            free += not os.path.exists(self._claim(item))
+            if free > n:
+                return True
         return False
 
     def take(self) -> pytest.Item | None:
         """Claim the first item no process has claimed; None when every one is."""
         while self.cursor < len(self.items):
-            item = self.items[self.cursor]
             self.cursor += 1
-            won: bool = claim(os.path.join(self.folder, self.cell_ids[item.nodeid]),
-                              self.token)
-            if won:
-                return item
+            if claim(self._claim(self.items[self.cursor - 1]), self.token):
+                return self.items[self.cursor - 1]
         return None
 
 
@@ -422,8 +376,8 @@ def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:
                 evidence = sig.evidence(excinfo.value)
                 if evidence is not None:
                     return {"outcome": "REPRODUCED", "signature": sig.name, "reason": evidence}
-            return {"outcome": "FAIL", "reason": _excerpt(excinfo.value),
-                    "traceback": _tail(excinfo.value)}
+            return {"outcome": "FAIL", "reason": _excerpt(excinfo.value), "traceback": "".join(
+                traceback.format_exception(excinfo.value)[-6:])[-2000:]}
         if report.failed:
             exc = excinfo.value if excinfo is not None else None
             return {"outcome": "ERROR", "reason": f"{when} failed: "
@@ -438,10 +392,4 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _excerpt(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    lines = text.splitlines()
-    return "\n".join(lines[:3])[:400]
-
-
-def _tail(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)[-6:])[-2000:]
+    return "\n".join(f"{type(exc).__name__}: {exc}".strip().splitlines()[:3])[:400]

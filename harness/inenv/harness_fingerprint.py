@@ -1,14 +1,7 @@
-"""Print, as JSON, what is really installed in the environment this interpreter belongs to.
-
-Run inside the environment under test (stdlib only): ``python harness_fingerprint.py``.
-
-Right after a build, ``python harness_fingerprint.py --import torch transformer-lens`` first
-imports every top-level module of the named distributions and adds what failed under
-``"imports"``. An environment whose packages do not import is broken for every case it would
-run, so the harness reports it once, as the environment's ERROR, instead of letting each cell
-FAIL for the same reason. Both in one interpreter: importing torch takes seconds, and the
-fingerprint imports it too.
-"""
+"""Print, as JSON, what is really installed in the environment this interpreter belongs to
+(stdlib only). ``--import torch transformer-lens`` first imports every top-level module of
+those distributions and says what failed under ``"imports"``: the harness reports such an
+environment once, as its ERROR, not as a FAIL of each cell."""
 
 from __future__ import annotations
 
@@ -21,7 +14,6 @@ import os
 import platform
 import sys
 import traceback
-from collections.abc import Iterator
 from typing import Any
 
 KEY_PACKAGES = ("torch", "numpy", "transformers", "transformer-engine", "transformer_engine",
@@ -31,10 +23,6 @@ KEY_PACKAGES = ("torch", "numpy", "transformers", "transformer-engine", "transfo
 
 def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
-
-
-def fingerprint() -> dict[str, Any]:
-    return _with_torch(installed())
 
 
 def installed() -> dict[str, Any]:
@@ -53,12 +41,6 @@ def installed() -> dict[str, Any]:
         "key": {_norm(k): packages[_norm(k)] for k in KEY_PACKAGES if _norm(k) in packages},
         "freeze_sha256": hashlib.sha256(freeze.encode()).hexdigest()[:16],
     }
-
-
-def _with_torch(out: dict[str, Any]) -> dict[str, Any]:
-    if "torch" in out["packages"]:
-        out["torch"] = _torch()
-    return out
 
 
 def _torch() -> dict[str, Any]:
@@ -111,43 +93,33 @@ def check_imports(dist_names: list[str]) -> dict[str, dict[str, str | None]]:
     return out
 
 
-@contextlib.contextmanager
-def _no_gpu() -> Iterator[None]:
-    """No GPU while importing, so that importing touches none (a build may run beside cells
-    on the GPUs); given back for the fingerprint, which asks whether CUDA is available. CUDA
-    reads the variable when it first initializes, which importing torch does not do."""
-    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = saved
-
-
-def imports_and_fingerprint(dist_names: list[str]) -> dict[str, Any]:
-    # The metadata before any import: a package that edits sys.path when imported does not
-    # change what the fingerprint lists.
-    out = installed()
-    with _no_gpu():
+def fingerprint(dist_names: list[str] | None = None) -> dict[str, Any]:
+    """With ``dist_names``, their imports first, with no GPU visible (a build may run beside
+    cells on the GPUs); given back for the fingerprint, which asks whether CUDA is available
+    (CUDA reads the variable when it initializes, which importing torch does not do)."""
+    out = installed()  # before any import: one may edit sys.path
+    if dist_names is not None:
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
         out["imports"] = check_imports(dist_names)
-    # What does not import makes the environment an ERROR and its fingerprint goes unused;
-    # importing a torch again after it failed once could crash the interpreter instead.
-    if any(error for modules in out["imports"].values() for error in modules.values()):
-        return out
-    return _with_torch(out)
+        os.environ.pop("CUDA_VISIBLE_DEVICES")
+        if saved is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
+        # Broken: the fingerprint goes unused, and a torch imported again could crash.
+        if any(error for modules in out["imports"].values() for error in modules.values()):
+            return out
+    if "torch" in out["packages"]:
+        out["torch"] = _torch()
+    return out
 
 
 def main(argv: list[str]) -> None:
-    # A module may print while it is imported (a banner, a C library's printf to fd 1): send
-    # all of that to stderr, and keep the real stdout for the JSON alone.
+    # What modules print while imported (a banner, a C library's printf) goes to stderr.
     sys.stdout.flush()
     result_fd = os.dup(1)
     os.dup2(2, 1)
     try:
-        result = imports_and_fingerprint(argv[1:]) if argv[:1] == ["--import"] else fingerprint()
+        result = fingerprint(argv[1:] if argv[:1] == ["--import"] else None)
     finally:
         sys.stdout.flush()
     with os.fdopen(result_fd, "w") as out:

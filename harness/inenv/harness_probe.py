@@ -14,22 +14,16 @@ _QUERY = "index,uuid,name,compute_cap,memory.total,driver_version"
 
 
 def probe_gpus(visible: str | None = None) -> list[dict[str, Any]]:
-    """GPUs from NVML (nvidia-ml-py, where installed) or nvidia-smi, limited to ``visible``
-    (a CUDA_VISIBLE_DEVICES value: indices or UUIDs) if given.
-
-    Neither NVML nor nvidia-smi honours CUDA_VISIBLE_DEVICES, so the filter is applied here:
-    the probe must describe the devices a process was given, not the whole machine. Indices
-    are in PCI bus order, as nvidia-smi numbers them; cells run with CUDA_DEVICE_ORDER=PCI_BUS_ID
-    so that CUDA numbers them the same way."""
+    """GPUs from NVML (nvidia-ml-py, where installed) or nvidia-smi, limited to ``visible`` (a
+    CUDA_VISIBLE_DEVICES value, which neither honours). Indices are in PCI bus order, as
+    cells run (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
     gpus = _nvml_gpus()
-    if gpus is None:
-        gpus = _smi_gpus()
-    return visible_gpus(gpus, visible)
+    return visible_gpus(_smi_gpus() if gpus is None else gpus, visible)
 
 
 def visible_gpus(gpus: list[dict[str, Any]], visible: str | None) -> list[dict[str, Any]]:
-    """The GPUs a CUDA_VISIBLE_DEVICES value lets a process see, in the order it lists them.
-    ``""`` hides every GPU; an unknown entry ends the list, as CUDA does."""
+    """The GPUs a CUDA_VISIBLE_DEVICES value shows, in its order; an unknown entry ends the
+    list, as in CUDA."""
     if visible is None:
         return gpus
     out = []
@@ -49,7 +43,7 @@ def _nvml_gpus() -> list[dict[str, Any]] | None:
         return None
     try:
         pynvml.nvmlInit()
-    except Exception:  # no driver here: NVML cannot say anything nvidia-smi could
+    except Exception:  # no driver: nvidia-smi can say no more
         return None
     try:
         driver = _text(pynvml.nvmlSystemGetDriverVersion())
@@ -74,11 +68,9 @@ def _text(value: Any) -> str:
 
 
 def _smi_gpus() -> list[dict[str, Any]]:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
-    try:
-        out = subprocess.run([smi, f"--query-gpu={_QUERY}", "--format=csv,noheader,nounits"],
+    try:  # no nvidia-smi: OSError
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={_QUERY}",
+                              "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
@@ -105,11 +97,8 @@ def _describe(index: int, uuid: str, name: str, capability: tuple[int, int],
 
 
 def nvcc_version() -> str | None:
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
-                                    if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if nvcc is None:
-        return None
-    try:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    try:  # no nvcc: OSError
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -117,18 +106,13 @@ def nvcc_version() -> str | None:
     return match.group(1) if match else None
 
 
-#: Where a CUDA toolkit is when the nvcc on PATH does not say (a wrapper script).
-CUDA_ROOTS = ("/usr/local/cuda",)
+CUDA_ROOTS = ("/usr/local/cuda",)  # where a toolkit is when the nvcc on PATH does not say
 
 
 def cuda_home() -> str | None:
-    """The CUDA toolkit's root: ``$CUDA_HOME``, else the toolkit that holds the nvcc on PATH.
-
-    torch guesses the root as nvcc's grandparent folder, which is wrong where ``nvcc`` is a
-    wrapper script (``/usr/local/bin/nvcc`` running ``/usr/local/cuda-13.0/bin/nvcc``): it would
-    then link JIT extensions against ``/usr/local/lib``. A symlinked nvcc is followed; a script
-    cannot be, so then the usual install place is taken. A root is accepted only if it holds
-    ``include/cuda_runtime.h``."""
+    """``$CUDA_HOME``, else the toolkit root that holds the nvcc on PATH (followed through
+    links) and ``include/cuda_runtime.h``, else the usual place: torch's guess, nvcc's
+    grandparent, is ``/usr/local`` for an nvcc wrapper script in ``/usr/local/bin``."""
     if os.environ.get("CUDA_HOME"):
         return os.environ["CUDA_HOME"]
     nvcc = shutil.which("nvcc")
@@ -141,14 +125,9 @@ def cuda_home() -> str | None:
 
 def probe_host() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                   cpu)
     mem_gib = None
     with contextlib.suppress(ValueError, OSError, AttributeError):
         mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)

@@ -13,7 +13,7 @@ import pytest
 from harness.core.errors import DriftError, UsageError
 from harness.core.matrix import EnvSpec
 from harness.envs import BACKENDS, get_backend
-from harness.envs.base import Backend, Environment, Found, LaunchRequest, Process
+from harness.envs.base import Backend, Environment, LaunchRequest, Process
 from tests.conftest import ROOT
 
 
@@ -34,17 +34,18 @@ class Recording(Backend):
         self.steps.append("lock")
         return self.cache_dir / "env.lock"
 
-    def _find(self, spec: EnvSpec, place: Any) -> Found | None:
+    def _find(self, spec: EnvSpec, place: Any) -> Environment | None:
         self.steps.append("find")
-        return self._found(place, built=False) if self.there else None
+        return self._found(spec, place, built=False) if self.there else None
 
-    def _build(self, spec: EnvSpec, place: Any) -> Found:
+    def _build(self, spec: EnvSpec, place: Any, handover: Any = None) -> Environment:
         self.steps.append("build")
-        return self._found(place, built=True)
+        return self._found(spec, place, built=True)
 
-    def _found(self, place: str, *, built: bool) -> Found:
-        return Found(location=place, python=f"{place}/bin/python", built=built,
-                     fingerprint={"python": "3.11.7", "packages": {"torch": self.torch}})
+    def _found(self, spec: EnvSpec, place: str, *, built: bool) -> Environment:
+        return Environment(spec=spec, location=place, python=f"{place}/bin/python",
+                           built=built,
+                           fingerprint={"python": "3.11.7", "packages": {"torch": self.torch}})
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         raise NotImplementedError
