@@ -27,19 +27,23 @@ from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.report.build import prepare
 from harness.report.data import Report
-from harness.report.site.model import PROBES, FailureTable, Grid, Header, Site, row_versions
-from harness.report.site.suites import SESSION, SuiteTable
+from harness.report.site.model import (
+    GRID_KIND,
+    PROBES,
+    FailureTable,
+    Grid,
+    Header,
+    Site,
+    row_versions,
+)
+from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable
+from harness.report.site.suites import word as claim_word
 from harness.report.site.versions import version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
 K = TypeVar("K")
 
-#: What a probe's outcome says of its capability in the grid (the rest say nothing).
-_GRID = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL: "failed",
-         Outcome.ERROR: "failed", Outcome.CRASH: "failed", Outcome.TIMEOUT: "failed",
-         Outcome.FLAKY: "failed"}
 _MORE = re.compile(r" and (\d+) more \(the table lists them\)$")
-_PYTEST_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 def check(site: Site, results: Sequence[CellResult],
@@ -324,8 +328,8 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
         for hw in hardware:
             want: dict[str, set[tuple[str, ...]]] = defaultdict(set)
             for r in at.get((variant, hw), []):
-                if r.outcome in _GRID:
-                    want[_GRID[r.outcome]].add(
+                if r.outcome in GRID_KIND:
+                    want[GRID_KIND[r.outcome]].add(
                         tuple(versions[r.environment].get(p, "—") for p in packages))
             cell = cells.get(hw)
             said = {} if cell is None else {word: _combos(found, packages) for word, found in (
@@ -333,7 +337,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
                 if found}
             if said != want:
                 problems.append(f"grid {variant} @{hw}: says {said}; the record: {dict(want)}")
-            silent = sum(r.outcome not in _GRID for r in at.get((variant, hw), []))
+            silent = sum(r.outcome not in GRID_KIND for r in at.get((variant, hw), []))
             if cell is not None and cell.untested != silent:
                 problems.append(f"grid {variant} @{hw}: untested ({cell.untested}); the record "
                                 f"has {silent} cells that said nothing")
@@ -344,11 +348,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
 
 def _word(result: CellResult | None) -> str:
     """What a claim calls a test's outcome in one column (None: not collected there)."""
-    if result is None:
-        return "not collected"
-    if result.outcome.failed or result.outcome is Outcome.MISSING:
-        return "fails"
-    return "skipped" if result.outcome is Outcome.SKIP else "passes"
+    return claim_word(result.outcome if result is not None else None)
 
 
 def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions) -> list[str]:
@@ -377,10 +377,10 @@ def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions)
         recorded = Counter(str(r.details.get("pytest") or "") for r in tests
                            if r.parent and (r.environment, r.hardware_target) == key)
         said = dict(totals.counts)
-        for word in _PYTEST_WORDS:
-            if said.get(word, 0) != recorded.get(word, 0):
-                problems.append(f"{where} {totals.column.name}: says {said.get(word, 0)} {word}; "
-                                f"the record has {recorded.get(word, 0)}")
+        for w in PYTEST_WORDS:
+            if said.get(w, 0) != recorded.get(w, 0):
+                problems.append(f"{where} {totals.column.name}: says {said.get(w, 0)} {w}; "
+                                f"the record has {recorded.get(w, 0)}")
     by_test: dict[str, dict[tuple[str, str], CellResult]] = defaultdict(dict)
     for r in tests:
         by_test[r.variant][(r.environment, r.hardware_target)] = r

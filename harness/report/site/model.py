@@ -225,8 +225,7 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     tried = {r.hardware_target for r in ran}
     tested = tuple(h for h in targets if h in tried)
-    # Each (node, machine description) once: a fleet's cells share a few dozen machines
-    # (one object each, from shared.jsonl), and a line built per cell was a second.
+    # Each (node, machine description) once: many cells share one machine's object.
     seen = {(r.node, id(r.hardware)): r.hardware for r in ran if r.hardware}
     machines = set()
     for (node, _), hw in seen.items():
@@ -251,10 +250,6 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
                                  for k, v in (m.get("set") or {}).items())))
 
 
-def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    return {m["variant"] for m in cases.values() if m.get("case") == case and m.get("signatures")}
-
-
 def _failure_table(case: str, results: Sequence[ResultLike],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
@@ -264,10 +259,11 @@ def _failure_table(case: str, results: Sequence[ResultLike],
     meta = next((m for m in cases.values() if m.get("case") == case), {})
     # A variant that reproduces: declared so (its signatures), or seen doing it (records
     # made before case metadata was kept).
-    repro = _repro_variants(case, cases) | {
+    repro = {m["variant"] for m in cases.values() if m.get("case") == case
+             and m.get("signatures")} | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
     by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:  # one pass: a fleet's matrix has thousands of environments
+    for r in results:
         by_env[r.environment].append(r)
     envs = list(by_env)
     ran_envs = [e for e in envs if e not in broken
@@ -281,7 +277,7 @@ def _failure_table(case: str, results: Sequence[ResultLike],
     rows = []
     for env in ran_envs:
         cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
-        for r in sorted(by_env[env], key=lambda r: _variant_order(r.variant, repro)):
+        for r in sorted(by_env[env], key=lambda r: (r.variant not in repro, r.variant)):
             if r.hardware_target in cells:
                 cells[r.hardware_target].append(Badge(
                     variant=r.variant, outcome=r.outcome, reason=r.reason,
@@ -316,10 +312,6 @@ def plain(text: str) -> str:
     """A docstring's line as the pages show it: reStructuredText's ````code```` and roles
     become markdown's ```code```, which the site renders as code and compat.md keeps."""
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
-
-
-def _variant_order(variant: str, repro: set[str]) -> tuple[int, str]:
-    return (0 if variant in repro else 1, variant)
 
 
 def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
@@ -364,8 +356,7 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     if clean:
         shown = _values(clean, tested)
         values = sorted(clean, key=version_sort_key)
-        # Every clean version above every affected one: the lowest clean above the highest
-        # affected (each key made once: hundreds of versions, pairwise, were a second).
+        # Every clean version above every affected one: the lowest clean above the highest.
         if affected and key and version_sort_key(values[0]) > max(
                 map(version_sort_key, affected)):
             shown = f"≥ {values[0]}"
@@ -386,8 +377,7 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
 def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
     """``found`` in version order. Given the ``tested`` versions, three or more that follow one
     another there read as one range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest is
-    a count: a fleet tests hundreds of versions, and the verdict is a line (the table below
-    it lists every cell)."""
+    a count: the verdict is a line (the table below it lists every cell)."""
     picked = sorted(set(found), key=version_sort_key)
     if tested is None:
         return ", ".join(picked)
@@ -437,28 +427,6 @@ GRID_KIND = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL:
              Outcome.FLAKY: "failed"}
 
 
-def probe_packages(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
-    """The packages a probe declares it is about (``@requires(packages=...)``), torch first:
-    numpy's bridge depends on torch × numpy, TE's fp8 probe on TE; one that declares none is
-    about torch."""
-    meta = cases.get(f"{PROBES}::{variant}") or {}
-    named = dict.fromkeys(name for req in meta.get("requires") or ()
-                          for name in req.get("packages") or {})
-    return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
-
-
-def probe_combinations(results: Iterable[ResultLike], versions: Mapping[str, dict[str, str]],
-                       packages: Sequence[str]) -> dict[str, set[tuple[str, ...]]]:
-    """For each grid word (``GRID_KIND``), the version combinations of ``packages`` whose
-    environments had a result of that kind."""
-    kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
-    for r in results:
-        if r.outcome in GRID_KIND:
-            kinds[GRID_KIND[r.outcome]].add(
-                tuple(versions[r.environment].get(p, "—") for p in packages))
-    return kinds
-
-
 def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
@@ -468,11 +436,19 @@ def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
         groups[(r.variant, r.hardware_target)].append(r)
     rows = []
     for variant in sorted({r.variant for r in results}):
-        packages = probe_packages(variant, cases)
+        # The packages the probe declares it is about (``@requires(packages=...)``), torch
+        # first; one that declares none is about torch.
+        named = dict.fromkeys(name for req in (cases.get(f"{PROBES}::{variant}") or {}).get(
+            "requires") or () for name in req.get("packages") or {})
+        packages = tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])
-            kinds = probe_combinations(mine, versions, packages)
+            kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+            for r in mine:  # each grid word's version combinations of ``packages``
+                if r.outcome in GRID_KIND:
+                    kinds[GRID_KIND[r.outcome]].add(
+                        tuple(versions[r.environment].get(p, "—") for p in packages))
             why = next((r.reason for r in mine if r.outcome in (Outcome.SKIP, Outcome.FAIL,
                                                                   Outcome.ERROR)), "")
             cells[h] = GridCell(works=combinations(kinds["works"], packages),

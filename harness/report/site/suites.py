@@ -24,6 +24,8 @@ from harness.report.site.versions import by_priority, combinations, version_sort
 WORDS = ("fails", "skipped", "not collected")
 SESSION = "(session)"  # the variant of a suite's own result (plan.suites)
 MAX_KEYS = 3  # a claim names at most this many packages; past it, the environments
+#: A suite's totals: pytest's own words, in the order its summary line uses.
+PYTEST_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 def word(outcome: Outcome | None) -> str:
@@ -203,12 +205,10 @@ def _totals(session: ResultLike, column: Column, links: Mapping[str, str]) -> To
         f"{i.get('name')} {i.get('version') or ''} from {i.get('file')}".replace("  ", " ")
         for i in suite.get("imported") or ())
     failed_whole = session.outcome is Outcome.ERROR
+    known = {w: i for i, w in enumerate(PYTEST_WORDS)}
     return Totals(column=column, outcome=session.outcome,
                   counts=tuple(sorted(((str(k), int(v)) for k, v in counts.items()),
-                                      key=lambda kv: _COUNT_ORDER.get(kv[0], 99))),
+                                      key=lambda kv: known.get(kv[0], 99))),
                   reason=session.reason if failed_whole else "", imported=imported,
                   log=links.get(session.cell_id, ""))
 
-
-_COUNT_ORDER = {w: i for i, w in enumerate(("passed", "failed", "error", "skipped", "xfailed",
-                                            "xpassed"))}

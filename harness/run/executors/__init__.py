@@ -1,12 +1,8 @@
 """Executors: where cells run. ``submit(cells) -> [Future[CellRun], ...]`` and nothing more.
 
-``cells`` is a batch: cells of one environment and hardware target that one pytest process
-may run one after the other (a batch of one is a cell alone); it takes one slot, and each
-cell's future resolves as that cell ends. ``local`` runs batches on this machine's slots;
-``ray`` runs each as a Ray task on a node with the right GPU. A future that raises
-``InfraError`` lost its machine (a Ray node died): the driver decides whether to retry.
-A test suite's session also sends each test's run as it ends, which is no planned cell's:
-those wait in ``partials()`` for the driver to record.
+``cells`` is a batch of one environment and hardware target, for one slot; each cell's future
+resolves as that cell ends, or raises ``InfraError`` when its machine was lost (the driver
+decides whether to retry). A suite's tests' runs, no planned cell's, wait in ``partials()``.
 """
 
 from __future__ import annotations

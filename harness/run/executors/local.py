@@ -1,10 +1,7 @@
 """The local executor: this machine's CPU slots and GPUs, one thread per busy slot.
 
-Each slot runs one cell at a time (never two cells on a GPU); a slot that frees up takes the
-next pending cell it fits. Nothing polls: a finished cell frees its slot from its own thread,
-and the driver waits on futures. A batch submitted with ``draws`` runs as that many tasks
-drawing its cells from one queue (``run.queue``): each cell's future is resolved by whichever
-task ran it.
+A slot that frees up takes the next pending batch it fits; nothing polls. A batch submitted
+with ``draws`` runs as that many tasks drawing its cells from one queue (``run.queue``).
 """
 
 from __future__ import annotations
