@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future
-from queue import Empty, SimpleQueue
 from typing import Protocol
 
 from harness.core.results import CellRun
@@ -51,24 +50,6 @@ class Executor(Protocol):
 
     def shutdown(self, *, cancel: bool = False) -> None:
         """Wait for (or, with ``cancel``, kill) what runs, and release the machines."""
-
-
-class Partials:
-    """Where an executor's threads leave the runs of no planned cell, for the driver."""
-
-    def __init__(self) -> None:
-        self._queue: SimpleQueue[CellRun] = SimpleQueue()
-
-    def put(self, run: CellRun) -> None:
-        self._queue.put(run)
-
-    def take(self) -> list[CellRun]:
-        out: list[CellRun] = []
-        while True:
-            try:
-                out.append(self._queue.get_nowait())
-            except Empty:
-                return out
 
 
 EXECUTORS = ("local", "ray")

@@ -22,7 +22,7 @@ import os
 import re
 import tarfile
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -36,7 +36,6 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine, has_a_variant
 from harness.run.cell import iter_batch
-from harness.run.executors import Partials
 from harness.run.supervise import EnvCache
 
 ARCH = re.compile(r"sm_\d{2,3}")
@@ -110,7 +109,7 @@ class RayExecutor:
         self._remote = self.ray.remote(num_returns="streaming")(_run_on_node)
         self._lock = threading.Lock()
         self._live: dict[Any, dict[str, Future[CellRun]]] = {}  # generator -> its futures
-        self._partials = Partials()
+        self._partials: deque[CellRun] = deque()  # the runs of no planned cell
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._collect, name="ray-results", daemon=True)
         self._pump.start()
@@ -191,12 +190,13 @@ class RayExecutor:
             return
         future = futures.get(run.result.cell_id)
         if future is None:  # a suite's test: recorded as it ends, before its session
-            self._partials.put(run)
+            self._partials.append(run)
         else:
             future.set_result(run)
 
     def partials(self) -> list[CellRun]:
-        return self._partials.take()
+        # deque's append and popleft are atomic: the executor's threads add while this takes
+        return [self._partials.popleft() for _ in range(len(self._partials))]
 
     def _settle(self, generator: Any, exc: BaseException | None) -> None:
         """The batch ended: cells it did not report get the reason (a lost node)."""
