@@ -12,7 +12,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -58,45 +58,37 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     workers. ``queue``: the cells are drawn with other calls (``run.queue``); this call yields
     the cells it ran or settled. Raises only ``Cancelled``."""
     drawer = queue.drawer() if queue is not None else None
+    place: dict[str, Any] = {"run_id": run_id, "attempt": attempt,
+                             "node": node or socket.gethostname(), "gpu": gpu}
     try:
-        yield from _batch(cells, backend, gpu, cases_dir, envs, guard, node, run_id, attempt,
-                          scratch_root, workers, drawer)
+        realized = (envs or EnvCache()).realize(cells[0], backend)
+        suite = cells[0].case.suite is not None  # a test suite's session: always alone
+        if suite:  # its tests are recorded as they end: check first
+            realized = settled(realized)
+        if realized.env is None:
+            yield from _not_realized(_ours(cells, drawer)(), realized, place)
+        elif suite:
+            yield from _built_once(iter_session(
+                cells[0], realized.env, backend, gpu, guard=guard, place=place,
+                scratch_root=scratch_root, workers=workers), realized.built)
+        elif realized.checking is None:  # (no run is None without a check)
+            yield from _built_once(filter(None, _processes(
+                cells, realized.env, backend, gpu, cases_dir, guard, place, scratch_root, None,
+                drawer)), realized.built)
+        else:
+            yield from _once_checked(_processes(
+                cells, realized.env, backend, gpu, cases_dir, guard, place, scratch_root,
+                realized.checking, drawer), realized, _ours(cells, drawer), place, guard)
     finally:
         if drawer is not None:
             drawer.leave()
 
 
-def _batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, cases_dir: Path,
-           envs: EnvCache | None, guard: ProcessGuard | None, node: str | None, run_id: str,
-           attempt: int, scratch_root: Path | None, workers: int, drawer: Drawer | None
-           ) -> Iterator[CellRun]:
-    node = node or socket.gethostname()
-    place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
-    realized = (envs or EnvCache()).realize(cells[0], backend)
-    if cells[0].case.suite is not None:  # its tests are recorded as they end: check first
-        realized = settled(realized)
-    env = realized.env
-    if env is None:
-        yield from _not_realized(_ours(cells, drawer)(), realized, place)
-        return
-    if cells[0].case.suite is not None:  # a test suite's session: always alone
-        built = realized.built  # said with its first test: the driver says it was built then
-        for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
-                                scratch_root=scratch_root, workers=workers):
-            yield replace(run, env_built=built)
-            built = False
-        return
-    checking = realized.checking
-    runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root,
-                      checking, drawer)
-    if checking is None:
-        built = realized.built
-        for each in runs:
-            if each is not None:  # (never None without a check)
-                yield replace(each, env_built=built)
-                built = False  # the build is reported once, with the first cell
-        return
-    yield from _once_checked(runs, realized, _ours(cells, drawer), place, guard)
+def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
+    """``runs``, the first of which says whether the environment was built for them."""
+    for run in runs:
+        yield replace(run, env_built=built)
+        built = False
 
 
 def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> Callable[[], list[Cell]]:
@@ -172,10 +164,9 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
 def _checked(runs: list[CellRun], realized: Realized) -> Iterator[CellRun]:
     env = realized.env
     assert env is not None
-    for run in runs:
-        yield replace(run, result=replace(run.result, fingerprint=env.summary),
-                      fingerprint=env.fingerprint, env_built=realized.built)
-        realized = replace(realized, built=False)  # reported once, with the first cell
+    yield from _built_once((replace(run, result=replace(run.result, fingerprint=env.summary),
+                                    fingerprint=env.fingerprint) for run in runs),
+                           realized.built)
 
 
 def _not_realized(cells: Sequence[Cell], realized: Realized,
