@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from harness.core.results import CellResult, Outcome, counted
 from harness.records.bisects import probe_result, read_bisects, reports_dir_of, sentence
@@ -34,6 +34,7 @@ from harness.report.site.model import (
     Grid,
     Header,
     Site,
+    group,
     row_versions,
 )
 from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable
@@ -41,7 +42,6 @@ from harness.report.site.suites import word as claim_word
 from harness.report.site.versions import version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
-K = TypeVar("K")
 
 _MORE = re.compile(r" and (\d+) more \(the table lists them\)$")
 
@@ -52,10 +52,10 @@ def check(site: Site, results: Sequence[CellResult],
           reports_dir: Path | None = None) -> list[str]:
     """Contradictions between the report's model and the results it reports; ``previous``:
     the run "what changed" is since (its results), ``moved``: the keys a bump replaced."""
-    by_env = _group(results, lambda r: r.environment)
+    by_env = group(results, lambda r: r.environment)
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
     broken = {env for env, rs in by_env.items() if _unbuilt(rs)}
-    by_case = _group(results, lambda r: r.case_id)
+    by_case = group(results, lambda r: r.case_id)
     suites = ({str(m.get("case")) for m in cases.values() if m.get("suite")}
               | {r.case_id for r in results if r.parent or r.variant == SESSION})
     problems = _header(site.header, results)
@@ -92,14 +92,6 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
     """``check_report`` of the report ``harness report`` wrote of ``stores`` into
     ``report_dir``, against ``previous`` for what changed."""
     return check_report(prepare(stores, report_dir, previous=previous))
-
-
-def _group(results: Iterable[CellResult], key: Callable[[CellResult], K]
-           ) -> dict[K, list[CellResult]]:
-    out: dict[K, list[CellResult]] = defaultdict(list)
-    for r in results:
-        out[key(r)].append(r)
-    return out
 
 
 def _unbuilt(results: Sequence[CellResult]) -> bool:
@@ -202,7 +194,7 @@ def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versi
              if m.get("case") == table.case and m.get("signatures")}
     repro |= {r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
     affected, clean = set(), set()
-    for env, rs in _group(ran, lambda r: r.environment).items():
+    for env, rs in group(ran, lambda r: r.environment).items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
             affected.add(value[env])
@@ -297,8 +289,8 @@ def _combos(shown: Iterable[str], packages: Sequence[str]) -> set[tuple[str, ...
     if len(packages) == 1:
         return {(v,) for v in shown}
     found = set()
-    for group in shown:
-        head, _, tail = group.partition(" with ")
+    for text in shown:
+        head, _, tail = text.partition(" with ")
         words = tail.split(" ")
         rest = tuple(words[i + 1] for i in range(0, len(words), 2))
         found |= {(first, *rest)
@@ -317,7 +309,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
         f"grid: columns {list(grid.hardware)}; probes ran on {hardware}"]
     problems += _same_set("grid: rows", [v for v, _, _ in grid.rows],
                           {r.variant for r in results})
-    at = _group(results, lambda r: (r.variant, r.hardware_target))
+    at = group(results, lambda r: (r.variant, r.hardware_target))
     for variant, about, cells in grid.rows:
         requires = (cases.get(f"{PROBES}::{variant}") or {}).get("requires") or ()
         named = list(dict.fromkeys(p for req in requires for p in req.get("packages") or {}))

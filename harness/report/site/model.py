@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -26,6 +26,8 @@ from harness.report.site.versions import PRIORITY, combinations, version_sort_ke
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
+K = TypeVar("K")
+R = TypeVar("R", bound=ResultLike)
 SHORT = {Outcome.PASS: "PASS", Outcome.REPRODUCED: "REPRO", Outcome.FAIL: "FAIL",
          Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR", Outcome.TIMEOUT: "TIMEOUT",
          Outcome.CRASH: "CRASH", Outcome.NOT_RUN: "not run", Outcome.MISSING: "MISSING",
@@ -149,6 +151,14 @@ class Site:
     suites: tuple[SuiteTable, ...] = ()  # one per test suite
 
 
+def group(results: Iterable[R], key: Callable[[R], K]) -> dict[K, list[R]]:
+    """``results`` by ``key``, each group in their order."""
+    out: dict[K, list[R]] = defaultdict(list)
+    for r in results:
+        out[key(r)].append(r)
+    return out
+
+
 def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
     """What the environment asked for: ``torch==2.0.1`` -> 2.0.1, ``numpy<2`` -> <2."""
     out: dict[str, str] = {}
@@ -196,14 +206,10 @@ def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
                since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None,
                damaged: int = 0) -> Site:
-    by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:
-        by_env[r.environment].append(r)
+    by_env = group(results, lambda r: r.environment)
     broken = {env: why for env, rs in by_env.items() if (why := _unbuildable(rs))}
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
-    by_case: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:
-        by_case[r.case_id].append(r)
+    by_case = group(results, lambda r: r.case_id)
     suites = suite_names(results, cases)
     failures = tuple(_failure_table(c, rs, versions, cases, broken, links,
                                     (bisects or {}).get(c, ()))
@@ -262,9 +268,7 @@ def _failure_table(case: str, results: Sequence[ResultLike],
     repro = {m["variant"] for m in cases.values() if m.get("case") == case
              and m.get("signatures")} | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
-    by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:
-        by_env[r.environment].append(r)
+    by_env = group(results, lambda r: r.environment)
     envs = list(by_env)
     ran_envs = [e for e in envs if e not in broken
                 and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
@@ -338,11 +342,8 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     def value(env: str) -> str:
         return versions[env].get(key, "—") if key else env
 
-    by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    by_variant: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:  # one pass, not one more per workaround
-        by_env[r.environment].append(r)
-        by_variant[r.variant].append(r)
+    by_env = group(results, lambda r: r.environment)
+    by_variant = group(results, lambda r: r.variant)
     for env, rs in by_env.items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
@@ -431,9 +432,7 @@ def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
-    groups: dict[tuple[str, str], list[ResultLike]] = defaultdict(list)
-    for r in results:
-        groups[(r.variant, r.hardware_target)].append(r)
+    groups = group(results, lambda r: (r.variant, r.hardware_target))
     rows = []
     for variant in sorted({r.variant for r in results}):
         # The packages the probe declares it is about (``@requires(packages=...)``), torch

@@ -1,15 +1,9 @@
-"""The Ray executor: each cell a Ray task on a node with the right kind of GPU.
+"""The Ray executor: each batch a Ray task on a node with the right kind of GPU.
 
-A GPU cell reserves ``num_gpus=1`` plus one unit of a custom resource named after its
-architecture (``{"sm_90": 1}``), so Ray places it on such a node and gives it a GPU of its own;
-a CPU cell reserves a CPU. Nodes declare their architectures when they start::
-
-    ray start --address HEAD:6379 --num-gpus 8 --resources '{"sm_90": 8}'
-
-(``harness doctor`` prints that line for its machine). On the node, the cell's environment is
-realized in the node's own cache (``HARNESS_CACHE_DIR`` there) and the cases are unpacked from
-the driver's copy, so nodes need the harness installed, not a shared filesystem. A task whose
-node or worker dies comes back as ``InfraError``: the driver requeues the cell.
+A GPU batch reserves ``num_gpus=1`` and one unit of a resource named after its architecture
+(``{"sm_90": 1}``; nodes declare theirs: ``ray start ... --resources '{"sm_90": 8}'``, as
+``harness doctor`` prints); a CPU batch a CPU. Nodes realize environments in their own cache
+and unpack the driver's cases: no shared filesystem. A lost task is an ``InfraError``.
 """
 
 from __future__ import annotations
@@ -116,8 +110,7 @@ class RayExecutor:
 
     @property
     def resources(self) -> dict[str, float]:
-        found: dict[str, float] = self.ray.cluster_resources()
-        return found
+        return dict(self.ray.cluster_resources())
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -146,9 +139,7 @@ class RayExecutor:
 
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
-        # ``draws`` is one: no queue is shared across machines (``queues`` is False), so the
-        # driver cuts fixed batches for Ray.
-        first = cells[0]
+        first = cells[0]  # (``draws`` is one: ``queues`` is False)
         if first.hardware == "cpu":
             options: dict[str, Any] = {"num_cpus": 1}
         else:  # the GPU is the slot; a CPU reservation would cap GPU cells at the node's cores
