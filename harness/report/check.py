@@ -1,14 +1,9 @@
 """The consistency check: every claim of a report recomputed from the record it reports.
 
-A report is only worth publishing if each sentence in it follows from what ran. ``check``
-takes the model the pages, compat.md and compat.json are rendered from (``site.model.Site``)
-and the results, read apart from the report, and checks each claim by its meaning, not by
-calling the code that made it: "affected: torch 2.0.1, 2.1.2" holds when a documented failure
-reproduced in an environment of each of those versions and in no environment of another; a
-grid's "missing: 2.0.1" when the probe REPRODUCED there; a "what changed" line when the two
-runs' outcomes of that cell are the ones it names. What environments hold (their versions)
-comes from the record through the reading the model uses (``row_versions``). It returns the
-contradictions, one line each: none means the report says nothing the record does not.
+``check`` takes the model the pages and compat.md are rendered from (``site.model.Site``) and
+the results, and checks each claim by its meaning, not by calling the code that made it:
+"affected: torch 2.0.1, 2.1.2" holds when the documented failure reproduced in an environment
+of each of those versions and of no other. It returns the contradictions, one line each.
 """
 
 from __future__ import annotations
@@ -39,7 +34,7 @@ from harness.report.site.model import (
 )
 from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable
 from harness.report.site.suites import word as claim_word
-from harness.report.site.versions import version_sort_key
+from harness.report.site.versions import combinations, version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
 
@@ -283,21 +278,6 @@ def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping
             + _says(f"{where} '{variant} fails on'", fails, tested, bad))
 
 
-def _combos(shown: Iterable[str], packages: Sequence[str]) -> set[tuple[str, ...]]:
-    """A grid cell's combinations: ``2.0.1`` (one package) or ``torch 2.0.1, 2.2.2 with
-    numpy 2.4.6`` (the first package's versions with the rest's)."""
-    if len(packages) == 1:
-        return {(v,) for v in shown}
-    found = set()
-    for text in shown:
-        head, _, tail = text.partition(" with ")
-        words = tail.split(" ")
-        rest = tuple(words[i + 1] for i in range(0, len(words), 2))
-        found |= {(first, *rest)
-                  for first in head.removeprefix(f"{packages[0]} ").split(", ")}
-    return found
-
-
 def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
           cases: Mapping[str, Mapping[str, Any]], reports_dir: Path | None) -> list[str]:
     """Each probe's cell names the version combinations (of the packages the probe declares)
@@ -324,11 +304,12 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
                     want[GRID_KIND[r.outcome]].add(
                         tuple(versions[r.environment].get(p, "—") for p in packages))
             cell = cells.get(hw)
-            said = {} if cell is None else {word: _combos(found, packages) for word, found in (
+            said = {} if cell is None else {word: found for word, found in (
                 ("works", cell.works), ("missing", cell.missing), ("failed", cell.failed))
                 if found}
-            if said != want:
-                problems.append(f"grid {variant} @{hw}: says {said}; the record: {dict(want)}")
+            shown = {word: combinations(found, packages) for word, found in want.items()}
+            if said != shown:  # the record's combinations, as a reader takes them in
+                problems.append(f"grid {variant} @{hw}: says {said}; the record: {shown}")
             silent = sum(r.outcome not in GRID_KIND for r in at.get((variant, hw), []))
             if cell is not None and cell.untested != silent:
                 problems.append(f"grid {variant} @{hw}: untested ({cell.untested}); the record "

@@ -1,11 +1,7 @@
 """What the report says of a maintainer's own test suite, as plain data: per-environment totals,
-and the tests whose outcome differs across environments, each with the combination of
-versions that decides it. Tests with one outcome everywhere are counted, not drawn.
-
-A suite is not a documented failure: no verdict of "affected" versions, no failure page. Its
-claims are of one kind, checked by ``report.check``: "fails with numpy 2.4.6" holds when the
-test failed in every environment (and on every hardware target) that has numpy 2.4.6 and in
-no other.
+and the tests whose outcome differs across environments, each with the versions that decide
+it ("fails with numpy 2.4.6": in every environment with numpy 2.4.6 and in no other). Tests
+with one outcome everywhere are counted, not drawn.
 """
 
 from __future__ import annotations
