@@ -25,8 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message == "the following arguments are required: command":
-            names = ", ".join(COMMANDS)
-            message = f"give a command: {names}"
+            message = f"give a command: {', '.join(COMMANDS)}"
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} "
                      f"(see {self.prog} --help)\n")
 

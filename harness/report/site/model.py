@@ -10,7 +10,7 @@ same results give the same page.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -240,9 +240,7 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
                      + (f", {gpus}" if gpus else ", no GPU"))
     created = min((float(m.get("created") or 0) for m in meta), default=0.0)
     results = counted(results)
-    counts: dict[str, int] = defaultdict(int)
-    for r in results:
-        counts[str(r.outcome)] += 1
+    counts = Counter(str(r.outcome) for r in results)
     return Header(
         run_ids=tuple(str(m.get("run_id")) for m in meta),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "",
