@@ -31,6 +31,7 @@ from harness.report.site.model import (
     Site,
     group,
     row_versions,
+    version_list,
 )
 from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable
 from harness.report.site.suites import word as claim_word
@@ -38,7 +39,6 @@ from harness.report.site.versions import combinations, version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
 
-_MORE = re.compile(r" and (\d+) more \(the table lists them\)$")
 
 
 def check(site: Site, results: Sequence[CellResult],
@@ -152,28 +152,10 @@ def _table(table: FailureTable, results: Sequence[CellResult], versions: Version
     return problems
 
 
-def _values(text: str, tested: Iterable[str]) -> tuple[set[str], int]:
-    """A verdict's list of versions, ranges expanded over ``tested``; with the count of those
-    it left out (``... and 3 more``)."""
-    more = _MORE.search(text)
-    order = sorted(set(tested), key=version_sort_key)
-    found: set[str] = set()
-    for piece in filter(None, _MORE.sub("", text).split(", ")):
-        first, _, last = piece.partition("–")
-        if last and first in order and last in order:
-            found.update(order[order.index(first):order.index(last) + 1])
-        else:
-            found.add(piece)
-    return found, int(more[1]) if more else 0
-
-
-def _says(where: str, text: str, tested: Iterable[str], want: set[str]) -> list[str]:
-    said, hidden = _values(text, tested)
-    if (said <= want and len(said) + hidden == len(want)) if hidden else said == want:
-        return []
-    return [f"{where}: says {sorted(said, key=version_sort_key)}"
-            + (f" and {hidden} more" if hidden else "")
-            + f"; the record: {sorted(want, key=version_sort_key)}"]
+def _says(where: str, text: str, tested: Iterable[str] | None, want: set[str]) -> list[str]:
+    """``text`` is the record's ``want`` as a verdict lists versions (ranges over ``tested``)."""
+    shown = version_list(want, tested)
+    return [] if text == shown else [f"{where}: says {text!r}; the record: {shown!r}"]
 
 
 def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versions,
@@ -195,7 +177,7 @@ def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versi
             affected.add(value[env])
         elif reps and all(r.outcome is Outcome.PASS for r in reps):
             clean.add(value[env])
-    tested, name = set(value.values()), f"{key} " if key else ""
+    tested, name = (set(value.values()), f"{key} ") if key else (None, "")
     problems: list[str] = []
     for part in table.verdict:
         word, _, text = part.partition(": ")
@@ -250,7 +232,7 @@ def _bisected(where: str, case: str, part: str, reports_dir: Path | None) -> lis
 
 
 def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping[str, str],
-                tested: set[str], name: str) -> list[str]:
+                tested: set[str] | None, name: str) -> list[str]:
     """``<variant> works on ...; fails on ...``, ``... on every tested version`` or
     ``<variant>: not run (...)``."""
     # A variant's name may hold anything (a parametrized id): match the names the record has.

@@ -351,9 +351,9 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     name = f"{key} " if key else ""
     tested = [value(env) for env in by_env] if key else None
     if affected:
-        parts.append(f"affected: {name}{_values(affected, tested)}")
+        parts.append(f"affected: {name}{version_list(affected, tested)}")
     if clean:
-        shown = _values(clean, tested)
+        shown = version_list(clean, tested)
         values = sorted(clean, key=version_sort_key)
         # Every clean version above every affected one: the lowest clean above the highest.
         if affected and key and version_sort_key(values[0]) > max(
@@ -373,7 +373,7 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     return tuple(parts)
 
 
-def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
+def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
     """``found`` in version order. Given the ``tested`` versions, three or more that follow one
     another there read as one range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest is
     a count: the verdict is a line (the table below it lists every cell)."""
@@ -416,8 +416,8 @@ def _workaround(variant: str, results: Sequence[ResultLike],
     if not good:
         return f"{variant} fails on every tested version"
     name = f"{key} " if key else ""
-    return (f"{variant} works on {name}{_values(good, tested)}; "
-            f"fails on {_values(bad, tested)}{caveat}")
+    return (f"{variant} works on {name}{version_list(good, tested)}; "
+            f"fails on {version_list(bad, tested)}{caveat}")
 
 
 #: How a probe's outcome reads in the grid (the rest say nothing of the capability).
