@@ -25,8 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if message == "the following arguments are required: command":
-            names = ", ".join(COMMANDS)
-            message = f"give a command: {names}"
+            message = f"give a command: {', '.join(COMMANDS)}"
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())} "
                      f"(see {self.prog} --help)\n")
 
@@ -262,7 +261,7 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-#: Commands that read or build a fleet's records at once, then exit (``harness.bulk``).
+#: Commands that read or build many records at once, then exit (``harness.bulk``).
 BATCH = frozenset({"plan", "lock", "merge", "report", "history", "baseline"})
 
 
@@ -294,8 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-#: Each command's body, imported when it runs (``harness --help`` and a usage error import no
-#: pipeline module: under 0.1 s instead of a third of a second).
+#: Each command's body, imported when it runs: ``harness --help`` and a usage error import no
+#: pipeline module.
 COMMANDS = {"plan": "plan:cmd_plan", "run": "run:cmd_run", "report": "records:cmd_report",
             "merge": "records:cmd_merge", "baseline": "records:cmd_baseline",
             "history": "records:cmd_history", "envs": "envs:cmd_envs",

@@ -1,24 +1,19 @@
 """The consistency check: every claim of a report recomputed from the record it reports.
 
-A report is only worth publishing if each sentence in it follows from what ran. ``check``
-takes the model the pages, compat.md and compat.json are rendered from (``site.model.Site``)
-and the results, read apart from the report, and checks each claim by its meaning, not by
-calling the code that made it: "affected: torch 2.0.1, 2.1.2" holds when a documented failure
-reproduced in an environment of each of those versions and in no environment of another; a
-grid's "missing: 2.0.1" when the probe REPRODUCED there; a "what changed" line when the two
-runs' outcomes of that cell are the ones it names. What environments hold (their versions)
-comes from the record through the reading the model uses (``row_versions``). It returns the
-contradictions, one line each: none means the report says nothing the record does not.
+``check`` takes the model the pages and compat.md are rendered from (``site.model.Site``) and
+the results, and checks each claim by its meaning, not by calling the code that made it:
+"affected: torch 2.0.1, 2.1.2" holds when the documented failure reproduced in an environment
+of each of those versions and of no other. It returns the contradictions, one line each.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from harness.core.results import CellResult, Outcome, counted
 from harness.records.bisects import probe_result, read_bisects, reports_dir_of, sentence
@@ -27,19 +22,23 @@ from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.report.build import prepare
 from harness.report.data import Report
-from harness.report.site.model import PROBES, FailureTable, Grid, Header, Site, row_versions
-from harness.report.site.suites import SESSION, SuiteTable
-from harness.report.site.versions import version_sort_key
+from harness.report.site.model import (
+    GRID_KIND,
+    PROBES,
+    FailureTable,
+    Grid,
+    Header,
+    Site,
+    group,
+    row_versions,
+    version_list,
+)
+from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable
+from harness.report.site.suites import word as claim_word
+from harness.report.site.versions import combinations, version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
-K = TypeVar("K")
 
-#: What a probe's outcome says of its capability in the grid (the rest say nothing).
-_GRID = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL: "failed",
-         Outcome.ERROR: "failed", Outcome.CRASH: "failed", Outcome.TIMEOUT: "failed",
-         Outcome.FLAKY: "failed"}
-_MORE = re.compile(r" and (\d+) more \(the table lists them\)$")
-_PYTEST_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 def check(site: Site, results: Sequence[CellResult],
@@ -48,10 +47,10 @@ def check(site: Site, results: Sequence[CellResult],
           reports_dir: Path | None = None) -> list[str]:
     """Contradictions between the report's model and the results it reports; ``previous``:
     the run "what changed" is since (its results), ``moved``: the keys a bump replaced."""
-    by_env = _group(results, lambda r: r.environment)
+    by_env = group(results, lambda r: r.environment)
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
     broken = {env for env, rs in by_env.items() if _unbuilt(rs)}
-    by_case = _group(results, lambda r: r.case_id)
+    by_case = group(results, lambda r: r.case_id)
     suites = ({str(m.get("case")) for m in cases.values() if m.get("suite")}
               | {r.case_id for r in results if r.parent or r.variant == SESSION})
     problems = _header(site.header, results)
@@ -88,14 +87,6 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
     """``check_report`` of the report ``harness report`` wrote of ``stores`` into
     ``report_dir``, against ``previous`` for what changed."""
     return check_report(prepare(stores, report_dir, previous=previous))
-
-
-def _group(results: Iterable[CellResult], key: Callable[[CellResult], K]
-           ) -> dict[K, list[CellResult]]:
-    out: dict[K, list[CellResult]] = defaultdict(list)
-    for r in results:
-        out[key(r)].append(r)
-    return out
 
 
 def _unbuilt(results: Sequence[CellResult]) -> bool:
@@ -161,28 +152,10 @@ def _table(table: FailureTable, results: Sequence[CellResult], versions: Version
     return problems
 
 
-def _values(text: str, tested: Iterable[str]) -> tuple[set[str], int]:
-    """A verdict's list of versions, ranges expanded over ``tested``; with the count of those
-    it left out (``... and 3 more``)."""
-    more = _MORE.search(text)
-    order = sorted(set(tested), key=version_sort_key)
-    found: set[str] = set()
-    for piece in filter(None, _MORE.sub("", text).split(", ")):
-        first, _, last = piece.partition("–")
-        if last and first in order and last in order:
-            found.update(order[order.index(first):order.index(last) + 1])
-        else:
-            found.add(piece)
-    return found, int(more[1]) if more else 0
-
-
-def _says(where: str, text: str, tested: Iterable[str], want: set[str]) -> list[str]:
-    said, hidden = _values(text, tested)
-    if (said <= want and len(said) + hidden == len(want)) if hidden else said == want:
-        return []
-    return [f"{where}: says {sorted(said, key=version_sort_key)}"
-            + (f" and {hidden} more" if hidden else "")
-            + f"; the record: {sorted(want, key=version_sort_key)}"]
+def _says(where: str, text: str, tested: Iterable[str] | None, want: set[str]) -> list[str]:
+    """``text`` is the record's ``want`` as a verdict lists versions (ranges over ``tested``)."""
+    shown = version_list(want, tested)
+    return [] if text == shown else [f"{where}: says {text!r}; the record: {shown!r}"]
 
 
 def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versions,
@@ -198,13 +171,13 @@ def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versi
              if m.get("case") == table.case and m.get("signatures")}
     repro |= {r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
     affected, clean = set(), set()
-    for env, rs in _group(ran, lambda r: r.environment).items():
+    for env, rs in group(ran, lambda r: r.environment).items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
             affected.add(value[env])
         elif reps and all(r.outcome is Outcome.PASS for r in reps):
             clean.add(value[env])
-    tested, name = set(value.values()), f"{key} " if key else ""
+    tested, name = (set(value.values()), f"{key} ") if key else (None, "")
     problems: list[str] = []
     for part in table.verdict:
         word, _, text = part.partition(": ")
@@ -259,7 +232,7 @@ def _bisected(where: str, case: str, part: str, reports_dir: Path | None) -> lis
 
 
 def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping[str, str],
-                tested: set[str], name: str) -> list[str]:
+                tested: set[str] | None, name: str) -> list[str]:
     """``<variant> works on ...; fails on ...``, ``... on every tested version`` or
     ``<variant>: not run (...)``."""
     # A variant's name may hold anything (a parametrized id): match the names the record has.
@@ -287,21 +260,6 @@ def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping
             + _says(f"{where} '{variant} fails on'", fails, tested, bad))
 
 
-def _combos(shown: Iterable[str], packages: Sequence[str]) -> set[tuple[str, ...]]:
-    """A grid cell's combinations: ``2.0.1`` (one package) or ``torch 2.0.1, 2.2.2 with
-    numpy 2.4.6`` (the first package's versions with the rest's)."""
-    if len(packages) == 1:
-        return {(v,) for v in shown}
-    found = set()
-    for group in shown:
-        head, _, tail = group.partition(" with ")
-        words = tail.split(" ")
-        rest = tuple(words[i + 1] for i in range(0, len(words), 2))
-        found |= {(first, *rest)
-                  for first in head.removeprefix(f"{packages[0]} ").split(", ")}
-    return found
-
-
 def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
           cases: Mapping[str, Mapping[str, Any]], reports_dir: Path | None) -> list[str]:
     """Each probe's cell names the version combinations (of the packages the probe declares)
@@ -313,7 +271,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
         f"grid: columns {list(grid.hardware)}; probes ran on {hardware}"]
     problems += _same_set("grid: rows", [v for v, _, _ in grid.rows],
                           {r.variant for r in results})
-    at = _group(results, lambda r: (r.variant, r.hardware_target))
+    at = group(results, lambda r: (r.variant, r.hardware_target))
     for variant, about, cells in grid.rows:
         requires = (cases.get(f"{PROBES}::{variant}") or {}).get("requires") or ()
         named = list(dict.fromkeys(p for req in requires for p in req.get("packages") or {}))
@@ -324,16 +282,17 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
         for hw in hardware:
             want: dict[str, set[tuple[str, ...]]] = defaultdict(set)
             for r in at.get((variant, hw), []):
-                if r.outcome in _GRID:
-                    want[_GRID[r.outcome]].add(
+                if r.outcome in GRID_KIND:
+                    want[GRID_KIND[r.outcome]].add(
                         tuple(versions[r.environment].get(p, "—") for p in packages))
             cell = cells.get(hw)
-            said = {} if cell is None else {word: _combos(found, packages) for word, found in (
+            said = {} if cell is None else {word: found for word, found in (
                 ("works", cell.works), ("missing", cell.missing), ("failed", cell.failed))
                 if found}
-            if said != want:
-                problems.append(f"grid {variant} @{hw}: says {said}; the record: {dict(want)}")
-            silent = sum(r.outcome not in _GRID for r in at.get((variant, hw), []))
+            shown = {word: combinations(found, packages) for word, found in want.items()}
+            if said != shown:  # the record's combinations, as a reader takes them in
+                problems.append(f"grid {variant} @{hw}: says {said}; the record: {shown}")
+            silent = sum(r.outcome not in GRID_KIND for r in at.get((variant, hw), []))
             if cell is not None and cell.untested != silent:
                 problems.append(f"grid {variant} @{hw}: untested ({cell.untested}); the record "
                                 f"has {silent} cells that said nothing")
@@ -344,11 +303,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
 
 def _word(result: CellResult | None) -> str:
     """What a claim calls a test's outcome in one column (None: not collected there)."""
-    if result is None:
-        return "not collected"
-    if result.outcome.failed or result.outcome is Outcome.MISSING:
-        return "fails"
-    return "skipped" if result.outcome is Outcome.SKIP else "passes"
+    return claim_word(result.outcome if result is not None else None)
 
 
 def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions) -> list[str]:
@@ -377,10 +332,10 @@ def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions)
         recorded = Counter(str(r.details.get("pytest") or "") for r in tests
                            if r.parent and (r.environment, r.hardware_target) == key)
         said = dict(totals.counts)
-        for word in _PYTEST_WORDS:
-            if said.get(word, 0) != recorded.get(word, 0):
-                problems.append(f"{where} {totals.column.name}: says {said.get(word, 0)} {word}; "
-                                f"the record has {recorded.get(word, 0)}")
+        for w in PYTEST_WORDS:
+            if said.get(w, 0) != recorded.get(w, 0):
+                problems.append(f"{where} {totals.column.name}: says {said.get(w, 0)} {w}; "
+                                f"the record has {recorded.get(w, 0)}")
     by_test: dict[str, dict[tuple[str, str], CellResult]] = defaultdict(dict)
     for r in tests:
         by_test[r.variant][(r.environment, r.hardware_target)] = r

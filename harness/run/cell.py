@@ -1,10 +1,7 @@
-"""One cell, start to finish, on the machine that runs it: realize, launch, wait, classify.
+"""Cells, start to finish, on the machine that runs them: realize, launch, wait, classify.
 
-``run_cell`` blocks, and returns everything the driver records (result, log, events, the
-environment's fingerprint) instead of leaving it on a disk the driver may not share. This
-module watches the process (its events file, its deadline, its exit) and describes how each
-cell ended; ``run.classify`` says what that makes the outcome (a hang TIMEOUT, a death CRASH,
-a machine that failed an ``infra`` ERROR for the driver to retry, never the case's CRASH).
+What the driver records (result, log, events, fingerprint) is returned, not left on a disk it
+may not share; how each cell ended is described here and ``run.classify`` names the outcome.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -54,65 +51,49 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
                node: str | None = None, run_id: str = "", attempt: int = 1,
                scratch_root: Path | None = None, workers: int = 1,
                queue: CellQueue | None = None) -> Iterator[CellRun]:
-    """Run cells of one environment and one hardware target in as few pytest processes as
-    they allow, yielding each cell's run as it ends (within a second; in an environment built
-    for them, once its check has ended too). A test suite's session yields each of its tests'
-    runs (``result.parent`` names the session, not a planned cell) before its own.
-
-    One process runs them all; after a crash or a timeout, a fresh one starts at the next
-    cell not yet run (PyTorch's ``run_test --sc``), so one bad cell costs only itself. Every
-    cell has the environment's timeout from its own start. ``workers``: the CPU slots held, for
-    a suite's pytest-xdist workers. ``queue``: ``cells`` are shared with other calls (threads),
-    each process of each running the next cell none has claimed (``run.queue``); this call
-    yields only the cells it ran or settled. Raises only ``Cancelled``."""
+    """Run cells of one environment and hardware target in as few pytest processes as they
+    allow (after a crash or a timeout a fresh one starts at the next cell), yielding each
+    cell's run as it ends (in a new environment, once its check has ended too); a suite's
+    session yields its tests' runs before its own. ``workers``: CPU slots for a suite's xdist
+    workers. ``queue``: the cells are drawn with other calls (``run.queue``); this call yields
+    the cells it ran or settled. Raises only ``Cancelled``."""
     drawer = queue.drawer() if queue is not None else None
+    place: dict[str, Any] = {"run_id": run_id, "attempt": attempt,
+                             "node": node or socket.gethostname(), "gpu": gpu}
     try:
-        yield from _batch(cells, backend, gpu, cases_dir, envs, guard, node, run_id, attempt,
-                          scratch_root, workers, drawer)
+        realized = (envs or EnvCache()).realize(cells[0], backend)
+        suite = cells[0].case.suite is not None  # a test suite's session: always alone
+        if suite:  # its tests are recorded as they end: check first
+            realized = settled(realized)
+        if realized.env is None:
+            yield from _not_realized(_ours(cells, drawer)(), realized, place)
+        elif suite:
+            yield from _built_once(iter_session(
+                cells[0], realized.env, backend, gpu, guard=guard, place=place,
+                scratch_root=scratch_root, workers=workers), realized.built)
+        elif realized.checking is None:  # (no run is None without a check)
+            yield from _built_once(filter(None, _processes(
+                cells, realized.env, backend, gpu, cases_dir, guard, place, scratch_root, None,
+                drawer)), realized.built)
+        else:
+            yield from _once_checked(_processes(
+                cells, realized.env, backend, gpu, cases_dir, guard, place, scratch_root,
+                realized.checking, drawer), realized, _ours(cells, drawer), place, guard)
     finally:
         if drawer is not None:
             drawer.leave()
 
 
-def _batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, cases_dir: Path,
-           envs: EnvCache | None, guard: ProcessGuard | None, node: str | None, run_id: str,
-           attempt: int, scratch_root: Path | None, workers: int, drawer: Drawer | None
-           ) -> Iterator[CellRun]:
-    node = node or socket.gethostname()
-    place: dict[str, Any] = {"run_id": run_id, "attempt": attempt, "node": node, "gpu": gpu}
-    realized = (envs or EnvCache()).realize(cells[0], backend)
-    if cells[0].case.suite is not None:
-        # A suite's session yields its tests as they end, each recorded at once: it starts
-        # once its environment is checked.
-        realized = settled(realized)
-    env = realized.env
-    if env is None:
-        yield from _not_realized(_ours(cells, drawer)(), realized, place)
-        return
-    if cells[0].case.suite is not None:  # a test suite's session: always alone
-        built = realized.built  # said with its first test: the driver says it was built then
-        for run in iter_session(cells[0], env, backend, gpu, guard=guard, place=place,
-                                scratch_root=scratch_root, workers=workers):
-            yield replace(run, env_built=built)
-            built = False
-        return
-    checking = realized.checking
-    runs = _processes(cells, env, backend, gpu, cases_dir, guard, place, scratch_root,
-                      checking, drawer)
-    if checking is None:
-        built = realized.built
-        for each in runs:
-            if each is not None:  # (never None without a check)
-                yield replace(each, env_built=built)
-                built = False  # the build is reported once, with the first cell
-        return
-    yield from _once_checked(runs, realized, _ours(cells, drawer), place, guard)
+def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
+    """``runs``, the first of which says whether the environment was built for them."""
+    for run in runs:
+        yield replace(run, env_built=built)
+        built = False
 
 
 def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> Callable[[], list[Cell]]:
-    """The cells this call settles when none can run (a broken environment): all of them;
-    with a queue, those no other drawer has claimed, claimed when asked (a batch whose
-    environment is fine leaves them to be drawn)."""
+    """The cells this call settles when none can run (a broken environment): all of them, or
+    with a queue those no other drawer has claimed, claimed when asked."""
     return lambda: list(cells) if drawer is None else drawer.take_open()
 
 
@@ -125,12 +106,9 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
                cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
                scratch_root: Path | None, checking: Future[Environment] | None,
                drawer: Drawer | None = None) -> Generator[CellRun | None, None, None]:
-    """As few pytest processes as ``cells`` allow: after a crash or a timeout, a fresh one
-    starts at the next cell not yet run (with a queue: not yet claimed; what the process
-    claimed and never reached goes back first). With a check running beside them
-    (``checking``): None once a second after it ended well, so that whoever holds results for
-    it lets them go then; none starts, and the running one is stopped, once it found the
-    environment broken."""
+    """As few pytest processes as ``cells`` allow, each starting at the next cell not yet run
+    (or claimed). With a check beside them (``checking``): None each second after it ended
+    well, so held results go; none starts, and the running one stops, once it broke."""
     remaining = list(cells) if drawer is None else drawer.open()
     while remaining and not _broken(checking):
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
@@ -158,12 +136,9 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
                   ours: Callable[[], list[Cell]], place: dict[str, Any], guard: ProcessGuard | None
                   ) -> Iterator[CellRun]:
-    """``runs`` of a new environment whose check (its imports, its fingerprint) runs beside
-    them: each held until the check ends (let go within a second of its end), then given the
-    checked environment's fingerprint; if the check breaks the environment, every cell of
-    the batch is its ERROR instead, as when the check ran first (a process still running is
-    killed). What ended before a Ctrl-C that came while the check ran is not recorded (before
-    the check ran beside them, those cells would not have started)."""
+    """``runs`` of a new environment, held until its check ends, then given its fingerprint;
+    if the check breaks the environment, every cell of the batch is its ERROR instead. A
+    Ctrl-C while the check runs records nothing held."""
     held: list[CellRun] = []
     with contextlib.closing(runs):
         for run in runs:
@@ -189,10 +164,9 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
 def _checked(runs: list[CellRun], realized: Realized) -> Iterator[CellRun]:
     env = realized.env
     assert env is not None
-    for run in runs:
-        yield replace(run, result=replace(run.result, fingerprint=env.summary),
-                      fingerprint=env.fingerprint, env_built=realized.built)
-        realized = replace(realized, built=False)  # reported once, with the first cell
+    yield from _built_once((replace(run, result=replace(run.result, fingerprint=env.summary),
+                                    fingerprint=env.fingerprint) for run in runs),
+                           realized.built)
 
 
 def _not_realized(cells: Sequence[Cell], realized: Realized,
@@ -207,19 +181,15 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                  cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
                  place: dict[str, Any], checking: Future[Environment] | None,
                  drawer: Drawer | None = None) -> Iterator[CellRun | None]:
-    """One pytest process over ``cells``: yields each cell that it settles. A cell it did not
-    reach (the process crashed or hung on an earlier one) is not yielded, unless the process
-    reached none at all: then every cell is settled, so the caller always progresses. With a
-    check beside it (``checking``): None each second after the check ended well; killed,
-    yielding nothing more, once it found the environment broken (its results would not
-    count). With a queue (``drawer``): ``cells`` are the ones open when it starts; it runs
-    those it claims and settles only cells its drawer holds; a process that cannot start or
-    reaches no case settles what ``Drawer.give_up`` says, and its task stops; a case that it
-    was asked for and pytest did not collect is settled as never started."""
+    """One pytest process over ``cells``, yielding each cell it settles; one it did not reach
+    is not, unless it reached none (then all are, so the caller progresses). ``checking``: as
+    ``_processes``. ``drawer``: it runs the cells it claims; one that cannot start or reaches
+    no case settles what ``Drawer.give_up`` says; one asked for and not collected, as never
+    started."""
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
-    # Cells of a batch share the process's log; each result points at the same file. A
-    # process drawing from a queue: named after the first cell it settles (no other's is).
+    # Cells of a batch share the process's log; drawing from a queue, it is named after the
+    # first cell it settles.
     log_name: str | None = (cells[0].cell_id if len(cells) == 1 and drawer is None
                             else f"{cells[0].cell_id}-batch" if drawer is None else None)
     variables = cell_variables(cells[0], gpu, place["node"])

@@ -1,12 +1,8 @@
 """The one place where how a cell ended becomes its outcome: a table, first matching row wins.
 
-Whoever watches a cell (the batch's process supervision in ``run.cell``, the driver loop in
-``run.dispatch``, a merge that finds a shard never reported, a run on a machine without the
-cell's GPU) describes the ending as an ``Ending`` and asks ``classify``; nobody else picks an
-``Outcome``. The in-environment plugin reports PASS, REPRODUCED, FAIL, SKIP or ERROR for a case
-that ran to its end; what only the parent sees (a hang, a process that died, a machine that
-failed) is decided here. An ``infra`` result is the machine's fault, not the case's: the
-driver runs it again (``next_try``), and it never counts as the case's CRASH.
+Whoever watches a cell describes its ending as an ``Ending`` and asks ``classify``; nobody else
+picks an ``Outcome``. An ``infra`` result is the machine's fault, not the case's: the driver
+runs it again (``next_try``), and it never counts as the case's CRASH.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Progress with counts per outcome: a live bar on a terminal, one line per cell elsewhere.
 
-A suite's session speaks as pytest does, on a terminal and off it: a running count of its
-tests while it runs (every ``EVERY`` seconds off a terminal), and at its end its environment's
-line (``host: 7780 passed, 111 skipped in 41.20s``); the bar counts tests in pytest's words.
-
-Cells that were never run (NOT_RUN: no GPU of their kind here) say one line per environment,
-hardware target and reason, with their count: a CPU machine's run of the default matrix
-printed 1,873 lines that said the same. ``verbose`` prints every cell; the record and the
-report keep every cell either way."""
+A suite's session speaks as pytest does: a running count of its tests, and at its end its
+environment's line (``host: 7780 passed, 111 skipped in 41.20s``). Cells never run (no GPU of
+their kind here) say one line per environment, hardware target and reason, with their count,
+unless ``verbose``."""
 
 from __future__ import annotations
 
@@ -82,8 +78,7 @@ class RunProgress:
                  tb: TracebackType | None) -> None:
         self.flush()
         if self.tests:  # the suites' tests together, as pytest would count them
-            self.console.print(f"tests: {pytest_words(self.tests)}", markup=False,
-                               soft_wrap=True)
+            self.note(f"tests: {pytest_words(self.tests)}")
         if self.bar is not None:
             self.bar.__exit__(et, ev, tb)
 
@@ -107,22 +102,19 @@ class RunProgress:
         session = result.details.get("suite")
         if self.bar is not None and self.task is not None:
             self.bar.update(self.task, advance=1, description=self._description())
-            if session is not None:
-                self.console.print(self._ended(result), markup=False, soft_wrap=True)
-        elif session is not None:
-            self.flush()
-            self.console.print(self._ended(result), markup=False, soft_wrap=True)
+        if session is not None:
+            self.note(self._ended(result))
+        elif self.bar is not None:
+            return
         elif result.outcome is Outcome.NOT_RUN and not self.verbose:
             key = (result.environment, result.hardware_target,
                    result.reason.splitlines()[0][:100] if result.reason else "")
             self.held[key] = self.held.get(key, 0) + 1
         else:
-            self.flush()
-            done = sum(self.counts.values())
             reason = f"  {result.reason.splitlines()[0][:100]}" if result.reason else ""
-            self.console.print(f"[{done}/{self.total}] {result.outcome:<10} {result.environment}"
-                               f" {result.case_id}::{result.variant} @{result.hardware_target}"
-                               f"{reason}", markup=False, soft_wrap=True)
+            self.note(f"[{sum(self.counts.values())}/{self.total}] {result.outcome:<10} "
+                      f"{result.environment} {result.case_id}::{result.variant} "
+                      f"@{result.hardware_target}{reason}")
 
     def _test(self, result: CellResult) -> None:
         """A suite's test ended: counted in its session's running count."""
@@ -136,11 +128,9 @@ class RunProgress:
         now = time.monotonic()
         if now - self.said_at.get(result.parent or "", -self.every) >= self.every:
             self.said_at[result.parent or ""] = now
-            self.flush()
             n = running.total()
-            self.console.print(f"{result.environment}: {n} test{'s' if n > 1 else ''} so far "
-                               f"({pytest_words(running)})  {result.case_id} "
-                               f"@{result.hardware_target}", markup=False, soft_wrap=True)
+            self.note(f"{result.environment}: {n} test{'s' if n > 1 else ''} so far "
+                      f"({pytest_words(running)})  {result.case_id} @{result.hardware_target}")
 
     def _ended(self, result: CellResult) -> str:
         """A session's end, as pytest's summary line says it, then its suite and target."""

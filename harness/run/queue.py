@@ -1,14 +1,10 @@
 """One queue of cells that several pytest processes draw from, the next cell each time one
-frees up (pytest-xdist's ``load`` scheduling, across processes the harness supervises).
+frees up (pytest-xdist's ``load`` scheduling): every slot stays busy until it is empty.
 
-Before a first run nothing says how long a cell takes: cut into fixed batches, one slot ends
-with the long cells while the others sit idle. Drawn from a queue, every slot stays busy until
-the queue is empty. The queue is a folder of claim files, one per cell (each a hard link to a
-file holding its drawer's token: one process wins each, and none is seen without its token),
-made by the in-environment plugin as it takes a cell and by the harness when it settles cells
-no process can run (a broken environment, a process that could not start). The token tells
-whoever drew a cell after its process is gone: what it drew and never reached goes back. The
-folder is on the machine that runs the cells; a container mounts it where the harness has it.
+The queue is a folder of claim files, one per cell, each a hard link to a file holding its
+drawer's token (one process wins each; none is seen without its token), made by the plugin as
+it takes a cell and by the harness when it settles cells none can run. The token says what a
+gone process drew and never reached: that goes back.
 """
 
 from __future__ import annotations
@@ -101,11 +97,9 @@ class Drawer:
         return self.claimed()
 
     def give_up(self) -> list[Cell]:
-        """A process of this task ran no case (it could not start, or ended first): the
-        cells to settle with its failure, after which the task stops. Those it claimed, or
-        else one still open (so that the failure is shown and every task progresses); the
-        others stay for the tasks still drawing, each of which may be well. The last task
-        to stop takes every cell still open: no one else will."""
+        """A process of this task ran no case: the cells to settle with its failure, after
+        which the task stops. Those it claimed, or else one still open (so the failure shows);
+        the last task to stop takes every cell still open."""
         mine = self.held()
         if self.leave():
             self.take_open()

@@ -94,15 +94,9 @@ class Scheduler:
             del self.slot_to_task[other]
         return task
 
-
-
     def drain(self) -> list[Task]:
         """Forget every pending task (shutting down); the caller cancels their futures (of
         a queue, once none of its tasks runs)."""
         tasks = list(self.pending)
         self.pending.clear()
         return tasks
-
-    @property
-    def idle(self) -> bool:
-        return not self.pending and not self.slot_to_task

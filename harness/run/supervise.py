@@ -81,8 +81,8 @@ def settled(realized: Realized) -> Realized:
     the error that breaks it."""
     if realized.checking is None:
         return realized
-    # Waits; never raises what the check raised (each raise would lengthen its traceback,
-    # shared by every batch that asks).
+    # Waits; never raises what the check raised (each raise would lengthen its shared
+    # traceback).
     failure = realized.checking.exception()
     if failure is None:
         return Realized(realized.checking.result(), built=realized.built)

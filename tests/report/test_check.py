@@ -100,7 +100,7 @@ def test_a_model_changed_to_contradict_its_record_is_caught(tmp_path: Path) -> N
     assert mk.verdict[0] == "affected: torch 2.0.1, 2.1.2"
     verdict = replace(mk, verdict=("affected: torch 2.0.1", *mk.verdict[1:]))
     assert problems_of(report, replace(site, failures=(verdict,))) == [
-        "mk verdict 'affected': says ['2.0.1']; the record: ['2.0.1', '2.1.2']"]
+        "mk verdict 'affected': says '2.0.1'; the record: '2.0.1, 2.1.2'"]
 
     counts = replace(site.header, counts=tuple((o, n + (o == "PASS"))
                                                for o, n in site.header.counts))

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import re
-import tempfile
 from pathlib import Path
 
-import jinja2
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,36 +78,3 @@ def test_badges_are_written_as_the_template_wrote_them(cells: list[list[Badge]])
         assert str(badges(one, made)) == template.render(cell=one)
     assert "<script" not in str(badges([Badge(variant="<script>", outcome=Outcome.FAIL,
                                               reason="<script>", log='"><script>')]))
-
-
-def test_templates_are_compiled_once_per_machine_or_each_time_where_it_cannot_keep_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compiled templates are kept in the harness's cache and read back; the pages are
-    the same bytes compiled anew, from the cache, and where the cache cannot be written."""
-    names = ["t-2.0.0", "t-2.1.0"]
-    results = [cell(n, "repro", Outcome.REPRODUCED) for n in names]
-    site = build_site(results, envs(*names), CASES, [{"run_id": "r", "created": 0}], {})
-    pages = {}
-    (tmp_path / "file").write_text("not a folder")
-    (tmp_path / "full-cache" / "templates").mkdir(parents=True)
-    for tag, cache in (("fresh", tmp_path / "cache"), ("cached", tmp_path / "cache"),
-                       ("no folder", tmp_path / "file"), ("full", tmp_path / "full-cache")):
-        monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
-        out = tmp_path / tag
-        with monkeypatch.context() as patch:
-            if tag == "cached":  # read back, not compiled again
-                patch.setattr(jinja2.Environment, "compile", lambda *a, **k: pytest.fail(
-                    "a template was compiled again"))
-            if tag == "full":  # a disk full, a read-only cache: nothing kept, nothing lost
-                patch.setattr(tempfile, "NamedTemporaryFile", _full)
-            render_site(site, out, [], [])
-        pages[tag] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
-        if tag == "fresh":
-            kept = sorted((cache / "templates").iterdir())
-            assert kept and all(p.name.endswith(".cache") for p in kept)
-    assert pages["fresh"] == pages["cached"] == pages["no folder"] == pages["full"]
-    assert not list((tmp_path / "full-cache" / "templates").iterdir())
-
-
-def _full(*args: object, **kwargs: object) -> None:
-    raise OSError(28, "No space left on device")

@@ -26,8 +26,7 @@ def write_png(path: Path, rows: Sequence[Sequence[Outcome | None]], *, scale: in
     """Write the grid (rows of outcomes; None: no such cell) and return its width in pixels."""
     width = max((len(r) for r in rows), default=1) or 1
     height = max(len(rows), 1)
-    # Each square's pixels made once per outcome, a row's joined in C (a fleet's grid: a
-    # Python step per square was most of the picture's time).
+    # Each square's pixels made once per outcome, a row's joined at once.
     pixels: dict[Outcome | None, bytes] = {o: bytes(c) * scale for o, c in COLOURS.items()}
     pixels[None] = bytes(EMPTY) * scale
     raw = bytearray()

@@ -10,10 +10,10 @@ same results give the same page.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -26,6 +26,8 @@ from harness.report.site.versions import PRIORITY, combinations, version_sort_ke
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
+K = TypeVar("K")
+R = TypeVar("R", bound=ResultLike)
 SHORT = {Outcome.PASS: "PASS", Outcome.REPRODUCED: "REPRO", Outcome.FAIL: "FAIL",
          Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR", Outcome.TIMEOUT: "TIMEOUT",
          Outcome.CRASH: "CRASH", Outcome.NOT_RUN: "not run", Outcome.MISSING: "MISSING",
@@ -149,6 +151,14 @@ class Site:
     suites: tuple[SuiteTable, ...] = ()  # one per test suite
 
 
+def group(results: Iterable[R], key: Callable[[R], K]) -> dict[K, list[R]]:
+    """``results`` by ``key``, each group in their order."""
+    out: dict[K, list[R]] = defaultdict(list)
+    for r in results:
+        out[key(r)].append(r)
+    return out
+
+
 def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
     """What the environment asked for: ``torch==2.0.1`` -> 2.0.1, ``numpy<2`` -> <2."""
     out: dict[str, str] = {}
@@ -196,14 +206,10 @@ def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
                since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None,
                damaged: int = 0) -> Site:
-    by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:
-        by_env[r.environment].append(r)
+    by_env = group(results, lambda r: r.environment)
     broken = {env: why for env, rs in by_env.items() if (why := _unbuildable(rs))}
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
-    by_case: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:
-        by_case[r.case_id].append(r)
+    by_case = group(results, lambda r: r.case_id)
     suites = suite_names(results, cases)
     failures = tuple(_failure_table(c, rs, versions, cases, broken, links,
                                     (bisects or {}).get(c, ()))
@@ -225,8 +231,7 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     tried = {r.hardware_target for r in ran}
     tested = tuple(h for h in targets if h in tried)
-    # Each (node, machine description) once: a fleet's cells share a few dozen machines
-    # (one object each, from shared.jsonl), and a line built per cell was a second.
+    # Each (node, machine description) once: many cells share one machine's object.
     seen = {(r.node, id(r.hardware)): r.hardware for r in ran if r.hardware}
     machines = set()
     for (node, _), hw in seen.items():
@@ -235,9 +240,7 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
                      + (f", {gpus}" if gpus else ", no GPU"))
     created = min((float(m.get("created") or 0) for m in meta), default=0.0)
     results = counted(results)
-    counts: dict[str, int] = defaultdict(int)
-    for r in results:
-        counts[str(r.outcome)] += 1
+    counts = Counter(str(r.outcome) for r in results)
     return Header(
         run_ids=tuple(str(m.get("run_id")) for m in meta),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "",
@@ -251,10 +254,6 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
                                  for k, v in (m.get("set") or {}).items())))
 
 
-def _repro_variants(case: str, cases: Mapping[str, Mapping[str, Any]]) -> set[str]:
-    return {m["variant"] for m in cases.values() if m.get("case") == case and m.get("signatures")}
-
-
 def _failure_table(case: str, results: Sequence[ResultLike],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
@@ -264,11 +263,10 @@ def _failure_table(case: str, results: Sequence[ResultLike],
     meta = next((m for m in cases.values() if m.get("case") == case), {})
     # A variant that reproduces: declared so (its signatures), or seen doing it (records
     # made before case metadata was kept).
-    repro = _repro_variants(case, cases) | {
+    repro = {m["variant"] for m in cases.values() if m.get("case") == case
+             and m.get("signatures")} | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
-    by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:  # one pass: a fleet's matrix has thousands of environments
-        by_env[r.environment].append(r)
+    by_env = group(results, lambda r: r.environment)
     envs = list(by_env)
     ran_envs = [e for e in envs if e not in broken
                 and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
@@ -281,7 +279,7 @@ def _failure_table(case: str, results: Sequence[ResultLike],
     rows = []
     for env in ran_envs:
         cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
-        for r in sorted(by_env[env], key=lambda r: _variant_order(r.variant, repro)):
+        for r in sorted(by_env[env], key=lambda r: (r.variant not in repro, r.variant)):
             if r.hardware_target in cells:
                 cells[r.hardware_target].append(Badge(
                     variant=r.variant, outcome=r.outcome, reason=r.reason,
@@ -318,10 +316,6 @@ def plain(text: str) -> str:
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
 
 
-def _variant_order(variant: str, repro: set[str]) -> tuple[int, str]:
-    return (0 if variant in repro else 1, variant)
-
-
 def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
              ) -> tuple[str, ...]:
     """The packages whose version differs between the rows, most telling first: those the
@@ -346,11 +340,8 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     def value(env: str) -> str:
         return versions[env].get(key, "—") if key else env
 
-    by_env: dict[str, list[ResultLike]] = defaultdict(list)
-    by_variant: dict[str, list[ResultLike]] = defaultdict(list)
-    for r in results:  # one pass, not one more per workaround
-        by_env[r.environment].append(r)
-        by_variant[r.variant].append(r)
+    by_env = group(results, lambda r: r.environment)
+    by_variant = group(results, lambda r: r.variant)
     for env, rs in by_env.items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
@@ -360,12 +351,11 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     name = f"{key} " if key else ""
     tested = [value(env) for env in by_env] if key else None
     if affected:
-        parts.append(f"affected: {name}{_values(affected, tested)}")
+        parts.append(f"affected: {name}{version_list(affected, tested)}")
     if clean:
-        shown = _values(clean, tested)
+        shown = version_list(clean, tested)
         values = sorted(clean, key=version_sort_key)
-        # Every clean version above every affected one: the lowest clean above the highest
-        # affected (each key made once: hundreds of versions, pairwise, were a second).
+        # Every clean version above every affected one: the lowest clean above the highest.
         if affected and key and version_sort_key(values[0]) > max(
                 map(version_sort_key, affected)):
             shown = f"≥ {values[0]}"
@@ -383,11 +373,10 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
     return tuple(parts)
 
 
-def _values(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
+def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
     """``found`` in version order. Given the ``tested`` versions, three or more that follow one
     another there read as one range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest is
-    a count: a fleet tests hundreds of versions, and the verdict is a line (the table below
-    it lists every cell)."""
+    a count: the verdict is a line (the table below it lists every cell)."""
     picked = sorted(set(found), key=version_sort_key)
     if tested is None:
         return ", ".join(picked)
@@ -427,8 +416,8 @@ def _workaround(variant: str, results: Sequence[ResultLike],
     if not good:
         return f"{variant} fails on every tested version"
     name = f"{key} " if key else ""
-    return (f"{variant} works on {name}{_values(good, tested)}; "
-            f"fails on {_values(bad, tested)}{caveat}")
+    return (f"{variant} works on {name}{version_list(good, tested)}; "
+            f"fails on {version_list(bad, tested)}{caveat}")
 
 
 #: How a probe's outcome reads in the grid (the rest say nothing of the capability).
@@ -437,42 +426,26 @@ GRID_KIND = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL:
              Outcome.FLAKY: "failed"}
 
 
-def probe_packages(variant: str, cases: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
-    """The packages a probe declares it is about (``@requires(packages=...)``), torch first:
-    numpy's bridge depends on torch × numpy, TE's fp8 probe on TE; one that declares none is
-    about torch."""
-    meta = cases.get(f"{PROBES}::{variant}") or {}
-    named = dict.fromkeys(name for req in meta.get("requires") or ()
-                          for name in req.get("packages") or {})
-    return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
-
-
-def probe_combinations(results: Iterable[ResultLike], versions: Mapping[str, dict[str, str]],
-                       packages: Sequence[str]) -> dict[str, set[tuple[str, ...]]]:
-    """For each grid word (``GRID_KIND``), the version combinations of ``packages`` whose
-    environments had a result of that kind."""
-    kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
-    for r in results:
-        if r.outcome in GRID_KIND:
-            kinds[GRID_KIND[r.outcome]].add(
-                tuple(versions[r.environment].get(p, "—") for p in packages))
-    return kinds
-
-
 def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
-    groups: dict[tuple[str, str], list[ResultLike]] = defaultdict(list)
-    for r in results:
-        groups[(r.variant, r.hardware_target)].append(r)
+    groups = group(results, lambda r: (r.variant, r.hardware_target))
     rows = []
     for variant in sorted({r.variant for r in results}):
-        packages = probe_packages(variant, cases)
+        # The packages the probe declares it is about (``@requires(packages=...)``), torch
+        # first; one that declares none is about torch.
+        named = dict.fromkeys(name for req in (cases.get(f"{PROBES}::{variant}") or {}).get(
+            "requires") or () for name in req.get("packages") or {})
+        packages = tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])
-            kinds = probe_combinations(mine, versions, packages)
+            kinds: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+            for r in mine:  # each grid word's version combinations of ``packages``
+                if r.outcome in GRID_KIND:
+                    kinds[GRID_KIND[r.outcome]].add(
+                        tuple(versions[r.environment].get(p, "—") for p in packages))
             why = next((r.reason for r in mine if r.outcome in (Outcome.SKIP, Outcome.FAIL,
                                                                   Outcome.ERROR)), "")
             cells[h] = GridCell(works=combinations(kinds["works"], packages),

@@ -8,7 +8,6 @@ bytes.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import re
 import secrets
@@ -20,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 from markupsafe import Markup, escape
 
 from harness.core import jsonio
-from harness.core.paths import default_cache_dir
 from harness.core.results import Outcome
 from harness.report.site.heatmap import write_png
 from harness.report.site.model import Badge, FailureTable, Grid, Header, Site
-from harness.report.site.suites import SuiteTable
+from harness.report.site.suites import PYTEST_WORDS, SuiteTable
 
 if TYPE_CHECKING:
-    from jinja2 import Environment, FileSystemBytecodeCache
+    from jinja2 import Environment
 
     from harness.report.site.history_page import HistoryPage
 
@@ -50,50 +48,20 @@ def failure_page(slug: str, index: int) -> str:
 
 
 def _templates() -> Environment:
-    # Here, not at the top: the commands that only import this module on their way (merge
-    # --no-report, history, baseline) start 40 ms sooner without jinja2.
-    from jinja2 import (
-        Environment,
-        FileSystemBytecodeCache,
-        FileSystemLoader,
-        StrictUndefined,
-        select_autoescape,
-    )
+    # Imported here: the commands that only pass through this module do not load jinja2.
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                       autoescape=select_autoescape(["j2", "html"], default=True),
-                      undefined=StrictUndefined, trim_blocks=False, keep_trailing_newline=True,
-                      bytecode_cache=_compiled(FileSystemBytecodeCache))
+                      undefined=StrictUndefined, keep_trailing_newline=True)
     env.filters["code"] = inline_code
     return env
 
 
-def _compiled(base: type[FileSystemBytecodeCache]) -> FileSystemBytecodeCache | None:
-    """The templates compiled once per machine (jinja2 checks each against its source and
-    the interpreter), in the harness's cache: compiling them was a tenth of a fleet's pages.
-    None where that folder cannot be made: compiled each time, as before; one that cannot
-    be written to (full, read-only) costs nothing more than that either."""
-    folder = default_cache_dir() / "templates"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-
-    class Kept(base):  # type: ignore[valid-type,misc]
-        def dump_bytecode(self, bucket: Any) -> None:
-            with contextlib.suppress(OSError):
-                super().dump_bytecode(bucket)
-
-    return Kept(str(folder))
-
-
 def badges(cell: Sequence[Badge], made: dict[Any, Any] | None = None) -> Markup:
     """A failure table's cell: each variant's badge (its outcome; its reason and caveat in the
-    title; its log as the link), every value escaped. Python, not the template: a fleet's
-    pages hold 100,000 badges, and jinja's work per badge was a second of the report.
-    ``made``: what earlier badges escaped, kept across a report's pages (most badges share
-    their variant, outcome and reason with thousands of others, and a batch's cells their
-    log: escaping each anew was a third of the pages' time)."""
+    title; its log as the link), every value escaped; in Python, not the template, for speed.
+    ``made``: what earlier badges escaped, kept across a report's pages (most badges repeat)."""
     made = {} if made is None else made
     out = []
     for b in cell:
@@ -161,9 +129,8 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
         more_news=max(0, len(news) - 10), heatmap_width=width))
     put("probes.html", env.get_template("probes.html.j2").render(
         **common, g=site.grid or Grid(hardware=(), rows=())))
-    # The long table's data (20 MB at 100,000 cells) goes to the file as bytes, between the
-    # halves of the page rendered around a marker: not through the template and two string
-    # copies of it, which were a fifth of a fleet's report's memory.
+    # The long table's data goes to the file as bytes, between the halves of the page
+    # rendered around a marker: not through the template (two more copies in memory).
     mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
     head, tail = env.get_template("cells.html.j2").render(
         **common, columns=LONG_COLUMNS, data_json=Markup(mark)).split(mark)
@@ -176,8 +143,8 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     paths["cells.html"] = out_dir / "cells.html"
     failure = env.get_template("failure.html.j2")
     for f in site.failures:
-        # A fleet's table has thousands of rows: static pages of ROWS_PER_PAGE (a 30,000-badge
-        # page took a browser 12 s to open), the first under the name the index links to.
+        # Pages of ROWS_PER_PAGE rows (a browser is slow to open a long one), the first under
+        # the name the index links to.
         names = [failure_page(f.slug, i) for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
         for i, name in enumerate(names):
             put(name, failure.render(
@@ -185,7 +152,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
                 first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names))
     suite = env.get_template("suite.html.j2")
     for t in site.suites:
-        put(f"suite-{t.slug}.html", suite.render(**common, t=t, words=SUITE_WORDS,
+        put(f"suite-{t.slug}.html", suite.render(**common, t=t, words=PYTEST_WORDS,
                                                  same_words=_SAME))
     if history is not None:
         put("history.html", env.get_template("history.html.j2").render(**common, p=history))
@@ -195,7 +162,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
 
 def markdown(site: Site) -> Iterator[str]:
     """The same content for a README or GitHub Pages: header, verdicts, a table per failure;
-    line by line (a fleet's is 100,000 lines, written as they come)."""
+    line by line, written as they come."""
     yield from ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
     if site.since is not None:
         counts = Counter(c["class"] for c in site.changes)
@@ -250,15 +217,22 @@ def summary_text(site: Site) -> str:
     if site.since is not None and any("replaced" in c for c in site.changes):
         lines += _bump_changes(site)
     elif site.since is not None:
-        lines.append(f"## Changes since {site.since}: {len(site.changes)}")
-        for c in site.changes[:50]:  # diff_runs puts new failures first
-            versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
-            lines.append(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
-                         f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
-                         + (f" [{versions}]" if versions else ""))
-        if len(site.changes) > 50:
-            lines.append(f"- ... and {len(site.changes) - 50} more (compat.json lists them all)")
+        lines += [f"## Changes since {site.since}: {len(site.changes)}",
+                  *_change_lines(site.changes)]
     return "\n".join(lines) + "\n"
+
+
+def _change_lines(changes: Sequence[dict[str, Any]]) -> list[str]:
+    """The first 50 changes (diff_runs puts new failures first) with the versions that moved,
+    then how many more."""
+    lines = []
+    for c in changes[:50]:
+        versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
+        lines.append(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
+                     f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
+                     + (f" [{versions}]" if versions else ""))
+    more = [f"- ... and {len(changes) - 50} more (compat.json lists them all)"]
+    return lines + more if len(changes) > 50 else lines
 
 
 def _bump_changes(site: Site) -> list[str]:
@@ -275,14 +249,7 @@ def _bump_changes(site: Site) -> list[str]:
     lines = [f"## Changes since {site.since}: {_count(len(moved), 'outcome')} moved"]
     lines += [f"- replaced: {old} -> {new} ({_count(cells, 'cell')} compared, {kept} kept "
               "their outcome)" for (old, new), (cells, kept) in sorted(rows.items())]
-    for c in moved[:50]:
-        versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
-        lines.append(f"- {c['class']}: {c['environment']} {c['case']} @{c['hardware']}: "
-                     f"{c['before'] or '(none)'} -> {c['after'] or '(none)'}"
-                     + (f" [{versions}]" if versions else ""))
-    if len(moved) > 50:
-        lines.append(f"- ... and {len(moved) - 50} more (compat.json lists them all)")
-    return lines
+    return lines + _change_lines(moved)
 
 
 def _count(n: int, what: str) -> str:
@@ -316,11 +283,10 @@ def _failure_md(f: FailureTable) -> list[str]:
     for row in f.rows:
         cells = []
         for hw in f.hardware:
-            badges = [f"{b.variant}: {SYMBOLS[b.outcome]} {b.outcome}"
-                      + (" †" if b.caveat else "") for b in row.cells[hw]]
-            badges = [f"[{text}]({b.log})" if b.log else text
-                      for text, b in zip(badges, row.cells[hw], strict=True)]
-            cells.append("<br>".join(_cell(b) for b in badges))
+            texts = [(f"{b.variant}: {SYMBOLS[b.outcome]} {b.outcome}"
+                      + (" †" if b.caveat else ""), b.log) for b in row.cells[hw]]
+            cells.append("<br>".join(_cell(f"[{text}]({log})" if log else text)
+                                     for text, log in texts))
         lines.append(f"| {_cell(row.label)} (`{row.environment}`) | " + " | ".join(cells) + " |")
     caveats = sorted({(b.variant, b.caveat) for row in f.rows for bs in row.cells.values()
                       for b in bs if b.caveat})
@@ -333,15 +299,13 @@ def _failure_md(f: FailureTable) -> list[str]:
 
 
 _SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
-#: A suite's totals columns: pytest's own words, in the order its summary line uses.
-SUITE_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 def suite_md(t: SuiteTable) -> list[str]:
     """A test suite: its totals per environment, then the tests whose outcome differs, each
     with the versions that decide it."""
     lines = [f"## Suite {t.suite}: `{t.target}`", ""]
-    words = SUITE_WORDS
+    words = PYTEST_WORDS
     if t.totals:
         lines += ["| environment | result | " + " | ".join(words) + " | imported |",
                   "|---|---|" + "---|" * len(words) + "---|"]

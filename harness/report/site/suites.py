@@ -1,11 +1,7 @@
 """What the report says of a maintainer's own test suite, as plain data: per-environment totals,
-and the tests whose outcome differs across environments, each with the combination of
-versions that decides it. Tests with one outcome everywhere are counted, not drawn.
-
-A suite is not a documented failure: no verdict of "affected" versions, no failure page. Its
-claims are of one kind, checked by ``report.check``: "fails with numpy 2.4.6" holds when the
-test failed in every environment (and on every hardware target) that has numpy 2.4.6 and in
-no other.
+and the tests whose outcome differs across environments, each with the versions that decide
+it ("fails with numpy 2.4.6": in every environment with numpy 2.4.6 and in no other). Tests
+with one outcome everywhere are counted, not drawn.
 """
 
 from __future__ import annotations
@@ -24,6 +20,8 @@ from harness.report.site.versions import by_priority, combinations, version_sort
 WORDS = ("fails", "skipped", "not collected")
 SESSION = "(session)"  # the variant of a suite's own result (plan.suites)
 MAX_KEYS = 3  # a claim names at most this many packages; past it, the environments
+#: A suite's totals: pytest's own words, in the order its summary line uses.
+PYTEST_WORDS = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 
 def word(outcome: Outcome | None) -> str:
@@ -203,12 +201,10 @@ def _totals(session: ResultLike, column: Column, links: Mapping[str, str]) -> To
         f"{i.get('name')} {i.get('version') or ''} from {i.get('file')}".replace("  ", " ")
         for i in suite.get("imported") or ())
     failed_whole = session.outcome is Outcome.ERROR
+    known = {w: i for i, w in enumerate(PYTEST_WORDS)}
     return Totals(column=column, outcome=session.outcome,
                   counts=tuple(sorted(((str(k), int(v)) for k, v in counts.items()),
-                                      key=lambda kv: _COUNT_ORDER.get(kv[0], 99))),
+                                      key=lambda kv: known.get(kv[0], 99))),
                   reason=session.reason if failed_whole else "", imported=imported,
                   log=links.get(session.cell_id, ""))
 
-
-_COUNT_ORDER = {w: i for i, w in enumerate(("passed", "failed", "error", "skipped", "xfailed",
-                                            "xpassed"))}

@@ -22,7 +22,7 @@ def by_priority(names: Iterable[str]) -> list[str]:
                                         k))
 
 
-@functools.cache  # a fleet's report sorts by a few hundred versions, 100,000 times
+@functools.cache  # a report sorts by a few versions, once per cell
 def version_sort_key(value: str) -> tuple[int, Any]:
     try:
         return (0, Version(value.lstrip("=")))

@@ -1,19 +1,14 @@
 """Executors: where cells run. ``submit(cells) -> [Future[CellRun], ...]`` and nothing more.
 
-``cells`` is a batch: cells of one environment and hardware target that one pytest process
-may run one after the other (a batch of one is a cell alone); it takes one slot, and each
-cell's future resolves as that cell ends. ``local`` runs batches on this machine's slots;
-``ray`` runs each as a Ray task on a node with the right GPU. A future that raises
-``InfraError`` lost its machine (a Ray node died): the driver decides whether to retry.
-A test suite's session also sends each test's run as it ends, which is no planned cell's:
-those wait in ``partials()`` for the driver to record.
+``cells`` is a batch of one environment and hardware target, for one slot; each cell's future
+resolves as that cell ends, or raises ``InfraError`` when its machine was lost (the driver
+decides whether to retry). A suite's tests' runs, no planned cell's, wait in ``partials()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Future
-from queue import Empty, SimpleQueue
 from typing import Protocol
 
 from harness.core.results import CellRun
@@ -55,24 +50,6 @@ class Executor(Protocol):
 
     def shutdown(self, *, cancel: bool = False) -> None:
         """Wait for (or, with ``cancel``, kill) what runs, and release the machines."""
-
-
-class Partials:
-    """Where an executor's threads leave the runs of no planned cell, for the driver."""
-
-    def __init__(self) -> None:
-        self._queue: SimpleQueue[CellRun] = SimpleQueue()
-
-    def put(self, run: CellRun) -> None:
-        self._queue.put(run)
-
-    def take(self) -> list[CellRun]:
-        out: list[CellRun] = []
-        while True:
-            try:
-                out.append(self._queue.get_nowait())
-            except Empty:
-                return out
 
 
 EXECUTORS = ("local", "ray")

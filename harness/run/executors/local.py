@@ -1,16 +1,14 @@
 """The local executor: this machine's CPU slots and GPUs, one thread per busy slot.
 
-Each slot runs one cell at a time (never two cells on a GPU); a slot that frees up takes the
-next pending cell it fits. Nothing polls: a finished cell frees its slot from its own thread,
-and the driver waits on futures. A batch submitted with ``draws`` runs as that many tasks
-drawing its cells from one queue (``run.queue``): each cell's future is resolved by whichever
-task ran it.
+A slot that frees up takes the next pending batch it fits; nothing polls. A batch submitted
+with ``draws`` runs as that many tasks drawing its cells from one queue (``run.queue``).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,7 +19,6 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine
 from harness.run.cell import iter_batch
-from harness.run.executors import Partials
 from harness.run.queue import CellQueue
 from harness.run.scheduler import Scheduler, Slot, Task, make_slots
 from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
@@ -46,7 +43,7 @@ class LocalExecutor:
         self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
         self._drawing: dict[CellQueue, _Drawing] = {}
         self._backends: dict[str, Backend] = {}
-        self._partials = Partials()
+        self._partials: deque[CellRun] = deque()  # the runs of no planned cell
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -84,7 +81,8 @@ class LocalExecutor:
         return list(futures.values())
 
     def partials(self) -> list[CellRun]:
-        return self._partials.take()
+        # deque's append and popleft are atomic: the executor's threads add while this takes
+        return [self._partials.popleft() for _ in range(len(self._partials))]
 
     def shutdown(self, *, cancel: bool = False) -> None:
         if cancel:
@@ -142,7 +140,7 @@ class LocalExecutor:
                                   workers=width, queue=task.queue):
                 future = futures.get(run.result.cell_id)
                 if future is None:  # a suite's test: recorded as it ends, before its session
-                    self._partials.put(run)
+                    self._partials.append(run)
                 else:
                     future.set_result(run)  # the driver records it now
         except Cancelled:

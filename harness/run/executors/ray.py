@@ -1,15 +1,9 @@
-"""The Ray executor: each cell a Ray task on a node with the right kind of GPU.
+"""The Ray executor: each batch a Ray task on a node with the right kind of GPU.
 
-A GPU cell reserves ``num_gpus=1`` plus one unit of a custom resource named after its
-architecture (``{"sm_90": 1}``), so Ray places it on such a node and gives it a GPU of its own;
-a CPU cell reserves a CPU. Nodes declare their architectures when they start::
-
-    ray start --address HEAD:6379 --num-gpus 8 --resources '{"sm_90": 8}'
-
-(``harness doctor`` prints that line for its machine). On the node, the cell's environment is
-realized in the node's own cache (``HARNESS_CACHE_DIR`` there) and the cases are unpacked from
-the driver's copy, so nodes need the harness installed, not a shared filesystem. A task whose
-node or worker dies comes back as ``InfraError``: the driver requeues the cell.
+A GPU batch reserves ``num_gpus=1`` and one unit of a resource named after its architecture
+(``{"sm_90": 1}``; nodes declare theirs: ``ray start ... --resources '{"sm_90": 8}'``, as
+``harness doctor`` prints); a CPU batch a CPU. Nodes realize environments in their own cache
+and unpack the driver's cases: no shared filesystem. A lost task is an ``InfraError``.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ import os
 import re
 import tarfile
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -36,7 +30,6 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine, has_a_variant
 from harness.run.cell import iter_batch
-from harness.run.executors import Partials
 from harness.run.supervise import EnvCache
 
 ARCH = re.compile(r"sm_\d{2,3}")
@@ -110,15 +103,14 @@ class RayExecutor:
         self._remote = self.ray.remote(num_returns="streaming")(_run_on_node)
         self._lock = threading.Lock()
         self._live: dict[Any, dict[str, Future[CellRun]]] = {}  # generator -> its futures
-        self._partials = Partials()
+        self._partials: deque[CellRun] = deque()  # the runs of no planned cell
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._collect, name="ray-results", daemon=True)
         self._pump.start()
 
     @property
     def resources(self) -> dict[str, float]:
-        found: dict[str, float] = self.ray.cluster_resources()
-        return found
+        return dict(self.ray.cluster_resources())
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -147,9 +139,7 @@ class RayExecutor:
 
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
-        # ``draws`` is one: no queue is shared across machines (``queues`` is False), so the
-        # driver cuts fixed batches for Ray.
-        first = cells[0]
+        first = cells[0]  # (``draws`` is one: ``queues`` is False)
         if first.hardware == "cpu":
             options: dict[str, Any] = {"num_cpus": 1}
         else:  # the GPU is the slot; a CPU reservation would cap GPU cells at the node's cores
@@ -191,12 +181,13 @@ class RayExecutor:
             return
         future = futures.get(run.result.cell_id)
         if future is None:  # a suite's test: recorded as it ends, before its session
-            self._partials.put(run)
+            self._partials.append(run)
         else:
             future.set_result(run)
 
     def partials(self) -> list[CellRun]:
-        return self._partials.take()
+        # deque's append and popleft are atomic: the executor's threads add while this takes
+        return [self._partials.popleft() for _ in range(len(self._partials))]
 
     def _settle(self, generator: Any, exc: BaseException | None) -> None:
         """The batch ended: cells it did not report get the reason (a lost node)."""
