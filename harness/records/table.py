@@ -50,6 +50,7 @@ NAMES = tuple(name for name, _ in COLUMNS)
 #: The columns a cell's logical key is made of; with its outcome.
 KEYED = ("environment", "case_id", "variant", "hardware_target")
 OUTCOMES = (*KEYED, "outcome")
+DURATIONS = ("cell_id", "duration")
 _ROW = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
         "freeze_sha256")
 SCHEMA = (
@@ -176,12 +177,16 @@ def _text(value: Any) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def _records(results: Sequence[Tabled]) -> Iterator[tuple[Any, ...]]:
-    """Each result as a tuple of ``NAMES``. An environment's cells share one fingerprint
-    object: its versions are worked out once."""
+def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
+             ) -> Iterator[tuple[Any, ...]]:
+    """Each result as a tuple of ``NAMES`` (``names``: what a fingerprint held by its name in
+    shared.jsonl stands for). An environment's cells share one fingerprint object: its
+    versions are worked out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
     for r in results:
         fp = r.fingerprint
+        if fp.__class__ is str:
+            fp = (names or {}).get(fp, {})
         found = seen.get(id(fp))
         if found is None or found[0] is not fp:
             found = seen[id(fp)] = (fp, _text(versions_of(fp)), freeze_of(fp))
@@ -189,6 +194,12 @@ def _records(results: Sequence[Tabled]) -> Iterator[tuple[Any, ...]]:
                str(r.outcome), r.signature, r.reason, float(r.duration), r.attempt,
                float(r.finished_at), r.env_key, r.backend, r.nodeid, r.node, r.gpu, r.log,
                int(r.infra), r.parent, r.caveat, _text(r.values), found[1], found[2])
+
+
+def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row whose text UTF-8 cannot hold (a lone surrogate), with such text escaped."""
+    return tuple(v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) else v
+                 for v in row)
 
 
 def _digest(results: Sequence[Keyed]) -> str:
@@ -200,11 +211,13 @@ def _digest(results: Sequence[Keyed]) -> str:
     return keys.hexdigest()[:32]
 
 
-def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None) -> bool:
+def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
+          names: Mapping[str, Any] | None = None) -> bool:
     """The run's table, written from ``results`` (each cell's last attempt, in the record's
     order), made from the record as ``made_from`` found it (taken before the record was
-    read). Atomic: a temporary database renamed over the old one, so a kill leaves the old
-    table or the new one. Whether it was written (a read-only run folder keeps none)."""
+    read); ``names``: as ``_records``'. Atomic: a temporary database renamed over the old
+    one, so a kill leaves the old table or the new one. Whether it was written (a read-only
+    run folder keeps none)."""
     if made_from is None:
         return False
     path = run_dir / CELLS
@@ -214,21 +227,26 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None) -> 
         with contextlib.closing(sqlite3.connect(tmp)) as db:
             db.execute("pragma journal_mode = off")
             db.executescript(SCHEMA)
-            db.executemany(f"insert into cells values ({', '.join('?' * len(NAMES))})",
-                           _records(results))
+            insert = f"insert into cells values ({', '.join('?' * len(NAMES))})"
+            try:
+                db.executemany(insert, _records(results, names))
+            except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
+                db.execute("delete from cells")
+                db.executemany(insert, map(_escaped, _records(results, names)))
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results))])
             db.commit()
         tmp.replace(path)
-    except (OSError, ValueError, sqlite3.Error):  # (ValueError: text no UTF-8 holds)
+    except (OSError, sqlite3.Error):
         tmp.unlink(missing_ok=True)
         return False
     return True
 
 
 def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
-    """The run's table as written, if it was made from the record as it is now."""
+    """The run's table as written, if it was made from the record as it is now (no
+    ``columns``: its meta alone is read)."""
     path = run_dir / CELLS
     now = stamp(run_dir)
     if now is None or not path.is_file():
@@ -240,15 +258,16 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
                     or meta.get("record_mtime_ns") != str(now[1])):
                 return None
             data = db.execute(f"select {', '.join(columns)} from cells order by rowid"
-                              ).fetchall()
+                              ).fetchall() if columns else []
     except sqlite3.Error:  # not a table (half a copy, another file)
         return None
     return Cells(tuple(columns), data, meta.get("keys_digest", ""))
 
 
-def read(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells:
+def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) -> Cells:
     """The run's table (``columns``: those alone): as written where current, else converted
-    from the record once (and written, for the next reader)."""
+    from the record once (and written, for the next reader). ``quiet``: the record's damaged
+    lines left out without a word (the caller names them)."""
     unknown = set(columns) - set(NAMES)
     if unknown:
         raise ValueError(f"no column {', '.join(sorted(unknown))} in {CELLS}")
@@ -256,10 +275,13 @@ def read(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells:
     if found is not None:
         return found
     made_from = stamp(run_dir)
-    store = RunStore(run_dir)
+    store = RunStore(run_dir).as_of(None, quiet=quiet)
     results = store.results() if made_from is not None else []
-    if not store.damaged:  # a damaged line: no table kept, each reader reads it and says so
-        write(run_dir, results, made_from)
+    # A damaged line: no table kept, each reader reads the record and says so.
+    if not store.damaged and write(run_dir, results, made_from):
+        found = current(run_dir, columns)
+        if found is not None:
+            return found
     at = [NAMES.index(name) for name in columns]
     return Cells(tuple(columns), [tuple(row[i] for i in at) for row in _records(results)],
                  _digest(results))

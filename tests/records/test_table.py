@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,12 @@ def test_a_kill_while_writing_leaves_the_old_table(tmp_path: Path,
     assert [p.name for p in store.run_dir.iterdir() if p.name.startswith(".")] == []
     with sqlite3.connect(store.run_dir / table.CELLS) as db:
         assert db.execute("select outcome from cells").fetchall() == [("FAIL",)]
+
+
+def test_text_utf8_cannot_hold_is_kept_as_its_escape(tmp_path: Path) -> None:
+    """A lone surrogate (a hand edit the record reads) leaves the table written, the text
+    escaped, not the run without a table."""
+    store = RunStore.create(tmp_path, {})
+    store.extend([replace(cell(store.run_id, "a", Outcome.PASS), reason="x\udc80")])
+    assert table.read(store.run_dir).column("reason") == ["x\\udc80"]
+    assert table.current(store.run_dir) is not None
