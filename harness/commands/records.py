@@ -130,7 +130,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run) for run in args.runs]
     # One run: its table; several: each cell's record chosen as a merge would.
     results: Sequence[CellResult | Row] = (
-        table.read(stores[0].run_dir).rows() if len(stores) == 1
+        table.read(stores[0].run_dir, table.ROWS).rows() if len(stores) == 1
         else [r for _, r in choose_records(stores)[0].values()])
     text = json.dumps(baseline_from(results, ", ".join(s.run_id for s in stores)),
                       indent=1) + "\n"

@@ -60,7 +60,7 @@ class History:
 
     def changes(self, outcomes: tuple[Outcome | None, ...]) -> tuple[int, bool]:
         """``flips`` and ``flaky`` of a strip, worked out once per distinct strip: ``load``
-        shares one tuple among the cells with the same outcomes (most of a fleet's)."""
+        shares one tuple among the cells with the same outcomes (most of a large run's)."""
         found = self._seen.get(id(outcomes))
         if found is None or found[0] is not outcomes:
             found = self._seen[id(outcomes)] = (outcomes, self.flips(outcomes),

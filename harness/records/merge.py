@@ -75,8 +75,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     line written as it is is decoded, not made a result (``ResultRow``). ``beside``: work
     on the cells chosen (``report.written``) that reads none of the merged run's files but
     run.json (not even the run a baseline names: merged again under its name, the run
-    is being replaced), done while the process that links the logs finishes (a fleet's 50,000 links
-    take longer than the record's lines: this process waited for them); not where a secret
+    is being replaced), done while the process that links the logs finishes; not where a secret
     of this machine's is redacted (the cells are then read back from the record)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
@@ -121,10 +120,9 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
     def create() -> list[str]:
         """The merged run's folder (run.json, plan.json, cases.json); the plan's order.
-        Decoding a fleet's plan and writing it again is a sixth of a merge, on the second
-        core while this one reads the shards; the cells stay there (150 MiB), only their
-        order comes back (a gap reads them again). The shards' run.json too: 64 of a
-        fleet's hold 6 MB, and this process needs them only for a gap."""
+        Written on the second core while this one reads the shards; the cells stay there,
+        only their order comes back (a gap reads them again). The shards' run.json too:
+        this process needs them only for a gap."""
         metas = [s.meta for s in sources]
         passed = None if redactor.secrets else _plan_text(sources, metas)
         planned: list[dict[str, Any]] | PlanText
@@ -220,7 +218,7 @@ def _same(source: _Read, one: CellResult | ResultRow, other_source: _Read,
 
 class _Gaps:
     """What a MISSING line is made of: the plan's cells, and which shard was to run each
-    (every shard's plan: most of a fleet's merge, read only when there is a gap)."""
+    (every shard's plan, read only when there is a gap)."""
 
     def __init__(self, sources: Sequence[RunStore]) -> None:
         metas = [s.meta for s in sources]
@@ -339,7 +337,7 @@ class _Read(RunStore):
 
     def _usable(self, name: str) -> bool:
         usable = self.usable.get(name)
-        if usable is None:  # a fleet's 100,000 lines name two thousand values
+        if usable is None:  # many lines name few values: each checked once
             usable = self.usable[name] = self.names.usable(
                 name, self.shared_lines.get(name), self._shared_values()[name])
         return usable
@@ -392,8 +390,8 @@ _REPEATED = ("run_id", "environment", "env_key", "backend", "case_id", "variant"
 
 class _Common:
     """One copy of what many results hold equal: each repeated string, each environment's
-    ``values``. Decoded line by line, a fleet's 100,000 results held a copy each (110 of the
-    500 MiB of its merge). Equal and in the same order: the results mean and encode the same."""
+    ``values``, rather than a copy per decoded line. Equal and in the same order: the
+    results mean and encode the same."""
 
     def __init__(self) -> None:
         self.strings: dict[str, str] = {}
@@ -448,20 +446,15 @@ class _Writer:
         self.names = names.values
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
-        self.rewritten: dict[int, bytes] = {}  # by place: each line encoded here
-        self.added = 0
         self.named: set[tuple[str, ...]] = set()  # the names of the lines written as they are
 
     def add(self, result: CellResult | ResultRow,
             found: tuple[_Read, CellResult | ResultRow] | None = None) -> CellResult | ResultRow:
         source = found[0] if found is not None and found[1] is result else None
         kept = source.verbatim(result) if source is not None else None
-        self.added += 1
         if kept is None:
             assert isinstance(result, CellResult)  # a ResultRow is kept, or made a result
-            line = self.out.encode(result, self.fresh)
-            self.chunks.append(line)
-            self.rewritten[self.added - 1] = line
+            self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
         self.chunks += (line, b"\n")
@@ -478,10 +471,9 @@ class _Writer:
 
 class _SetAside:
     """An earlier merge of the same name, moved out of ``runs/`` at once (a rename) and
-    removed beside the rest of the merge, by ``rm`` in a process of its own: a fleet's
-    merged run is 42,000 files, 0.3-0.45 s of system time to remove, which a merge of the
-    same name again spent before it could write its folder. The folder it goes to
-    (``<reports>/.replaced/``) is no run's: nothing lists it. Put back where the merge
+    removed beside the rest of the merge, by ``rm`` in a process of its own, so that a
+    merge under the same name need not wait for it before it writes its folder. The folder
+    it goes to (``<reports>/.replaced/``) is no run's: nothing lists it. Put back where the merge
     fails before its record is written (a shard that cannot be read); what a merge that was
     killed left there goes with the next one's."""
 
@@ -537,8 +529,7 @@ class _SetAside:
 
 
 #: The plan ``_plan_text`` decoded, left to the end of the process that decoded it (the
-#: merged run's plan is written in a forked one, which ends without freeing anything): a
-#: fleet's 100,000 cells take 0.05-0.06 s to free.
+#: merged run's plan is written in a forked one, which ends without freeing anything).
 _HELD: list[Any] = []
 
 
@@ -568,8 +559,8 @@ def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> list[dict[str, Any]]:
     """The plan the shards were cut from, in plan order. Every shard of one plan records the
-    same one: it is read from the first shard that has it (reading 64 copies of a fleet's plan
-    is most of a merge), plus any cell another record planned that it lacks."""
+    same one: it is read from the first shard that has it (not every shard's copy of it), plus
+    any cell another record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
     shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
     for cell in (shards[0].full_plan() or []) if shards else []:
@@ -583,8 +574,7 @@ def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 
 class _Relocate:
     """A result with its log linked (or copied) beside it, at the same relative path. On
-    strings, with each shard's logs listed once and what was linked remembered (a stat per
-    log was a third of a fleet's merge: 100,000 logs)."""
+    strings, with each shard's logs listed once and what was linked remembered (no stat per log)."""
 
     def __init__(self, out: RunStore, linker: _Linker) -> None:
         self.out = f"{out.run_dir}"
@@ -616,10 +606,10 @@ class _Relocate:
 
 class _Linker:
     """``_link`` in a process of its own, forked before the records are read (a small
-    process then), while the merge goes on: a fleet's 50,000 links are a system call each,
-    and on a thread they waited for the interpreter's lock between any two (a sixth of the
-    merge, after it). The jobs go down a pipe; ``close`` waits for the last one and raises
-    the first error. A thread where there is no ``fork`` (or other threads run)."""
+    process then), while the merge goes on: a link is a system call each, and on a thread
+    they wait for the interpreter's lock between any two. The jobs go down a pipe; ``close``
+    waits for the last one and raises the first error. A thread where there is no ``fork``
+    (or other threads run)."""
 
     def __init__(self) -> None:
         self.jobs: list[str] = []  # src and target of each link, one after the other
@@ -660,7 +650,7 @@ class _Linker:
     def _send(self) -> None:
         if not self.jobs:
             return
-        # Encoded as os.fsencode would, a thousand at a time (a call each was 0.05 s a fleet).
+        # Encoded as os.fsencode would, a thousand at a time.
         data = ("\0".join(self.jobs) + "\0").encode(_FS_ENCODING, "surrogateescape")
         self.jobs = []
         with contextlib.suppress(BrokenPipeError):  # it ended: close() says why

@@ -20,6 +20,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -51,7 +52,8 @@ NAMES = tuple(name for name, _ in COLUMNS)
 KEYED = ("environment", "case_id", "variant", "hardware_target")
 OUTCOMES = (*KEYED, "outcome")
 DURATIONS = ("cell_id", "duration")
-_ROW = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
+#: What ``Cells.rows`` reads.
+ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
         "freeze_sha256")
 SCHEMA = (
     "create table meta (name text primary key, value text not null) strict;\n"
@@ -127,13 +129,13 @@ class Cells:
             return found
 
         out = []
-        for row in map(dict, map(zip, [self.columns] * len(self.data), self.data)):
-            versions = of(row["versions"])
-            if row["freeze_sha256"]:
-                versions = {**versions, FREEZE: row["freeze_sha256"]}
-            out.append(Row(row["environment"], row["case_id"], row["variant"],
-                           row["hardware_target"], row["cell_id"], _OUTCOME[row["outcome"]],
-                           row["signature"], row["duration"], of(row["axes"]), versions))
+        for (environment, case_id, variant, target, cell_id, outcome, signature, duration,
+             axes, versions, freeze) in map(itemgetter(*map(self.columns.index, ROWS)),
+                                           self.data):
+            found = of(versions)
+            out.append(Row(environment, case_id, variant, target, cell_id, _OUTCOME[outcome],
+                           signature, duration, of(axes),
+                           {**found, FREEZE: freeze} if freeze else found))
         return out
 
 

@@ -110,7 +110,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                               decoded=True)
         return _cells(stores, metas, out_dir, given)
 
-    before = table.read(previous.run_dir) if previous is not None else None  # read once
+    before = table.read(previous.run_dir, table.ROWS) if previous is not None else None
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
