@@ -27,6 +27,7 @@ LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome
           Outcome.MISSING: "?", Outcome.FLAKY: "~"}
 
 ABSENT = "-"
+_OUTCOME = {str(o): o for o in Outcome}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,9 +125,9 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
-    columns: list[tuple[list[int], list[str]]] = []
+    columns: list[tuple[list[int], list[Outcome]]] = []
     for run in runs:
-        found = table.current(run, ("outcome",))
+        found = table.outcomes(run)
         places = placed.get(found.keys_digest) if found is not None else None
         if found is None or places is None or len(places) != len(found):
             whole = table.read(run, table.OUTCOMES, quiet=quiet)
@@ -137,20 +138,24 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
                     keys.append(key)
                 places.append(where[key])
             found = whole
-        columns.append((places, found.column("outcome")))
-    strips: list[list[str | None]] = [[None] * len(runs) for _ in keys]
-    for at, (places, outcomes) in enumerate(columns):
-        for place, outcome in zip(places, outcomes, strict=True):
-            strips[place][at] = outcome
-    shared: dict[tuple[str | None, ...], tuple[Outcome | None, ...]] = {}
+        columns.append((places, list(map(_OUTCOME.__getitem__, found.column("outcome")))))
+    in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
+    full = []  # per run, an outcome (None: not in that run) per key
+    for places, outcomes in columns:
+        if in_order.setdefault(id(places), places == list(range(len(places)))):
+            full.append(outcomes + [None] * (len(keys) - len(places)))
+        else:
+            column: list[Outcome | None] = [None] * len(keys)
+            for place, outcome in zip(places, outcomes, strict=True):
+                column[place] = outcome
+            full.append(column)
+    shared: dict[tuple[Outcome | None, ...], tuple[Outcome | None, ...]] = {}
     cells = {}
-    for key, names in zip(keys, map(tuple, strips), strict=True):
+    for key, strip in zip(keys, zip(*full, strict=True) if full else ((),) * len(keys),
+                          strict=True):
         if keyword is not None and keyword not in f"{key[0]}\t{key[1]}":
             continue
-        strip = shared.get(names)  # most cells share theirs (PASS PASS ...): one each
-        if strip is None:
-            strip = shared[names] = tuple(Outcome(o) if o else None for o in names)
-        cells[key] = strip
+        cells[key] = shared.setdefault(strip, strip)  # most cells share theirs: one each
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells, line=line,
                    left_out=left_out)
 

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from harness.core import atomic
 from harness.core.results import CellResult, Keyed, Outcome, ResultRow, as_mapping, logical_key
 from harness.records.layout import RESULTS
+from harness.records.lines import result_rows
 from harness.records.store import RunStore
 
 CELLS = "cells.sqlite"
@@ -96,6 +97,7 @@ class Cells:
     columns: tuple[str, ...]
     data: list[tuple[Any, ...]]
     keys_digest: str = ""
+    keys_unique: bool = False  # no logical key twice
 
     def __len__(self) -> int:
         return len(self.data)
@@ -150,16 +152,27 @@ def freeze_of(fingerprint: Any) -> str | None:
 
 
 def rows_of(results: Iterable[Tabled]) -> list[Row]:
-    """``results`` as the rows their table would read back (a run in memory, compared)."""
+    """``results`` as the rows their table would read back (a run in memory, compared). A
+    fingerprint's versions are worked out once (an environment's cells share it), and equal
+    axis values are one mapping."""
+    seen: dict[int, tuple[Any, dict[str, str]]] = {}
+    axes: dict[str, dict[str, str]] = {}
     out = []
     for r in results:
-        versions = versions_of(r.fingerprint)
-        freeze = freeze_of(r.fingerprint)
-        if freeze:
-            versions[FREEZE] = freeze
+        fp = r.fingerprint
+        found = seen.get(id(fp))
+        if found is None or found[0] is not fp:
+            versions = versions_of(fp)
+            freeze = freeze_of(fp)
+            if freeze:
+                versions[FREEZE] = freeze
+            found = seen[id(fp)] = (fp, versions)
+        text = _text(r.values)
+        values = axes.get(text)
+        if values is None:
+            values = axes[text] = json.loads(text)
         out.append(Row(r.environment, r.case_id, r.variant, r.hardware_target, r.cell_id,
-                       r.outcome, r.signature, float(r.duration),
-                       {str(k): str(v) for k, v in as_mapping(r.values).items()}, versions))
+                       r.outcome, r.signature, float(r.duration), values, found[1]))
     return out
 
 
@@ -237,7 +250,9 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
                 db.executemany(insert, map(_escaped, _records(results, names)))
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
-                ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results))])
+                ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
+                ("keys_unique", str(int(len({r.logical_key for r in results})
+                                        == len(results))))])
             db.commit()
         tmp.replace(path)
     except (OSError, sqlite3.Error):
@@ -249,6 +264,25 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
 def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
     """The run's table as written, if it was made from the record as it is now (no
     ``columns``: its meta alone is read)."""
+    found = _query(run_dir, f"select {', '.join(columns)} from cells order by rowid"
+                   if columns else "")
+    return Cells(tuple(columns), *found) if found is not None else None
+
+
+def outcomes(run_dir: Path) -> Cells | None:
+    """The outcome column alone of the run's current table: as text joined in SQL, not a row
+    a cell (what history reads of each run whose keys it knows)."""
+    found = _query(run_dir, "select group_concat(outcome, ' ') from "
+                   "(select outcome from cells order by rowid)")
+    if found is None:
+        return None
+    text = found[0][0][0] if found[0] else None
+    return Cells(("outcome",), [(o,) for o in text.split(" ")] if text else [], *found[1:])
+
+
+def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool] | None:
+    """What ``query`` gives of the run's table, its keys' digest and whether each key is
+    there once, if the table was made from the record as it is now; else None."""
     path = run_dir / CELLS
     now = stamp(run_dir)
     if now is None or not path.is_file():
@@ -259,11 +293,39 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
             if (meta.get("format") != FORMAT or meta.get("record_size") != str(now[0])
                     or meta.get("record_mtime_ns") != str(now[1])):
                 return None
-            data = db.execute(f"select {', '.join(columns)} from cells order by rowid"
-                              ).fetchall() if columns else []
+            data = db.execute(query).fetchall() if query else []
     except sqlite3.Error:  # not a table (half a copy, another file)
         return None
-    return Cells(tuple(columns), data, meta.get("keys_digest", ""))
+    return data, meta.get("keys_digest", ""), meta.get("keys_unique") == "1"
+
+
+def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
+    """The cells whose outcome or versions differ between two runs' current tables, as
+    (old, new) rows, where the runs hold the same logical keys in the same order, each once
+    (a nightly against the night before): compared in SQL, place by place, a row made only
+    for a cell that changed. None where that is not so."""
+    old, new = current(old_dir, ()), current(new_dir, ())
+    if (old is None or new is None or not old.keys_digest or old.keys_digest != new.keys_digest
+            or not (old.keys_unique and new.keys_unique)):
+        return None
+    columns = ", ".join(f"{side}.{name}" for side in ("o", "n") for name in ROWS)
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{new_dir / CELLS}?mode=ro",
+                                                uri=True)) as db:
+            db.execute("attach database ? as old", (f"file:{old_dir / CELLS}?mode=ro",))
+            if db.execute("select (select count(*) from cells) = (select count(*) from "
+                          "old.cells)").fetchone() != (1,):
+                return None
+            data = db.execute(
+                f"select {columns} from cells n join old.cells o on o.rowid = n.rowid where "
+                "o.outcome != n.outcome or o.versions != n.versions "
+                "or o.freeze_sha256 is not n.freeze_sha256 order by n.rowid").fetchall()
+    except sqlite3.Error:
+        return None
+    width = len(ROWS)
+    was = Cells(ROWS, [row[:width] for row in data]).rows()
+    now = Cells(ROWS, [row[width:] for row in data]).rows()
+    return list(zip(was, now, strict=True))
 
 
 def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) -> Cells:
@@ -278,7 +340,10 @@ def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) 
         return found
     made_from = stamp(run_dir)
     store = RunStore(run_dir).as_of(None, quiet=quiet)
-    results = store.results() if made_from is not None else []
+    # Each line decoded against the result's schema (msgspec); where one does not fit, the
+    # record is read as the store reads it, which names and counts the damaged lines.
+    rows = result_rows(store) if made_from is not None else []
+    results: Sequence[Tabled] = rows if rows is not None else store.results()
     # A damaged line: no table kept, each reader reads the record and says so.
     if not store.damaged and write(run_dir, results, made_from):
         found = current(run_dir, columns)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -110,12 +110,16 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                               decoded=True)
         return _cells(stores, metas, out_dir, given)
 
-    before = table.read(previous.run_dir, table.ROWS) if previous is not None else None
-
     @functools.cache
     def changes() -> list[dict[str, Any]]:
-        if before is None:
+        if previous is None:
             return []
+        # The same cells in the same order (a nightly's): compared in the two tables.
+        pairs = table.changed(previous.run_dir, stores[0].run_dir) if (
+            given is None and len(stores) == 1 and not moved) else None
+        if pairs is not None:
+            return diff_pairs(pairs)
+        before = table.read(previous.run_dir, table.ROWS)
         return diff_runs(before.rows(), table.rows_of(cells().rows), moved)
 
     return Report(stores=tuple(stores), metas=tuple(metas), cases=merged_cases(stores),
@@ -252,6 +256,18 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
                 change["replaced"] = was.environment
     changes.sort(key=_change_order)
     return changes
+
+
+def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
+    """``diff_runs`` of two runs of the same cells, each once, from the pairs of rows whose
+    outcome or versions may differ (``table.changed``)."""
+    changes = []
+    for was, now in pairs:
+        if was.outcome != now.outcome:
+            changes.append(_change(_moved(was.outcome, now.outcome), now.logical_key, was, now))
+        elif was.versions != now.versions and was.versions and now.versions:
+            changes.append(_change("versions changed", now.logical_key, was, now))
+    return sorted(changes, key=_change_order)
 
 
 def _moved(was: Outcome, now: Outcome) -> str:

@@ -14,7 +14,7 @@ from harness.records import table
 from harness.records.compare import bumped, match_previous, new_releases, pinned_releases
 from harness.records.store import RunStore
 from harness.records.table import rows_of
-from harness.report.build import diff_runs
+from harness.report.build import diff_pairs, diff_runs
 from harness.report.ci import status_badge, step_summary
 from tests.conftest import examples
 
@@ -122,3 +122,28 @@ def test_what_changed_off_the_run_befores_table_is_what_its_results_say(
     before = table.read(store.run_dir).rows()
     assert diff_runs(before, rows_of(nights[1]), moved) == diff_runs(
         rows_of(store.results()), rows_of(nights[1]), moved)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(nights=two_nights())
+def test_what_changed_off_the_two_tables_is_what_the_rows_say(
+        tmp_path_factory: pytest.TempPathFactory,
+        nights: tuple[list[CellResult], list[CellResult]]) -> None:
+    """``table.changed`` (in SQL, place by place, where the keys are the same, in order, each
+    once) gives what ``diff_runs`` of the two runs' rows says, or leaves it to that (None):
+    every nightly of the same cells is compared that way."""
+    stores = []
+    for night in nights:
+        store = RunStore.create(tmp_path_factory.mktemp("runs"), {})
+        store.extend(night)
+        table.read(store.run_dir)
+        stores.append(store)
+    pairs = table.changed(stores[0].run_dir, stores[1].run_dir)
+    want = diff_runs(rows_of(nights[0]), rows_of(nights[1]))
+    if pairs is not None:
+        assert diff_pairs(pairs) == want
+    keys = [r.logical_key for r in nights[1]]
+    pairs_of_labels = {(r.case_id, r.variant) for r in nights[1]}
+    if [r.logical_key for r in nights[0]] == keys and len(set(keys)) == len(keys) and len(
+            {"::".join(p) for p in pairs_of_labels}) == len(pairs_of_labels):
+        assert pairs is not None
