@@ -31,7 +31,7 @@ from harness.records.lines import result_rows
 from harness.records.store import RunStore
 
 CELLS = "cells.sqlite"
-FORMAT = "1"
+FORMAT = "2"
 #: What ``Row.versions`` names the freeze hash by (beside the fingerprint's key versions).
 FREEZE = "(freeze)"
 #: Every column of ``cells``, in order, with its SQL type and constraint.
@@ -58,7 +58,10 @@ ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions
         "freeze_sha256")
 SCHEMA = (
     "create table meta (name text primary key, value text not null) strict;\n"
-    "create table cells (\n  " + ",\n  ".join(f"{n} {t}" for n, t in COLUMNS) + "\n) strict;\n")
+    "create table cells (\n  place integer primary key,\n  "
+    + ",\n  ".join(f"{n} {t}" for n, t in COLUMNS) + "\n) strict;\n"
+    # Each cell's outcome in the record's order, apart from its wide row (history's read).
+    "create index cells_outcomes on cells (place, outcome);\n")
 
 Key = tuple[str, str, str]
 Stamp = tuple[int, int]  # the record's size and modification time (ns)
@@ -242,7 +245,8 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
         with contextlib.closing(sqlite3.connect(tmp)) as db:
             db.execute("pragma journal_mode = off")
             db.executescript(SCHEMA)
-            insert = f"insert into cells values ({', '.join('?' * len(NAMES))})"
+            insert = (f"insert into cells ({', '.join(NAMES)}) "
+                      f"values ({', '.join('?' * len(NAMES))})")
             try:
                 db.executemany(insert, _records(results, names))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
@@ -264,7 +268,7 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
 def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
     """The run's table as written, if it was made from the record as it is now (no
     ``columns``: its meta alone is read)."""
-    found = _query(run_dir, f"select {', '.join(columns)} from cells order by rowid"
+    found = _query(run_dir, f"select {', '.join(columns)} from cells order by place"
                    if columns else "")
     return Cells(tuple(columns), *found) if found is not None else None
 
@@ -272,8 +276,8 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
 def outcomes(run_dir: Path) -> Cells | None:
     """The outcome column alone of the run's current table: as text joined in SQL, not a row
     a cell (what history reads of each run whose keys it knows)."""
-    found = _query(run_dir, "select group_concat(outcome, ' ') from "
-                   "(select outcome from cells order by rowid)")
+    found = _query(run_dir, "select group_concat(outcome, ' ') from (select outcome from "
+                   "cells indexed by cells_outcomes order by place)")
     if found is None:
         return None
     text = found[0][0][0] if found[0] else None
@@ -317,9 +321,9 @@ def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
                           "old.cells)").fetchone() != (1,):
                 return None
             data = db.execute(
-                f"select {columns} from cells n join old.cells o on o.rowid = n.rowid where "
+                f"select {columns} from cells n join old.cells o on o.place = n.place where "
                 "o.outcome != n.outcome or o.versions != n.versions "
-                "or o.freeze_sha256 is not n.freeze_sha256 order by n.rowid").fetchall()
+                "or o.freeze_sha256 is not n.freeze_sha256 order by n.place").fetchall()
     except sqlite3.Error:
         return None
     width = len(ROWS)
