@@ -28,6 +28,7 @@ LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome
 
 ABSENT = "-"
 _OUTCOME = {str(o): o for o in Outcome}
+_NAMES = {str(o): str(o) for o in Outcome}  # an outcome's name, one object for all cells
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,11 +126,11 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
-    columns: list[tuple[list[int], list[Outcome]]] = []
+    columns: list[tuple[list[int], list[str]]] = []
     for run in runs:
         found = table.outcomes(run)
-        places = placed.get(found.keys_digest) if found is not None else None
-        if found is None or places is None or len(places) != len(found):
+        places = placed.get(found[0]) if found is not None else None
+        if found is None or places is None or len(places) != len(found[1]):
             whole = table.read(run, table.OUTCOMES, quiet=quiet)
             places = placed[whole.keys_digest] = []
             for key in whole.logical_keys():
@@ -137,25 +138,28 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
                     where[key] = len(keys)
                     keys.append(key)
                 places.append(where[key])
-            found = whole
-        columns.append((places, list(map(_OUTCOME.__getitem__, found.column("outcome")))))
+            found = whole.keys_digest, whole.column("outcome")
+        columns.append((places, list(map(_NAMES.__getitem__, found[1]))))  # one str each
     in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
-    full = []  # per run, an outcome (None: not in that run) per key
-    for places, outcomes in columns:
+    full = []  # per run, an outcome's name (None: not in that run) per key
+    for places, held in columns:
         if in_order.setdefault(id(places), places == list(range(len(places)))):
-            full.append(outcomes + [None] * (len(keys) - len(places)))
+            full.append(held + [None] * (len(keys) - len(places)))
         else:
-            column: list[Outcome | None] = [None] * len(keys)
-            for place, outcome in zip(places, outcomes, strict=True):
-                column[place] = outcome
+            column: list[str | None] = [None] * len(keys)
+            for place, name in zip(places, held, strict=True):
+                column[place] = name
             full.append(column)
-    shared: dict[tuple[Outcome | None, ...], tuple[Outcome | None, ...]] = {}
+    shared: dict[tuple[str | None, ...], tuple[Outcome | None, ...]] = {}
     cells = {}
-    for key, strip in zip(keys, zip(*full, strict=True) if full else ((),) * len(keys),
+    for key, names in zip(keys, zip(*full, strict=True) if full else ((),) * len(keys),
                           strict=True):
         if keyword is not None and keyword not in f"{key[0]}\t{key[1]}":
             continue
-        cells[key] = shared.setdefault(strip, strip)  # most cells share theirs: one each
+        strip = shared.get(names)  # most cells share theirs: one each
+        if strip is None:
+            strip = shared[names] = tuple(_OUTCOME[o] if o else None for o in names)
+        cells[key] = strip
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells, line=line,
                    left_out=left_out)
 

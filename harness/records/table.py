@@ -273,15 +273,15 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
     return Cells(tuple(columns), *found) if found is not None else None
 
 
-def outcomes(run_dir: Path) -> Cells | None:
-    """The outcome column alone of the run's current table: as text joined in SQL, not a row
-    a cell (what history reads of each run whose keys it knows)."""
+def outcomes(run_dir: Path) -> tuple[str, list[str]] | None:
+    """The keys' digest and the outcome column alone of the run's current table, joined in
+    SQL, not a row a cell (what history reads of each run whose keys it knows)."""
     found = _query(run_dir, "select group_concat(outcome, ' ') from (select outcome from "
                    "cells indexed by cells_outcomes order by place)")
     if found is None:
         return None
     text = found[0][0][0] if found[0] else None
-    return Cells(("outcome",), [(o,) for o in text.split(" ")] if text else [], *found[1:])
+    return found[1], text.split(" ") if text else []
 
 
 def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool] | None:
