@@ -28,7 +28,7 @@ How the figures are taken:
   shard's run.json (its cells, the full plan, filters, environments, expectations) and
   ``RunStore.record`` each result with its log and environment fingerprint. No case runs:
   outcomes, reasons, signatures, durations and logs are generated (seeded, so every run of
-  the benchmark writes the same records). Each shard ends with its snapshot, as a run does;
+  the benchmark writes the same records). Each shard ends with its table, as a run does;
   the same shards without it (as a shard that died before its end leaves them) are merged
   too, a step of their own.
 - The H earlier runs are written directly as merged run folders (run.json, plan.json,
@@ -83,7 +83,7 @@ from harness.core.results import CellResult, CellRun, Outcome
 from harness.plan.cases import collect_cases
 from harness.plan.cells import Cell, Plan
 from harness.plan.shard import make_shards
-from harness.records import snapshot
+from harness.records import table as run_table
 from harness.records.layout import CASES, FORMAT, META, PLAN, RESULTS, SHARED
 from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells
 
@@ -505,7 +505,7 @@ class Dataset:
     shards: list[Path]
     history: list[str]  # run ids, oldest first
     seconds: float
-    bare: list[Path]  # the same shards without the snapshot each run ends with
+    bare: list[Path]  # the same shards without the table each run ends with
 
 
 @contextlib.contextmanager
@@ -547,14 +547,14 @@ def generate(root: Path, cells: int, shards: int, history: int) -> Dataset:
             for batch in _batches(shard.cells):
                 for run in gen.batch_runs(batch, runner, run_id):
                     store.record(run)
-            snapshot.load(store.run_dir)  # as a run ends (``workflow.report``)
+            run_table.read(store.run_dir)  # as a run ends (``workflow.report``)
             folders.append(store.run_dir)
     # As a shard that died before its end leaves them (or a harness before session 26): a
-    # merge makes the merged run's snapshot from the lines.
+    # merge makes the merged run's table from the lines.
     bare = [root / "bare" / folder.name for folder in folders]
     for folder, copy in zip(folders, bare, strict=True):
         shutil.copytree(folder, copy, copy_function=os.link,
-                        ignore=shutil.ignore_patterns(snapshot.SNAPSHOT))
+                        ignore=shutil.ignore_patterns(run_table.CELLS))
     for folder in folders:  # the lines as the writer wrote them; a retried cell's last one
         with open(folder / RESULTS, encoding="utf-8") as fh:
             for line in fh:
@@ -692,7 +692,7 @@ def steps(data: Dataset) -> list[Step]:
              stdout_null=True),
         Step(f"merge {count} shards --no-report", "≤ 2 s",
              (*base, "merge", *shard_args, "--run-id", merged, "--no-report")),
-        Step(f"merge {count} shards --no-report, shards without snapshots", "≤ 2 s",
+        Step(f"merge {count} shards --no-report, shards without tables", "≤ 2 s",
              (*base, "merge", *map(str, data.bare), "--run-id", merged, "--no-report")),
         Step(f"merge {count} shards + report", "(merge ≤ 2 s + report ≤ 2 s)",
              (*base, "merge", *shard_args, "--run-id", merged)),
@@ -702,7 +702,7 @@ def steps(data: Dataset) -> list[Step]:
              (*base, "report", merged)),
         Step("report RUN --diff PREVIOUS", "≤ 2.5 s, < 500 MB",
              (*base, "report", merged, "--diff", previous)),
-        # Its first reading makes each run's snapshot; the goal is for 30 runs of 100,000 cells.
+        # Its first reading makes each run's table; the goal is for 30 runs of 100,000 cells.
         Step(f"history --last {len(data.history)}", "≤ 10 s for 30 runs, < 1 GB",
              (*base, "history", "--dir", runs, "--last", str(len(data.history)))),
         Step(f"history --last {len(data.history)} --format json", "≤ 5 s, < 1 GB",

@@ -28,7 +28,7 @@ from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
 from harness.plan.hardware import probe_machine
 from harness.plan.shard import select_shard
-from harness.records import snapshot
+from harness.records import table
 from harness.records.store import RunStore
 
 if TYPE_CHECKING:  # the run layer: what a run's later steps put in the state
@@ -150,5 +150,5 @@ def shard_durations(options: RunOptions) -> dict[str, float]:
     """Durations from ``--durations-from`` (the same run on every machine: the same shards)."""
     if not options.durations_from:
         return {}
-    return snapshot.load(
-        RunStore.open(options.reports_dir, options.durations_from).run_dir).durations_by_cell()
+    run_dir = RunStore.open(options.reports_dir, options.durations_from).run_dir
+    return table.read(run_dir, table.DURATIONS).durations_by_cell()

@@ -16,10 +16,9 @@ from typing import Any
 from harness.core import atomic
 from harness.core.bulk import no_cycle_collection
 from harness.core.results import CellResult, counted
-from harness.records import snapshot
+from harness.records import table
 from harness.records.compare import bumped, new_releases, pinned_releases
 from harness.records.runs import previous_run
-from harness.records.snapshot import rows_of
 from harness.records.store import RunStore
 from harness.report.build import diff_runs, write_report
 from harness.report.ci import publish, status_badge
@@ -84,6 +83,6 @@ def _against_previous(store: RunStore, reports_dir: Path,
     found = previous_run(reports_dir, store.run_dir)
     before = RunStore(found) if found else None
     mine = list(results) if results is not None else store.results()
-    changes = (diff_runs(snapshot.load(before.run_dir).rows(), rows_of(mine),
+    changes = (diff_runs(table.read(before.run_dir, table.ROWS).rows(), table.rows_of(mine),
                          bumped([store.meta])) if before else [])
     return before, mine, changes

@@ -29,7 +29,7 @@ from harness.planning import (
     shard_durations,
 )
 from harness.publish import publish_ci, publish_report
-from harness.records import expect, snapshot
+from harness.records import expect, table
 from harness.records.baseline import load_baseline
 from harness.records.runs import newest_first
 from harness.records.store import RunStore, is_done
@@ -143,7 +143,7 @@ def expected_durations(state: RunState) -> dict[str, float]:
     wanted = {c.cell_id for c in state.plan.cells} if state.plan else set()
     out: dict[str, float] = {}
     for run_dir in islice(newest_first(state.options.reports_dir), 5):
-        for cell_id, duration in snapshot.load(run_dir).durations_by_cell().items():
+        for cell_id, duration in table.read(run_dir, table.DURATIONS).durations_by_cell().items():
             if cell_id in wanted and cell_id not in out:
                 out[cell_id] = duration
     return out
@@ -163,8 +163,8 @@ def report(state: RunState) -> RunState:
             print(f"what changed since{changes.rstrip()}" if found else
                   "what changed: no earlier run of this slice (or a full run) to compare with")
         publish_ci(state.store, opts.reports_dir)
-    else:  # no report: the snapshot the next run's "what changed" and history read
-        snapshot.load(state.store.run_dir)
+    # The run's table: what the next run's "what changed", history and baselines read.
+    table.read(state.store.run_dir, table.DURATIONS)
     return state
 
 

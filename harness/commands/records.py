@@ -13,13 +13,13 @@ from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.results import CellResult
 from harness.publish import publish_ci, publish_report, write_status
-from harness.records import history, report_rows, snapshot
+from harness.records import history, table
 from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
 from harness.records.expect import judged_exit, judged_lines
 from harness.records.merge import MergeReport, merge_runs
 from harness.records.select import choose_records
-from harness.records.snapshot import Row
 from harness.records.store import RunStore
+from harness.records.table import Row
 from harness.report.build import write_report
 from harness.report.check import check_run
 
@@ -62,9 +62,8 @@ def _baseline(args: argparse.Namespace) -> Baseline | None:
 
 
 #: The merge's cells, left to the end of the process that merged them, which ends without
-#: freeing anything: a fleet's 100,000 took a sixth of a second to free, and freed while the
-#: snapshot's forked process still shared their pages, each page was copied first. Where
-#: the merge ran in the command's own process (one core, no fork), freed once it is done.
+#: freeing anything. Where the merge ran in the command's own process (one core, no fork),
+#: freed once it is done.
 _LEFT: list[MergeReport] = []
 
 
@@ -78,7 +77,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     baseline = _baseline(args)
 
     def merged() -> tuple[Path, int]:
-        report, code = _merged(args, sources, baseline, not args.no_report)
+        report, code = _merged(args, sources, baseline)
         _LEFT.append(report)
         return report.store.run_dir, code
 
@@ -98,13 +97,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return code
 
 
-def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baseline | None,
-            with_rows: bool) -> tuple[MergeReport, int]:
-    """The merged run, its snapshot written and its verdicts printed; the exit code they ask
-    for. No result is made of a line written as its shard wrote it, report or not: a report
-    reads the merged cells as rows, sooner than results made here would be made rows (a
-    fleet's merge and report took 6.2 s that way). ``with_rows``: a report follows, and
-    the columns it reads beside the snapshot (``report_rows``) are written too."""
+def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baseline | None
+            ) -> tuple[MergeReport, int]:
+    """The merged run, its table written and its verdicts printed; the exit code they ask
+    for. No result is made of a line written as its shard wrote it: the verdicts and the
+    table read the lines as decoded."""
     verdicts: list[tuple[list[str], int]] = []
 
     def beside(merged: MergeReport) -> None:
@@ -118,44 +115,22 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baselin
                         make_results=False, beside=beside)
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
-    code = 0
-    made_from = snapshot.stamp(report.store.run_dir)  # the record, written whole
-    # For the report that follows: what the snapshot lacks of each cell (each half of a
-    # fleet's report reads it in 0.2 s, the record in 0.45-0.55 s; it costs a merge 0.3).
-    rows = report.as_read() if with_rows and made_from is not None else None
-    document: bytes | None = None
-
-    def judged() -> None:
-        nonlocal code, document
-        lines, code = verdicts[0] if verdicts else judged_lines(
-            [report.store], args.fail_on, baseline, report.judged)
-        if lines:
-            print("\n".join(lines))
-        document = report_rows.encode(rows) if rows is not None else None
-
-    # The merged run's snapshot (what the next night compares with, and what its report
-    # reads what changed from) on the second core while the verdicts are worked out here.
-    def snapshotted() -> None:
-        # A line passed through names its fingerprint: looked up as the merged record's
-        # shared.jsonl holds it (a snapshot made from that record reads the same).
-        snapshot.write(report.store.run_dir, report.written, made_from, names=report.shared,
-                       gathering=report.gathering)
-
-    if report.gathering is not None and report.gathering.ready:
-        snapshotted()  # (made beside the reading: the file alone is left to write)
-        judged()
-    else:
-        side_by_side(snapshotted, judged, "writing the merged run's snapshot")
-    if document is not None and made_from is not None:
-        report_rows.write(report.store.run_dir, document, made_from)
+    made_from = table.stamp(report.store.run_dir)  # the record, written whole
+    lines, code = verdicts[0] if verdicts else judged_lines(
+        [report.store], args.fail_on, baseline, report.judged)
+    if lines:
+        print("\n".join(lines))
+    # The merged run's table: what the next night compares with. A line passed through
+    # names its fingerprint, as the merged record's shared.jsonl holds it.
+    table.write(report.store.run_dir, report.written, made_from, names=report.shared)
     return report, code
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run) for run in args.runs]
-    # One run: its snapshot; several: each cell's record chosen as a merge would.
+    # One run: its table; several: each cell's record chosen as a merge would.
     results: Sequence[CellResult | Row] = (
-        snapshot.load(stores[0].run_dir).rows() if len(stores) == 1
+        table.read(stores[0].run_dir, table.ROWS).rows() if len(stores) == 1
         else [r for _, r in choose_records(stores)[0].values()])
     text = json.dumps(baseline_from(results, ", ".join(s.run_id for s in stores)),
                       indent=1) + "\n"
@@ -176,13 +151,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         for removed in history.prune(folder, keep=args.last):
             print(f"removed {removed}")
         return 0
-    table = history.load(folder, last=args.last, keyword=args.keyword)
+    found = history.load(folder, last=args.last, keyword=args.keyword)
     if args.format == "json":
-        data = table.to_dict(changed_only=not args.all)
+        data = found.to_dict(changed_only=not args.all)
         # One cell a line through json's C encoder (indent= runs the pure-Python one).
         head = json.dumps({k: v for k, v in data.items() if k != "cells"})[:-1]
         sys.stdout.write(head + ', "cells": [\n' + ",\n".join(
             json.dumps(c) for c in data["cells"]) + "\n]}\n")
     else:
-        print(table.render(changed_only=not args.all))
+        print(found.render(changed_only=not args.all))
     return 0

@@ -11,10 +11,10 @@ from typing import Any
 
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome
-from harness.records import snapshot
+from harness.records import table
 from harness.records.runs import latest_run, lineage
-from harness.records.snapshot import Row
 from harness.records.store import RunStore
+from harness.records.table import Row
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
 #: What a cell was that says nothing of what it should be.
@@ -64,7 +64,8 @@ def load_baseline(path: Path, reports_dir: Path) -> Baseline:
         return _baseline_file(path)
     run_dir = resolve_baseline(str(path), reports_dir)
     # each cell's last attempt, as the record's reading gives
-    return Baseline(source=run_dir.name, outcomes=snapshot.load(run_dir).outcomes())
+    return Baseline(source=run_dir.name,
+                    outcomes=table.read(run_dir, table.OUTCOMES).outcomes())
 
 
 def _baseline_file(path: Path) -> Baseline:

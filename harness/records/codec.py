@@ -70,12 +70,9 @@ class Batched:
             self.pending = 0
 
 
-#: How much of a record is read and decoded at once: a fleet's record whole, as one JSON
-#: text, was four copies of it in memory at once (the file, its lines joined, the brackets
-#: added, the values), which set a report's peak. Small, too: glibc raises its mmap threshold
-#: to the size of each large block freed, up to 32 MiB, and blocks of 4 MiB then came from the
-#: heap, pinned there by the small objects after them (history reading 30 records took twice
-#: the memory; with 1 MiB, less than when each record was decoded whole).
+#: How much of a record is read and decoded at once: a large record whole, as one JSON text,
+#: is several copies of it in memory at once; small blocks also stay below glibc's mmap
+#: threshold, so they are not pinned in the heap by the small objects made after them.
 CHUNK = 1 << 20
 
 
@@ -86,7 +83,7 @@ def read_lines(path: Path, size: int | None = None) -> list[Any]:
 
 def read_record(path: Path, size: int | None = None) -> tuple[list[Any], bool]:
     """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
-    (one decode per chunk: a fleet's record is 100,000 lines), line by line only in a
+    (one decode per chunk, not one per line), line by line only in a
     chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped.
     ``size``: its first bytes alone (what it held then, however much has been added).
     With them, whether every line but a blank one was read (none torn, none not JSON)."""

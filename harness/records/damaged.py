@@ -4,10 +4,9 @@ why) and counted in the report's header, never a traceback and never a silent dr
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,7 +15,6 @@ from harness.core.results import damage
 #: How many damaged lines of one reading are named; the rest are counted.
 NAMED = 10
 _WARNED: set[Damaged] = set()  # (a command reading one record twice says each once)
-_QUIET = [False]  # set while other runs are read for a page of this one (``quietly``)
 
 
 class Damaged(NamedTuple):
@@ -50,8 +48,6 @@ def scan(path: Path, size: int | None = None) -> list[Damaged]:
 def warn(found: Sequence[Damaged]) -> None:
     """One warning line on stderr a damaged line (the first ``NAMED``; then their count),
     each once in a process."""
-    if _QUIET[0]:
-        return
     found = [d for d in found if d not in _WARNED]
     _WARNED.update(found)
     for damaged in found[:NAMED]:
@@ -59,17 +55,6 @@ def warn(found: Sequence[Damaged]) -> None:
     if len(found) > NAMED:
         print(f"harness: warning: {len(found) - NAMED} more damaged lines left out",
               file=sys.stderr)
-
-
-@contextlib.contextmanager
-def quietly() -> Iterator[None]:
-    """Damaged lines read meanwhile left out without a word: other runs' lines, read for a
-    report's history page (``harness history`` names them)."""
-    _QUIET[0] = True
-    try:
-        yield
-    finally:
-        _QUIET[0] = False
 
 
 def said(count: int) -> str:

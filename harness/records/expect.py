@@ -78,9 +78,8 @@ class _Judge:
     """Each result's ``Judgement``, as ``Rule.holds_for`` and the baseline say, computed once
     per distinct input: each glob matched once per distinct value, each reason pattern once
     per distinct reason, each judgement made once per distinct (rules, outcome, baseline
-    outcome). A fleet's 100,000 cells have a few thousand environments, a few dozen case
-    variants, a few targets and reasons: fnmatch and re per rule per cell was most of
-    judging."""
+    outcome): a large run has far fewer environments, case variants, targets and reasons than
+    cells."""
 
     def __init__(self, rules: Sequence[Rule], baseline: Baseline | None) -> None:
         self.rules = tuple(rules)
@@ -106,7 +105,7 @@ class _Judge:
                     mask = environments[environment] = self._mask(environment, "environment")
                 if mask:
                     # By case and variant: the label (``case::variant``) made once for each
-                    # pair, not once a cell (a tenth of judging a fleet).
+                    # pair, not once a cell.
                     pair = (result.case_id, result.variant)
                     found = labels.get(pair)
                     if found is None:
@@ -298,9 +297,8 @@ def _tally(results: Iterable[J], rules: Sequence[Rule], baseline: Baseline | Non
            keep: Callable[[Judgement], bool]) -> tuple[Counter[Judgement],
                                                        list[tuple[J, Judgement]]]:
     """Each judgement's count, in the order each first came, and the cells whose judgement
-    ``keep`` holds for, one by one: no verdict a cell (a fleet's 100,000 verdicts were a
-    fifth of a merge), ``keep`` asked once per judgement (each is made once per distinct
-    input)."""
+    ``keep`` holds for, one by one: no verdict a cell, ``keep`` asked once per judgement
+    (each is made once per distinct input)."""
     cells: Counter[Judgement] = Counter()
     kept: list[tuple[J, Judgement]] = []
     decided: dict[int, bool] = {}

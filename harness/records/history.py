@@ -2,7 +2,7 @@
 nights): which cells changed, which flip back and forth, and pruning the folder to the newest.
 
 Cells are matched by their logical key (environment, ``case::variant``, hardware), so a pin
-change does not start a new row. Each run is read from its snapshot (``records.snapshot``).
+change does not start a new row. Each run is read from its table (``records.table``).
 One line of runs is shown: the nightly runs of the newest nightly's matrix (``runs.lineage``);
 a bisect's trials, bumps and other matrices' runs in the same folder are counted, not shown.
 """
@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.results import Outcome
-from harness.records import snapshot
+from harness.records import table
 from harness.records.runs import lineage, run_folders, run_metas, run_order
-from harness.records.snapshot import FROM_LETTER, LETTER, Key
+from harness.records.table import Key
+
+#: One letter an outcome, as a strip shows it.
+LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
+          Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
+          Outcome.MISSING: "?", Outcome.FLAKY: "~"}
 
 ABSENT = "-"
+_OUTCOME = {str(o): o for o in Outcome}
+_NAMES = {str(o): str(o) for o in Outcome}  # an outcome's name, one object for all cells
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,7 +62,7 @@ class History:
 
     def changes(self, outcomes: tuple[Outcome | None, ...]) -> tuple[int, bool]:
         """``flips`` and ``flaky`` of a strip, worked out once per distinct strip: ``load``
-        shares one tuple among the cells with the same outcomes (most of a fleet's)."""
+        shares one tuple among the cells with the same outcomes (most of a large run's)."""
         found = self._seen.get(id(outcomes))
         if found is None or found[0] is not outcomes:
             found = self._seen[id(outcomes)] = (outcomes, self.flips(outcomes),
@@ -93,18 +100,19 @@ class History:
             for k, outcomes in self.rows(changed_only=changed_only)]}
 
 
-def run_outcomes(run_dir: Path) -> dict[Key, Outcome]:
-    """Each cell's last attempt in one record, by logical key (from its snapshot)."""
-    found = snapshot.load(run_dir)
-    return found.outcomes()
+def run_outcomes(run_dir: Path, *, quiet: bool = False) -> dict[Key, Outcome]:
+    """Each cell's last attempt in one record, by logical key (from its table)."""
+    return table.read(run_dir, table.OUTCOMES, quiet=quiet).outcomes()
 
 
 def load(folder: Path, *, last: int = 10, keyword: str | None = None,
-         line: tuple[str, str] | None = None, before: Path | None = None) -> History:
-    """The last ``last`` runs of ``folder``, from their snapshots (``records.snapshot``: a
-    run's outcomes are one letter a cell, and runs of the same cells in the same order share
-    their keys' digest, so only the first of them has its keys read). ``line``: the matrix
-    and kind to follow (``runs.lineage``); ``before``: only runs made before this one."""
+         line: tuple[str, str] | None = None, before: Path | None = None,
+         quiet: bool = False) -> History:
+    """The last ``last`` runs of ``folder``, one query of its table each: runs of the same
+    cells in the same order share their keys' digest, so only the first of them has its keys
+    read, the others their outcomes alone. ``line``: the matrix and kind to follow
+    (``runs.lineage``); ``before``: only runs made before this one; ``quiet``: their damaged
+    lines left out without a word (a report's page: ``harness history`` names them)."""
     every = run_metas(folder)
     if before is not None:  # a report's page: what came before its run, whatever came after
         mine = run_order(before)
@@ -115,44 +123,42 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
                         lines[-1] if lines else ("", "nightly"))
     runs = [path for (path, _), found in zip(every, lines, strict=True) if found == line][-last:]
     left_out = sum(found != line for found in lines)
-    snapshot.make_missing(runs)  # runs recorded before snapshots: their keys, on two cores
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
-    columns = []
+    columns: list[tuple[list[int], list[str]]] = []
     for run in runs:
-        found = snapshot.letters(run)  # the snapshot's second line: 0.1 MB of a fleet's 4.7
-        places = placed.get(found.keys_digest)
-        if places is None or len(places) != len(found.letters):  # the first run of these keys
-            # (most nights: the first run only; a digest with another count: not these keys)
-            whole = snapshot.keys(run)
-            places = []
-            if whole.keys_digest:
-                placed[whole.keys_digest] = places
-            for key in whole.keys:
+        found = table.outcomes(run)
+        places = placed.get(found[0]) if found is not None else None
+        if found is None or places is None or len(places) != len(found[1]):
+            whole = table.read(run, table.OUTCOMES, quiet=quiet)
+            places = placed[whole.keys_digest] = []
+            for key in whole.logical_keys():
                 if key not in where:
                     where[key] = len(keys)
                     keys.append(key)
                 places.append(where[key])
-            found = snapshot.Letters(whole.letters, whole.keys_digest)  # read together
-        columns.append((places, found.letters))
-    letters = []  # per run, a letter for every key
-    for places, text in columns:
-        if places == list(range(len(places))):  # the keys in the same order: as they are
-            letters.append(text + ABSENT * (len(keys) - len(places)))
+            found = whole.keys_digest, whole.column("outcome")
+        columns.append((places, list(map(_NAMES.__getitem__, found[1]))))  # one str each
+    in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
+    full = []  # per run, an outcome's name (None: not in that run) per key
+    for places, held in columns:
+        if in_order.setdefault(id(places), places == list(range(len(places)))):
+            full.append(held + [None] * (len(keys) - len(places)))
         else:
-            column = [ABSENT] * len(keys)
-            for i, letter in zip(places, text, strict=True):
-                column[i] = letter
-            letters.append("".join(column))
-    shared: dict[tuple[str, ...], tuple[Outcome | None, ...]] = {}
+            column: list[str | None] = [None] * len(keys)
+            for place, name in zip(places, held, strict=True):
+                column[place] = name
+            full.append(column)
+    shared: dict[tuple[str | None, ...], tuple[Outcome | None, ...]] = {}
     cells = {}
-    for key, strip_letters in zip(keys, zip(*letters, strict=True), strict=True):
+    for key, names in zip(keys, zip(*full, strict=True) if full else ((),) * len(keys),
+                          strict=True):
         if keyword is not None and keyword not in f"{key[0]}\t{key[1]}":
             continue
-        strip = shared.get(strip_letters)  # most cells share theirs ("P P P ..."): one each
+        strip = shared.get(names)  # most cells share theirs: one each
         if strip is None:
-            strip = shared[strip_letters] = tuple(FROM_LETTER.get(x) for x in strip_letters)
+            strip = shared[names] = tuple(_OUTCOME[o] if o else None for o in names)
         cells[key] = strip
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells, line=line,
                    left_out=left_out)

@@ -12,8 +12,8 @@ CASES = "cases.json"
 PLAN = "plan.json"
 FULL_PLAN = "full_plan.json"
 # run.json's "format": 2 added logical keys, case metadata, attempts, relative logs; 3 moves
-# the plan out of run.json (a fleet's plan is tens of MB: reading a run's metadata, or 64
-# shards', must not parse it); 4 writes each line's fingerprint and machine once, to
+# the plan out of run.json (a large plan is tens of MB: reading a run's metadata must not
+# parse it); 4 writes each line's fingerprint and machine once, to
 # shared.jsonl.
 FORMAT = 4
 SHARED = "shared.jsonl"

@@ -28,9 +28,8 @@ def result_rows(store: RunStore) -> list[ResultRow] | None:
     """Each cell of ``store``'s record once, its last attempt at its first place, as
     ``as_rows(store.results())`` gives them (up to ``store.upto``), read straight into rows:
     or None where any line is not one result as the harness writes it (torn, blank, by
-    hand), for the caller to read the record as ``RunStore`` does. A MiB at
-    a time (``codec.CHUNK``), as the store reads it: a fleet's record whole, with its
-    lines, was a report's peak."""
+    hand), for the caller to read the record as ``RunStore`` does. A block at a time
+    (``codec.CHUNK``), as the store reads it."""
     path = store.run_dir / RESULTS
     rows: list[ResultRow] = []
     try:

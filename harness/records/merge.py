@@ -10,7 +10,7 @@ names in shared.jsonl are named by their content, so the same line means the sam
 merged record. A line the merged record would hold otherwise (a log not shipped, a value held
 inline, a field too many or too few, a secret of this machine's) is written as ``extend``
 writes a result. Unless the caller asks for results (``make_results``; no command does: the
-verdicts and the snapshot read less, and a report reads the merged record), a line written
+verdicts and the table read less, and a report reads the merged record), a line written
 as it is is never made a result: it is decoded by msgspec (``ResultRow``).
 """
 
@@ -45,7 +45,6 @@ from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
 from harness.records.lines import DECODER, REFUSED
 from harness.records.runs import run_kind
 from harness.records.select import choose
-from harness.records.snapshot import Gathering, Prepared, Stamp, letters_of, prepared, stamp
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
 
@@ -62,34 +61,11 @@ class MergeReport:
     # ... and each as a result, for a caller that asked for them (``make_results``).
     results: list[CellResult] = field(default_factory=list)
     shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
-    # The lines written in place of the chosen ones (a gap's MISSING, a log that moved, a
-    # value held inline, a field too many or too few, every line of a shard whose text
-    # holds a run of 19 digits), by their place in ``written``: for ``as_read``.
-    rewritten: dict[int, bytes] = field(default_factory=dict)
-    # Where no two runs merged hold one cell and this machine has no secret to redact: their
-    # snapshots, which stand for the lines passed through from them (``snapshot.write``).
-    gathering: Gathering | None = None
     damaged: int = 0  # the lines of the runs merged left out (run.json ``damaged_lines``)
 
     @property
     def judged(self) -> list[Judged]:
         return list(self.written)
-
-    def as_read(self) -> list[ResultRow] | None:
-        """Each written cell as ``lines.DECODER`` reads its line of the merged record (its
-        shared values by name, not in place): what ``report_rows`` keeps. None where a line
-        is not to be had that way (results asked for, or read back after redaction)."""
-        rows = list(self.written)
-        for at, item in enumerate(rows):
-            if item.__class__ is not ResultRow:
-                line = self.rewritten.get(at)
-                if line is None:
-                    return None
-                try:
-                    rows[at] = DECODER.decode(line)
-                except REFUSED:  # (NaN written as null, a plan's value that is no text,
-                    return None  # nesting past msgspec's depth: the record is read instead)
-        return rows  # type: ignore[return-value]
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
@@ -99,8 +75,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     line written as it is is decoded, not made a result (``ResultRow``). ``beside``: work
     on the cells chosen (``report.written``) that reads none of the merged run's files but
     run.json (not even the run a baseline names: merged again under its name, the run
-    is being replaced), done while the process that links the logs finishes (a fleet's 50,000 links
-    take longer than the record's lines: this process waited for them); not where a secret
+    is being replaced), done while the process that links the logs finishes; not where a secret
     of this machine's is redacted (the cells are then read back from the record)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
@@ -108,7 +83,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     aside = _SetAside(reports_dir)
     try:
         try:
-            report, writer, order, read_as, made = _merge(sources, reports_dir, run_id, warn,
+            report, writer = _merge(sources, reports_dir, run_id, warn,
                                                        linker, make_results, aside)
             if beside is not None and not report.store.redactor.secrets:
                 beside(report)
@@ -126,14 +101,6 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     # secret of this machine's): then the record itself.
     if out.redactor.secrets:
         report.written = list(out.results())
-    else:
-        assert writer.added == len(report.written)  # ``rewritten``'s places are the cells'
-        report.rewritten = writer.rewritten
-    if read_as:
-        # Each cell's id as the plan's strings, not the lines' (a forked process that read
-        # a line's would copy the page it sits on: a fleet's are spread over 30,000).
-        report.gathering = Gathering(list(read_as), order, letters_of(report.written),
-                                     list(writer.rewritten), read_as, made)
     if make_results:  # every one a result (none passed through as a ResultRow)
         report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
@@ -141,12 +108,9 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
 
 def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
            warn: Callable[[str], None], linker: _Linker, make_results: bool,
-           aside: _SetAside) -> tuple[MergeReport, _Writer, list[str], dict[Path, Stamp | None],
-                      Prepared | None]:
+           aside: _SetAside) -> tuple[MergeReport, _Writer]:
     """The merged run folder, its record chosen (``report.written``, to be written by the
-    writer) and its logs sent to the linker; each written cell's id; the runs merged, where
-    no two hold one cell and no secret is redacted (else none), and the snapshot made from
-    theirs for the plan's cells."""
+    writer) and its logs sent to the linker."""
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
     target = reports_dir / "runs" / run_id
@@ -154,13 +118,11 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         raise UsageError(f"merge: {target} is one of the runs being merged")
     redactor = Redactor.from_environment()
 
-    def create() -> tuple[list[str], Prepared | None]:
-        """The merged run's folder (run.json, plan.json, cases.json); the plan's order, and
-        the merged run's snapshot prepared from the shards' own (``snapshot.prepared``).
-        Decoding a fleet's plan and writing it again is a sixth of a merge, on the second
-        core while this one reads the shards; the cells stay there (150 MiB), only their
-        order comes back (a gap reads them again). The shards' run.json too: 64 of a
-        fleet's hold 6 MB, and this process needs them only for a gap."""
+    def create() -> list[str]:
+        """The merged run's folder (run.json, plan.json, cases.json); the plan's order.
+        Written on the second core while this one reads the shards; the cells stay there,
+        only their order comes back (a gap reads them again). The shards' run.json too:
+        this process needs them only for a gap."""
         metas = [s.meta for s in sources]
         passed = None if redactor.secrets else _plan_text(sources, metas)
         planned: list[dict[str, Any]] | PlanText
@@ -170,9 +132,6 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         else:
             planned, order = passed
         cases = _union(s.cases for s in sources)
-        # Its snapshot too, from the shards' own, while this core has room: what ``write``
-        # takes where every cell turns out a line passed through (``Gathering.ready``).
-        made = None if redactor.secrets else prepared([s.run_dir for s in sources], order)
         # Only now, with every shard's plan and cases read: an artifact that cannot be read
         # leaves the earlier merge of the same name as it was (a shard's record, read
         # beside this, puts it back: ``_SetAside.restore``).
@@ -188,13 +147,12 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
             "kind": run_kind(metas[0]),
         }, run_id=run_id, cases=cases, redactor=redactor)
-        return order, made
+        return order
 
     # The rules of choice are select's; the shards' records are read here, keeping each line.
     names, common = _Names(redactor), _Common()
     chosen: dict[str, tuple[_Read, CellResult | ResultRow]] = {}
     conflicts: list[str] = []
-    read_as: dict[Path, Stamp | None] = {}  # each run merged: its record as it was read
     left_out: list[int] = []  # the damaged lines of the runs merged (``records.damaged``)
 
     def read() -> None:
@@ -203,12 +161,9 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         chosen.update(found)
         conflicts.extend(clashes)
         left_out.extend(len(r.damaged) for r in readers)
-        if not redactor.secrets and len(found) == sum(len(r.last_attempts()) for r in readers):
-            # No cell in two: their snapshots may stand for their lines.
-            read_as.update((r.run_dir, r.read_as) for r in readers)
 
     try:
-        order, made = side_by_side(create, read, "writing the merged run's plan")
+        order = side_by_side(create, read, "writing the merged run's plan")
     except BaseException:
         aside.restore(target)  # a shard that cannot be read: the earlier merge stays
         raise
@@ -248,7 +203,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
                        key=_report_order)
         lines += [writer.add(relocate(*found), found) for found in extra]
         order = [*order, *(found[1].cell_id for found in extra)]
-    return report, writer, order, read_as, made
+    return report, writer
 
 
 def _report_order(found: tuple[_Read, CellResult | ResultRow]) -> tuple[tuple[str, str, str], str]:
@@ -263,7 +218,7 @@ def _same(source: _Read, one: CellResult | ResultRow, other_source: _Read,
 
 class _Gaps:
     """What a MISSING line is made of: the plan's cells, and which shard was to run each
-    (every shard's plan: most of a fleet's merge, read only when there is a gap)."""
+    (every shard's plan, read only when there is a gap)."""
 
     def __init__(self, sources: Sequence[RunStore]) -> None:
         metas = [s.meta for s in sources]
@@ -293,7 +248,6 @@ class _Read(RunStore):
         self.all_usable: dict[tuple[str, ...], bool] = {}
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
         self._last: list[CellResult | ResultRow] | None = None
-        self.read_as: Stamp | None = None  # the record, as it was read
         self.passed = 0  # lines decoded as rows (``_passed``)
 
     def last_attempts(self) -> list[CellResult | ResultRow]:
@@ -320,17 +274,10 @@ class _Read(RunStore):
         return kept[1:] if kept is not None and kept[0] is result else None
 
     def _read(self) -> list[CellResult | ResultRow]:
-        self.read_as = stamp(self.run_dir)
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
             return []
-        if (self.read_as is None or len(data) != self.read_as[0]
-                or stamp(self.run_dir) != self.read_as or b"\r" in data):
-            # Not what its snapshot may say: a record that grew while it was read; one
-            # with a carriage return, which the store may read as two lines where this
-            # reads one (``codec``: a chunk with a torn line is read by ``splitlines``).
-            self.read_as = None
         shared = self._shared_values()
         secrets = self.names.secrets
         share = self.common.share
@@ -390,7 +337,7 @@ class _Read(RunStore):
 
     def _usable(self, name: str) -> bool:
         usable = self.usable.get(name)
-        if usable is None:  # a fleet's 100,000 lines name two thousand values
+        if usable is None:  # many lines name few values: each checked once
             usable = self.usable[name] = self.names.usable(
                 name, self.shared_lines.get(name), self._shared_values()[name])
         return usable
@@ -443,8 +390,8 @@ _REPEATED = ("run_id", "environment", "env_key", "backend", "case_id", "variant"
 
 class _Common:
     """One copy of what many results hold equal: each repeated string, each environment's
-    ``values``. Decoded line by line, a fleet's 100,000 results held a copy each (110 of the
-    500 MiB of its merge). Equal and in the same order: the results mean and encode the same."""
+    ``values``, rather than a copy per decoded line. Equal and in the same order: the
+    results mean and encode the same."""
 
     def __init__(self) -> None:
         self.strings: dict[str, str] = {}
@@ -499,20 +446,15 @@ class _Writer:
         self.names = names.values
         self.chunks: list[bytes] = []
         self.fresh: dict[str, Any] = {}
-        self.rewritten: dict[int, bytes] = {}  # by place: each line encoded here
-        self.added = 0
         self.named: set[tuple[str, ...]] = set()  # the names of the lines written as they are
 
     def add(self, result: CellResult | ResultRow,
             found: tuple[_Read, CellResult | ResultRow] | None = None) -> CellResult | ResultRow:
         source = found[0] if found is not None and found[1] is result else None
         kept = source.verbatim(result) if source is not None else None
-        self.added += 1
         if kept is None:
             assert isinstance(result, CellResult)  # a ResultRow is kept, or made a result
-            line = self.out.encode(result, self.fresh)
-            self.chunks.append(line)
-            self.rewritten[self.added - 1] = line
+            self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
         self.chunks += (line, b"\n")
@@ -529,10 +471,9 @@ class _Writer:
 
 class _SetAside:
     """An earlier merge of the same name, moved out of ``runs/`` at once (a rename) and
-    removed beside the rest of the merge, by ``rm`` in a process of its own: a fleet's
-    merged run is 42,000 files, 0.3-0.45 s of system time to remove, which a merge of the
-    same name again spent before it could write its folder. The folder it goes to
-    (``<reports>/.replaced/``) is no run's: nothing lists it. Put back where the merge
+    removed beside the rest of the merge, by ``rm`` in a process of its own, so that a
+    merge under the same name need not wait for it before it writes its folder. The folder
+    it goes to (``<reports>/.replaced/``) is no run's: nothing lists it. Put back where the merge
     fails before its record is written (a shard that cannot be read); what a merge that was
     killed left there goes with the next one's."""
 
@@ -588,8 +529,7 @@ class _SetAside:
 
 
 #: The plan ``_plan_text`` decoded, left to the end of the process that decoded it (the
-#: merged run's plan is written in a forked one, which ends without freeing anything): a
-#: fleet's 100,000 cells take 0.05-0.06 s to free.
+#: merged run's plan is written in a forked one, which ends without freeing anything).
 _HELD: list[Any] = []
 
 
@@ -619,8 +559,8 @@ def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> list[dict[str, Any]]:
     """The plan the shards were cut from, in plan order. Every shard of one plan records the
-    same one: it is read from the first shard that has it (reading 64 copies of a fleet's plan
-    is most of a merge), plus any cell another record planned that it lacks."""
+    same one: it is read from the first shard that has it (not every shard's copy of it), plus
+    any cell another record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
     shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
     for cell in (shards[0].full_plan() or []) if shards else []:
@@ -634,8 +574,7 @@ def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 
 class _Relocate:
     """A result with its log linked (or copied) beside it, at the same relative path. On
-    strings, with each shard's logs listed once and what was linked remembered (a stat per
-    log was a third of a fleet's merge: 100,000 logs)."""
+    strings, with each shard's logs listed once and what was linked remembered (no stat per log)."""
 
     def __init__(self, out: RunStore, linker: _Linker) -> None:
         self.out = f"{out.run_dir}"
@@ -667,10 +606,10 @@ class _Relocate:
 
 class _Linker:
     """``_link`` in a process of its own, forked before the records are read (a small
-    process then), while the merge goes on: a fleet's 50,000 links are a system call each,
-    and on a thread they waited for the interpreter's lock between any two (a sixth of the
-    merge, after it). The jobs go down a pipe; ``close`` waits for the last one and raises
-    the first error. A thread where there is no ``fork`` (or other threads run)."""
+    process then), while the merge goes on: a link is a system call each, and on a thread
+    they wait for the interpreter's lock between any two. The jobs go down a pipe; ``close``
+    waits for the last one and raises the first error. A thread where there is no ``fork``
+    (or other threads run)."""
 
     def __init__(self) -> None:
         self.jobs: list[str] = []  # src and target of each link, one after the other
@@ -711,7 +650,7 @@ class _Linker:
     def _send(self) -> None:
         if not self.jobs:
             return
-        # Encoded as os.fsencode would, a thousand at a time (a call each was 0.05 s a fleet).
+        # Encoded as os.fsencode would, a thousand at a time.
         data = ("\0".join(self.jobs) + "\0").encode(_FS_ENCODING, "surrogateescape")
         self.jobs = []
         with contextlib.suppress(BrokenPipeError):  # it ended: close() says why

@@ -57,8 +57,8 @@ from harness.records.runs import latest_run
 @dataclass(frozen=True)
 class PlanText:
     """A plan as the JSON text of a record's plan file, with its number of cells: a shard's
-    whole plan, which a merge writes as the merged run's plan as it is (decoding a fleet's
-    30 MB plan and encoding it again was a sixth of a merge)."""
+    whole plan, which a merge writes as the merged run's plan as it is (a large plan is not
+    decoded and encoded again)."""
 
     text: bytes
     cells: int
@@ -177,7 +177,7 @@ class RunStore:
         path = self.run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         data = self.redactor.obj(data)
-        if indent is None:  # a plan: a fleet's is 30 MB
+        if indent is None:  # a plan: tens of MB for a large matrix
             atomic.write_bytes(path, jsonio.dumps(data))
         else:
             atomic.write_text(path, json.dumps(data, indent=indent, default=str))
@@ -240,7 +240,7 @@ class RunStore:
         for name in BY_REFERENCE:
             if row[name]:
                 row[name] = self._share(row[name], fresh)
-        # Compact: a fleet's record is 100,000 lines, read back by every report.
+        # Compact: a record is read back by every report.
         return jsonio.dumps(self.redactor.obj(row)) + b"\n"
 
     def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
@@ -343,8 +343,8 @@ class RunStore:
         return {r.cell_id for r in self.results() if is_done(r)}
 
     def log_names(self) -> frozenset[str]:
-        """The file names in logs/, listed once: a fleet's merge and report check 100,000
-        log links, and a stat each was a third of a merge."""
+        """The file names in logs/, listed once: a merge and a report check every cell's
+        log link, and not with a stat each."""
         try:
             return frozenset(os.listdir(self.run_dir / "logs"))  # noqa: PTH208  (names only)
         except OSError:
@@ -385,8 +385,7 @@ def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
         raw = (run_dir / SHARED).read_bytes()
     except FileNotFoundError:
         return
-    # Its numbers checked once, not a line at a time (a fleet's 64 shards hold 10,000 lines
-    # of a few kB: a tenth of a second of a merge).
+    # Its numbers checked once, not a line at a time.
     loads = orjson.loads if jsonio.plain_numbers(raw) else jsonio.loads
     for line in raw.splitlines():
         try:

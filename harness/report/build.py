@@ -8,8 +8,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import compress, repeat
-from operator import add, attrgetter, itemgetter, mul, ne
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,14 +20,14 @@ from harness.core.results import (
     as_rows,
 )
 from harness.core.rules import Rule
-from harness.records import report_rows, snapshot
+from harness.records import table
 from harness.records.baseline import Baseline
 from harness.records.compare import bumped, match_previous
 from harness.records.expect import recorded_rules
 from harness.records.lines import result_rows
 from harness.records.select import choose_records, merged_cases, merged_environments
-from harness.records.snapshot import FROM_LETTER, Row, Snapshot, rows_of
 from harness.records.store import RunStore
+from harness.records.table import Row
 from harness.report.data import KEY_VERSIONS as KEY_VERSIONS
 from harness.report.data import LONG as LONG
 from harness.report.data import Cells as _Cells
@@ -72,14 +71,14 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     if results is not None:
         report.cells()  # taken before the writers part, and shared
 
-    def keep_snapshot() -> None:  # what the next night's "what changed", history and
+    def keep_table() -> None:  # what the next night's "what changed", history and
         # baselines read of this run (damaged: each reader reads it, and says so)
         store = report.stores[0]
-        if len(report.stores) == 1 and not snapshot.is_current(store.run_dir) and not any(
+        if len(report.stores) == 1 and table.current(store.run_dir, ()) is None and not any(
                 s.damaged for s in report.stores):
-            snapshot.write(store.run_dir, report.cells().in_record, report.made_from)
+            table.write(store.run_dir, report.cells().in_record, report.made_from)
 
-    return write_all(report, out_dir, keep_snapshot)
+    return write_all(report, out_dir, keep_table)
 
 
 def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
@@ -89,8 +88,8 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     with their logs' links from ``out_dir``."""
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
     # Each record as it is now (its size, before it is read): every writer reads these
-    # lines, and the snapshot says it was made of them, whatever a run still going appends.
-    stamps = [snapshot.stamp(s.run_dir) for s in stores]
+    # lines, and the table says it was made of them, whatever a run still going appends.
+    stamps = [table.stamp(s.run_dir) for s in stores]
     # Quiet: the site names their damaged lines (and counts them in its header).
     stores = [s.as_of(stamp[0] if stamp else None, quiet=True)
               for s, stamp in zip(stores, stamps, strict=True)]
@@ -102,31 +101,26 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     @functools.cache
     def cells() -> _Cells:
-        """The cells as rows, with their logs' links: one record's made from its snapshot
-        and the columns a merge keeps beside it, or read straight from it (no result made of
-        a line), else as results made rows."""
-        if given is None:
-            found = _row_cells(stores, metas, out_dir, made_from, current)
-            if found is not None:
-                return found
+        """The cells as rows, with their logs' links: one record's read straight from it
+        (no result made of a line), else as results made rows."""
+        if given is None and len(stores) == 1:
+            rows = result_rows(stores[0])
+            if rows is not None:
+                return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir),
+                              decoded=True)
         return _cells(stores, metas, out_dir, given)
-
-    before = snapshot.load(previous.run_dir) if previous is not None else None  # made once
-
-    # Where this run's own snapshot is current and holds the cells of the run before in
-    # their order (a nightly's), what changed is read off the two snapshots' columns, once,
-    # here: not worked out from the cells by each writer.
-    current = snapshot.read(stores[0].run_dir) if (
-        before is not None and given is None and len(stores) == 1) else None
-    compared = diff_snapshots(before, current, moved) if before and current else None
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
-        if before is None:
+        if previous is None:
             return []
-        if compared is not None:
-            return compared
-        return diff_runs(before.rows(), rows_of(cells().rows), moved)
+        # The same cells in the same order (a nightly's): compared in the two tables.
+        pairs = table.changed(previous.run_dir, stores[0].run_dir) if (
+            given is None and len(stores) == 1 and not moved) else None
+        if pairs is not None:
+            return diff_pairs(pairs)
+        before = table.read(previous.run_dir, table.ROWS)
+        return diff_runs(before.rows(), table.rows_of(cells().rows), moved)
 
     return Report(stores=tuple(stores), metas=tuple(metas), cases=merged_cases(stores),
                   environments=merged_environments(metas), rules=rules, baseline=baseline,
@@ -147,30 +141,11 @@ def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir:
                             stores, metas, out_dir))
 
 
-def _row_cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
-               made_from: snapshot.Stamp | None, current: Snapshot | None) -> _Cells | None:
-    """One record's cells as rows: made from its snapshot (``current``, where it is read
-    already) and the columns beside it where both were made from the record as
-    ``made_from`` found it (``report_rows``: a merge's), else read straight from it
-    (``lines.result_rows``); in both orders, with their logs' links. None where the record
-    is not read that way."""
-    if len(stores) != 1:
-        return None
-    rows = report_rows.read(stores[0].run_dir, made_from, current) if (
-        made_from is not None) else None
-    if rows is None:
-        rows = result_rows(stores[0])
-    if rows is None:
-        return None
-    return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir),
-                  decoded=True)
-
-
 def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore],
              metas: Sequence[dict[str, Any]], out_dir: Path
              ) -> tuple[list[ResultRow], list[ResultRow], list[str]]:
     """The cells in the record's order and in the report's, and their logs' links."""
-    # The snapshot's rows in the record's order (RunStore.results'), as a reader that makes it
+    # The table's rows in the record's order (RunStore.results'), as a reader that makes it
     # from the record would have them: the same cells win a logical key whoever wrote it.
     in_record = [r for _, r in pairs]
     pairs = _report_order(pairs, stores, metas)
@@ -247,8 +222,8 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
     """What changed between two runs, cell by cell, matched by logical key (environment,
     ``case::variant``, hardware), not by content id, which a pin change renames. The runs
-    come as snapshot rows (``records.snapshot``): the run before is read from its snapshot,
-    not decoded whole.
+    come as table rows (``records.table``): the run before is read from its table, not
+    decoded whole.
 
     Classes: ``new failure`` (was fine, is not), ``fixed``, ``changed`` (fine both times but a
     different outcome: a documented failure that stopped reproducing is news), ``still
@@ -283,51 +258,15 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
     return changes
 
 
-def diff_snapshots(old: Snapshot, new: Snapshot, moved: Sequence[str] = ()
-                   ) -> list[dict[str, Any]] | None:
-    """``diff_runs`` of the two runs' snapshot rows, where the runs hold the same cells'
-    logical keys in the same order, each key once (a nightly against the night before):
-    cell by cell, by position, on the outcome letters and the versions' codes, a row made
-    only for a cell that changed. None where that is not so (another key, a key twice, a
-    ``--set`` bump): then ``diff_runs`` it is."""
-    if moved or old.keys_digest != new.keys_digest or len(old) != len(new) or not _plain(new):
-        return None
-    # The digest is of the keys' columns (tables and codes): equal, the keys are the same,
-    # in the same order. Each once: no two cells of one column of codes, and no two
-    # (case, variant) pairs that read as one label ("a::b" + "c" and "a" + "b::c").
-    cases, variants = new.codes("case_id"), new.codes("variant")
-    pairs = set(zip(cases, variants, strict=True))
-    labels = {f"{new.table('case_id')[c]}::{new.table('variant')[v]}" for c, v in pairs}
-    # Each cell's key as one number (its codes in mixed radix, in C): a set of 100,000
-    # tuples of four was half of this comparison.
-    keys: Iterable[int] = new.codes("environment")
-    for name in ("case_id", "variant", "hardware_target"):
-        keys = map(add, map(mul, keys, repeat(len(new.table(name)))), new.codes(name))
-    if len(labels) != len(pairs) or len(set(keys)) != len(new):
-        return None
-    # The places whose letters differ, found in C (a loop over a fleet's 100,000 letters
-    # was a tenth of a second before the report's halves part); each pair of letters
-    # classed once.
-    places = range(len(new))
-    differ = list(compress(places, map(ne, old.letters, new.letters)))
-    classed = {(a, b): _moved(FROM_LETTER[a], FROM_LETTER[b])
-               for a, b in set(zip(map(old.letters.__getitem__, differ),
-                                   map(new.letters.__getitem__, differ), strict=True))}
-    kinds = dict(zip(differ, map(classed.__getitem__, zip(
-        map(old.letters.__getitem__, differ), map(new.letters.__getitem__, differ),
-        strict=True)), strict=True))  # a cell that changed, by its place -> how
-    # The same outcome, other versions (both known): each pair of codes compared once.
-    old_versions, new_versions = old.table("versions"), new.table("versions")
-    old_codes, new_codes = old.codes("versions"), new.codes("versions")
-    moved_on = {(a, b) for a, b in set(zip(old_codes, new_codes, strict=True))
-                if (was_v := old_versions[a]) and (now_v := new_versions[b]) and was_v != now_v}
-    if moved_on:
-        for i in compress(places, map(moved_on.__contains__,
-                                      zip(old_codes, new_codes, strict=True))):
-            kinds.setdefault(i, "versions changed")
-    at = sorted(kinds)
-    changes = [_change(kinds[i], now.logical_key, was, now) for i, was, now in zip(
-        at, old.rows_at(at), new.rows_at(at), strict=True)]
+def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
+    """``diff_runs`` of two runs of the same cells, each once, from the pairs of rows whose
+    outcome or versions may differ (``table.changed``)."""
+    changes = []
+    for was, now in pairs:
+        if was.outcome != now.outcome:
+            changes.append(_change(_moved(was.outcome, now.outcome), now.logical_key, was, now))
+        elif was.versions != now.versions and was.versions and now.versions:
+            changes.append(_change("versions changed", now.logical_key, was, now))
     return sorted(changes, key=_change_order)
 
 
@@ -336,18 +275,6 @@ def _moved(was: Outcome, now: Outcome) -> str:
     return ("new failure" if was.ok and not now.ok else
             "fixed" if not was.ok and now.ok else
             "still failing" if not now.ok else "changed")
-
-
-def _plain(run: Snapshot) -> bool:
-    """Whether the snapshot's tables hold what the harness writes (texts; the axes' values
-    texts): a table keeps one entry for values equal in Python (a hand-written 1, 1.0 and
-    true), where the record itself, which ``diff_runs`` reads, tells them apart."""
-    texts = (run.table(name) for name in ("environment", "case_id", "variant",
-                                          "hardware_target"))
-    return (all(set(map(type, table)) <= {str} for table in texts)
-            and set(map(type, run.table("signature"))) <= {str, type(None)}
-            and all(set(map(type, axes)) | set(map(type, axes.values())) <= {str}
-                    for axes in run.table("values")))
 
 
 _ORDER = {k: i for i, k in enumerate(("new failure", "fixed", "changed", "still failing",

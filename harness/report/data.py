@@ -27,8 +27,8 @@ from harness.core.rules import Rule
 from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
 from harness.records.expect import Judgement, judged_report
-from harness.records.snapshot import Stamp
 from harness.records.store import RunStore
+from harness.records.table import Stamp
 from harness.report.site.model import Site, build_site
 
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
@@ -117,7 +117,7 @@ def heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
 class Cells:
     """What a report is made of, read once per process: each cell's last attempt as a row."""
 
-    in_record: list[ResultRow]  # in the record's order (the snapshot's)
+    in_record: list[ResultRow]  # in the record's order (the table's)
     rows: list[ResultRow]  # the same, in plan order (the report's)
     links: list[str]  # each row's log's link from the report ("": none)
     decoded: bool = False  # read straight from the record: every value as JSON decoded it

@@ -12,7 +12,7 @@ from tests.conftest import ROOT
 
 #: Every row the table must have (the fixed steps run on the repository's own matrix).
 STEPS = ("plan --format json", "merge 3 shards --no-report",
-         "merge 3 shards --no-report, shards without snapshots", "merge 3 shards + report",
+         "merge 3 shards --no-report, shards without tables", "merge 3 shards + report",
          "report RUN --out DIR (every format)", "report RUN (finds the run before)",
          "report RUN --diff PREVIOUS", "history --last 3", "history --last 3 --format json",
          "--help (fixed)", "cases (repo matrix, fixed)", "plan table (repo matrix, fixed)")

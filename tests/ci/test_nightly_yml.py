@@ -13,7 +13,7 @@ import yaml
 
 from harness.cli import build_parser
 from harness.core.results import CellResult, Outcome
-from harness.records import snapshot
+from harness.records import table
 from harness.records.store import RunStore
 from tests.conftest import ROOT
 
@@ -96,11 +96,11 @@ def test_actionlint_passes_on_the_workflows_and_catches_a_broken_one(tmp_path: P
     assert proc.returncode == 1 and 'property "plann" is not defined' in proc.stdout
 
 
-def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_snapshot_current(
+def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_table_current(
         tmp_path: Path) -> None:
     """The shard job's pack step and the merge job's unpack step, run as they are written
     (bash, GNU tar), with the artifact's folder layout between them: the run folder comes
-    back with its record's time to the nanosecond, so the snapshot it ended with is current
+    back with its record's time to the nanosecond, so the table it ended with is current
     (a zip, as an artifact of the folder itself travels, holds times to two seconds at best:
     the merge would read the lines)."""
     if not shutil.which("bash") or not shutil.which("tar"):
@@ -115,7 +115,7 @@ def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_snaps
                              values={"torch": "2.5.1"}, env_key="k", backend="uv",
                              case_id="probes", variant="import", nodeid="t.py::t",
                              hardware_target="cpu", outcome=Outcome.PASS)])
-    snapshot.load(store.run_dir)
+    table.read(store.run_dir)
     env = {**os.environ, "RUN_ID": run_id}
     subprocess.run(["bash", "-e", "-c", pack["run"]], cwd=shard, env=env, check=True)
     merge = tmp_path / "merge"
@@ -123,7 +123,7 @@ def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_snaps
     shutil.copyfile(shard / f"{run_id}.tar", merge / "shard-archives" / run_id / f"{run_id}.tar")
     subprocess.run(["bash", "-e", "-c", unpack["run"]], cwd=merge, env=env, check=True)
     unpacked = merge / "shards" / run_id
-    assert snapshot.is_current(unpacked) and snapshot.read(unpacked) is not None
+    assert table.current(unpacked) is not None
     assert [r.cell_id for r in RunStore(unpacked).results()] == ["c1"]
     # No archive at all (every shard failed before its upload): an empty shards/, no error.
     shutil.rmtree(merge)

@@ -43,8 +43,7 @@ def damaged_copy(finished: Path, tmp: Path, edit: dict[str, object] | None) -> P
     its reports folder."""
     run = tmp / "r" / "runs" / "copy"
     shutil.copytree(finished, run)
-    for name in ("snapshot.json", "report_rows.json"):
-        (run / name).unlink(missing_ok=True)
+    (run / "cells.sqlite").unlink(missing_ok=True)
     shutil.rmtree(run / "report", ignore_errors=True)
     lines = (run / "results.jsonl").read_text().splitlines()
     if edit is None:

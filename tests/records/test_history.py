@@ -76,21 +76,21 @@ def test_history_command(tmp_path: Path) -> None:
     assert cell["outcomes"] == ["PASS", "CRASH"] and cell["changes"] == 1
 
 
-def test_the_snapshot_is_read_while_current_and_made_again_when_the_record_grows(
+def test_the_table_is_read_while_current_and_made_again_when_the_record_grows(
         tmp_path: Path) -> None:
+    import sqlite3
+
     from harness.records.history import run_outcomes
-    from harness.records.snapshot import SNAPSHOT
+    from harness.records.table import CELLS
 
     run = write_run(tmp_path, "n1", 1.0, {("a", "x"): P})
     assert run_outcomes(run) == {("a", "case::x", "cpu"): P}
-    snap = run / SNAPSHOT
-    head, letters, rest = snap.read_bytes().split(b"\n", 2)
     record = (run / "results.jsonl").stat()
-    assert head == f"# results.jsonl {record.st_size} {record.st_mtime_ns} snapshot 2".encode()
-    data = json.loads(letters)
-    data["outcome"] = "F"
-    # the snapshot is what is read: its letters line by history, the whole by the rest
-    snap.write_bytes(head + b"\n" + json.dumps(data).encode() + b"\n" + rest)
+    with sqlite3.connect(run / CELLS) as db:
+        assert dict(db.execute("select name, value from meta"))["record_size"] == str(
+            record.st_size)
+        db.execute("update cells set outcome = 'FAIL'")
+    # the table is what is read, by history and by the rest
     assert run_outcomes(run) == {("a", "case::x", "cpu"): F}
     assert load(tmp_path, last=1).cells == {("a", "case::x", "cpu"): (F,)}
     write_run(tmp_path, "n2", 2.0, {("a", "x"): R})  # another record, appended to n1's file

@@ -20,7 +20,21 @@ from harness.records.layout import BY_REFERENCE
 from harness.records.lines import result_rows
 from harness.records.store import RunStore
 from tests.conftest import examples
-from tests.records.test_snapshot import _line, cell, results
+from tests.records.test_table import results
+
+
+def cell(cell_id: str, torch: str, outcome: Outcome, variant: str = "repro") -> CellResult:
+    return CellResult(run_id="r", cell_id=cell_id, environment=f"cpu:torch={torch}",
+                      values={"torch": torch}, env_key=torch, backend="uv", case_id="probes",
+                      variant=variant, nodeid="t.py::x", hardware_target="cpu",
+                      outcome=outcome, duration=1.5,
+                      fingerprint={"key": {"torch": torch}, "freeze_sha256": torch})
+
+
+def _line(**changes: object) -> bytes:
+    row = cell("c9", "2.1.2", Outcome.FAIL).to_dict()
+    row.update(changes)
+    return json.dumps(row).encode()
 
 
 def text(rows: list[ResultRow]) -> bytes:

@@ -10,9 +10,26 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import StoreError
+from harness.core.results import Outcome
+from harness.records import table
 from harness.records.merge import _Linker, _Read, _SetAside, merge_runs
-from tests.records.test_merge_snapshot import shards_that_ran_everything
-from tests.records.test_merge_verbatim import CELLS
+from harness.records.store import RunStore
+from tests.records.test_merge_verbatim import CELLS, record, result
+
+
+def shards_that_ran_everything(reports: Path) -> list[RunStore]:
+    """Three shards that each ran their cells and ended with their table."""
+    stores = []
+    for n in range(3):
+        cells = CELLS[n * 4:(n + 1) * 4]
+        store = RunStore.create(reports, {"planned": cells, "full_plan": CELLS,
+                                          "shard": f"{n + 1}/3"}, run_id=f"s{n}")
+        for i, cell in enumerate(cells):
+            record(store, result(cell, store.run_id, (Outcome.PASS, Outcome.SKIP)[i % 2],
+                                 duration=i + 0.25))
+        table.read(store.run_dir)
+        stores.append(store)
+    return stores
 
 
 @pytest.fixture(params=["process", "thread"])

@@ -19,14 +19,12 @@ from harness.core import jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.core.rules import Rule
-from harness.records import codec, report_rows, snapshot
+from harness.records import codec, table
 from harness.records.expect import judged_summary
-from harness.records.lines import result_rows
 from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 from tests.conftest import examples
-from tests.records.test_lines import text as row_text
 
 # In plan order, which is not the order of their ids.
 CELLS = [{"cell_id": f"c{i * 5 % 12:02d}", "environment": f"env-{i % 3}",
@@ -134,26 +132,14 @@ def assert_merged_as_reference(sources: list[RunStore], tmp: Path) -> RunStore:
     return out
 
 
-def assert_report_rows_read_as_the_record(merged: MergeReport) -> None:
-    """What a merge that makes its report writes beside the snapshot (``commands.records``)
-    makes the rows ``lines.result_rows`` reads from the merged record, value for value and
-    type for type; where a line of it is not read that way, no such file."""
+def assert_table_as_from_the_record(merged: MergeReport) -> None:
+    """The table a merge writes from what it hands on (``commands.records``: the lines as
+    decoded, the names they hold) is the table made from the merged record, row for row."""
     run_dir = merged.store.run_dir
-    made_from = snapshot.stamp(run_dir)
-    assert made_from is not None
-    rows = merged.as_read()
-    from_record = result_rows(RunStore(run_dir))
-    if merged.store.redactor.secrets:  # read back from the record: none to be had
-        assert rows is None
-        return
-    assert (rows is None) == (from_record is None)
-    if rows is None or from_record is None:
-        return
-    snapshot.write(run_dir, merged.written, made_from, names=merged.shared)
-    document = report_rows.encode(rows)
-    assert document is not None and report_rows.write(run_dir, document, made_from)
-    found = report_rows.read(run_dir, made_from)
-    assert found is not None and row_text(found) == row_text(from_record)
+    assert table.write(run_dir, merged.written, table.stamp(run_dir), names=merged.shared)
+    written = table.current(run_dir)
+    (run_dir / table.CELLS).unlink()
+    assert written is not None and written.data == table.read(run_dir).data
 
 
 #: What counting and judging read of a result (``core.results.Judged``).
@@ -164,7 +150,7 @@ JUDGED = ("cell_id", "parent", "environment", "case_id", "variant", "hardware_ta
 def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: MergeReport
                                  ) -> None:
     """The merge for a caller that needs no results (``--no-report``): the same record, byte
-    for byte, plan and shared values included; the same verdicts and the same snapshot from
+    for byte, plan and shared values included; the same verdicts and the same table from
     what it hands on, where it made no result of a line passed through."""
     lines = merge_runs(sources, tmp / "lines", run_id="merged", warn=lambda _: None,
                        make_results=False)
@@ -180,40 +166,8 @@ def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: Mer
     rules = [Rule(outcomes=frozenset({Outcome.FAIL}), why="known", case="case::v1"),
              Rule(outcomes=frozenset({Outcome.NOT_RUN}), why="no GPU", reason="GPU")]
     assert judged_summary(lines.judged, rules, limit=3) == judged_summary(made, rules, limit=3)
-    # The snapshot from what it hands on: as from the results (and as made from the record).
-    assert snapshot._document(lines.written, lines.shared) == snapshot._document(made)
-    assert_report_rows_read_as_the_record(lines)
-    # The same from the shards' snapshots (each as a run's end leaves it), where they stand
-    # for enough of the cells: the lines passed through, no secret, no cell in two shards.
-    for source in sources:
-        snapshot.load(source.run_dir)
-    again = merge_runs(sources, tmp / "gathered", run_id="merged", warn=lambda _: None,
-                       make_results=False)
-    assert (again.gathering is None) == (bool(merged.store.redactor.secrets) or len(
-        {r.cell_id for s in sources for r in s.results()}) < sum(len(s.results())
-                                                                for s in sources))
-    if again.gathering is not None:
-        assert again.gathering.ids == [r.cell_id for r in again.written]
-        assert again.gathering.letters == snapshot.letters_of(again.written)
-        assert_snapshot_as_from_the_lines(again)
-    if not merged.store.redactor.secrets:
-        assert snapshot._document(lines.written, lines.shared) == snapshot._document(
-            lines.store.results())
-
-
-def assert_snapshot_as_from_the_lines(merged: MergeReport) -> dict[str, Any] | None:
-    """The merged snapshot gathered from the shards' (if it is), and the one prepared beside
-    the reading (if taken): byte for byte the one made from the merged lines (as data, 1
-    and True are equal). Returns the gathered document."""
-    assert merged.gathering is not None
-    gathered = snapshot._gathered(merged.written, merged.gathering, merged.shared)
-    made = snapshot._body(snapshot._document(merged.written, merged.shared))
-    if gathered is not None:
-        assert snapshot._body(gathered) == made
-    if merged.gathering.ready:
-        assert merged.gathering.prepared is not None
-        assert merged.gathering.prepared.body == made
-    return gathered
+    # The table from what it hands on: as from the record.
+    assert_table_as_from_the_record(lines)
 
 
 def test_a_merge_equals_the_merge_through_full_decoding(

@@ -10,8 +10,8 @@ import pytest
 from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module
 from harness.records.select import choose_records
-from harness.records.snapshot import rows_of
 from harness.records.store import RunStore, read_shared
+from harness.records.table import rows_of
 from harness.report.build import (
     diff_runs,
     long_columns,

@@ -4,7 +4,7 @@ outcome, then only the cells whose outcome moved (not a "versions changed" line 
 from __future__ import annotations
 
 from harness.core.results import Outcome
-from harness.records.snapshot import Row
+from harness.records.table import Row
 from harness.report.build import diff_runs
 from harness.report.site.model import Header, Site
 from harness.report.site.render import summary_text

@@ -20,7 +20,6 @@ from markupsafe import Markup, escape
 
 from harness.core.results import Outcome, ResultLike, logical_keys
 from harness.records import history
-from harness.records.damaged import quietly
 from harness.records.runs import lineage, read_meta
 from harness.report.site.model import PROBES, Site
 
@@ -155,9 +154,9 @@ def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
     """The page of the report of ``run_dir`` (its first record) written to ``out_dir``: the
     runs of its folder of its line made before it, the last ``RUNS - 1`` of them."""
     meta = read_meta(run_dir)
-    with quietly():  # the earlier runs' damaged lines are theirs, named by `harness history`
-        earlier = history.load(run_dir.parent, last=RUNS - 1, line=lineage(meta),
-                               before=run_dir)
+    # Quiet: the earlier runs' damaged lines are theirs, named by `harness history`.
+    earlier = history.load(run_dir.parent, last=RUNS - 1, line=lineage(meta), before=run_dir,
+                           quiet=True)
     runs = [_run(run_dir.parent / name, out_dir) for name in earlier.runs]
     own = Run(run_id=", ".join(run_ids), date=_date(meta), link="index.html")
     return page(rows, site, earlier, [*runs, own])

@@ -1,0 +1,358 @@
+"""A run's table: one row per cell's last attempt, in ``cells.sqlite`` beside the record.
+
+``results.jsonl`` stays the record while a run runs (appended, crash-safe, every attempt);
+when a run or a merge ends its table is written once (``write``), as an SQLite database:
+the file pandas (``read_sql``), DuckDB and the ``sqlite3`` shell read as it is
+(docs/record.md has the schema). Every reader of runs across runs (what changed, history,
+baselines, durations) reads it here (``read``).
+
+The table's ``meta`` keeps the size and modification time of the record it was made from:
+a run folder with no table, or a record written since (resumed, merged again), is converted
+on first read, its lines checked as ``RunStore`` reads them (a damaged line is named and
+counted, and no table is kept, so that each reader says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from harness.core import atomic
+from harness.core.results import CellResult, Keyed, Outcome, ResultRow, as_mapping, logical_key
+from harness.records.layout import RESULTS
+from harness.records.lines import result_rows
+from harness.records.store import RunStore
+
+CELLS = "cells.sqlite"
+FORMAT = "2"
+#: What ``Row.versions`` names the freeze hash by (beside the fingerprint's key versions).
+FREEZE = "(freeze)"
+#: Every column of ``cells``, in order, with its SQL type and constraint.
+COLUMNS = (
+    ("run_id", "text not null"), ("cell_id", "text not null"),
+    ("environment", "text not null"), ("case_id", "text not null"),
+    ("variant", "text not null"), ("hardware_target", "text not null"),
+    ("outcome", "text not null check (outcome in ({}))".format(
+        ", ".join(f"'{o}'" for o in Outcome))),
+    ("signature", "text"), ("reason", "text not null"), ("duration", "real not null"),
+    ("attempt", "integer not null"), ("finished_at", "real not null"),
+    ("env_key", "text not null"), ("backend", "text not null"), ("nodeid", "text not null"),
+    ("node", "text not null"), ("gpu", "integer"), ("log", "text"),
+    ("infra", "integer not null check (infra in (0, 1))"), ("parent", "text not null"),
+    ("caveat", "text not null"), ("axes", "text not null"), ("versions", "text not null"),
+    ("freeze_sha256", "text"))
+NAMES = tuple(name for name, _ in COLUMNS)
+#: The columns a cell's logical key is made of; with its outcome.
+KEYED = ("environment", "case_id", "variant", "hardware_target")
+OUTCOMES = (*KEYED, "outcome")
+DURATIONS = ("cell_id", "duration")
+#: What ``Cells.rows`` reads.
+ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
+        "freeze_sha256")
+SCHEMA = (
+    "create table meta (name text primary key, value text not null) strict;\n"
+    "create table cells (\n  place integer primary key,\n  "
+    + ",\n  ".join(f"{n} {t}" for n, t in COLUMNS) + "\n) strict;\n"
+    # Each cell's outcome in the record's order, apart from its wide row (history's read).
+    "create index cells_outcomes on cells (place, outcome);\n")
+
+Key = tuple[str, str, str]
+Stamp = tuple[int, int]  # the record's size and modification time (ns)
+_OUTCOME = {str(o): o for o in Outcome}
+
+
+#: A result as a table holds it: as recorded, or as its line decodes.
+Tabled = CellResult | ResultRow
+
+
+class Row(NamedTuple):
+    """One cell as runs are compared: its logical key, content key, outcome, signature,
+    duration, axis values and versions (key versions; ``FREEZE``: the freeze hash)."""
+
+    environment: str
+    case_id: str
+    variant: str
+    hardware_target: str
+    cell_id: str
+    outcome: Outcome
+    signature: str | None
+    duration: float
+    values: Mapping[str, str]
+    versions: Mapping[str, str]
+
+    @property
+    def logical_key(self) -> Key:
+        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Rows of a run's table as read: the ``columns`` asked for, one tuple a cell, in the
+    record's order; ``keys_digest``: equal for runs of the same cells in the same order."""
+
+    columns: tuple[str, ...]
+    data: list[tuple[Any, ...]]
+    keys_digest: str = ""
+    keys_unique: bool = False  # no logical key twice
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def column(self, name: str) -> list[Any]:
+        at = self.columns.index(name)
+        return [row[at] for row in self.data]
+
+    def logical_keys(self) -> list[Key]:
+        envs, cases, variants, targets = (self.column(n) for n in KEYED)
+        labels = map("::".join, zip(cases, variants, strict=True))
+        return list(zip(envs, labels, targets, strict=True))
+
+    def outcomes(self) -> dict[Key, Outcome]:
+        """Each logical key's outcome (of two cells of one key, the later row's)."""
+        return dict(zip(self.logical_keys(), map(_OUTCOME.__getitem__, self.column("outcome")),
+                        strict=True))
+
+    def durations_by_cell(self) -> dict[str, float]:
+        """Each cell's duration, where it has one."""
+        return {c: d for c, d in zip(self.column("cell_id"), self.column("duration"),
+                                     strict=True) if d}
+
+    def rows(self) -> list[Row]:
+        decoded: dict[str, dict[str, str]] = {}  # each distinct JSON text decoded once
+
+        def of(text: str) -> dict[str, str]:
+            found = decoded.get(text)
+            if found is None:
+                found = decoded[text] = json.loads(text)
+            return found
+
+        out = []
+        for (environment, case_id, variant, target, cell_id, outcome, signature, duration,
+             axes, versions, freeze) in map(itemgetter(*map(self.columns.index, ROWS)),
+                                           self.data):
+            found = of(versions)
+            out.append(Row(environment, case_id, variant, target, cell_id, _OUTCOME[outcome],
+                           signature, duration, of(axes),
+                           {**found, FREEZE: freeze} if freeze else found))
+        return out
+
+
+def versions_of(fingerprint: Any) -> dict[str, str]:
+    """A fingerprint's key versions, as text (anything but a mapping says nothing)."""
+    return {str(k): str(v) for k, v in as_mapping(as_mapping(fingerprint).get("key")).items()}
+
+
+def freeze_of(fingerprint: Any) -> str | None:
+    freeze = as_mapping(fingerprint).get("freeze_sha256")
+    return str(freeze) if freeze else None
+
+
+def rows_of(results: Iterable[Tabled]) -> list[Row]:
+    """``results`` as the rows their table would read back (a run in memory, compared). A
+    fingerprint's versions are worked out once (an environment's cells share it), and equal
+    axis values are one mapping."""
+    seen: dict[int, tuple[Any, dict[str, str]]] = {}
+    axes: dict[str, dict[str, str]] = {}
+    out = []
+    for r in results:
+        fp = r.fingerprint
+        found = seen.get(id(fp))
+        if found is None or found[0] is not fp:
+            versions = versions_of(fp)
+            freeze = freeze_of(fp)
+            if freeze:
+                versions[FREEZE] = freeze
+            found = seen[id(fp)] = (fp, versions)
+        text = _text(r.values)
+        values = axes.get(text)
+        if values is None:
+            values = axes[text] = json.loads(text)
+        out.append(Row(r.environment, r.case_id, r.variant, r.hardware_target, r.cell_id,
+                       r.outcome, r.signature, float(r.duration), values, found[1]))
+    return out
+
+
+def stamp(run_dir: Path) -> Stamp | None:
+    """The record's size and modification time; None where there is no record."""
+    try:
+        found = (run_dir / RESULTS).stat()
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+def _text(value: Any) -> str:
+    """A mapping (axis values, versions) as the JSON text a column holds: keys and values
+    as text, in the mapping's order."""
+    return json.dumps({str(k): str(v) for k, v in as_mapping(value).items()},
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
+             ) -> Iterator[tuple[Any, ...]]:
+    """Each result as a tuple of ``NAMES`` (``names``: what a fingerprint held by its name in
+    shared.jsonl stands for). An environment's cells share one fingerprint object: its
+    versions are worked out once."""
+    seen: dict[int, tuple[Any, str, str | None]] = {}
+    for r in results:
+        fp = r.fingerprint
+        if fp.__class__ is str:
+            fp = (names or {}).get(fp, {})
+        found = seen.get(id(fp))
+        if found is None or found[0] is not fp:
+            found = seen[id(fp)] = (fp, _text(versions_of(fp)), freeze_of(fp))
+        yield (r.run_id, r.cell_id, r.environment, r.case_id, r.variant, r.hardware_target,
+               str(r.outcome), r.signature, r.reason, float(r.duration), r.attempt,
+               float(r.finished_at), r.env_key, r.backend, r.nodeid, r.node, r.gpu, r.log,
+               int(r.infra), r.parent, r.caveat, _text(r.values), found[1], found[2])
+
+
+def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row whose text UTF-8 cannot hold (a lone surrogate), with such text escaped."""
+    return tuple(v.encode("utf-8", "backslashreplace").decode() if isinstance(v, str) else v
+                 for v in row)
+
+
+def _digest(results: Sequence[Keyed]) -> str:
+    """The digest of the cells' logical keys in order: runs of the same cells share it."""
+    keys = hashlib.sha256()
+    for r in results:
+        keys.update(f"{r.environment}\0{r.case_id}\0{r.variant}\0{r.hardware_target}\n"
+                    .encode(errors="surrogatepass"))
+    return keys.hexdigest()[:32]
+
+
+def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
+          names: Mapping[str, Any] | None = None) -> bool:
+    """The run's table, written from ``results`` (each cell's last attempt, in the record's
+    order), made from the record as ``made_from`` found it (taken before the record was
+    read); ``names``: as ``_records``'. Atomic: a temporary database renamed over the old
+    one, so a kill leaves the old table or the new one. Whether it was written (a read-only
+    run folder keeps none)."""
+    if made_from is None:
+        return False
+    path = run_dir / CELLS
+    tmp = atomic.temporary(path)
+    try:
+        tmp.unlink(missing_ok=True)
+        with contextlib.closing(sqlite3.connect(tmp)) as db:
+            db.execute("pragma journal_mode = off")
+            db.executescript(SCHEMA)
+            insert = (f"insert into cells ({', '.join(NAMES)}) "
+                      f"values ({', '.join('?' * len(NAMES))})")
+            try:
+                db.executemany(insert, _records(results, names))
+            except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
+                db.execute("delete from cells")
+                db.executemany(insert, map(_escaped, _records(results, names)))
+            db.executemany("insert into meta values (?, ?)", [
+                ("format", FORMAT), ("record_size", str(made_from[0])),
+                ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
+                ("keys_unique", str(int(len({r.logical_key for r in results})
+                                        == len(results))))])
+            db.commit()
+        tmp.replace(path)
+    except (OSError, sqlite3.Error):
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
+    """The run's table as written, if it was made from the record as it is now (no
+    ``columns``: its meta alone is read)."""
+    found = _query(run_dir, f"select {', '.join(columns)} from cells order by place"
+                   if columns else "")
+    return Cells(tuple(columns), *found) if found is not None else None
+
+
+def outcomes(run_dir: Path) -> tuple[str, list[str]] | None:
+    """The keys' digest and the outcome column alone of the run's current table, joined in
+    SQL, not a row a cell (what history reads of each run whose keys it knows)."""
+    found = _query(run_dir, "select group_concat(outcome, ' ') from (select outcome from "
+                   "cells indexed by cells_outcomes order by place)")
+    if found is None:
+        return None
+    text = found[0][0][0] if found[0] else None
+    return found[1], text.split(" ") if text else []
+
+
+def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool] | None:
+    """What ``query`` gives of the run's table, its keys' digest and whether each key is
+    there once, if the table was made from the record as it is now; else None."""
+    path = run_dir / CELLS
+    now = stamp(run_dir)
+    if now is None or not path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            meta = dict(db.execute("select name, value from meta"))
+            if (meta.get("format") != FORMAT or meta.get("record_size") != str(now[0])
+                    or meta.get("record_mtime_ns") != str(now[1])):
+                return None
+            data = db.execute(query).fetchall() if query else []
+    except sqlite3.Error:  # not a table (half a copy, another file)
+        return None
+    return data, meta.get("keys_digest", ""), meta.get("keys_unique") == "1"
+
+
+def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
+    """The cells whose outcome or versions differ between two runs' current tables, as
+    (old, new) rows, where the runs hold the same logical keys in the same order, each once
+    (a nightly against the night before): compared in SQL, place by place, a row made only
+    for a cell that changed. None where that is not so."""
+    old, new = current(old_dir, ()), current(new_dir, ())
+    if (old is None or new is None or not old.keys_digest or old.keys_digest != new.keys_digest
+            or not (old.keys_unique and new.keys_unique)):
+        return None
+    columns = ", ".join(f"{side}.{name}" for side in ("o", "n") for name in ROWS)
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{new_dir / CELLS}?mode=ro",
+                                                uri=True)) as db:
+            db.execute("attach database ? as old", (f"file:{old_dir / CELLS}?mode=ro",))
+            if db.execute("select (select count(*) from cells) = (select count(*) from "
+                          "old.cells)").fetchone() != (1,):
+                return None
+            data = db.execute(
+                f"select {columns} from cells n join old.cells o on o.place = n.place where "
+                "o.outcome != n.outcome or o.versions != n.versions "
+                "or o.freeze_sha256 is not n.freeze_sha256 order by n.place").fetchall()
+    except sqlite3.Error:
+        return None
+    width = len(ROWS)
+    was = Cells(ROWS, [row[:width] for row in data]).rows()
+    now = Cells(ROWS, [row[width:] for row in data]).rows()
+    return list(zip(was, now, strict=True))
+
+
+def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) -> Cells:
+    """The run's table (``columns``: those alone): as written where current, else converted
+    from the record once (and written, for the next reader). ``quiet``: the record's damaged
+    lines left out without a word (the caller names them)."""
+    unknown = set(columns) - set(NAMES)
+    if unknown:
+        raise ValueError(f"no column {', '.join(sorted(unknown))} in {CELLS}")
+    found = current(run_dir, columns)
+    if found is not None:
+        return found
+    made_from = stamp(run_dir)
+    store = RunStore(run_dir).as_of(None, quiet=quiet)
+    # Each line decoded against the result's schema (msgspec); where one does not fit, the
+    # record is read as the store reads it, which names and counts the damaged lines.
+    rows = result_rows(store) if made_from is not None else []
+    results: Sequence[Tabled] = rows if rows is not None else store.results()
+    # A damaged line: no table kept, each reader reads the record and says so.
+    if not store.damaged and write(run_dir, results, made_from):
+        found = current(run_dir, columns)
+        if found is not None:
+            return found
+    at = [NAMES.index(name) for name in columns]
+    return Cells(tuple(columns), [tuple(row[i] for i in at) for row in _records(results)],
+                 _digest(results))
