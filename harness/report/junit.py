@@ -1,4 +1,5 @@
-"""JUnit XML for CI systems that read it: one testcase per cell, one line each.
+"""JUnit XML for CI systems that read it: one testcase per cell, compact (a line each, but
+for a failure's own lines of text).
 
 FAIL is a failure; ERROR, TIMEOUT, CRASH and MISSING are errors; SKIP and NOT_RUN are
 skipped; PASS, REPRODUCED and FLAKY pass (REPRODUCED carries its signature as a property: the
