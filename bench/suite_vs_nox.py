@@ -16,10 +16,12 @@ environments are built first (not timed) from uv's cache; every figure is the me
 in six environments that differ only in packaging's version: the harness's own cost per
 test, at a maintainer's suite's size (thousands). ``--harness DIR``, once or more: the
 harness checkouts to time (default: this one), each in turn in every round (a change
-measured before and after, alternated, on one machine under one load).
+measured before and after, alternated, on one machine under one load). ``--size``: each
+checkout's last run folder on disk (as ``du`` counts it), its largest parts, and its bytes a
+test.
 
     python bench/suite_vs_nox.py [--repeat 3] [--torch 2.0.1,2.2.2,2.5.1] [--keep DIR]
-                                 [--tests N] [--harness DIR ...]
+                                 [--tests N] [--harness DIR ...] [--size]
 """
 
 from __future__ import annotations
@@ -150,6 +152,27 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] =
     return took
 
 
+def folder_size(runs: Path) -> tuple[int, dict[str, int]]:
+    """The newest run folder under ``runs``: its bytes on disk (a small file takes a block,
+    as ``du`` counts it), in all and by part (a file of report/, else a top-level entry)."""
+    run = max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+    parts: dict[str, int] = {}
+    for path in run.rglob("*"):
+        if path.is_file():
+            inside = path.relative_to(run).parts
+            part = "/".join(inside[:2]) if inside[0] == "report" else inside[0]
+            parts[part] = parts.get(part, 0) + path.stat().st_blocks * 512
+    return sum(parts.values()), parts
+
+
+def print_size(name: str, size: tuple[int, dict[str, int]], tests: int) -> None:
+    total, parts = size
+    each = f", {total / tests:,.0f} bytes a test of {tests:,}" if tests else ""
+    largest = sorted(parts.items(), key=lambda kv: -kv[1])[:6]
+    print(f"run folder{name}: {total / 1e6:.1f} MB on disk{each}; "
+          + ", ".join(f"{part} {n / 1e6:.1f}" for part, n in largest))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -159,6 +182,8 @@ def main() -> None:
                         help="a generated suite of this many trivial tests, not einops'")
     parser.add_argument("--harness", type=Path, action="append",
                         help="a harness checkout to time (again for more, alternated)")
+    parser.add_argument("--size", action="store_true",
+                        help="print each checkout's last run folder's size on disk")
     args = parser.parse_args()
     trees = [t.resolve() for t in args.harness or [ROOT]]
     work = args.keep or Path(tempfile.mkdtemp(prefix="suite-vs-nox-"))
@@ -189,18 +214,23 @@ def main() -> None:
     timed([*nox, "-R"], work, env)  # nox's sessions compile their bytecode once, too
     named = {tree: "" if len(trees) == 1 else f" [{tree.name}]" for tree in trees}
     figures: dict[str, list[float]] = {"nox -R": []}
+    sizes: dict[Path, tuple[int, dict[str, int]]] = {}
     for _ in range(args.repeat):
         figures["nox -R"].append(timed([*nox, "-R"], work, env))
         for tree in trees:
             for jobs in ("1", "2"):
                 figures.setdefault(f"harness run -j {jobs}{named[tree]}", []).append(timed(
                     [*harness, "-j", jobs], work, {**env, "PYTHONPATH": str(tree)}, (0, 1)))
+                if args.size:
+                    sizes[tree] = folder_size(work / "reports" / "runs")
     median = {name: statistics.median(times) for name, times in figures.items()}
     width = max(map(len, figures))
     for name, times in figures.items():
         each = ", ".join(f"{t:.1f}" for t in times)
         ratio = median[name] / median["nox -R"]
         print(f"{name:{width}} {median[name]:7.1f} s median ({each})   {ratio:.2f}x nox")
+    for tree, size in sizes.items():
+        print_size(named[tree], size, args.tests * len(PACKAGING))
     if args.keep is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -6,7 +6,9 @@ content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``case
 variant's title, documented failure, upstream links, signatures, requirements, caveats),
 ``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
 attempt, appended as it ends, so a kill -9 loses no finished cell; fsynced in batches),
-``shared.jsonl`` and ``logs/``.
+``events.jsonl`` (what a cell's pytest process said of it, a line per event naming its cell
+and attempt; appended as results.jsonl is), ``shared.jsonl`` and ``logs/``. Folders written
+before it hold ``events/`` (a file per cell), which nothing reads.
 
 What thousands of lines would repeat (an environment's fingerprint summary, the machine a
 cell ran on) is written once, as a line ``["<hash>", value]`` of ``shared.jsonl`` (the hash
@@ -53,6 +55,8 @@ from harness.records.layout import (
 )
 from harness.records.runs import latest_run
 
+EVENTS = "events.jsonl"  # what cells' processes said, a line per event (``RunStore.record``)
+
 
 @dataclass(frozen=True)
 class PlanText:
@@ -80,6 +84,7 @@ class RunStore:
         self.quiet = False
         self._tail_ended = False  # whether the record ends in a newline: checked once
         self._recorded = Batched(self.run_dir / RESULTS)  # what ``record`` appends
+        self._events = Batched(self.run_dir / EVENTS)  # the events of what it records
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -92,7 +97,7 @@ class RunStore:
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
                              f"continue it with --resume {run_id}")
         try:
-            for sub in ("logs", "events", "envs"):
+            for sub in ("logs", "envs"):
                 (store.run_dir / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # --reports names a file, /dev/null, a read-only place
             raise UsageError(f"--reports {reports_dir}: cannot make a run folder there: "
@@ -207,11 +212,10 @@ class RunStore:
         result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
         if log is not None:
             result = replace(result, log=log)
-        stem = result.cell_id if result.attempt == 1 else f"{result.cell_id}.{result.attempt}"
-        if run.events:
-            (self.run_dir / "events" / f"{stem}.jsonl").write_text(
-                "".join(json.dumps(self.redactor.obj(e), default=str) + "\n"
-                        for e in run.events))
+        if run.events:  # one file for the run: a suite's thousands of tests are not a file each
+            self._events.append(b"".join(
+                jsonio.dumps({"cell_id": result.cell_id, "attempt": result.attempt,
+                              **self.redactor.obj(e)}) + b"\n" for e in run.events))
         if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
             self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
         fresh: dict[str, Any] = {}
@@ -220,6 +224,7 @@ class RunStore:
 
     def sync(self) -> None:
         """The lines ``record`` wrote, fsynced (at the end of a run, or when it stops)."""
+        self._events.sync()
         self._recorded.sync()
 
     def append(self, result: CellResult) -> None:

@@ -38,8 +38,7 @@ def long_json(report: Report, out_dir: Path) -> dict[str, Path]:
         "run_id": report.name, "runs": [s.run_id for s in report.stores],
         "summary": summary_line(report.columns), "cases": report.cases}, report.cells().rows, {
         "changes": report.changes(), "since": report.since,
-        "expectations": [_verdict(r, j) for r, j in report.judged[1]]},
-        decoded=report.cells().decoded)
+        "expectations": [_verdict(r, j) for r, j in report.judged[1]]})
     return {"json": path}
 
 

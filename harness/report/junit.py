@@ -1,9 +1,11 @@
-"""JUnit XML for CI systems that read it: one testcase per cell.
+"""JUnit XML for CI systems that read it: one testcase per cell, compact (a line each, but
+for a failure's own lines of text).
 
 FAIL is a failure; ERROR, TIMEOUT, CRASH and MISSING are errors; SKIP and NOT_RUN are
 skipped; PASS, REPRODUCED and FLAKY pass (REPRODUCED carries its signature as a property: the
 documented failure happened, which is what the cell is for; FLAKY carries outcome=FLAKY and
-how it failed first).
+how it failed first). Every outcome but PASS is a property (a testcase with nothing in it
+passed); a suite's test names no log when its session's testcase names the same one.
 
 Written as text, element by element (a fleet's 100,000 testcases through ElementTree took
 longer than the rest of the report); tests/report/test_junit.py reads it back with ElementTree and
@@ -67,6 +69,8 @@ def _lines(results: Sequence[ResultLike], name: str, keys: Sequence[tuple[str, s
     ids = list(map(attrgetter("cell_id"), results))
     # hex ids, none with anything to escape (one search for all): written as they are
     plain_ids = set(map(type, ids)) <= {str} and _SPECIAL.search("".join(ids)) is None
+    parents = set(map(attrgetter("parent"), results)) - {""}
+    session_logs = {r.cell_id: r.log for r in results if r.cell_id in parents} if parents else {}
     escaped: dict[str, str] = {}  # a class or test name -> as an attribute
     ends: dict[tuple[Outcome, str], str] = {}
     made: dict[tuple[str, str], str] = {}
@@ -88,18 +92,22 @@ def _lines(results: Sequence[ResultLike], name: str, keys: Sequence[tuple[str, s
         if test is None:
             test = escaped[which] = _attr(which)
         outcome, reason = r.outcome, r.reason
-        parts = [f'  <testcase classname="{classname}" name="{test}" time="{r.duration:.3f}',
-                 _OPENED[outcome]]
+        parts = [f'  <testcase classname="{classname}" name="{test}" time="{r.duration:.3f}">']
+        if outcome is not Outcome.PASS:
+            parts.append(_OUTCOME[outcome])
         if r.cell_id:  # each its own: none made twice
             parts.append(_CELL_ID % r.cell_id if plain_ids else _property("cell_id", r.cell_id))
         if outcome is Outcome.FLAKY and reason:
             parts.append(prop("flaky", reason))
         if r.signature:
             parts.append(prop("signature", r.signature))
-        if r.log:
+        if r.log and not (r.parent and session_logs.get(r.parent) == r.log):
             parts.append(prop("log", r.log))
         if r.caveat:
             parts.append(prop("caveat", r.caveat))
+        if len(parts) > 1:
+            parts.insert(1, "<properties>")
+            parts.append("</properties>")
         end = ends.get((outcome, reason))
         if end is None:
             end = ends[(outcome, reason)] = _end(outcome, reason)
@@ -108,29 +116,28 @@ def _lines(results: Sequence[ResultLike], name: str, keys: Sequence[tuple[str, s
     yield "</testsuite>\n"
 
 
-#: What follows a testcase's time: the end of its opening tag, its outcome's property.
-_OPENED = {o: f'">\n    <properties>\n      <property name="outcome" value="{o}" />\n'
-           for o in Outcome}  # an outcome's name is plain capitals: nothing to escape
-
-
 def _property(key: str, value: str) -> str:
-    return f'      <property name="{key}" value="{_attr(value)}" />\n'
+    return f'<property name="{key}" value="{_attr(value)}"/>'
+
+
+#: An outcome's property (its name is plain capitals: nothing to escape).
+_OUTCOME = {o: _property("outcome", o) for o in Outcome}
 
 
 _CELL_ID = _property("cell_id", "%s")  # for an id with nothing to escape
 
 
 def _end(outcome: Outcome, reason: str) -> str:
-    """A testcase's end: its properties closed, its failure, error or skip (with why)."""
+    """A testcase's end: its failure, error or skip (with why)."""
     if outcome in FAILURES or outcome in ERRORS:
         tag = "failure" if outcome in FAILURES else "error"
-        verdict = (f'    <{tag} message="{_attr(reason[:1000])}" type="{outcome}">'
-                   f"{_text(reason)}</{tag}>\n")
+        verdict = (f'<{tag} message="{_attr(reason[:1000])}" type="{outcome}">'
+                   f"{_text(reason)}</{tag}>")
     elif outcome in SKIPPED:
-        verdict = f'    <skipped message="{_attr(reason[:1000])}" />\n'
+        verdict = f'<skipped message="{_attr(reason[:1000])}"/>'
     else:
         verdict = ""
-    return f"    </properties>\n{verdict}  </testcase>\n"
+    return f"{verdict}</testcase>\n"
 
 
 def write_junit(results: Sequence[ResultLike], name: str, path: Path,

@@ -174,7 +174,7 @@ class _Session:
                 if nodeid not in self.collect_errors:
                     self.collect_errors[nodeid] = str(event.get("reason", ""))
                     self.add(nodeid, Outcome.ERROR, "collection failed: " + str(
-                        event.get("reason", "")), pytest_word="error", event=event)
+                        event.get("reason", "")), pytest_word="error")
         watch.absorbed = len(watch.events)
 
     def finished(self, nodeid: str, finish: dict[str, Any], watch: Watch) -> None:
@@ -187,7 +187,7 @@ class _Session:
         if finish.get("traceback"):
             details["traceback"] = finish["traceback"]
         self.add(nodeid, decision.outcome, decision.reason, pytest_word=finish.get("pytest"),
-                 event=finish, hardware=watch.hardware, details=details,
+                 hardware=watch.hardware, details=details,
                  duration=round(float(finish.get("duration", 0.0)), 3),
                  finished_at=float(finish.get("time") or time.time()))
 
@@ -199,7 +199,8 @@ class _Session:
                  hardware=watch.hardware, duration=round(watch.since_start(nodeid), 3))
 
     def add(self, nodeid: str, outcome: Outcome, reason: str, *, pytest_word: Any,
-            event: dict[str, Any] | None = None, **fields: Any) -> None:
+            **fields: Any) -> None:
+        """A test's result. It keeps no events: its one event (how it ended) is its result."""
         cell, env = self.cell, self.env
         suite = cell.case.case_id
         name = stable_nodeid(nodeid)
@@ -211,8 +212,7 @@ class _Session:
             case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
             outcome=outcome, reason=reason, fingerprint=env.summary, parent=cell.cell_id,
             **fields, **self.place)
-        self.children[nodeid] = CellRun(result=result, log_name=self.log_name,
-                                        events=(event,) if event else ())
+        self.children[nodeid] = CellRun(result=result, log_name=self.log_name)
 
     def summary(self, processes: int) -> CellResult:
         """The session's own result: FAIL when a test failed or did not collect, ERROR when

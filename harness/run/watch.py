@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.core import jsonio
 from harness.core.paths import INENV_DIR
 from harness.plan.cells import Cell
 
@@ -68,11 +69,7 @@ class Watch:
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for later
         self.offset += len(complete)
         out = []
-        for line in complete.splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
+        for event in _decoded(complete):
             self.events.append(event)
             kind, nodeid = event.get("event"), event.get("nodeid", "")
             if kind == "session":
@@ -115,6 +112,21 @@ class Watch:
     def events_of(self, nodeid: str) -> tuple[dict[str, Any], ...]:
         return tuple(e for e in self.events
                      if e.get("nodeid") == nodeid or e.get("event") == "session")
+
+
+def _decoded(lines: bytes) -> list[dict[str, Any]]:
+    """The events of whole lines: decoded at once (a suite writes two a test, thousands a
+    second), else line by line, a line that is no JSON object left out."""
+    try:
+        values = jsonio.loads(b"[" + lines.strip().replace(b"\n", b",") + b"]")
+    except ValueError:
+        values = []
+        for line in lines.splitlines():
+            try:
+                values.append(json.loads(line))
+            except ValueError:
+                continue
+    return [v for v in values if isinstance(v, dict)]
 
 
 def read_log(path: Path) -> bytes:

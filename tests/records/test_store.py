@@ -237,11 +237,13 @@ def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(
         store.append(r)
     data = json.loads(write_report(store, tmp_path / "out")["json"].read_text())
     assert data["fingerprints"] == {"k": same[0].fingerprint}
-    rows = {r["cell_id"]: r for r in data["results"]}
-    assert "fingerprint" not in rows["c0"]
+    table = data["results"]
+    cells = [dict(zip(table["columns"], r, strict=True)) for r in table["data"]]
+    rows = {r["cell_id"]: r for r in cells}
+    assert rows["c0"]["fingerprint"] is None  # its key's
     assert rows["c9"]["fingerprint"] == {"key": {"torch": "2.0.1+other"}}
     assert data["machines"] == {f"n#{i}": gpus[i].hardware for i in range(2)}  # node#gpu
-    assert "hardware" not in rows["g1"] and rows["g1"]["gpu"] == 1
+    assert rows["g1"]["hardware"] is None and rows["g1"]["gpu"] == 1
 
 
 def test_the_heatmap_has_a_row_per_environment_and_target_a_column_per_variant() -> None:

@@ -81,4 +81,6 @@ def test_a_record_whose_fingerprints_are_no_mappings_is_reported(tmp_path: Path)
                                *args], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, (args, proc.stderr)
     compat = json.loads((tmp_path / "out" / "compat.json").read_text())
-    assert [r["cell_id"] for r in compat["results"]] == ["c0", "c1", "c2", "c3"]
+    table = compat["results"]
+    assert [r[table["columns"].index("cell_id")] for r in table["data"]] == [
+        "c0", "c1", "c2", "c3"]

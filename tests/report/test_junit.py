@@ -89,26 +89,29 @@ def reference_lines(results: list[CellResult], name: str) -> str:
            f'<testsuite name="{_attr(name)}" tests="{len(results)}" '
            f'failures="{kinds["failure"]}" errors="{kinds["error"]}" '
            f'skipped="{kinds["skipped"]}" time="{sum(r.duration for r in results):.3f}">\n']
+    session_logs = {r.cell_id: r.log for r in results}
     for r in sorted(results, key=lambda r: r.logical_key):
         outcome = str(r.outcome)
         out.append(f'  <testcase classname="{_attr(f"{r.environment} @{r.hardware_target}")}" '
-                   f'name="{_attr(f"{r.case_id}::{r.variant}")}" time="{r.duration:.3f}">\n'
-                   "    <properties>\n"
-                   f'      <property name="outcome" value="{outcome}" />\n')
-        for key, value in (("cell_id", r.cell_id),
+                   f'name="{_attr(f"{r.case_id}::{r.variant}")}" time="{r.duration:.3f}">')
+        props = []
+        session_log = r.parent and session_logs.get(r.parent) == r.log
+        for key, value in (("outcome", "" if r.outcome is Outcome.PASS else outcome),
+                           ("cell_id", r.cell_id),
                            ("flaky", r.reason if r.outcome is Outcome.FLAKY else ""),
-                           ("signature", r.signature or ""), ("log", r.log or ""),
-                           ("caveat", r.caveat)):
+                           ("signature", r.signature or ""),
+                           ("log", "" if session_log else r.log or ""), ("caveat", r.caveat)):
             if value:
-                out.append(f'      <property name="{key}" value="{_attr(value)}" />\n')
-        out.append("    </properties>\n")
+                props.append(f'<property name="{key}" value="{_attr(value)}"/>')
+        if props:
+            out.append("<properties>" + "".join(props) + "</properties>")
         if r.outcome in FAILURES or r.outcome in ERRORS:
             tag = "failure" if r.outcome in FAILURES else "error"
-            out.append(f'    <{tag} message="{_attr(r.reason[:1000])}" type="{outcome}">'
-                       f"{_text(r.reason)}</{tag}>\n")
+            out.append(f'<{tag} message="{_attr(r.reason[:1000])}" type="{outcome}">'
+                       f"{_text(r.reason)}</{tag}>")
         elif r.outcome in SKIPPED:
-            out.append(f'    <skipped message="{_attr(r.reason[:1000])}" />\n')
-        out.append("  </testcase>\n")
+            out.append(f'<skipped message="{_attr(r.reason[:1000])}"/>')
+        out.append("</testcase>\n")
     out.append("</testsuite>\n")
     return "".join(out)
 
@@ -119,16 +122,18 @@ TEXT = st.text(alphabet=st.sampled_from(list('ab:<&>"\n\t\x00\x1b 🐞')), max_s
 @settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=st.lists(st.builds(
-    lambda env, variant, outcome, reason, signature, log, caveat, cell_id, duration: cell(
-        variant, outcome, environment=env, reason=reason, signature=signature, log=log,
-        caveat=caveat, cell_id=cell_id, duration=duration),
+    lambda env, variant, outcome, reason, signature, log, caveat, cell_id, duration, parent:
+    cell(variant, outcome, environment=env, reason=reason, signature=signature, log=log,
+         caveat=caveat, cell_id=cell_id, duration=duration, parent=parent),
     st.sampled_from(["e1", 'e "2"']), st.sampled_from(["a", "b<"]), st.sampled_from(list(Outcome)),
-    TEXT, st.none() | TEXT, st.none() | TEXT, TEXT, TEXT,
-    st.sampled_from([0, 1.5, 2.0005, 1e9])), max_size=8))
+    TEXT, st.none() | TEXT, st.none() | st.sampled_from(["a", "b"]) | TEXT, TEXT,
+    st.sampled_from(["a", "b"]) | TEXT, st.sampled_from([0, 1.5, 2.0005, 1e9]),
+    st.sampled_from(["", "a", "b"])), max_size=8))
 def test_testcases_are_what_writing_each_alone_gives(tmp_path: Path,
                                                      cells: list[CellResult]) -> None:
     """Every outcome (FLAKY's reason as a property), reasons, signatures, logs, caveats and
-    ids of any text, shared by several cells or not, from results and from rows."""
+    ids of any text, shared by several cells or not, a suite's tests with their session's log
+    or another, from results and from rows."""
     want = reference_lines(cells, "n")
     assert write_junit(cells, "n", tmp_path / "a.xml").read_text(encoding="utf-8") == want
     assert write_junit(as_rows(cells), "n", tmp_path / "b.xml").read_text(
@@ -143,3 +148,24 @@ def test_names_equal_in_python_but_written_differently_stay_apart(tmp_path: Path
     text = write_junit(cells, "n", tmp_path / "j.xml").read_text(encoding="utf-8")
     assert text == reference_lines(cells, "n")
     assert "@1\"" in text and "@True\"" in text and "@1.0\"" in text
+
+
+def test_a_suites_passing_tests_are_a_short_line_each(tmp_path: Path) -> None:
+    """Thousands of passing tests: no outcome property (JUnit says they passed), no log
+    (their session's testcase names it); a test with a log of its own keeps it."""
+    session = cell("(session)", Outcome.FAIL, cell_id="s", log="logs/s.log")
+    tests = [cell(f"t.py::test_{i}", Outcome.PASS, cell_id=f"{i:012x}", parent="s",
+                  log="logs/s.log", reason="") for i in range(1000)]
+    earlier = cell("t.py::test_z", Outcome.PASS, cell_id="z", parent="s", log="logs/s.1.log")
+    path = write_junit([session, *tests, earlier], "n", tmp_path / "junit.xml")
+    text = path.read_text(encoding="utf-8")
+    assert text.count('value="logs/s.log"') == 1 and 'value="logs/s.1.log"' in text
+    line = next(x for x in text.splitlines() if 'name="mergekit_fp16::t.py::test_5"' in x)
+    assert line == ('  <testcase classname="cpu:torch=2.0.1 @cpu" name="mergekit_fp16::t.py::'
+                    'test_5" time="1.500"><properties><property name="cell_id" '
+                    'value="000000000005"/></properties></testcase>')
+    xml = JUnitXml.fromfile(str(path))
+    (suite,) = [xml] if getattr(xml, "name", None) == "n" else list(xml)
+    by_name = {case.name: case for case in suite}
+    assert len(by_name) == 1002 and by_name["mergekit_fp16::t.py::test_5"].is_passed
+    assert isinstance(by_name["mergekit_fp16::(session)"].result[0], Failure)

@@ -1,5 +1,5 @@
-"""compat.json's results: written by msgspec from rows read straight from the record, the
-bytes of each result as a dict written through ``jsonio`` (what the report wrote before)."""
+"""compat.json's results: a table in pandas' "split" layout (the field names once, a row of
+values per cell), what cells share written once and every cell read back whole."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,34 +24,26 @@ HW = {"gpus": [], "cpu": "x86_64"}
 HW_GPU = {"gpus": [{"name": "A100", "memory": 1e16}], "cpu": "x86_64"}
 
 
-def reference(path: Path, results: list[CellResult]) -> bytes:
-    """compat.json as the report wrote it before: each result a dict in the record's field
-    order, a fingerprint or machine unlike its key's first one kept last."""
-    fingerprints: dict[str, Any] = {}
-    machines: dict[str, Any] = {}
+def read_back(path: Path) -> list[dict[str, Any]]:
+    """Each cell as a reader of the file makes it: its row by the columns, a fingerprint or
+    machine it does not keep of its own taken from its key's (or empty: it had none)."""
+    data = json.loads(path.read_bytes())
+    table = data["results"]
+    cells = []
+    for values in table["data"]:
+        cell = dict(zip(table["columns"], values, strict=True))
+        machine = cell["node"] if cell["gpu"] is None else f"{cell['node']}#{cell['gpu']}"
+        if cell["fingerprint"] is None:
+            cell["fingerprint"] = data["fingerprints"].get(cell["env_key"], {})
+        if cell["hardware"] is None:
+            cell["hardware"] = data["machines"].get(machine, {})
+        cells.append(cell)
+    return cells
 
-    def machine(r: CellResult) -> str:
-        return r.node if r.gpu is None else f"{r.node}#{r.gpu}"
 
-    for r in results:
-        if r.fingerprint:
-            fingerprints.setdefault(r.env_key, r.fingerprint)
-        if r.hardware:
-            machines.setdefault(machine(r), r.hardware)
-    rows = []
-    for r in results:
-        data = {f.name: getattr(r, f.name) for f in fields(CellResult)}
-        data["outcome"] = str(r.outcome)
-        for name, known in (("fingerprint", fingerprints.get(r.env_key)),
-                            ("hardware", machines.get(machine(r)))):
-            value = data.pop(name)
-            if value and known is not value and known != value:
-                data[name] = value
-        rows.append(data)
-    blocks = [jsonio.dumps(rows[i:i + 5000])[1:-1] for i in range(0, len(rows), 5000)]
-    return (jsonio.dumps({"run_id": "n", "fingerprints": fingerprints,
-                          "machines": machines})[:-1]
-            + b',"results":[' + b",".join(blocks) + b'],"since":null}')  # as write_array
+def as_json(result: CellResult) -> dict[str, Any]:
+    """A result as its record's line reads back (every value as JSON gives it)."""
+    return json.loads(json.dumps(result.to_dict()))
 
 
 NUMBER = st.sampled_from([0, 1, 1.5, 19.72, 1795686019.3924308, 1e15, 1e16, 1.5e17, 1e300,
@@ -90,73 +83,64 @@ COPY: dict[str, Any] = {"copy": "of FP_A"}  # drawn: made an equal copy of FP_A
 @settings(max_examples=examples(300), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cells=results())
-def test_rows_as_msgspec_writes_them_are_the_dicts_bytes(tmp_path: Path,
-                                                         cells: list[CellResult]) -> None:
-    """Shared values left out, a cell's own kept last (fingerprints equal but not the same
-    object, machines whose keys read alike: node "a#1" and node "a" on GPU 1), floats past
-    1e16 anywhere (msgspec writes them otherwise: those blocks go as dicts), integers past
-    64 bits, texts that look like numbers; from rows sharing objects (``as_rows``) and from
-    rows decoded line by line (each its own)."""
-    want = reference(tmp_path / "want.json", cells)
+def test_every_cell_reads_back_whole_from_the_table(tmp_path: Path,
+                                                    cells: list[CellResult]) -> None:
+    """Each cell's every field, its fingerprint and machine shared or its own (fingerprints
+    equal but not the same object, machines whose keys read alike: node "a#1" and node "a"
+    on GPU 1), floats past 1e16, integers past 64 bits, texts that look like numbers; from
+    rows sharing objects (``as_rows``) and from rows decoded line by line (each its own)."""
+    want = [as_json(r) for r in cells]
     decoded = [DECODER.decode(jsonio.dumps({f.name: getattr(r, f.name)
                                             for f in fields(CellResult)}))
                for r in cells]
     for rows in (as_rows(cells), decoded):
-        for plain in (True, False):
-            path = tmp_path / "compat.json"
-            write_long_json(path, {"run_id": "n"}, rows, {"since": None}, decoded=plain)
-            assert path.read_bytes() == want
-            assert json.loads(path.read_bytes())["results"] == json.loads(want)["results"]
+        path = tmp_path / "compat.json"
+        write_long_json(path, {"run_id": "n"}, rows, {"since": None})
+        assert read_back(path) == want
+        data = json.loads(path.read_bytes())
+        assert (data["run_id"], data["since"]) == ("n", None)
 
 
-def nested(depth: int) -> Any:
-    value: Any = 1
-    for _ in range(depth):
-        value = [value]
-    return value
+def test_field_names_are_written_once_and_pandas_reads_the_table(tmp_path: Path) -> None:
+    """A suite's thousands of tests: the names once, each fingerprint and machine once."""
+    cells = [CellResult(
+        run_id="r", cell_id=f"c{i}", environment="e", values={"torch": "2.0"}, env_key="k",
+        backend="uv", case_id="suite", variant=f"test_m.py::test_{i}",
+        nodeid=f"test_m.py::test_{i}", hardware_target="cpu", outcome=Outcome.PASS,
+        fingerprint=FP_A, hardware=HW, node="n", duration=0.01, parent="s")
+        for i in range(12001)]  # three blocks of 5,000
+    path = tmp_path / "compat.json"
+    write_long_json(path, {"run_id": "n"}, as_rows(cells), {})
+    text = path.read_bytes()
+    assert text.count(b'"cell_id"') == 1 and text.count(b'"cuda_available"') == 1
+    assert read_back(path) == [as_json(r) for r in cells]
+    frame = pd.DataFrame(**json.loads(text)["results"])
+    assert len(frame) == 12001 and list(frame["variant"][:2]) == [
+        "test_m.py::test_0", "test_m.py::test_1"]
+    assert set(frame["outcome"]) == {"PASS"} and frame["fingerprint"].isna().all()
+    # Within a tenth of the bytes of a row of values alone (no name, no shared value).
+    values = len(json.dumps([list(as_json(r).values())[:-2] for r in cells],
+                            separators=(",", ":")))
+    assert len(text) < values * 1.1
 
 
-def test_blocks_orjson_refuses_are_written_as_json_writes_them(tmp_path: Path) -> None:
-    """A block orjson refuses (details or a cell's own fingerprint nested past its 254
-    levels, where they sit in the block; an integer past 64 bits) is written through
-    ``json`` (non-ASCII escaped, ``1e-07``): the blocks around it as they are. 12,001 cells:
-    three blocks of 5,000."""
-    def cell(i: int, **extra: Any) -> CellResult:
-        fields_: dict[str, Any] = {
+def test_values_orjson_refuses_are_written_as_json_writes_them(tmp_path: Path) -> None:
+    """A block orjson refuses (an integer past 64 bits, details nested past its 254 levels)
+    goes through ``json``; every cell still reads back."""
+    def nested(depth: int) -> Any:
+        value: Any = 1
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    for odd in ({"attempt": 2**64}, {"details": {"n": 2**70}}, {"details": {"x": nested(260)}},
+                {"fingerprint": {"x": nested(260)}}):
+        cells = [CellResult(**{  # type: ignore[arg-type]
             "run_id": "r", "cell_id": f"c{i}", "environment": "e", "values": {},
             "env_key": "k", "backend": "uv", "case_id": "c", "variant": "v", "nodeid": "t",
             "hardware_target": "cpu", "outcome": Outcome.PASS, "reason": "é",
-            "fingerprint": FP_A, "hardware": HW, "node": "n", "duration": 1e-7}
-        return CellResult(**{**fields_, **extra})
-
-    # Nested to both ends of the depths around orjson's limit; integers past 64 bits once.
-    odds: list[tuple[dict[str, Any], bool]] = [({"attempt": 2**64}, True),
-                                               ({"details": {"n": 2**70}}, True)]
-    for depth in (251, 254):
-        odds += [({"details": {"x": nested(depth - 1)}}, depth == 254),
-                 ({"fingerprint": nested(depth)}, depth == 254),
-                 ({"hardware": {"x": nested(depth - 1)}}, depth == 254)]
-    for odd, refused in odds:
-        cells = [cell(i) for i in range(12001)]
-        cells[5003] = cell(5003, **odd)
-        want = reference(tmp_path / "want.json", cells)
-        decoded = [DECODER.decode(jsonio.dumps({f.name: getattr(r, f.name)
-                                                for f in fields(CellResult)}))
-                   for r in cells]
+            "fingerprint": FP_A, "hardware": HW, "node": "n", "duration": 1e-7,
+            **(odd if i == 3 else {})}) for i in range(6)]
         path = tmp_path / "compat.json"
-        write_long_json(path, {"run_id": "n"}, decoded, {"since": None}, decoded=True)
-        assert path.read_bytes() == want, odd.keys()
-        if refused:  # orjson refuses each of these: the block went through json
-            assert b"\\u00e9" in want and b'"\xc3\xa9"' in want
-
-
-def test_the_rows_are_left_as_they_were(tmp_path: Path) -> None:
-    """The shared fields are left out while msgspec writes, and put back after."""
-    cells = as_rows([CellResult(
-        run_id="r", cell_id=f"c{i}", environment="e", values={}, env_key="k", backend="uv",
-        case_id="c", variant="v", nodeid="t", hardware_target="cpu", outcome=Outcome.PASS,
-        reason="", fingerprint=FP_A if i else FP_B, hardware=HW, node="n") for i in range(3)])
-    before = [(r.fingerprint, r.hardware) for r in cells]
-    write_long_json(tmp_path / "c.json", {}, cells, {}, decoded=True)
-    assert [(r.fingerprint, r.hardware) for r in cells] == before
-    assert all(a[0] is r.fingerprint for a, r in zip(before, cells, strict=True))
+        write_long_json(path, {"run_id": "n"}, as_rows(cells), {"since": None})
+        assert read_back(path) == [as_json(r) for r in cells], odd.keys()

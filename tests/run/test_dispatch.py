@@ -16,6 +16,7 @@ from harness.core.matrix import EnvSpec
 from harness.plan.cases import CaseVariant
 from harness.plan.cells import Cell
 from tests.conftest import DATA, ROOT, ctrl_c_reaches, report_dir, write_matrix
+from tests.run.suite_matrix import host_suite
 
 HOST_ENVS = "\n".join(
     f"  host{i}: {{backend: host, hardware: [@HW@]}}" for i in range(1, 5))
@@ -266,16 +267,10 @@ def test_a_case_may_declare_its_own_retries(tmp_path: Path) -> None:
 def test_a_suites_tests_are_on_disk_as_they_end_and_survive_kill_9(tmp_path: Path) -> None:
     """The harness killed in the middle of a suite keeps each test that ended, with a log;
     ``--resume`` runs only the tests left, and the session counts the kept one."""
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "test_s.py").write_text(
+    m = host_suite(tmp_path, {"test_s.py": (
         "import time\n\ndef test_quick():\n    print('quick ran')\n\n"
-        "def test_slow():\n    time.sleep(120)\n")
-    m = write_matrix(tmp_path / "matrix.yaml", (
-        f"version: 1\nsuites: {{mine: {{path: {suite}, args: [-s]}}}}\n"
-        "environments:\n  host: {backend: host, python: '@PY@', suites: [mine], "
-        "timeout: 300}\n"))
+        "def test_slow():\n    time.sleep(120)\n")}, args="-s", timeout=300)
+    suite = tmp_path / "suite"
     victim = subprocess.Popen(
         [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
          str(m)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT, write_matrix
+from tests.conftest import ROOT
+from tests.run.suite_matrix import host_suite
 
 KILLS_ITSELF_ONCE = """\
 import os
@@ -28,16 +29,9 @@ def pytest_configure(config):
 
 def test_a_session_killed_once_is_retried_and_ends_with_its_tests_outcomes(
         tmp_path: Path) -> None:
+    m = host_suite(tmp_path, {"conftest.py": KILLS_ITSELF_ONCE, "test_s.py": (
+        "def test_good():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n")})
     suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "pytest.ini").write_text("[pytest]\n")
-    (suite / "conftest.py").write_text(KILLS_ITSELF_ONCE)
-    (suite / "test_s.py").write_text(
-        "def test_good():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n")
-    m = write_matrix(tmp_path / "matrix.yaml", (
-        f"version: 1\nsuites: {{mine: {{path: {suite}}}}}\n"
-        "environments:\n  host: {backend: host, python: '@PY@', suites: [mine], "
-        "timeout: 120}\n"))
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
          str(m), "--no-report"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
