@@ -19,6 +19,7 @@ from harness.plan.cases import collect_cases
 from harness.plan.cells import make_plan
 from harness.plan.shard import make_shards
 from tests.conftest import DATA, PY, ROOT, report_dir
+from tests.inproc import Ran, harness_main
 
 K = "test_behaviour.py::test_[pro]*"  # pass, reproduces, other_error, os_exit
 GPUS = ("--gpus", "0:sm_90,1:sm_80")
@@ -64,13 +65,19 @@ def test_shards_are_deterministic_pure_per_hardware_and_keep_environments_whole(
         make_shards(plan, 2)
 
 
-def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) -> None:
+def test_the_workflow_played_locally_equals_the_unsharded_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(MATRIX)
-    whole = harness(tmp_path, tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
+
+    def here(reports: Path, *args: str) -> Ran:
+        """In this process: the runners' jobs have theirs, and a merge (which forks) its own."""
+        return harness_main(capsys, "--reports", str(reports), *args, cwd=tmp_path)
+
+    whole = here(tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
                     "--run-id", "whole", "-j", "2")
     assert whole.returncode == 1, whole.stderr  # FAIL and CRASH cells, on purpose
-    gha = harness(tmp_path, tmp_path / "plan", "plan", "-m", str(matrix), "-k", K, *GPUS,
+    gha = here(tmp_path / "plan", "plan", "-m", str(matrix), "-k", K, *GPUS,
                   "--format", "gha", "--shards", "4")
     jobs = json.loads(gha.stdout)["include"]
     assert len(jobs) == 4 and {j["hardware"] for j in jobs} == {"cpu", "sm_90", "sm_80"}
@@ -96,12 +103,12 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) ->
     # writes it in plan order, run.json ``ordered_cells``), is byte for byte the report of
     # the record read back, and that of the record sorted into plan order.
     nightly = tmp_path / "merged" / "runs" / "nightly"
-    again = harness(tmp_path, tmp_path / "merged", "report", "nightly", "--out",
+    again = here(tmp_path / "merged", "report", "nightly", "--out",
                     str(nightly / "report-again"))
     meta = json.loads((nightly / "run.json").read_text())
     assert meta.pop("ordered_cells") == len(got)
     (nightly / "run.json").write_text(json.dumps(meta))
-    resorted = harness(tmp_path, tmp_path / "merged", "report", "nightly", "--out",
+    resorted = here(tmp_path / "merged", "report", "nightly", "--out",
                        str(nightly / "report-sorted"))
     assert again.returncode == resorted.returncode == 0, again.stderr + resorted.stderr
     for name in ("compat.csv", "compat.json", "compat.md", "junit.xml", "cells.html"):
