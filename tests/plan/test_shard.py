@@ -75,10 +75,10 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
         return harness_main(capsys, "--reports", str(reports), *args, cwd=tmp_path)
 
     whole = here(tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
-                    "--run-id", "whole", "-j", "2")
+                 "--run-id", "whole", "-j", "2")
     assert whole.returncode == 1, whole.stderr  # FAIL and CRASH cells, on purpose
     gha = here(tmp_path / "plan", "plan", "-m", str(matrix), "-k", K, *GPUS,
-                  "--format", "gha", "--shards", "4")
+               "--format", "gha", "--shards", "4")
     jobs = json.loads(gha.stdout)["include"]
     assert len(jobs) == 4 and {j["hardware"] for j in jobs} == {"cpu", "sm_90", "sm_80"}
     assert next(j for j in jobs if j["hardware"] == "sm_90")["runs-on"] == [
@@ -104,12 +104,12 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
     # the record read back, and that of the record sorted into plan order.
     nightly = tmp_path / "merged" / "runs" / "nightly"
     again = here(tmp_path / "merged", "report", "nightly", "--out",
-                    str(nightly / "report-again"))
+                 str(nightly / "report-again"))
     meta = json.loads((nightly / "run.json").read_text())
     assert meta.pop("ordered_cells") == len(got)
     (nightly / "run.json").write_text(json.dumps(meta))
     resorted = here(tmp_path / "merged", "report", "nightly", "--out",
-                       str(nightly / "report-sorted"))
+                    str(nightly / "report-sorted"))
     assert again.returncode == resorted.returncode == 0, again.stderr + resorted.stderr
     for name in ("compat.csv", "compat.json", "compat.md", "junit.xml", "cells.html"):
         made = (nightly / "report" / name).read_bytes()
@@ -131,8 +131,8 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
     late = next(f for f in folders if lost["artifact"] in str(f))
     filled = harness(tmp_path, tmp_path / "filled", "merge", str(run), str(late))
     assert "0 MISSING" in filled.stdout and filled.returncode == 1, filled.stdout
-    (again,) = (tmp_path / "filled" / "runs").iterdir()
-    assert table(again) == got
+    (refilled,) = (tmp_path / "filled" / "runs").iterdir()
+    assert table(refilled) == got
     # Logs moved with the merge: every result's log is inside the merged folder.
     rows = [json.loads(x) for x in (tmp_path / "merged" / "runs" / "nightly" /
                                     "results.jsonl").read_text().splitlines()]
