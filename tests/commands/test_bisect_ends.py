@@ -18,6 +18,7 @@ from harness.records.bisects import read_bisects
 from harness.records.store import RunStore
 from tests.conftest import ROOT, write_matrix
 from tests.e2e.test_e2e_bisect import MATRIX, probe_workdir
+from tests.inproc import Ran, harness_main
 from tests.packages import make_wheel
 
 # The probe's releases linked with a helper, as torch's are with transformers.
@@ -45,6 +46,13 @@ def harness(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, check=False, timeout=1200)
 
 
+def refused(workdir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> Ran:
+    """A bisect refused before it builds anything, in this process: one line, exit 2."""
+    return harness_main(capsys, "--reports", str(workdir / "reports"), "bisect", *args,
+                        "--find-links", str(workdir / "wheels"), cwd=workdir,
+                        env={"HARNESS_CACHE_DIR": str(workdir / "cache")})
+
+
 def runs(workdir: Path) -> set[str]:
     folder = workdir / "reports" / "runs"
     return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
@@ -64,9 +72,10 @@ def night(workdir: Path) -> RunStore:
     ("1.0", "1.9", "--bad 1.9: mlcompat-bisect-probe has no release 1.9 on the index"),
 ])
 def test_ends_are_checked_before_anything_is_built(workdir: Path, good: str, bad: str,
-                                                   said: str) -> None:
+                                                   said: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     before = runs(workdir)
-    done = harness(workdir, "bisect", "--axis", "probe", "-k", "probe::repro", "--good", good,
+    done = refused(workdir, capsys, "--axis", "probe", "-k", "probe::repro", "--good", good,
                    "--bad", bad)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith(f"harness: error: {said}"), done.stderr
@@ -75,8 +84,9 @@ def test_ends_are_checked_before_anything_is_built(workdir: Path, good: str, bad
     assert runs(workdir) == before  # nothing built, nothing run
 
 
-def test_a_selection_that_differs_in_a_linked_value_is_refused_naming_it(workdir: Path) -> None:
-    done = harness(workdir, "bisect", "-m", str(workdir / "linked.yaml"), "--axis", "probe",
+def test_a_selection_that_differs_in_a_linked_value_is_refused_naming_it(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = refused(workdir, capsys, "-m", str(workdir / "linked.yaml"), "--axis", "probe",
                    "-k", "probe::repro", "--good", "1.0", "--bad", "1.7")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "differ in helper (1.0, 2.0)" in done.stderr

@@ -19,6 +19,7 @@ from harness.plan.cases import collect_cases
 from harness.plan.cells import make_plan
 from harness.plan.shard import make_shards
 from tests.conftest import DATA, PY, ROOT, report_dir
+from tests.inproc import Ran, harness_main
 
 K = "test_behaviour.py::test_[pro]*"  # pass, reproduces, other_error, os_exit
 GPUS = ("--gpus", "0:sm_90,1:sm_80")
@@ -64,14 +65,20 @@ def test_shards_are_deterministic_pure_per_hardware_and_keep_environments_whole(
         make_shards(plan, 2)
 
 
-def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) -> None:
+def test_the_workflow_played_locally_equals_the_unsharded_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(MATRIX)
-    whole = harness(tmp_path, tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
-                    "--run-id", "whole", "-j", "2")
+
+    def here(reports: Path, *args: str) -> Ran:
+        """In this process: the runners' jobs have theirs, and a merge (which forks) its own."""
+        return harness_main(capsys, "--reports", str(reports), *args, cwd=tmp_path)
+
+    whole = here(tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
+                 "--run-id", "whole", "-j", "2")
     assert whole.returncode == 1, whole.stderr  # FAIL and CRASH cells, on purpose
-    gha = harness(tmp_path, tmp_path / "plan", "plan", "-m", str(matrix), "-k", K, *GPUS,
-                  "--format", "gha", "--shards", "4")
+    gha = here(tmp_path / "plan", "plan", "-m", str(matrix), "-k", K, *GPUS,
+               "--format", "gha", "--shards", "4")
     jobs = json.loads(gha.stdout)["include"]
     assert len(jobs) == 4 and {j["hardware"] for j in jobs} == {"cpu", "sm_90", "sm_80"}
     assert next(j for j in jobs if j["hardware"] == "sm_90")["runs-on"] == [
@@ -96,13 +103,13 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) ->
     # writes it in plan order, run.json ``ordered_cells``), is byte for byte the report of
     # the record read back, and that of the record sorted into plan order.
     nightly = tmp_path / "merged" / "runs" / "nightly"
-    again = harness(tmp_path, tmp_path / "merged", "report", "nightly", "--out",
-                    str(nightly / "report-again"))
+    again = here(tmp_path / "merged", "report", "nightly", "--out",
+                 str(nightly / "report-again"))
     meta = json.loads((nightly / "run.json").read_text())
     assert meta.pop("ordered_cells") == len(got)
     (nightly / "run.json").write_text(json.dumps(meta))
-    resorted = harness(tmp_path, tmp_path / "merged", "report", "nightly", "--out",
-                       str(nightly / "report-sorted"))
+    resorted = here(tmp_path / "merged", "report", "nightly", "--out",
+                    str(nightly / "report-sorted"))
     assert again.returncode == resorted.returncode == 0, again.stderr + resorted.stderr
     for name in ("compat.csv", "compat.json", "compat.md", "junit.xml", "cells.html"):
         made = (nightly / "report" / name).read_bytes()
@@ -124,8 +131,8 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(tmp_path: Path) ->
     late = next(f for f in folders if lost["artifact"] in str(f))
     filled = harness(tmp_path, tmp_path / "filled", "merge", str(run), str(late))
     assert "0 MISSING" in filled.stdout and filled.returncode == 1, filled.stdout
-    (again,) = (tmp_path / "filled" / "runs").iterdir()
-    assert table(again) == got
+    (refilled,) = (tmp_path / "filled" / "runs").iterdir()
+    assert table(refilled) == got
     # Logs moved with the merge: every result's log is inside the merged folder.
     rows = [json.loads(x) for x in (tmp_path / "merged" / "runs" / "nightly" /
                                     "results.jsonl").read_text().splitlines()]

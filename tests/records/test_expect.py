@@ -1,9 +1,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +25,7 @@ from harness.records.expect import (
 )
 from harness.records.store import RunStore
 from tests.conftest import ROOT, examples, report_dir, write_matrix
+from tests.inproc import Ran, harness_main
 
 
 def result(env: str, variant: str, outcome: Outcome, reason: str = "",
@@ -177,15 +175,14 @@ def test_known():
 '''
 
 
-def harness(tmp_path: Path, *args: str, flip: bool = False) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLIP": "1" if flip else "0",
-           "HARNESS_PASS_ENV": "FLIP"}
-    return subprocess.run([sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"),
-                           *args], cwd=tmp_path, capture_output=True, text=True, env=env,
-                          timeout=300)
+def harness(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str,
+            flip: bool = False) -> Ran:
+    return harness_main(capsys, "--reports", str(tmp_path / "r"), *args, cwd=tmp_path,
+                        env={"FLIP": "1" if flip else "0", "HARNESS_PASS_ENV": "FLIP"})
 
 
-def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
+def test_the_exit_code_says_what_ci_asks(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "cases").mkdir()
     (tmp_path / "cases" / "test_flip_case.py").write_text(CASES)
     (tmp_path / "cases" / "pytest.ini").write_text("[pytest]\n")
@@ -193,30 +190,31 @@ def test_the_exit_code_says_what_ci_asks(tmp_path: Path) -> None:
         "version: 1\ncases_dir: cases\nenvironments:\n  host: {backend: host, python: '@PY@'}\n"
         "expect:\n  - {environment: host, case: flip_case::known, outcome: FAIL,\n"
         "     reason: 'resolve host: github', why: GitHub is out of reach here}\n"))
-    first = harness(tmp_path, "run", "-m", str(m), "--run-id", "night1")
+    first = harness(tmp_path, capsys, "run", "-m", str(m), "--run-id", "night1")
     assert first.returncode == 0, first.stdout + first.stderr  # the known failure is expected
     assert "known: 1 cell: GitHub is out of reach here" in first.stdout
     latest = tmp_path / "r" / "latest"
     assert latest.resolve() == (tmp_path / "r" / "runs" / "night1" / "report").resolve()
-    assert harness(tmp_path, "report", "night1", "--fail-on", "any").returncode == 1
-    sliced = harness(tmp_path, "run", "-m", str(m), "-k", "known", "--run-id", "slice")
+    assert harness(tmp_path, capsys, "report", "night1", "--fail-on", "any").returncode == 1
+    sliced = harness(tmp_path, capsys, "run", "-m", str(m), "-k", "known", "--run-id", "slice")
     assert sliced.returncode == 0 and (tmp_path / "r" / "runs" / "slice" / "report").is_dir()
     assert latest.resolve().parent.name == "night1"  # a -k run never moves reports/latest
-    assert harness(tmp_path, "baseline", "night1", "-o", "b.json").returncode == 0
+    assert harness(tmp_path, capsys, "baseline", "night1", "-o", "b.json").returncode == 0
 
-    second = harness(tmp_path, "run", "-m", str(m), "--run-id", "night2", flip=True)
+    second = harness(tmp_path, capsys, "run", "-m", str(m), "--run-id", "night2", flip=True)
     assert second.returncode == 1  # a cell newly fails
     assert "new failure: host flip_case::flip @cpu: FAIL (expected fine)" in second.stdout
-    against = harness(tmp_path, "report", "night2", "--baseline", "b.json", "--fail-on", "new")
+    against = harness(tmp_path, capsys, "report", "night2", "--baseline", "b.json",
+                      "--fail-on", "new")
     assert against.returncode == 1
     # Judged by last night's record, the flip is still failing: no news.
-    still = harness(tmp_path, "run", "-m", str(m), "--run-id", "night3", "--baseline",
+    still = harness(tmp_path, capsys, "run", "-m", str(m), "--run-id", "night3", "--baseline",
                     "night2", flip=True)
     assert still.returncode == 0, still.stdout + still.stderr
     data = json.loads((report_dir(tmp_path / "r") / "compat.json").read_text())
     assert {(e["case"], e["status"]) for e in data["expectations"]} == {
         ("flip_case::flip", "expected"), ("flip_case::known", "expected")}
-    bad = harness(tmp_path, "run", "-m", str(m), "--baseline", "nowhere.json")
+    bad = harness(tmp_path, capsys, "run", "-m", str(m), "--baseline", "nowhere.json")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
 
 

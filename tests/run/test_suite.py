@@ -59,9 +59,18 @@ def bare_pytest_counts(folder: Path, env: dict[str, str]) -> dict[str, int]:
             for n, word in re.findall(r"(\d+) (\w+)", last.split(" in ")[0])}
 
 
-def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, CellRun]:
+    """The suite as it is, run once in one process: its folder, the suite and the run, read by
+    the tests that do not change either."""
+    tmp_path = tmp_path_factory.mktemp("plain")
     folder = copy_suite(tmp_path)
-    run = session(tmp_path, folder)
+    return tmp_path, folder, session(tmp_path, folder)
+
+
+def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(
+        plain: tuple[Path, Path, CellRun]) -> None:
+    tmp_path, folder, run = plain
     tests = {c.result.variant: c.result for c in run.children}
     assert {k: str(v.outcome) for k, v in tests.items()} == {
         "test_broken_module.py": "ERROR", "test_endings.py::test_pass": "PASS",
@@ -160,7 +169,7 @@ def test_a_crash_and_a_hang_are_their_tests_and_the_rest_runs_on(tmp_path: Path)
 
 
 def test_xdist_workers_share_the_suite_and_a_crash_or_hang_is_still_its_test(
-        tmp_path: Path) -> None:
+        tmp_path: Path, plain: tuple[Path, Path, CellRun]) -> None:
     """With two slots held, the one pytest process runs two xdist workers (the host's
     pytest-xdist): a worker's crash is its test's CRASH and xdist goes on in the same process;
     a hang is its test's TIMEOUT, and what was left runs in one more process. Every test once,
@@ -189,12 +198,12 @@ def test_xdist_workers_share_the_suite_and_a_crash_or_hang_is_still_its_test(
     # crashed one anew)
     workers = {c.result.details.get("worker") for c in run.children} - {None}
     assert {"gw0", "gw1"} <= workers and "gw3" not in workers
-    plain = session(tmp_path, folder)
-    assert run.result.details["suite"]["collected"] == plain.result.details["suite"][
+    one = plain[2]  # the same suite in one process without xdist
+    assert run.result.details["suite"]["collected"] == one.result.details["suite"][
         "collected"]
     assert {c.result.variant: str(c.result.outcome) for c in session(
         tmp_path, folder, workers=2, slots=2).children} == {
-        c.result.variant: str(c.result.outcome) for c in plain.children}
+        c.result.variant: str(c.result.outcome) for c in one.children}
 
 
 def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path) -> None:
