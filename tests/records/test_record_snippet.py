@@ -1,4 +1,5 @@
-"""docs/record.md's "Reading runs with pandas" snippet, run over 30 real run folders."""
+"""The pandas snippets of docs/record.md ("Reading runs with pandas") and the README ("The
+report"), run over 30 real run folders."""
 
 from __future__ import annotations
 
@@ -12,18 +13,22 @@ from harness.core.results import CellResult, Outcome
 from harness.records import table
 from harness.records.store import RunStore
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "record.md"
+ROOT = Path(__file__).resolve().parents[2]
+#: Each page, and the heading its snippet is the first python block under.
+SNIPPETS = {ROOT / "docs" / "record.md": "## Reading runs with pandas",
+            ROOT / "README.md": "## The report"}
 OUTCOMES = (Outcome.PASS, Outcome.FAIL, Outcome.REPRODUCED)
 
 
-def snippet() -> str:
-    _, _, section = DOC.read_text(encoding="utf-8").partition("## Reading runs with pandas")
+def snippet(page: Path) -> str:
+    _, _, section = page.read_text(encoding="utf-8").partition(SNIPPETS[page])
     found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found, "docs/record.md: no python block under 'Reading runs with pandas'"
+    assert found, f"{page.name}: no python block under {SNIPPETS[page]!r}"
     return found.group(1)
 
 
-def test_the_snippet_reads_thirty_runs_tables(tmp_path: Path,
+@pytest.mark.parametrize("page", list(SNIPPETS), ids=lambda p: p.name)
+def test_the_snippet_reads_thirty_runs_tables(page: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     expected: Counter[str] = Counter()
     for night in range(30):
@@ -40,10 +45,10 @@ def test_the_snippet_reads_thirty_runs_tables(tmp_path: Path,
         table.read(store.run_dir)  # what a run's end writes: its table
         expected.update(str(r.outcome) for r in results)
     monkeypatch.chdir(tmp_path)
-    code = snippet()
+    code = snippet(page)
     assert len(code.strip().splitlines()) == 3
     scope: dict[str, object] = {}
-    exec(compile(code, str(DOC), "exec"), scope)
+    exec(compile(code, str(page), "exec"), scope)
     cells = scope["cells"]
     assert len(cells) == 120  # type: ignore[arg-type]
     assert Counter(cells["outcome"]) == expected  # type: ignore[index]
