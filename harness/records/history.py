@@ -138,15 +138,19 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
         found = table.letters(run, LETTER)
         places = placed.get(found[0]) if found is not None else None
         if found is None or places is None or len(places) != len(found[1]):
-            whole = table.read(run, table.OUTCOMES, quiet=quiet)
-            places = placed[whole.keys_digest] = []
-            for key in whole.logical_keys():
+            run_keys = table.logical_keys(run) if found is not None else None
+            if found is None or run_keys is None or len(run_keys) != len(found[1]):
+                # No current table: made from the record (once), its damaged lines named.
+                whole = table.read(run, table.OUTCOMES, quiet=quiet)
+                run_keys = whole.logical_keys()
+                found = whole.keys_digest, "".join(map(_BY_NAME.__getitem__,
+                                                       whole.column("outcome")))
+            places = placed[found[0]] = []
+            for key in run_keys:
                 if key not in where:
                     where[key] = len(keys)
                     keys.append(key)
                 places.append(where[key])
-            found = whole.keys_digest, "".join(map(_BY_NAME.__getitem__,
-                                                   whole.column("outcome")))
         columns.append((places, found[1]))
     in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
     full = []  # per run, a letter per key (ABSENT: not in that run)

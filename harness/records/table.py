@@ -287,6 +287,15 @@ def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | N
     return found[1], (found[0][0][0] or "") if found[0] else ""
 
 
+def logical_keys(run_dir: Path) -> list[Key] | None:
+    """Each cell's logical key in the record's order, from the run's current table: rows
+    that are the keys, joined in SQL (``Cells.logical_keys`` of the columns, without them);
+    None where there is no current table."""
+    found = _query(run_dir, "select environment, case_id || '::' || variant, hardware_target "
+                   "from cells order by place")
+    return found[0] if found is not None else None
+
+
 def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool] | None:
     """What ``query`` gives of the run's table, its keys' digest and whether each key is
     there once, if the table was made from the record as it is now; else None."""

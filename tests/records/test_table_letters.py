@@ -35,3 +35,16 @@ def test_no_letters_from_a_table_older_than_its_record(tmp_path: Path) -> None:
     assert table.letters(tmp_path, LETTER) == (table.read(tmp_path, ()).keys_digest, "F")
     (tmp_path / "results.jsonl").write_text("xy")  # the record written since
     assert table.letters(tmp_path, LETTER) is None
+
+
+def test_a_runs_logical_keys_read_as_rows_that_are_the_keys(tmp_path: Path) -> None:
+    (tmp_path / "results.jsonl").write_text("x")
+    assert table.logical_keys(tmp_path) is None  # no table yet
+    cells = [cell(i, Outcome.PASS) for i in range(5)]
+    assert table.write(tmp_path, cells, table.stamp(tmp_path))
+    found = table.logical_keys(tmp_path)
+    assert found == [r.logical_key for r in cells] == table.read(
+        tmp_path, table.KEYED).logical_keys()
+    assert found[1] == ("e1", "case::v1", "cpu")
+    (tmp_path / "results.jsonl").write_text("xy")  # the record written since
+    assert table.logical_keys(tmp_path) is None
