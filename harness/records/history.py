@@ -29,6 +29,7 @@ LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome
 ABSENT = "-"
 _FROM_LETTER: dict[str, Outcome | None] = {x: o for o, x in LETTER.items()} | {ABSENT: None}
 _BY_NAME = {str(o): LETTER[o] for o in Outcome}  # an outcome's name -> its letter
+_OK = tuple(o for o in Outcome if o.ok)  # ``Outcome.ok``, asked of a strip's outcomes in C
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,9 +53,7 @@ class History:
         """FLAKY in some run, or fine and failing by turns: failed, passed, failed again."""
         if Outcome.FLAKY in outcomes:
             return True
-        if cls.flips(outcomes) < 2:  # fewer changes of outcome: fewer turns
-            return False
-        seen = [o.ok for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
+        seen = [o in _OK for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
         return sum(a != b for a, b in pairwise(seen)) >= 2
 
     def rows(self, *, changed_only: bool) -> Iterator[tuple[Key, tuple[Outcome | None, ...]]]:
@@ -155,7 +154,10 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
     full = []  # per run, a letter per key (ABSENT: not in that run)
     for places, text in columns:
-        if in_order.setdefault(id(places), places == list(range(len(places)))):
+        ordered = in_order.get(id(places))
+        if ordered is None:  # asked once per list (``columns`` holds each)
+            ordered = in_order[id(places)] = places == list(range(len(places)))
+        if ordered:
             full.append(text + ABSENT * (len(keys) - len(places)))
         else:
             column = [ABSENT] * len(keys)
