@@ -27,8 +27,9 @@ LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome
           Outcome.MISSING: "?", Outcome.FLAKY: "~"}
 
 ABSENT = "-"
-_OUTCOME = {str(o): o for o in Outcome}
-_NAMES = {str(o): str(o) for o in Outcome}  # an outcome's name, one object for all cells
+_FROM_LETTER: dict[str, Outcome | None] = {x: o for o, x in LETTER.items()} | {ABSENT: None}
+_BY_NAME = {str(o): LETTER[o] for o in Outcome}  # an outcome's name -> its letter
+_OK = tuple(o for o in Outcome if o.ok)  # ``Outcome.ok``, asked of a strip's outcomes in C
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,9 +51,10 @@ class History:
     @classmethod
     def flaky(cls, outcomes: tuple[Outcome | None, ...]) -> bool:
         """FLAKY in some run, or fine and failing by turns: failed, passed, failed again."""
-        seen = [o.ok for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
-        turns = sum(a != b for a, b in pairwise(seen))
-        return Outcome.FLAKY in outcomes or turns >= 2
+        if Outcome.FLAKY in outcomes:
+            return True
+        seen = [o in _OK for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
+        return sum(a != b for a, b in pairwise(seen)) >= 2
 
     def rows(self, *, changed_only: bool) -> Iterator[tuple[Key, tuple[Outcome | None, ...]]]:
         for key in sorted(self.cells):
@@ -79,8 +81,12 @@ class History:
         lines = [head, legend]
         rows = list(self.rows(changed_only=changed_only))
         width = [max((len(k[i]) for k, _ in rows), default=0) for i in range(3)]
+        texts: dict[int, str] = {}  # a strip (by id: ``rows`` holds each) -> its letters
         for key, outcomes in rows:
-            strip = " ".join(LETTER[o] if o is not None else ABSENT for o in outcomes)
+            strip = texts.get(id(outcomes))
+            if strip is None:
+                strip = texts[id(outcomes)] = " ".join(LETTER[o] if o is not None else ABSENT
+                                                       for o in outcomes)
             flips, flaky = self.changes(outcomes)
             notes = [f"{flips} change{'s' if flips > 1 else ''}"] if flips else []
             notes += ["flaky"] if flaky else []
@@ -108,11 +114,11 @@ def run_outcomes(run_dir: Path, *, quiet: bool = False) -> dict[Key, Outcome]:
 def load(folder: Path, *, last: int = 10, keyword: str | None = None,
          line: tuple[str, str] | None = None, before: Path | None = None,
          quiet: bool = False) -> History:
-    """The last ``last`` runs of ``folder``, one query of its table each: runs of the same
-    cells in the same order share their keys' digest, so only the first of them has its keys
-    read, the others their outcomes alone. ``line``: the matrix and kind to follow
-    (``runs.lineage``); ``before``: only runs made before this one; ``quiet``: their damaged
-    lines left out without a word (a report's page: ``harness history`` names them)."""
+    """The last ``last`` runs of ``folder``, one query of its table each, its outcomes one
+    letter a cell in one text: runs of the same cells in the same order share their keys'
+    digest, so only the first of them has its keys read. ``line``: the matrix and kind to
+    follow (``runs.lineage``); ``before``: only runs made before this one; ``quiet``: their
+    damaged lines left out without a word (a report's page: ``harness history`` names them)."""
     every = run_metas(folder)
     if before is not None:  # a report's page: what came before its run, whatever came after
         mine = run_order(before)
@@ -126,39 +132,47 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
     where: dict[Key, int] = {}
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
-    columns: list[tuple[list[int], list[str]]] = []
+    columns: list[tuple[list[int], str]] = []
     for run in runs:
-        found = table.outcomes(run)
+        found = table.letters(run, LETTER)
         places = placed.get(found[0]) if found is not None else None
         if found is None or places is None or len(places) != len(found[1]):
-            whole = table.read(run, table.OUTCOMES, quiet=quiet)
-            places = placed[whole.keys_digest] = []
-            for key in whole.logical_keys():
+            run_keys = table.logical_keys(run) if found is not None else None
+            if found is None or run_keys is None or len(run_keys) != len(found[1]):
+                # No current table: made from the record (once), its damaged lines named.
+                whole = table.read(run, table.OUTCOMES, quiet=quiet)
+                run_keys = whole.logical_keys()
+                found = whole.keys_digest, "".join(map(_BY_NAME.__getitem__,
+                                                       whole.column("outcome")))
+            places = placed[found[0]] = []
+            for key in run_keys:
                 if key not in where:
                     where[key] = len(keys)
                     keys.append(key)
                 places.append(where[key])
-            found = whole.keys_digest, whole.column("outcome")
-        columns.append((places, list(map(_NAMES.__getitem__, found[1]))))  # one str each
+        columns.append((places, found[1]))
     in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
-    full = []  # per run, an outcome's name (None: not in that run) per key
-    for places, held in columns:
-        if in_order.setdefault(id(places), places == list(range(len(places)))):
-            full.append(held + [None] * (len(keys) - len(places)))
+    full = []  # per run, a letter per key (ABSENT: not in that run)
+    for places, text in columns:
+        ordered = in_order.get(id(places))
+        if ordered is None:  # asked once per list (``columns`` holds each)
+            ordered = in_order[id(places)] = places == list(range(len(places)))
+        if ordered:
+            full.append(text + ABSENT * (len(keys) - len(places)))
         else:
-            column: list[str | None] = [None] * len(keys)
-            for place, name in zip(places, held, strict=True):
-                column[place] = name
-            full.append(column)
-    shared: dict[tuple[str | None, ...], tuple[Outcome | None, ...]] = {}
+            column = [ABSENT] * len(keys)
+            for place, letter in zip(places, text, strict=True):
+                column[place] = letter
+            full.append("".join(column))
+    shared: dict[tuple[str, ...], tuple[Outcome | None, ...]] = {}
     cells = {}
-    for key, names in zip(keys, zip(*full, strict=True) if full else ((),) * len(keys),
-                          strict=True):
+    for key, letters in zip(keys, zip(*full, strict=True) if full else ((),) * len(keys),
+                            strict=True):
         if keyword is not None and keyword not in f"{key[0]}\t{key[1]}":
             continue
-        strip = shared.get(names)  # most cells share theirs: one each
+        strip = shared.get(letters)  # most cells share theirs: one each
         if strip is None:
-            strip = shared[names] = tuple(_OUTCOME[o] if o else None for o in names)
+            strip = shared[letters] = tuple(map(_FROM_LETTER.__getitem__, letters))
         cells[key] = strip
     return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells, line=line,
                    left_out=left_out)

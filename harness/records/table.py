@@ -273,15 +273,27 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
     return Cells(tuple(columns), *found) if found is not None else None
 
 
-def outcomes(run_dir: Path) -> tuple[str, list[str]] | None:
-    """The keys' digest and the outcome column alone of the run's current table, joined in
-    SQL, not a row a cell (what history reads of each run whose keys it knows)."""
-    found = _query(run_dir, "select group_concat(outcome, ' ') from (select outcome from "
-                   "cells indexed by cells_outcomes order by place)")
+def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | None:
+    """The keys' digest and each cell's outcome as its one-character ``letter``, in the
+    record's order, joined in SQL into one text (what history reads of each run whose keys
+    it knows: one small string a run, not an object a cell)."""
+    when = " ".join(f"when '{o}' then '{letter[o]}'" for o in Outcome)
+    # A scan of the index is in place order: the rows are joined as it meets them (a
+    # subquery ordering them first takes twice as long).
+    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from cells "
+                   "indexed by cells_outcomes")
     if found is None:
         return None
-    text = found[0][0][0] if found[0] else None
-    return found[1], text.split(" ") if text else []
+    return found[1], (found[0][0][0] or "") if found[0] else ""
+
+
+def logical_keys(run_dir: Path) -> list[Key] | None:
+    """Each cell's logical key in the record's order, from the run's current table: rows
+    that are the keys, joined in SQL (``Cells.logical_keys`` of the columns, without them);
+    None where there is no current table."""
+    found = _query(run_dir, "select environment, case_id || '::' || variant, hardware_target "
+                   "from cells order by place")
+    return found[0] if found is not None else None
 
 
 def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool] | None:
