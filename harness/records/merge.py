@@ -170,7 +170,8 @@ def _create(sources: Sequence[RunStore], reports_dir: Path, run_id: str,
             shutil.rmtree(target, ignore_errors=True)
             aside.replace(target)
         raise
-    _remove_replaced(reports_dir)
+    finally:
+        _remove_replaced(reports_dir)
     return order
 
 

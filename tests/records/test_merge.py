@@ -82,8 +82,8 @@ def test_where_it_cannot_be_set_aside_the_earlier_merge_is_removed_in_place(
 
 def test_a_shard_that_cannot_be_read_puts_the_earlier_merge_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The earlier merge is set aside while the shards are read; the reading fails: it is
-    put back as it was, nothing of the new one left."""
+    """The shards are read before the earlier merge is touched: the reading fails, it stays
+    as it was."""
     sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
     first = merge_runs(sources, out, run_id="m").store.run_dir
     (first / "stray.txt").write_text("of the earlier merge")
@@ -97,4 +97,25 @@ def test_a_shard_that_cannot_be_read_puts_the_earlier_merge_back(
         merge_runs(sources, out, run_id="m")
     assert (first / "stray.txt").read_text() == "of the earlier merge"
     assert (first / "results.jsonl").read_bytes() == before
+    assert not (out / ".replaced").exists()
+
+
+def test_a_folder_that_cannot_be_made_puts_the_earlier_merge_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Set aside, then the new folder fails half made: the earlier merge is back in its
+    place, nothing of the new one left, nothing under ``.replaced/``."""
+    sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
+    first = merge_runs(sources, out, run_id="m").store.run_dir
+    (first / "stray.txt").write_text("of the earlier merge")
+
+    def half_made(reports: Path, *args: object, run_id: str, **kwargs: object) -> RunStore:
+        (reports / "runs" / run_id).mkdir(parents=True)
+        (reports / "runs" / run_id / "run.json").write_text("{")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunStore, "create", half_made)
+    with pytest.raises(OSError, match="No space"):
+        merge_runs(sources, out, run_id="m")
+    assert (first / "stray.txt").read_text() == "of the earlier merge"
+    assert len(RunStore(first).results()) == len(CELLS)
     assert not (out / ".replaced").exists()
