@@ -96,12 +96,15 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     if target.resolve() in {s.run_dir for s in sources}:
         raise UsageError(f"merge: {target} is one of the runs being merged")
     redactor = Redactor.from_environment()
+    metas = [s.meta for s in sources]
+    planned, order = _plan(sources, metas, redactor)  # (its cells decoded and let go first)
     # The rules of choice are select's; the shards' records are read here, keeping each line.
-    # Read first: a shard that cannot be read leaves an earlier merge of the name as it was.
+    # Read before any file is touched: one that cannot be read leaves an earlier merge of
+    # the name as it was.
     names, common = _Names(redactor), _Common()
     readers = [_Read(s, names, common, make_results) for s in sources]
     chosen, conflicts = choose([(r, r.last_attempts()) for r in readers], _same, warn)
-    order = _create(sources, reports_dir, run_id, redactor)
+    _create(sources, metas, reports_dir, run_id, redactor, planned)
     out = RunStore(target, redactor)
     report = MergeReport(store=out, conflicts=conflicts, shared=names.values,
                          damaged=sum(len(r.damaged) for r in readers))
@@ -137,21 +140,24 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
     return report, writer
 
 
-def _create(sources: Sequence[RunStore], reports_dir: Path, run_id: str,
-            redactor: Redactor) -> list[str]:
-    """The merged run's folder (run.json, plan.json, cases.json), replacing an earlier merge
-    of the name whole; the plan's order (a gap reads the cells again)."""
-    metas = [s.meta for s in sources]
+def _plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], redactor: Redactor
+          ) -> tuple[list[dict[str, Any]] | PlanText, list[str]]:
+    """The merged run's plan, as it is written (the first shard's text where it can be), and
+    its cells' order."""
     passed = None if redactor.secrets else _plan_text(sources, metas)
-    planned: list[dict[str, Any]] | PlanText
-    if passed is None:
-        planned = _full_plan(sources, metas)
-        order = [cell["cell_id"] for cell in planned]
-    else:
-        planned, order = passed
+    if passed is not None:
+        return passed
+    planned = _full_plan(sources, metas)
+    return planned, [cell["cell_id"] for cell in planned]
+
+
+def _create(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], reports_dir: Path,
+            run_id: str, redactor: Redactor, planned: list[dict[str, Any]] | PlanText) -> None:
+    """The merged run's folder (run.json, plan.json, cases.json), replacing an earlier merge
+    of the name whole."""
     cases = _union(s.cases for s in sources)
-    # Only now, with every shard's plan and cases read: an artifact that cannot be read
-    # leaves the earlier merge of the same name as it was.
+    # Only now, with every shard's plan, cases and record read: an artifact that cannot be
+    # read leaves the earlier merge of the same name as it was.
     target = reports_dir / "runs" / run_id
     aside = _set_aside(target, reports_dir) if (target / META).exists() else None
     try:
@@ -172,7 +178,6 @@ def _create(sources: Sequence[RunStore], reports_dir: Path, run_id: str,
         raise
     finally:
         _remove_replaced(reports_dir)
-    return order
 
 
 #: Where an earlier merge of the same name goes while it is replaced: no run's folder.
