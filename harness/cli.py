@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import __version__
-from harness.core.bulk import no_cycle_collection
 from harness.core.defaults import DEFAULT_FAIL_ON, FAIL_ON, RETRIES
 from harness.core.errors import HarnessError
 
@@ -261,10 +260,6 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-#: Commands that read or build many records at once, then exit (``harness.bulk``).
-BATCH = frozenset({"plan", "lock", "merge", "report", "history", "baseline"})
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # A CI runner cancelling a job sends SIGTERM: clean up (kill cells, remove containers)
@@ -275,9 +270,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("harness: error: --max-cells must be at least 1", file=sys.stderr)
         return 2
     try:
-        if args.command in BATCH:
-            with no_cycle_collection():
-                return command(args.command)(args)
         return command(args.command)(args)
     except BrokenPipeError:
         # `harness plan | head`: the reader left; say nothing more, as cat does.

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import atomic
-from harness.core.bulk import no_cycle_collection
 from harness.core.results import CellResult, counted
 from harness.records import table
 from harness.records.compare import bumped, new_releases, pinned_releases
@@ -37,9 +36,7 @@ def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
         before = previous_run(reports_dir, store.run_dir)
         previous = RunStore(before) if before else None
     out = store.run_dir / "report"
-    with no_cycle_collection():  # the run's driver is long-lived; its report is a batch
-        paths = write_report([store], out, baseline=baseline, previous=previous,
-                             results=results)
+    paths = write_report([store], out, baseline=baseline, previous=previous, results=results)
     meta = store.meta
     filters = meta.get("filters") or {}
     if not meta.get("shard") and not any(filters.values()):

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.results import CellResult
 from harness.publish import publish_ci, publish_report, write_status
 from harness.records import history, table
 from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
 from harness.records.expect import judged_exit, judged_lines
-from harness.records.merge import MergeReport, merge_runs
+from harness.records.merge import merge_runs
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.records.table import Row
@@ -61,12 +59,6 @@ def _baseline(args: argparse.Namespace) -> Baseline | None:
     return load_baseline(Path(args.baseline), args.reports) if args.baseline else None
 
 
-#: The merge's cells, left to the end of the process that merged them, which ends without
-#: freeing anything. Where the merge ran in the command's own process (one core, no fork),
-#: freed once it is done.
-_LEFT: list[MergeReport] = []
-
-
 def cmd_merge(args: argparse.Namespace) -> int:
     sources = [RunStore.open(args.reports, run) for run in args.runs]
     if args.baseline:  # `latest` is the newest nightly of its matrix before the merged one
@@ -75,20 +67,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     # Loaded before the merge, which may replace the run it names (merged again under the
     # same name): the verdicts and the report both judge against the run as it was.
     baseline = _baseline(args)
-
-    def merged() -> tuple[Path, int]:
-        report, code = _merged(args, sources, baseline)
-        _LEFT.append(report)
-        return report.store.run_dir, code
-
-    # The merge in a process of its own, this one waiting: that process ends without
-    # freeing what it read (a fleet's shards, 0.1 s), and the report is made here, in a
-    # process that holds none of it (made in the merge's own, its halves' forks shared a
-    # heap the merge had used, and a fleet's report took 0.3 s longer). With one core, no
-    # fork or other threads running, it is merged here.
-    run_dir, code = side_by_side(merged, lambda: None, "merging the runs")
-    _LEFT.clear()
-    store = RunStore(run_dir)
+    store, code = _merged(args, sources, baseline)
     if args.no_report:
         return code
     paths = publish_report(store, args.reports, baseline=baseline)
@@ -98,32 +77,23 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baseline | None
-            ) -> tuple[MergeReport, int]:
+            ) -> tuple[RunStore, int]:
     """The merged run, its table written and its verdicts printed; the exit code they ask
     for. No result is made of a line written as its shard wrote it: the verdicts and the
     table read the lines as decoded."""
-    verdicts: list[tuple[list[str], int]] = []
-
-    def beside(merged: MergeReport) -> None:
-        # The verdicts, while the logs are linked; printed in their place, after the line
-        # saying what was merged. Where this fails, they are worked out after, and fail there.
-        with contextlib.suppress(Exception):
-            verdicts.append(judged_lines([merged.store], args.fail_on, baseline, merged.judged))
-
     report = merge_runs(sources, args.reports, run_id=args.run_id,
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr),
-                        make_results=False, beside=beside)
+                        make_results=False)
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     made_from = table.stamp(report.store.run_dir)  # the record, written whole
-    lines, code = verdicts[0] if verdicts else judged_lines(
-        [report.store], args.fail_on, baseline, report.judged)
+    lines, code = judged_lines([report.store], args.fail_on, baseline, report.judged)
     if lines:
         print("\n".join(lines))
     # The merged run's table: what the next night compares with. A line passed through
     # names its fingerprint, as the merged record's shared.jsonl holds it.
     table.write(report.store.run_dir, report.written, made_from, names=report.shared)
-    return report, code
+    return report.store, code
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:

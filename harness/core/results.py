@@ -99,7 +99,7 @@ class CellResult:
         return adopt(dict(data))
 
 
-class ResultRow(msgspec.Struct, forbid_unknown_fields=True):
+class ResultRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A result as a row: for code that reads a fleet's 100,000 results many times over (the
     site's model), and the form a result line is decoded into without a ``CellResult``
     (``records.lines``: msgspec, straight from the line). An attribute of a ``CellResult`` is
@@ -113,7 +113,10 @@ class ResultRow(msgspec.Struct, forbid_unknown_fields=True):
     orjson refuses (bytes that are not UTF-8, a lone surrogate, NaN, a number out of a
     double's range) and reads what it takes as json does (``int | float``: an integer stays
     one, of any length). ``fingerprint`` and ``hardware`` are then the names of values in
-    shared.jsonl (or the values), until the reader puts the values in place."""
+    shared.jsonl (or the values), until the reader puts the values in place.
+
+    ``gc=False``: a row holds JSON data only, never in a reference cycle, so the cyclic
+    collector does not walk the 100,000 of a merge or a report again and again."""
 
     run_id: str
     cell_id: str

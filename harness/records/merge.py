@@ -20,22 +20,17 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
-import queue
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import orjson
 
 from harness.core import jsonio
-from harness.core.bulk import side_by_side
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
@@ -69,29 +64,14 @@ class MergeReport:
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
-               warn: Callable[[str], None] = lambda _: None, make_results: bool = True,
-               beside: Callable[[MergeReport], None] | None = None) -> MergeReport:
+               warn: Callable[[str], None] = lambda _: None, make_results: bool = True
+               ) -> MergeReport:
     """``make_results``: whether the caller needs each cell as a ``CellResult``; without, a
-    line written as it is is decoded, not made a result (``ResultRow``). ``beside``: work
-    on the cells chosen (``report.written``) that reads none of the merged run's files but
-    run.json (not even the run a baseline names: merged again under its name, the run
-    is being replaced), done while the process that links the logs finishes; not where a secret
-    of this machine's is redacted (the cells are then read back from the record)."""
+    line written as it is is decoded, not made a result (``ResultRow``)."""
     if not sources:
         raise UsageError("merge: name at least one run folder")
-    linker = _Linker()  # first: the process it forks is small yet
-    aside = _SetAside(reports_dir)
-    try:
-        try:
-            report, writer = _merge(sources, reports_dir, run_id, warn,
-                                                       linker, make_results, aside)
-            if beside is not None and not report.store.redactor.secrets:
-                beside(report)
-        finally:
-            linker.close()  # the logs in place before the lines that point at them
-        writer.close()  # the merged record is written once, whole
-    finally:
-        aside.wait()  # an earlier merge of the name: gone before the command ends
+    report, writer = _merge(sources, reports_dir, run_id, warn, make_results)
+    writer.close()  # the merged record is written once, whole, its logs already in place
     out = report.store
     # Said in its report's header, as its shards' records would have said them.
     out.update_meta(ordered_cells=len(report.written),
@@ -107,72 +87,27 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
 
 
 def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
-           warn: Callable[[str], None], linker: _Linker, make_results: bool,
-           aside: _SetAside) -> tuple[MergeReport, _Writer]:
+           warn: Callable[[str], None], make_results: bool) -> tuple[MergeReport, _Writer]:
     """The merged run folder, its record chosen (``report.written``, to be written by the
-    writer) and its logs sent to the linker."""
+    writer) and its logs linked."""
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
     target = reports_dir / "runs" / run_id
     if target.resolve() in {s.run_dir for s in sources}:
         raise UsageError(f"merge: {target} is one of the runs being merged")
     redactor = Redactor.from_environment()
-
-    def create() -> list[str]:
-        """The merged run's folder (run.json, plan.json, cases.json); the plan's order.
-        Written on the second core while this one reads the shards; the cells stay there,
-        only their order comes back (a gap reads them again). The shards' run.json too:
-        this process needs them only for a gap."""
-        metas = [s.meta for s in sources]
-        passed = None if redactor.secrets else _plan_text(sources, metas)
-        planned: list[dict[str, Any]] | PlanText
-        if passed is None:
-            planned = _full_plan(sources, metas)
-            order = [cell["cell_id"] for cell in planned]
-        else:
-            planned, order = passed
-        cases = _union(s.cases for s in sources)
-        # Only now, with every shard's plan and cases read: an artifact that cannot be read
-        # leaves the earlier merge of the same name as it was (a shard's record, read
-        # beside this, puts it back: ``_SetAside.restore``).
-        if (target / META).exists():  # merging again replaces the earlier merge, whole
-            aside.take(target)
-        RunStore.create(reports_dir, {
-            "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
-                            for s, m in zip(sources, metas, strict=True)],
-            "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
-            "planned": planned, "executor": {"executor": "merge"},
-            "expect": recorded_rules(metas),
-            # Every shard planned from the same lock: the first one's resolutions are the run's.
-            "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
-            "kind": run_kind(metas[0]),
-        }, run_id=run_id, cases=cases, redactor=redactor)
-        return order
-
+    metas = [s.meta for s in sources]
+    planned, order = _plan(sources, metas, redactor)  # (its cells decoded and let go first)
     # The rules of choice are select's; the shards' records are read here, keeping each line.
+    # Read before any file is touched: one that cannot be read leaves an earlier merge of
+    # the name as it was.
     names, common = _Names(redactor), _Common()
-    chosen: dict[str, tuple[_Read, CellResult | ResultRow]] = {}
-    conflicts: list[str] = []
-    left_out: list[int] = []  # the damaged lines of the runs merged (``records.damaged``)
-
-    def read() -> None:
-        readers = [_Read(s, names, common, make_results) for s in sources]
-        found, clashes = choose([(r, r.last_attempts()) for r in readers], _same, warn)
-        chosen.update(found)
-        conflicts.extend(clashes)
-        left_out.extend(len(r.damaged) for r in readers)
-
-    try:
-        order = side_by_side(create, read, "writing the merged run's plan")
-    except BaseException:
-        aside.restore(target)  # a shard that cannot be read: the earlier merge stays
-        raise
-    finally:
-        _HELD.clear()  # (where ``create`` ran in this process: one core, no fork)
-        aside.remove()
+    readers = [_Read(s, names, common, make_results) for s in sources]
+    chosen, conflicts = choose([(r, r.last_attempts()) for r in readers], _same, warn)
+    _create(sources, metas, reports_dir, run_id, redactor, planned)
     out = RunStore(target, redactor)
     report = MergeReport(store=out, conflicts=conflicts, shared=names.values,
-                         damaged=sum(left_out))
+                         damaged=sum(len(r.damaged) for r in readers))
     gaps: _Gaps | None = None
     lines = report.written
     writer = _Writer(out, names)
@@ -181,8 +116,8 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         for path in (source.run_dir / "envs").glob("*.json"):
             if path.name not in envs:
                 envs.add(path.name)
-                linker.link(str(path), f"{out.run_dir}/envs/{path.name}")
-    relocate = _Relocate(out, linker)
+                _link(str(path), f"{out.run_dir}/envs/{path.name}")
+    relocate = _Relocate(out)
     unread = 0  # planned cells no shard has
     for cell_id in order:
         found = chosen.get(cell_id)
@@ -202,8 +137,77 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
                        key=_report_order)
         lines += [writer.add(relocate(*found), found) for found in extra]
-        order = [*order, *(found[1].cell_id for found in extra)]
     return report, writer
+
+
+def _plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], redactor: Redactor
+          ) -> tuple[list[dict[str, Any]] | PlanText, list[str]]:
+    """The merged run's plan, as it is written (the first shard's text where it can be), and
+    its cells' order."""
+    passed = None if redactor.secrets else _plan_text(sources, metas)
+    if passed is not None:
+        return passed
+    planned = _full_plan(sources, metas)
+    return planned, [cell["cell_id"] for cell in planned]
+
+
+def _create(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], reports_dir: Path,
+            run_id: str, redactor: Redactor, planned: list[dict[str, Any]] | PlanText) -> None:
+    """The merged run's folder (run.json, plan.json, cases.json), replacing an earlier merge
+    of the name whole."""
+    cases = _union(s.cases for s in sources)
+    # Only now, with every shard's plan, cases and record read: an artifact that cannot be
+    # read leaves the earlier merge of the same name as it was.
+    target = reports_dir / "runs" / run_id
+    aside = _set_aside(target, reports_dir) if (target / META).exists() else None
+    try:
+        RunStore.create(reports_dir, {
+            "merged_from": [{"run_id": s.run_id, "shard": m.get("shard")}
+                            for s, m in zip(sources, metas, strict=True)],
+            "matrix": metas[0].get("matrix"), "harness": metas[0].get("harness"),
+            "planned": planned, "executor": {"executor": "merge"},
+            "expect": recorded_rules(metas),
+            # Every shard planned from the same lock: the first one's resolutions are the run's.
+            "releases": metas[0].get("releases") or [], "set": metas[0].get("set") or {},
+            "kind": run_kind(metas[0]),
+        }, run_id=run_id, cases=cases, redactor=redactor)
+    except BaseException:
+        if aside is not None:  # the earlier merge back in its place, nothing of this one
+            shutil.rmtree(target, ignore_errors=True)
+            aside.replace(target)
+        raise
+    finally:
+        _remove_replaced(reports_dir)
+
+
+#: Where an earlier merge of the same name goes while it is replaced: no run's folder.
+_REPLACED = ".replaced"
+
+
+def _set_aside(target: Path, reports_dir: Path) -> Path | None:
+    """``target`` out of ``runs/`` at once (a rename: a reader never sees half a run), to be
+    removed once the new folder is made; where it cannot be renamed (``.replaced`` is a
+    file, another file system), removed in place."""
+    folder = reports_dir / _REPLACED
+    place = folder / f"{os.getpid()}-{time.time_ns()}"
+    try:
+        folder.mkdir(exist_ok=True)
+        target.replace(place)
+    except OSError:
+        shutil.rmtree(target)
+        return None
+    return place
+
+
+def _remove_replaced(reports_dir: Path) -> None:
+    """What is set aside removed, with what a merge killed meanwhile left there."""
+    folder = reports_dir / _REPLACED
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # (only where empty: another merge's may be under way)
 
 
 def _report_order(found: tuple[_Read, CellResult | ResultRow]) -> tuple[tuple[str, str, str], str]:
@@ -469,70 +473,6 @@ class _Writer:
         self.out.append_encoded(self.chunks, self.fresh)
 
 
-class _SetAside:
-    """An earlier merge of the same name, moved out of ``runs/`` at once (a rename) and
-    removed beside the rest of the merge, by ``rm`` in a process of its own, so that a
-    merge under the same name need not wait for it before it writes its folder. The folder
-    it goes to (``<reports>/.replaced/``) is no run's: nothing lists it. Put back where the merge
-    fails before its record is written (a shard that cannot be read); what a merge that was
-    killed left there goes with the next one's."""
-
-    def __init__(self, reports_dir: Path) -> None:
-        self.folder = reports_dir / ".replaced"
-        # Named here, not where it is taken (a forked process): ``restore`` knows it.
-        self.place = self.folder / f"{os.getpid()}-{time.time_ns()}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def take(self, target: Path) -> None:
-        """``target`` out of the way: renamed, else (another file system) removed here."""
-        for _ in range(3):
-            try:
-                self.folder.mkdir(exist_ok=True)
-                target.replace(self.place)
-                return
-            except FileNotFoundError:  # .replaced/ removed meanwhile (another merge's end)
-                continue
-            except OSError:
-                break
-        shutil.rmtree(target)
-
-    def restore(self, target: Path) -> None:
-        """The earlier merge back in its place, where it was set aside (the merge failed
-        before writing its record): what was made of the new one goes instead."""
-        if self.place.is_dir():
-            shutil.rmtree(target, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                self.place.replace(target)
-
-    def remove(self) -> None:
-        """Whatever is set aside, removed beside what follows (``wait`` for it to end)."""
-        try:
-            leftovers = [str(p) for p in self.folder.iterdir()]
-        except OSError:  # (none: the folder was never made)
-            return
-        rm = shutil.which("rm") if os.name == "posix" else None
-        if leftovers and rm is not None:
-            with contextlib.suppress(OSError):  # (no process to be had: removed here)
-                self.process = subprocess.Popen(  # (spawned: nothing of this heap copied)
-                    [rm, "-rf", "--", *leftovers], stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                return
-        for path in leftovers:
-            shutil.rmtree(path, ignore_errors=True)
-
-    def wait(self) -> None:
-        if self.process is not None:
-            self.process.wait()
-            self.process = None
-        with contextlib.suppress(OSError):
-            self.folder.rmdir()  # (only where empty: another merge's may be under way)
-
-
-#: The plan ``_plan_text`` decoded, left to the end of the process that decoded it (the
-#: merged run's plan is written in a forked one, which ends without freeing anything).
-_HELD: list[Any] = []
-
-
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> tuple[PlanText, list[str]] | None:
     """The plan the shards were cut from as the first one recorded it, and its cells' ids,
@@ -546,7 +486,6 @@ def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
     try:
         text = (sources[0].run_dir / FULL_PLAN).read_bytes()
         cells = orjson.loads(text)
-        _HELD.append(cells)  # see _HELD
         order = [cell["cell_id"] for cell in cells] if isinstance(cells, list) else []
     except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
         return None
@@ -576,9 +515,8 @@ class _Relocate:
     """A result with its log linked (or copied) beside it, at the same relative path. On
     strings, with each shard's logs listed once and what was linked remembered (no stat per log)."""
 
-    def __init__(self, out: RunStore, linker: _Linker) -> None:
+    def __init__(self, out: RunStore) -> None:
         self.out = f"{out.run_dir}"
-        self.linker = linker
         self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
@@ -600,116 +538,8 @@ class _Relocate:
             return replace(source.result(result), log=None)
         if relative not in self.linked:  # a batch's shared log: once
             self.linked.add(relative)
-            self.linker.link(src, f"{self.out}/{relative}")
+            _link(src, f"{self.out}/{relative}")
         return result if relative == log else replace(source.result(result), log=relative)
-
-
-class _Linker:
-    """``_link`` in a process of its own, forked before the records are read (a small
-    process then), while the merge goes on: a link is a system call each, and on a thread
-    they wait for the interpreter's lock between any two. The jobs go down a pipe; ``close``
-    waits for the last one and raises the first error. A thread where there is no ``fork``
-    (or other threads run)."""
-
-    def __init__(self) -> None:
-        self.jobs: list[str] = []  # src and target of each link, one after the other
-        self.error: BaseException | None = None
-        self.pid = 0
-        self.thread: threading.Thread | None = None
-        if not hasattr(os, "fork") or threading.active_count() > 1:
-            self.queue: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
-            self.thread = threading.Thread(target=self._work, name="merge-links", daemon=True)
-            self.thread.start()
-            return
-        jobs, self.pipe = os.pipe()
-        # Room for a few thousand jobs (Linux: 64 KiB is about 300): the merge goes on
-        # while the child is off the CPU, not blocked on a full pipe.
-        with contextlib.suppress(OSError, AttributeError, ImportError):
-            import fcntl  # POSIX only (F_SETPIPE_SZ: Linux only)
-
-            fcntl.fcntl(self.pipe, fcntl.F_SETPIPE_SZ, 1 << 20)
-        self.failure, report = os.pipe()
-        sys.stdout.flush()  # or the child's exit would write what is buffered a second time
-        sys.stderr.flush()
-        self.pid = os.fork()
-        if self.pid == 0:  # pragma: no cover  (the child; checked by the links it made)
-            os.close(self.pipe)
-            os.close(self.failure)
-            _serve(jobs, report)
-        os.close(jobs)
-        os.close(report)
-
-    def link(self, src: str, target: str) -> None:
-        if self.thread is not None:
-            self.queue.put((src, target))
-            return
-        self.jobs += (src, target)
-        if len(self.jobs) >= 2000:
-            self._send()
-
-    def _send(self) -> None:
-        if not self.jobs:
-            return
-        # Encoded as os.fsencode would, a thousand at a time.
-        data = ("\0".join(self.jobs) + "\0").encode(_FS_ENCODING, "surrogateescape")
-        self.jobs = []
-        with contextlib.suppress(BrokenPipeError):  # it ended: close() says why
-            while data:
-                data = data[os.write(self.pipe, data):]
-
-    def close(self) -> None:
-        if self.thread is not None:
-            self.queue.put(None)
-            self.thread.join()
-        else:
-            self._send()
-            os.close(self.pipe)
-            with os.fdopen(self.failure, "rb") as fh:
-                payload = fh.read()
-            _, status = os.waitpid(self.pid, 0)
-            if payload:
-                self.error = pickle.loads(payload)
-            elif status != 0:
-                self.error = RuntimeError(f"merge: linking the logs ended abnormally "
-                                          f"(wait status {status})")
-        if self.error is not None:
-            raise self.error
-
-    def _work(self) -> None:
-        while (job := self.queue.get()) is not None:
-            if self.error is None:
-                try:
-                    _link(*job)
-                except BaseException as exc:  # raised by close(), in the merge's thread
-                    self.error = exc
-
-
-_FS_ENCODING = sys.getfilesystemencoding()
-
-
-def _serve(jobs: int, report: int) -> NoReturn:  # pragma: no cover  (in the child)
-    """The links sent down ``jobs`` (``src\\0target\\0`` each), until it closes; the first
-    error stops it, sent back up ``report``."""
-    code = 0
-    try:
-        with os.fdopen(jobs, "rb") as fh:
-            rest = b""
-            while block := fh.read(1 << 16):
-                *done, rest = (rest + block).split(b"\0")
-                if len(done) % 2:  # a job cut in two: its first half waits for the second
-                    rest = done.pop() + b"\0" + rest
-                for i in range(0, len(done), 2):
-                    _link(os.fsdecode(done[i]), os.fsdecode(done[i + 1]))
-    except BaseException as exc:  # raised by close(), in the merge's process
-        code = 1
-        try:
-            payload = pickle.dumps(exc)
-        except Exception:
-            payload = pickle.dumps(RuntimeError(f"merge: linking the logs failed: {exc!r}"))
-        with os.fdopen(report, "wb") as fh:
-            fh.write(payload)
-    finally:
-        os._exit(code)
 
 
 def _link(src: str, target: str) -> None:

@@ -68,8 +68,6 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     them in memory (a merge that just wrote them), so they are not read back."""
     out_dir.mkdir(parents=True, exist_ok=True)
     report = prepare(stores, out_dir, baseline=baseline, previous=previous, results=results)
-    if results is not None:
-        report.cells()  # taken before the writers part, and shared
 
     def keep_table() -> None:  # what the next night's "what changed", history and
         # baselines read of this run (damaged: each reader reads it, and says so)

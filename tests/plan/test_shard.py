@@ -71,7 +71,7 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
     matrix.write_text(MATRIX)
 
     def here(reports: Path, *args: str) -> Ran:
-        """In this process: the runners' jobs have theirs, and a merge (which forks) its own."""
+        """In this process (the runners' jobs have theirs, as CI's would)."""
         return harness_main(capsys, "--reports", str(reports), *args, cwd=tmp_path)
 
     whole = here(tmp_path / "whole", "run", "-m", str(matrix), "-k", K, *GPUS,
@@ -91,13 +91,12 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
                       job["shard"], "--run-id", job["artifact"], "-j", "2", "--no-report")
         assert ran.returncode in (0, 1), ran.stderr
         folders.append(out / "runs" / job["artifact"])
-    merged = harness(tmp_path, tmp_path / "merged", "merge", *map(str, folders),
-                     "--run-id", "nightly")
+    merged = here(tmp_path / "merged", "merge", *map(str, folders), "--run-id", "nightly")
     assert "0 MISSING" in merged.stdout, merged.stdout + merged.stderr
     got = table(tmp_path / "merged" / "runs" / "nightly")
     assert got == table(tmp_path / "whole" / "runs" / "whole") and len(got) == 4 * 4 * 3
     first = (tmp_path / "merged" / "runs" / "nightly" / "results.jsonl").read_bytes()
-    harness(tmp_path, tmp_path / "merged", "merge", *map(str, folders), "--run-id", "nightly")
+    here(tmp_path / "merged", "merge", *map(str, folders), "--run-id", "nightly")
     assert (tmp_path / "merged" / "runs" / "nightly" / "results.jsonl").read_bytes() == first
     # The merge's report, made from the results it held and in the record's order (a merge
     # writes it in plan order, run.json ``ordered_cells``), is byte for byte the report of
@@ -118,8 +117,8 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
 
     # A shard whose artifact never arrived: its cells are MISSING, counted, not absent.
     lost = jobs[1]
-    partial = harness(tmp_path, tmp_path / "partial", "merge",
-                      *[str(f) for f in folders if lost["artifact"] not in str(f)])
+    partial = here(tmp_path / "partial", "merge",
+                   *[str(f) for f in folders if lost["artifact"] not in str(f)])
     assert f"{lost['cells']} MISSING" in partial.stdout, partial.stdout + partial.stderr
     (run,) = (tmp_path / "partial" / "runs").iterdir()
     outcomes = Counter(table(run).values())
@@ -129,7 +128,7 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
     assert "❔ MISSING" in md
     # The late artifact arrives: merged into the partial merge, it fills the gap.
     late = next(f for f in folders if lost["artifact"] in str(f))
-    filled = harness(tmp_path, tmp_path / "filled", "merge", str(run), str(late))
+    filled = here(tmp_path / "filled", "merge", str(run), str(late))
     assert "0 MISSING" in filled.stdout and filled.returncode == 1, filled.stdout
     (refilled,) = (tmp_path / "filled" / "runs").iterdir()
     assert table(refilled) == got

@@ -31,11 +31,10 @@ def outcomes(report: Report, out_dir: Path) -> dict[str, Path]:
     return {"outcomes": path}
 
 
-@pytest.mark.parametrize("apart", [False, True])
 def test_a_registered_writer_is_written_with_the_report(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: bool) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(writers, "WRITERS", dict(writers.WRITERS))
-    writers.register("outcomes", outcomes, apart=apart)
+    writers.register("outcomes", outcomes)
     paths = write_report(record(tmp_path), tmp_path / "out")
     assert paths["outcomes"] == tmp_path / "out" / "outcomes.json"
     assert json.loads(paths["outcomes"].read_text()) == {
