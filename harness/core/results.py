@@ -160,7 +160,7 @@ class ResultRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 def logical_key(environment: str, case_id: str, variant: str, hardware_target: str
                 ) -> tuple[str, str, str]:
     """A cell's logical key (``CellResult.logical_key``), from its fields: every form of a
-    result (the record's, ``ResultRow``, a snapshot's row) makes it here."""
+    result (the record's, ``ResultRow``, a table's row) makes it here."""
     return (environment, f"{case_id}::{variant}", hardware_target)
 
 
@@ -198,7 +198,7 @@ ResultLike = CellResult | ResultRow
 
 
 class Keyed(Protocol):
-    """A result in any of its forms (``CellResult``, ``ResultRow``, a snapshot's row, a line
+    """A result in any of its forms (``CellResult``, ``ResultRow``, a table's row, a line
     a merge passes through without making a result of it), as far as every reader of one
     reads it: what its logical key is made of. Readers' protocols add what each reads."""
 

@@ -15,7 +15,7 @@ LogicalKey = tuple[str, str, str]
 
 
 class Compared(Keyed, Protocol):
-    """What a cell is matched by: a record's ``CellResult``, or a snapshot's row."""
+    """What a cell is matched by: a record's ``CellResult``, or a row of a run's table."""
 
     @property
     def values(self) -> Mapping[str, str]: ...
