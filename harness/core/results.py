@@ -85,10 +85,8 @@ class CellResult:
         return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
     def to_dict(self) -> dict[str, Any]:
-        # Shallow: the nested dicts are plain JSON data, shared, not deep-copied (asdict's
-        # recursion was most of the time of writing 100,000 records). The instance's dict
-        # holds the fields and nothing else (``adopt`` keeps it so), copied in one go: a
-        # getattr per field was a fifth of a fleet's merge.
+        # Shallow: the nested dicts are plain JSON data, shared, not deep-copied. The
+        # instance's dict holds the fields and nothing else (``adopt`` keeps it so).
         data = dict(self.__dict__)
         data["outcome"] = str(self.outcome)
         return data
@@ -100,7 +98,7 @@ class CellResult:
 
 
 class ResultRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A result as a row: for code that reads a fleet's 100,000 results many times over (the
+    """A result as a row: for code that reads many results many times over (the
     site's model), and the form a result line is decoded into without a ``CellResult``
     (``records.lines``: msgspec, straight from the line). An attribute of a ``CellResult`` is
     a lookup in its own dict, one of 100,000 spread over the heap; a row's are slots, and
@@ -172,8 +170,7 @@ def as_mapping(value: Any) -> Mapping[str, Any]:
 
 
 def logical_keys(results: Sequence[Keyed]) -> list[tuple[str, str, str]]:
-    """Each result's ``logical_key``, in C (a fleet's 100,000: a property call each was a
-    third of sorting them)."""
+    """Each result's ``logical_key``, in C (no property call per result)."""
     return list(zip(map(attrgetter("environment"), results), labels(results),
                     map(attrgetter("hardware_target"), results), strict=True))
 
@@ -297,8 +294,8 @@ def adopt(row: dict[str, Any]) -> CellResult:
     through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
     and used for nothing else one dict per result instead of two. ``DamagedLineError`` where the
     row is no result (``damage``)."""
-    # A line the harness wrote holds every field and no other, each of its type (a fleet's
-    # merge: 100,000 of them): nothing to add or drop, its types checked at once.
+    # A line the harness wrote holds every field and no other, each of its type: nothing
+    # to add or drop, its types checked at once.
     if row.keys() != FIELDS or not _plain(row):
         found = damage(row)
         if found is not None:
