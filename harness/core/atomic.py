@@ -1,7 +1,5 @@
-"""Writes a reader never sees half of: the new content goes to a file beside the target and
-is renamed over it (``rename`` is atomic within a filesystem), so a reader, or a kill in the
-middle, leaves the old file or the new one. One naming scheme for the temporary files:
-``.<name>.tmp<pid>.<thread>``, hidden, and unique to the writer."""
+"""Writes a reader never sees half of: written beside the target (``.<name>.tmp<pid>.<thread>``)
+and renamed over it."""
 
 from __future__ import annotations
 
@@ -20,8 +18,7 @@ def temporary(path: Path) -> Path:
 
 @contextlib.contextmanager
 def replacing(path: Path, *, text: bool = False) -> Iterator[IO[Any]]:
-    """A file to write ``path``'s new content into; it replaces ``path`` when the block ends,
-    and is removed if the block raises."""
+    """A file for ``path``'s new content: it replaces ``path`` when the block ends."""
     tmp = temporary(path)
     try:
         with open(tmp, "w" if text else "wb", encoding="utf-8" if text else None) as fh:

@@ -25,8 +25,7 @@ def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
 
 
 class SpecError(UsageError):
-    """matrix.yaml is malformed; the message names file, line and key path, in one line of at
-    most 200 characters (a 5,000-character value is not echoed whole)."""
+    """matrix.yaml is malformed; one line of at most 200 characters naming file, line, path."""
 
     def __init__(self, message: str, *, file: str, line: int | None, path: str = "") -> None:
         where = f"{file}:{line}" if line else file
@@ -52,8 +51,7 @@ class DriftError(BackendError):
 
 
 class InfraError(BackendError):
-    """The machine failed, not the case: a container that never started, a Docker API that
-    timed out, a Ray node that died. The cell is retried; it is never the case's CRASH."""
+    """The machine failed, not the case (a container, Docker, a Ray node): the cell is retried."""
 
 
 class StoreError(UsageError):

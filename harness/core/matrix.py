@@ -1,7 +1,4 @@
-"""The matrix as data: what matrix.yaml defines, in frozen dataclasses every stage reads.
-
-``harness.matrix.load`` builds these from the YAML; nothing else sees raw dicts.
-"""
+"""The matrix as data: what matrix.yaml defines, in frozen dataclasses every stage reads."""
 
 from __future__ import annotations
 
@@ -34,13 +31,8 @@ class CaseSelector:
 
 @dataclass(frozen=True, kw_only=True)
 class BuildSetting:
-    """How one distribution is built from source, wherever an environment installs it.
-
-    ``isolation: false`` builds it inside the environment, against the environment's own torch
-    (TE's and flash-attn's ``setup.py`` import torch); ``requires`` are installed first (a name
-    the environment pins, torch, takes the environment's pin); ``env`` goes to the build
-    (``MAX_JOBS``); ``nvcc`` is the CUDA compiler the build needs, checked before building.
-    """
+    """How one distribution is built from source (``build:``). ``isolation: false`` builds it
+    against the environment's own torch, after ``requires``; ``nvcc`` is checked first."""
 
     dist: str
     via: tuple[str, ...] = ()  # requirements that pull ``dist`` in (transformer-engine)
@@ -59,18 +51,8 @@ class BuildSetting:
 
 @dataclass(frozen=True, kw_only=True)
 class SuiteSpec:
-    """A maintainer's own pytest suite (``suites:`` in matrix.yaml), run in each environment
-    that names it, one pytest process per environment.
-
-    Exactly one of ``path`` (a folder of tests, absolute) and ``pyargs`` (the tests of an
-    installed package, ``mylib.tests``). ``packages`` are the import names under test: the
-    record says which file each was imported from, and one imported from anywhere but the
-    environment's site-packages (the source folder shadowing the installed package) makes
-    the environment's result an ERROR. ``args`` go to pytest after the harness's own; ``env``
-    is set in the process (over the environment's). ``timeout``: seconds per test.
-    ``workers``: at most this many pytest-xdist workers in the environment's one process,
-    as free CPU slots allow when the session starts (1: no xdist).
-    """
+    """A maintainer's own pytest suite (``suites:``), one pytest process per environment:
+    ``path`` or ``pyargs``; ``packages`` must import from site-packages; ``workers``: xdist."""
 
     name: str
     path: str | None = None
@@ -116,25 +98,17 @@ class EnvSpec:
     env_vars: tuple[tuple[str, str], ...] = ()
     hardware: tuple[str, ...] = ("cpu",)
     cases: tuple[CaseSelector, ...] = ()
-    # The matrix's ``suites:`` this environment runs (names). An environment that names
-    # suites and no ``cases:`` runs no case of cases_dir.
     suites: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     network: bool = False
-    # The memory limit ("16g"): a container's, or an rlimit on a local cell's data segment.
-    memory: str | None = None
+    memory: str | None = None  # "16g": a container's limit, or a local cell's rlimit
     builds: tuple[BuildSetting, ...] = ()  # the matrix's build settings that apply here
-    # An overlay: the interpreter whose packages this environment inherits ("host", a command
-    # or a path). Its fingerprint joins the key when the environment is realized.
-    base: str | None = None
-    # Set per run, not in matrix.yaml, and not in the key: they say where packages come
-    # from, not what is installed (a swapped URL requirement changes the requirements).
+    base: str | None = None  # an overlay's interpreter ("host", a command or a path)
+    # Set per run and not in the key: where packages come from, not what is installed.
     find_links: tuple[str, ...] = ()  # local wheel folders
     offline: bool = False  # install from find_links only; never touch an index
     retries: int = 0  # a failed cell is run again this many times; failed-then-passed: FLAKY
-    # Rebuild (re-resolve) if built before this time: what `*` and range pins resolve to
-    # changes with every release. A time, not a flag, so that each machine of a cluster
-    # rebuilds once per run, not once per worker process.
+    # Rebuild if built before this time (--refresh): once per machine, not per worker.
     refresh_before: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,17 +127,15 @@ class EnvSpec:
 
     @cached_property
     def key(self) -> str:
-        # Cached (frozen, so it cannot change): a plan asks it once per cell.
         content: dict[str, Any] = {
             "backend": self.backend, "python": self.python, "requirements": self.requirements,
             "index_urls": self.index_urls, "image": self.image, "env": self.env_vars,
         }
         if self.base:
             content["base"] = self.base
-        if self.cuda:  # picks the Docker base image and the torch build drift checks
+        if self.cuda:
             content["cuda"] = self.cuda
-        # Only present when set, so that environments without them keep their keys.
-        if self.builds:
+        if self.builds:  # only when set: environments without them keep their keys
             content["builds"] = [b.to_dict() for b in self.builds]
         blob = json.dumps(content, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
@@ -175,13 +147,11 @@ class MatrixSpec:
     cases_dir: Path
     environments: tuple[EnvSpec, ...] = field(default_factory=tuple)
     cases_dir_line: int | None = None  # where an error about the cases folder points
-    # CI runner labels per hardware target (``sm_90: [self-hosted, h100]``), for shard jobs.
-    runners: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    runners: dict[str, tuple[str, ...]] = field(default_factory=dict)  # CI labels per target
     body_line: int | None = None  # where the environments start (matrices: or environments:)
     expect: tuple[Rule, ...] = ()  # what some cells are known to show (harness.expect)
     max_cells: int = MAX_CELLS  # a plan past it is refused (--max-cells)
     suites: tuple[SuiteSpec, ...] = ()
-    # What the matrix's release queries resolved to (harness.matrix.lock), for the record.
     resolutions: tuple[Resolution, ...] = ()
     sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE, as given
     set_notes: tuple[str, ...] = ()  # where each --set landed
@@ -199,8 +169,7 @@ class MatrixSpec:
         raise UsageError(f"no suite named {name!r} in {self.file}")
 
     def runner_for(self, hardware: str) -> list[str]:
-        """Where a shard of ``hardware`` runs: the matrix's ``runners:``, else GitHub's
-        ubuntu-latest for the CPU and a self-hosted runner labelled with the architecture."""
+        """A shard's runner labels: ``runners:``, else ubuntu-latest or self-hosted + arch."""
         if hardware in self.runners:
             return list(self.runners[hardware])
         return ["ubuntu-latest"] if hardware == "cpu" else ["self-hosted", hardware]
@@ -235,8 +204,7 @@ def requirement_for(dist: str, value: str) -> str:
 
 @lru_cache(maxsize=4096)
 def requirement_name(requirement: str) -> str:
-    """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized). Cached:
-    a large matrix names the same few requirements in many environments."""
+    """``transformer-engine[pytorch]==2.2.0`` -> ``transformer-engine`` (normalized)."""
     return canonicalize_name(Requirement(requirement).name)
 
 
@@ -247,10 +215,7 @@ def memory_bytes(text: str) -> int:
 
 
 def short_value(value: str) -> str:
-    """How a pin reads in names and tables: a URL shrinks to its ref, ``git@v0.10``.
-
-    The full URL stays in the requirements (and so in the environment's key).
-    """
+    """How a pin reads in names and tables: a URL shrinks to its ref, ``git@v0.10``."""
     if "://" not in value:
         return value
     scheme = value.split("://", 1)[0]

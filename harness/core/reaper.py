@@ -1,20 +1,6 @@
-"""Process groups the harness starts (cells, builds), recorded on the machine that runs them, so
-that what a killed harness left behind is reaped by the next one.
-
-Each group is started with ``HARNESS_GROUP=<token>`` in its environment (which its members
-inherit) and gets a file in ``<cache>/procs/`` naming its group id, the token, and the harness
-process that owns it (pid and start time, so a reused pid is never mistaken for it). When its
-cell or build ends, every process of the group that carries the token is killed and the file
-goes; a harness starting on this machine (a run, a resume, a Ray worker) does the same for the
-groups whose owner is gone. Killing by the token, never by a bare number, means a recycled
-pid or group id is never hit, and a process that left the group (``setsid``, a daemon)
-still goes: it carries the token. psutil reads the processes (Linux's ``/proc``).
-
-A cell's scratch folder (its events and log while it runs) is named after the harness process
-that made it, pid and start time alike (``scratch_prefix``), and the reaping removes the
-scratch folders whose maker is gone: a harness killed mid-cell leaves nothing in the
-temporary folder either.
-"""
+"""Process groups the harness starts (cells, builds), recorded per machine so that the next
+harness reaps what a killed one left: its groups (killed by their ``HARNESS_GROUP`` token, never by
+a bare pid) and its cells' scratch folders."""
 
 from __future__ import annotations
 
@@ -34,9 +20,8 @@ import psutil
 
 
 def start_time(pid: int) -> str | None:
-    """When ``pid`` started, in hundredths of a second since the epoch (psutil reads the
-    kernel's start time); None if it is gone. With the pid, it names one process: a recycled
-    pid starts later."""
+    """When ``pid`` started (hundredths of a second since the epoch); None if it is gone.
+    With the pid, it names one process: a recycled pid starts later."""
     try:
         return str(round(psutil.Process(pid).create_time() * 100))
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
@@ -54,8 +39,7 @@ class Registry:
         self.owner_started = start_time(self.owner)
 
     def add(self, pid: int, token: str, kind: str, what: str) -> Path | None:
-        """Record the group led by ``pid`` (started in a session of its own, with
-        ``HARNESS_GROUP=token`` in its environment)."""
+        """Record the group led by ``pid`` (its members carry ``HARNESS_GROUP=token``)."""
         if self.owner_started is None:
             return None
         record = {"pgid": pid, "token": token, "kind": kind, "what": what[:300],
@@ -96,15 +80,13 @@ SCRATCH = re.compile(r"harness-cell-[0-9a-f]+-(\d+)\.(\d+)-")
 
 
 def scratch_prefix(cell_id: str) -> str:
-    """The name a cell's scratch folder starts with: the cell, then this process (pid and
-    start time, so that a recycled pid never passes for it)."""
+    """A cell's scratch folder's name: the cell, then this process's pid and start time."""
     me = os.getpid()
     return f"harness-cell-{cell_id}-{me}.{_started(me)}-"
 
 
 def sweep_scratch(root: Path | None = None) -> list[Path]:
-    """Remove the cells' scratch folders in ``root`` (the temporary folder) whose harness is
-    gone; the ones removed."""
+    """Remove the scratch folders in ``root`` (the temporary folder) whose harness is gone."""
     root = Path(root or tempfile.gettempdir())
     swept: list[Path] = []
     if start_time(os.getpid()) is None:  # no /proc: whose folder it is cannot be told
@@ -134,9 +116,8 @@ def new_token() -> str:
 
 
 def members(token: str) -> list[int]:
-    """Every process that carries ``HARNESS_GROUP=token`` in its environment, in whatever
-    group or session it is now: a daemon that called ``setsid`` keeps the variable, and the
-    token (random, one per cell or build) is what makes it ours."""
+    """Every process with ``HARNESS_GROUP=token`` in its environment, whatever its group now
+    (a daemon that called ``setsid`` keeps the variable)."""
     found = []
     for proc in psutil.process_iter():
         try:
@@ -148,9 +129,8 @@ def members(token: str) -> list[int]:
 
 
 def kill_members(token: str) -> list[int]:
-    """SIGKILL every process that carries the token (the leader may be gone already; what it
-    started in the background is not), until none is left: one that forked while the others
-    died is found the next time round. The pids it killed."""
+    """SIGKILL every process carrying the token until none is left (one that forked meanwhile
+    is found the next round); the pids killed."""
     killed: list[int] = []
     for _ in range(5):
         found = [pid for pid in members(token) if pid != os.getpid()]

@@ -1,10 +1,5 @@
-"""Secrets stay out of cells and out of everything the harness writes.
-
-A cell on this machine starts from an allow-list of the harness's environment (what finding
-programs, the toolkit, the GPU and the locale need), plus its own variables and any names in
-``HARNESS_PASS_ENV``. The values of variables whose names look like secrets are replaced by
-``***`` in results, events, logs and reports, whatever the backend.
-"""
+"""Secrets stay out of cells (an allow-list of variables, plus ``HARNESS_PASS_ENV``) and out
+of everything the harness writes (secret-looking values become ``***``)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Axes that follow the index: what a query asks for, and what it resolved to.
-
-A matrix axis may be a query (``torch: {releases: ">=2.0,<3", pick: latest-patch}``) instead
-of a list. ``harness.matrix.releases`` answers it from a package's files on the index;
-``harness.matrix.lock`` keeps the answer next to the matrix, so that a plan is reproducible
-and a machine without the index plans from the lock.
-"""
+"""Axes that follow the index (``torch: {releases: ">=2.0,<3"}``): the query, and what it
+resolved to (``harness.matrix.releases`` answers it; ``harness.matrix.lock`` keeps it)."""
 
 from __future__ import annotations
 
@@ -21,11 +16,8 @@ PICKS = ("latest-patch", "all")
 
 @dataclass(frozen=True, kw_only=True)
 class ReleaseQuery:
-    """The releases of ``dist`` an axis takes: those in ``releases`` (a specifier), each
-    minor's newest patch (``pick: latest-patch``, the default) or every one (``all``), of the
-    ``latest`` newest minor series only when given. Pre-releases, yanked releases and releases
-    with no wheel for the environment (``sdist: true`` accepts a source-only one) are left out
-    unless asked for."""
+    """The releases of ``dist`` an axis takes: in ``releases``, each minor's newest patch or
+    ``all``, of the ``latest`` minor series; pre, yanked, sdist-only ones only if asked."""
 
     dist: str  # the distribution (``transformer-engine``), canonical
     releases: str = ""  # a specifier; "" is any
@@ -51,8 +43,7 @@ class ReleaseQuery:
 
 @dataclass(frozen=True, kw_only=True)
 class Target:
-    """Where the releases must install: a Python, a platform, and the places packages come
-    from (the matrix's indexes, the run's --find-links folders; ``offline``: folders only)."""
+    """Where the releases must install: a Python, a platform, indexes and find-links folders."""
 
     python: str  # "3.11"
     platform: str  # the machine's system and architecture, as wheels name it: linux_x86_64
@@ -62,16 +53,15 @@ class Target:
 
     @property
     def key(self) -> str:
-        """What a lock entry is found by. Not the folders, nor offline: they say where
-        packages come from on this machine, and the lock is what an offline machine reads."""
+        """A lock entry's key: not the folders, so an offline machine reads the same entry."""
         return json.dumps([self.python, self.platform, list(self.indexes)],
                           separators=(",", ":"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class Resolution:
-    """What a query resolved to for one target: the versions, oldest first, and each release
-    the query matched but left out, with why (``"2.4.0": "no wheel for cp313"``)."""
+    """What a query resolved to for one target: versions (oldest first), and those left out
+    with why."""
 
     query: ReleaseQuery
     target: Target
@@ -119,9 +109,8 @@ T = TypeVar("T")
 
 
 def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> T:
-    """Of ``items`` (rows of a linked axis, a run's cells), the one in force for release
-    ``value``: the newest whose version is at most ``value``, else the oldest; for a value
-    that is no version (``*``, ``<2``), the newest."""
+    """The item in force at release ``value``: the newest at most ``value``, else the oldest;
+    for a value that is no version (``*``, ``<2``), the newest."""
     ranked = sorted(items, key=lambda item: release_order(version_of(item)))
     try:
         target = Version(value.lstrip("="))
