@@ -19,8 +19,7 @@ from harness.core.errors import HarnessError
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line, as every other error (``--help`` still
-    prints the whole usage)."""
+    """argparse, but a usage error is one line, as every other error."""
 
     def error(self, message: str) -> NoReturn:
         if message == "the following arguments are required: command":
@@ -228,8 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def reference() -> str:
-    """docs/cli.md: each command's usage and options, read from the parser so the page
-    cannot drift from it (``nox -s docs`` writes it; a test compares)."""
+    """docs/cli.md, read from the parser so that it cannot drift (``nox -s docs`` writes it)."""
     parser = build_parser()
     out = ["# The command line", "",
            "Generated from the parser by `nox -s docs` (`harness.cli.reference`); do not edit.",
@@ -256,21 +254,19 @@ def reference() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # A CI runner cancelling a job sends SIGTERM: clean up (kill cells, remove containers)
-    # exactly as for Ctrl-C, instead of dying with children and containers left behind.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # A CI runner cancelling a job sends SIGTERM: clean up exactly as for Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     limit = getattr(args, "max_cells", None)
     if limit is not None and limit < 1:
         print("harness: error: --max-cells must be at least 1", file=sys.stderr)
         return 2
+    module, _, function = COMMANDS[args.command].partition(":")
     try:
-        return command(args.command)(args)
+        body: Callable[[argparse.Namespace], int] = getattr(
+            importlib.import_module(f"harness.commands.{module}"), function)
+        return body(args)
     except BrokenPipeError:
         # `harness plan | head`: the reader left; say nothing more, as cat does.
         with contextlib.suppress(OSError):
@@ -285,21 +281,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-#: Each command's body, imported when it runs: ``harness --help`` and a usage error import no
-#: pipeline module.
+#: Each command's body, imported when it runs: ``harness --help`` imports no pipeline module.
 COMMANDS = {"plan": "plan:cmd_plan", "run": "run:cmd_run", "report": "records:cmd_report",
             "merge": "records:cmd_merge", "baseline": "records:cmd_baseline",
             "history": "records:cmd_history", "envs": "envs:cmd_envs",
             "wheelhouse": "envs:cmd_wheelhouse", "images": "envs:cmd_images",
-            "doctor": "machine:cmd_doctor", "cases": "machine:cmd_cases",
+            "doctor": "plan:cmd_doctor", "cases": "plan:cmd_cases",
             "lock": "plan:cmd_lock", "bisect": "bisect:cmd_bisect"}
-
-
-def command(name: str) -> Callable[[argparse.Namespace], int]:
-    module, _, function = COMMANDS[name].partition(":")
-    body: Callable[[argparse.Namespace], int] = getattr(
-        importlib.import_module(f"harness.commands.{module}"), function)
-    return body
 
 
 if __name__ == "__main__":

@@ -1,13 +1,9 @@
-"""What a run is asked to do and how it is planned: its options, its state, and the steps that
-come before any cell runs (the matrix read, the cases collected, the cells planned).
-
-``harness plan``, ``cases`` and ``doctor`` end there; they import this and not
-``harness.workflow``, whose steps go on to environments, executors and reports (jinja2, rich,
-the run layer: a fifth of a second of imports that a plan never used).
-"""
+"""What a run is asked to do, and the steps before any cell runs (matrix read, cases collected,
+cells planned): ``harness plan``, ``cases`` and ``doctor`` import this, not ``harness.workflow``."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -22,7 +18,7 @@ from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases, check_sets
-from harness.matrix.overrides import in_use
+from harness.matrix.overrides import in_use, parse_sets
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
@@ -34,10 +30,6 @@ from harness.records.store import RunStore
 if TYPE_CHECKING:  # the run layer: what a run's later steps put in the state
     from harness.run.dispatch import DispatchStats
     from harness.run.executors import Executor
-
-__all__ = ["RunOptions", "RunState", "Step", "load_spec", "plan_cells", "probe_targets",
-           "shard_durations"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
@@ -68,6 +60,28 @@ class RunOptions:
     baseline: str | None = None  # a baseline file or a run: what each cell is expected to be
     sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: axis values replaced or added
     kind: str | None = None  # the record's kind (records.layout.KINDS); None: by ``sets``
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """``RunOptions`` from a command's arguments (plan, run, bisect); what it lacks, the default."""
+    return RunOptions(matrix=args.matrix, reports_dir=args.reports, only=tuple(args.only),
+                      keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
+                      max_cells=getattr(args, "max_cells", None),
+                      jobs=getattr(args, "jobs", 1), resume=getattr(args, "resume", None),
+                      run_id=getattr(args, "run_id", None),
+                      report=not getattr(args, "no_report", False),
+                      find_links=tuple(args.find_links), offline=args.offline,
+                      refresh=getattr(args, "refresh", False),
+                      executor=getattr(args, "executor", "local"),
+                      address=getattr(args, "address", None),
+                      retries=getattr(args, "retries", RETRIES),
+                      shard=getattr(args, "shard", None),
+                      durations_from=getattr(args, "durations_from", None),
+                      batch=not getattr(args, "isolate_cells", False),
+                      verbose=getattr(args, "verbose", False),
+                      fail_on=getattr(args, "fail_on", None) or DEFAULT_FAIL_ON,
+                      baseline=getattr(args, "baseline", None),
+                      sets=parse_sets(getattr(args, "sets", [])))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,36 +1,48 @@
-"""``harness bisect``: the first release of an axis where one cell's outcome changes.
+"""``harness bisect``: the first release of an axis where one cell's outcome changes, or with
+``--between``, which package changes between two runs flip it (delta debugging).
 
-The cell is what ``-k``, ``--only`` and ``--hardware`` select, apart from the bisected axis.
-The good and bad values are given, or found in the newest run that has the cell (the first
-two neighbouring values whose outcomes differ). Each release probed is an ordinary run
-(``bisect-...`` under reports/runs) of the matrix with ``--set AXIS=RELEASE``; the finding
-goes to reports/bisects/, where the report's failure page reads it. Given ends are checked
-(releases, --good the older, both on the index) before anything is built; a boundary with a
-release that could not be built is inconclusive: said, recorded, and the exit status is 1.
+Each probe or trial is an ordinary run of the matrix with ``--set``; the finding goes to
+reports/bisects/. A probe or trial that cannot be built says nothing; an answer resting on one
+is inconclusive: said, recorded, and the exit status is 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from itertools import islice, pairwise
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from harness.commands.between import between_runs
-from harness.commands.options import run_options
 from harness.core.errors import UsageError
 from harness.core.matrix import requirement_name
 from harness.core.releases import ReleaseQuery
 from harness.core.results import CellResult, Outcome
 from harness.matrix.lock import Releases
 from harness.matrix.sources import offline_from_environment
-from harness.plan.bisect import Probe, probes_needed, search
+from harness.plan.bisect import (
+    Change,
+    Probe,
+    ddmin,
+    probes_needed,
+    search,
+    top_level_changes,
+    undecided,
+)
 from harness.plan.cells import Cell
-from harness.records.bisects import BisectRecord, cell_results, sentence, write_bisect
+from harness.planning import run_options
+from harness.records.bisects import (
+    BisectRecord,
+    cell_results,
+    sentence,
+    write_bisect,
+    write_finding,
+)
 from harness.records.runs import newest_first
 from harness.records.store import RunStore
 from harness.workflow import RunOptions, RunState, execute, load_spec, plan_cells, probe_targets
@@ -140,8 +152,7 @@ def _release(flag: str, axis: str, text: str) -> Version:
 
 
 def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str]]:
-    """The selected cells along ``axis`` (one per value), which must be one cell apart
-    from it, and the matrix's axis -> distribution names."""
+    """The selected cells along ``axis`` (one cell apart from it), and axis -> distribution."""
     state = plan_cells(probe_targets(load_spec(RunState(options=options))))
     assert state.plan is not None and state.spec is not None
     cells = [c for c in state.plan.cells if axis in dict(c.env.values)]
@@ -203,8 +214,8 @@ def _probe(version: str, result: CellResult, run_id: str) -> Probe:
 
 
 def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe | None:
-    """``version``'s outcome for the cell, from the newest run that has that very cell
-    (the same content id: the same environment); None to probe it."""
+    """``version``'s outcome for the cell from the newest run that has that very cell; None to
+    probe it."""
     state = plan_cells(probe_targets(load_spec(RunState(
         options=replace(options, sets=((axis, version),))))), notes=False)
     assert state.plan is not None
@@ -220,8 +231,7 @@ def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe
 
 
 def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[Probe, Probe]:
-    """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest
-    run that has the cell."""
+    """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest run."""
     ids = {c.cell_id: dict(c.env.values)[axis] for c in cells}
     for run_dir in newest_first(options.reports_dir):
         store = RunStore(run_dir)
@@ -243,12 +253,9 @@ def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[P
 
 def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str, *,
              ends: bool = False) -> list[str]:
-    """The releases strictly between ``good`` and ``bad`` on the environment's indexes, for
-    its Python, in the order from good to bad; ``ends``: refuse an end the indexes lack."""
-    low, high = _version(good), _version(bad)
-    if low is None or high is None:
-        raise UsageError(f"bisect goes between two releases of {distribution}, not {good!r} "
-                         f"and {bad!r}")
+    """The releases strictly between ``good`` and ``bad`` on the environment's indexes, from
+    good to bad (both checked releases); ``ends``: refuse an end the indexes lack."""
+    low, high = Version(good), Version(bad)
     dist = requirement_name(distribution)
     releases = Releases.for_matrix(options.matrix, find_links=tuple(
         str(f) for f in options.find_links),
@@ -263,3 +270,146 @@ def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad:
                              f"(for Python {like.env.python})")
     versions = [v for v in found.versions if Version(v) not in (lo, hi)]
     return versions if low < high else versions[::-1]
+
+
+def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
+    good_store = RunStore.open(options.reports_dir, good_run)
+    bad_store = RunStore.open(options.reports_dir, bad_run)
+    if good_store.run_dir.resolve() == bad_store.run_dir.resolve():
+        raise UsageError(f"--between names run {good_store.run_id} twice: give the run where "
+                         "the cell has the good outcome, then the one where it has the bad")
+    good, bad = _cell(good_store, options), _cell(bad_store, options)
+    good_kind, bad_kind = (str(good.outcome), good.signature), (str(bad.outcome), bad.signature)
+    if good_kind == bad_kind:
+        raise UsageError(f"{good.case_id}::{good.variant} is {good.outcome} in both runs: "
+                         "nothing flips")
+    before, after = _packages(good_store, good), _packages(bad_store, bad)
+    top = _top_level(good_store, good) | _top_level(bad_store, bad)
+    changes, one_sided = top_level_changes(top, before, after)
+    moved = sum(before.get(n) != after.get(n) for n in set(before) | set(after))
+    print(f"bisect: {good.case_id}::{good.variant} @{good.hardware_target}: {good.outcome} in "
+          f"{good_store.run_id}, {bad.outcome} in {bad_store.run_id}; "
+          f"{_count(len(changes), 'top-level package')} moved (of {moved} packages that moved; "
+          "the resolver settles the rest)"
+          + (f"; in one environment only: {', '.join(one_sided)}" if one_sided else ""))
+    if not changes:
+        raise UsageError("no top-level package's version differs between the two "
+                         "environments: what flips it is not a package the matrices chose "
+                         "(the machine, the case, a flake, or a package only one run holds)")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    said: dict[tuple[Change, ...], dict[str, Any]] = {}
+    # The trial's cell: in the good cell's matrix, by the axis values both cells share (the
+    # others are what the trials set).
+    filters = (*(f"{k}={v}" for k, v in good.values.items() if bad.values.get(k) == v),
+               f"env={good.environment.split(':', 1)[0]}*")
+
+    def flips(subset: tuple[Change, ...]) -> bool | None:
+        count = len(said) + 1
+        moving = {name for name, _, _ in subset}
+        sets = tuple((name, new if name in moving else old) for name, old, new in changes)
+        run_id = f"between-{stamp}-{count}"
+        print(f"bisect: trial {count}: " + (", ".join(f"{n} {o} -> {w}" for n, o, w in subset)),
+              flush=True)
+        execute(RunState(options=replace(
+            options, sets=sets, run_id=run_id, only=filters, keyword=f"{good.case_id}::"
+            f"{good.variant}", hardware=(good.hardware_target,))))
+        found = cell_results(RunStore.open(options.reports_dir, run_id).results(),
+                             good.case_id, good.variant, good.hardware_target)
+        flipped, outcome, reason = _judge(found, good_kind, bad_kind)
+        said[subset] = {"changes": [c[0] for c in subset], "flips": flipped,
+                        "outcome": outcome, "reason": reason, "run_id": run_id}
+        print(f"bisect: trial {count}: {outcome}"
+              + (f": {_first_line(reason)}" if flipped is None else ""), flush=True)
+        return flipped
+
+    culprits, trials = ddmin(changes, flips)
+    missing = undecided(changes, culprits, trials)
+    blind = [s for s in said.values() if s["flips"] is None]
+    total = f"{_count(len(trials), 'trial')}" + (
+        f", {len(blind)} said nothing" if blind else "")
+    if missing:
+        print(f"bisect: inconclusive: which of {_moves(culprits)} flips it is not determined "
+              f"({total}); what it rests on could not be judged:")
+        for subset in missing:
+            why = said.get(subset)
+            shown = ", ".join(f"{n} {o} -> {w}" for n, o, w in subset) or "nothing moved"
+            print(f"  {shown}: " + (f"{why['outcome']}: {_first_line(why['reason'])} "
+                                     f"[{why['run_id']}]" if why else "not tried"))
+    else:
+        together = " move together" if len(culprits) > 1 else " moves"
+        print(f"bisect: flips when {_moves(culprits)}{together} ({total})")
+    record = write_finding(options.reports_dir, f"between-{stamp}", {
+        "format": "ml-compat-harness between 2", "good_run": good_store.run_id,
+        "bad_run": bad_store.run_id, "case": good.case_id, "variant": good.variant,
+        "hardware": good.hardware_target, "changes": changes,
+        "verdict": "inconclusive" if missing else "found",
+        "culprits": [] if missing else [list(c) for c in culprits],
+        "narrowed_to": [list(c) for c in culprits],
+        "undetermined": [[c[0] for c in s] for s in missing],
+        "trials": [said[t.changes] for t in trials]})
+    print(f"bisect: recorded {record}")
+    return 1 if missing else 0
+
+
+def _judge(found: list[CellResult], good: tuple[str, str | None], bad: tuple[str, str | None]
+           ) -> tuple[bool | None, str, str]:
+    """Whether a trial's cell flipped (None: it says nothing), its outcome, and its reason."""
+    if len(found) != 1:
+        return None, "NOT RUN", f"the trial ran {len(found)} cells of the case, not one"
+    result = found[0]
+    reason = result.reason.strip()
+    if result.unbuilt:
+        return None, "could not be built", reason or "its environment was not built"
+    kind = (str(result.outcome), result.signature)
+    shown = result.outcome + (f" ({result.signature})" if result.signature else "")
+    if kind in (good, bad):
+        return kind == bad, shown, reason
+    return None, shown, f"neither end's outcome: {reason}" if reason else "neither end's outcome"
+
+
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+def _moves(changes: tuple[Change, ...]) -> str:
+    return " and ".join(f"{n} {o} → {w}" for n, o, w in changes)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _top_level(store: RunStore, result: CellResult) -> set[str]:
+    """The packages the run's matrix or ``--set`` chose for the cell's environment."""
+    env = (store.meta.get("environments") or {}).get(result.environment) or {}
+    return {requirement_name(r) for r in env.get("requirements") or ()}
+
+
+def _cell(store: RunStore, options: RunOptions) -> CellResult:
+    """The one cell of ``store`` that -k, --hardware and --only (env=GLOB) select."""
+    envs = [v.split("=", 1)[1] for v in options.only if v.startswith("env=")]
+    found = [r for r in store.results() if r.outcome is not Outcome.NOT_RUN and not r.parent
+             and (not options.keyword or any(
+                 options.keyword in t or fnmatchcase(t, options.keyword)
+                 for t in (f"{r.case_id}::{r.variant}", r.nodeid)))
+             and (not options.hardware or r.hardware_target in options.hardware)
+             and (not envs or any(fnmatchcase(r.environment, g) for g in envs))]
+    # -k mergekit_fp16::repro names that cell, not repro_merged too (-k is also a substring).
+    exact = [r for r in found if f"{r.case_id}::{r.variant}" == options.keyword]
+    found = exact if len(exact) == 1 else found
+    if len(found) != 1:
+        raise UsageError(f"run {store.run_id}: the selection holds {len(found)} cells; "
+                         "--between follows one (narrow it with -k, --hardware, "
+                         "--only env=GLOB)")
+    return found[0]
+
+
+def _packages(store: RunStore, result: CellResult) -> dict[str, str]:
+    """Every package and version the cell's environment held (the run's envs/ record)."""
+    path = store.run_dir / "envs" / f"{result.env_key}.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise UsageError(f"run {store.run_id}: no record of what {result.environment} held "
+                         f"({path.name})") from None
+    return {str(k): str(v) for k, v in (data.get("packages") or {}).items()}

@@ -1,4 +1,4 @@
-"""``harness plan``: the cells a matrix expands to, as a table, JSON, or CI shard jobs."""
+"""Commands that end before any cell runs: plan, lock, cases, doctor."""
 
 from __future__ import annotations
 
@@ -6,14 +6,22 @@ import argparse
 import json
 import sys
 
-from harness.commands.options import run_options
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases
 from harness.matrix.sources import find_links_folders, offline_from_environment
 from harness.plan import collected
 from harness.plan.cells import json_lines
+from harness.plan.hardware import describe, probe_machine
 from harness.plan.shard import fit_shards, shard_jobs
-from harness.planning import RunState, load_spec, plan_cells, probe_targets, shard_durations
+from harness.planning import (
+    RunOptions,
+    RunState,
+    load_spec,
+    plan_cells,
+    probe_targets,
+    run_options,
+    shard_durations,
+)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -72,4 +80,17 @@ def cmd_lock(args: argparse.Namespace) -> int:
         print("\n".join(resolution.lines()))
     print("\n".join(changes) if changes else "no release came or went since the lock")
     print(f"{'wrote' if written else 'unchanged:'} {releases.path}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    print(describe(probe_machine()))
+    return 0
+
+
+def cmd_cases(args: argparse.Namespace) -> int:
+    for case in load_spec(RunState(options=RunOptions(matrix=args.matrix))).cases:
+        gpu = " [gpu]" if case.needs_gpu else ""
+        sigs = f"  reproduces: {', '.join(case.signatures)}" if case.signatures else ""
+        print(f"{case.label}{gpu}{sigs}")
     return 0

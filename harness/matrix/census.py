@@ -1,10 +1,5 @@
-"""How many combinations a matrix entry expands to, counted without making one, so that an
-oversized matrix is refused before its environments are built.
-
-As ``harness.matrix.expand``: the axes' product, less what an ``exclude`` pattern matches (a
-box: a subset of each axis's values), plus each ``include`` that extends nothing left. Boxes
-are swept axis by axis within a budget; past it, the count is a lower bound and says so.
-"""
+"""How many combinations a matrix entry expands to, counted without making one: the product,
+less the ``exclude`` boxes (swept within a budget, else a lower bound), plus new includes."""
 
 from __future__ import annotations
 
@@ -19,8 +14,7 @@ from harness.core.matrix import CaseSelector
 #: Steps of the sweep before it gives up for the lower bound.
 BUDGET = 200_000
 
-#: How many cases of a cases folder some selectors pick (none: every case); None when not
-#: known. harness.plan.cells.case_counter answers it.
+#: How many cases some selectors pick; None when not known (harness.plan.cells.case_counter).
 CaseCount = Callable[[Path, tuple[CaseSelector, ...]], int | None]
 
 Values = Sequence[Mapping[str, Any]]
@@ -52,8 +46,8 @@ def over_limit(cells: Count, limit: int) -> str:
 
 def cells_per_env(hardware: Sequence[str], cases: Sequence[CaseSelector],
                   suites: Sequence[str], picked: int | None = None) -> Count:
-    """An environment's targets times its cases and suites. ``picked``: how many cases its
-    selectors pick, when known; else the fewest they can. ``auto``: the CPU at least."""
+    """An environment's targets times its cases (``picked``, else the fewest the selectors
+    pick) and suites."""
     targets = len(set(hardware) - {"auto"}) or (1 if "auto" in hardware else 0)
     exact = "auto" not in hardware
     if suites and not cases:
@@ -76,8 +70,8 @@ class _OverBudgetError(Exception):
 def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]] = (),
                  include: Sequence[Mapping[str, Any]] = (), *,
                  unknown: Collection[str] = (), budget: int = BUDGET) -> Count:
-    """``len(expand(axes, exclude, include))``. An axis with no values is a release query: one
-    value, and the keys in ``unknown`` match any pattern (a lower bound)."""
+    """``len(expand(axes, exclude, include))``; an axis with no values is a release query, and
+    keys in ``unknown`` match any pattern (a lower bound)."""
     if not axes:
         return Count(len(include))  # no combination: each include is one of its own
     fixed = [axis for axis, values in axes.items() if values]
@@ -122,8 +116,8 @@ def _owners(axes: Mapping[str, Values], fixed: Sequence[str]) -> dict[str, list[
 def _box(pattern: Mapping[str, Any], axes: Mapping[str, Values], fixed: Sequence[str],
          owner: Mapping[str, list[int]], unknown: set[str], *, present: bool
          ) -> tuple[Box | None, bool]:
-    """The combinations ``pattern`` matches as a box (None: none), and whether it is exact.
-    ``present``: exclude's match; else include's (``combo.get(key) == value``)."""
+    """The combinations ``pattern`` matches as a box (None: none), and whether it is exact;
+    ``present``: exclude's match, else include's."""
     box: list[frozenset[int] | None] = [None] * len(fixed)
     sure = True
     for key, wanted in pattern.items():

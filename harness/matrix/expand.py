@@ -1,8 +1,4 @@
-"""Matrix expansion with the semantics of GitHub Actions' ``strategy.matrix``.
-
-Pure functions over plain mappings: product over the axes, then ``exclude`` (partial match),
-then ``include`` (extend every original combination it does not overwrite, else add a new one).
-"""
+"""Matrix expansion with the semantics of GitHub Actions' ``strategy.matrix`` (pure)."""
 
 from __future__ import annotations
 
@@ -18,18 +14,14 @@ Follower = Callable[[Combo], Sequence[Mapping[str, Any]]]
 
 def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
             follow: Mapping[str, Follower] | None = None) -> list[Combo]:
-    """Cross the axes. Each axis value is a mapping: one key for a plain axis, several for a
-    linked axis whose keys move together (conda-forge's zip_keys). An axis in ``follow``
-    takes the values its function gives for each combination of the other axes (a release
-    query answered for that combination's Python); keys keep the axes' order."""
+    """Cross the axes (each value a mapping: several keys for a linked axis). An axis in
+    ``follow`` takes the values its function gives for each combination of the others."""
     if not axes:
         return []
     follow = follow or {}
     fixed = [axis for axis in axes if axis not in follow]
     followed = [axis for axis in axes if axis in follow]
-    # Each combination with its values' positions along the axes, in the axes' order: sorted
-    # by them, the combinations come in the order itertools.product gives a plain matrix. A
-    # followed axis's position is its value's among all it took (oldest release first).
+    # Sorted by their positions along the axes, combinations come as itertools.product's.
     placed: list[tuple[tuple[Any, ...], Combo]] = []
     for picks in itertools.product(*(range(len(axes[axis])) for axis in fixed)):
         at = dict(zip(fixed, picks, strict=True))
@@ -55,10 +47,8 @@ def expand(
     include: Sequence[Mapping[str, Any]] = (),
     follow: Mapping[str, Follower] | None = None,
 ) -> list[Combo]:
-    """The product, less each combination an ``exclude`` pattern matches (its keys present,
-    with those values). An include extends each original combination whose *original* values
-    it does not overwrite (values added by earlier includes may be overwritten); one that
-    extends none is a new combination, never extended by later includes."""
+    """The product less what ``exclude`` matches; an include extends each original combination
+    whose original values it does not overwrite, else is a new one."""
     combos = product(axes, follow)
     original_keys = {key for values in axes.values() for value in values for key in value}
     original_keys |= {key for combo in combos for key in combo}  # with what queries gave

@@ -1,7 +1,5 @@
-"""A project's files, as the places an environment installs from list them: the simple API
-(PEP 691 JSON, else PEP 503 HTML) of the default and extra indexes, a ``file://`` simple
-index, and ``--find-links`` folders. uv takes a release from any of them.
-"""
+"""A project's files as the places an environment installs from list them: simple API indexes
+(PEP 691 JSON or PEP 503 HTML, ``file://`` too) and ``--find-links`` folders."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ def default_index() -> str:
 
 def project_files(dist: str, *, indexes: Iterable[str] = (), find_links: Iterable[str] = (),
                   offline: bool = False) -> list[IndexFile]:
-    """Every file of ``dist`` the default index, ``indexes`` and ``find_links`` list
-    (only the folders when ``offline``)."""
+    """Every file of ``dist`` the indexes and ``find_links`` list (only the folders offline)."""
     name = canonicalize_name(dist)
     files = [f for folder in find_links for f in _folder(Path(folder), name)]
     if not offline:
@@ -78,8 +75,7 @@ def _local(page: str) -> tuple[bytes | None, str]:
 
 
 def _get(url: str, attempts: int = 3) -> tuple[bytes | None, str]:
-    """The page at ``url`` and its content type; None for a 404. Retries what a flaky
-    network does (a reset, a 5xx); anything else is one line."""
+    """The page at ``url`` and its content type; None for a 404; a reset or a 5xx retried."""
     request = urllib.request.Request(url, headers={"Accept": _ACCEPT,
                                                    "User-Agent": "ml-compat-harness"})
     context = ssl.create_default_context()

@@ -54,8 +54,8 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
                 releases: Resolver | None = None,
                 overrides: tuple[tuple[str, str], ...] = (),
                 count_cases: CaseCount | None = None) -> MatrixSpec:
-    """``path``'s matrix, as ``parse_matrix`` reads it. Release queries are answered by
-    ``releases`` (default: the lock beside the matrix, then the index; the lock is saved)."""
+    """``path``'s matrix; ``releases`` answers its queries (default: the lock, saved, then the
+    index)."""
     path = Path(path)
     if releases is None:
         lock = Releases.for_matrix(path)
@@ -82,9 +82,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                  releases: Resolver | None = None,
                  overrides: tuple[tuple[str, str], ...] = (),
                  count_cases: CaseCount | None = None) -> MatrixSpec:
-    """The matrix in ``text``; ``max_cells`` (default: ``cell_limit()``) refuses a larger one,
-    counted before any environment is made. ``overrides``: ``--set`` pairs. ``count_cases``
-    tells how many cases the selectors pick (without it, the fewest they can pick)."""
+    """The matrix in ``text``, refused past ``max_cells`` before any environment is made;
+    ``overrides``: ``--set`` pairs; ``count_cases``: how many cases selectors pick."""
     limit = cell_limit(max_cells)
     src = load_source(text, file, max_values=value_limit(limit))
     set_notes = apply_sets(src.data, overrides)
@@ -103,8 +102,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
     body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
-    # Counted before any environment is made; where the axes' lengths are the count, before
-    # a value is read: a long axis is refused without checking each of its versions.
+    # Counted first; from the axes' lengths alone where they are the count.
     names = list(top.mapping(("environments",), None, optional=True))
     matrices = list(top.mapping(("matrices",), None, optional=True))
     named_cells = sum((top.named_cells(("environments", n), defaults) for n in names), Count(0))
@@ -125,8 +123,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     suites = tuple(top.suite(("suites", name), str(name), base)
                    for name in top.mapping(("suites",), None, optional=True))
     _check_environments(src, envs, tuple(s.name for s in suites))
-    # A suite with xdist workers needs pytest-xdist where it runs (a backend that installs
-    # nothing has its own, or says so in the session's error).
+    # A suite with xdist workers needs pytest-xdist where a backend installs.
     wide = {s.name for s in suites if s.workers > 1}
     envs = [replace(env, requirements=(*env.requirements, XDIST_REQUIREMENT))
             if wide & set(env.suites) and backends.REGISTRY[env.backend].installs
@@ -206,8 +203,7 @@ class _Reader(Reader):
         return self._cells_of(path, self.mapping(path, {"pins", *SETTING_KEYS}), defaults)
 
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
-        """A matrix entry's cells from its axes' lengths, none of its values read; None where
-        that is not its count (an exclude, an include, a query) or it is malformed."""
+        """A matrix entry's cells from its axes' lengths; None where that is not its count."""
         raw = self.at(path)
         axes = raw.get("axes") if isinstance(raw, dict) else None
         if (not isinstance(axes, dict) or not axes or "exclude" in raw or "include" in raw
@@ -231,8 +227,7 @@ class _Reader(Reader):
 
     def entry(self, path: KeyPath, name: str, defaults: dict[str, Any],
               distributions: dict[str, str]) -> _Entry:
-        """One entry of ``matrices:``, read and checked, and its environments counted from
-        its axes' sizes: refused here when they alone are past the limit."""
+        """One entry of ``matrices:``, checked and counted (refused past the limit)."""
         raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
         raw_axes = self.mapping((*path, "axes"), None)
@@ -290,8 +285,8 @@ class _Reader(Reader):
 
     def _query(self, path: KeyPath, axis: str, raw: Any, distributions: dict[str, str]
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
-        """An axis that follows the index: ``{releases: ">=2.0,<3", pick: latest-patch,
-        latest: 3, pre: false, yanked: false, sdist: false, when: {"<2.5": {pins}}}``."""
+        """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
+        sdist, when: {"<2.5": {pins}}}``."""
         raw = self.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
                                   "when"})
         if axis in SETTING_KEYS:
@@ -325,9 +320,8 @@ class _Reader(Reader):
     def _follower(self, path: KeyPath, axis: str, query: ReleaseQuery,
                   when: list[tuple[SpecifierSet, dict[str, Any]]], settings: dict[str, Any],
                   listed: list[dict[str, Any]]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
-        """The values a query axis takes beside one combination of the other axes: the
-        releases for that combination's Python and indexes, each with its when: pins, after
-        the axis's ``listed`` values (a release among them is not taken twice)."""
+        """A query axis's values beside one combination: ``listed``, then the releases for its
+        Python and indexes, each with its when: pins."""
         def values(combo: dict[str, Any]) -> list[dict[str, Any]]:
             python = str(combo.get("python", settings.get("python", "3.11")))
             indexes = tuple(combo.get("index", settings.get("index", ())))
@@ -350,10 +344,8 @@ class _Reader(Reader):
 
     def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any],
                    distributions: dict[str, str]) -> set[str]:
-        """Keys that are settings of the cell, not packages: those listed in ``variables:``,
-        those named in capitals (``TORCH_CUDA_ARCH_LIST``), and those with no value that
-        reads as a version (``init_device: [cpu, meta]``, ``node: [14, 16]``). They reach the
-        case as environment variables."""
+        """Keys that are cell settings, not packages (passed as environment variables): listed
+        in ``variables:``, in capitals, or with no value that reads as a version."""
         declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
         rows = [value if isinstance(value, dict) else {axis: value}
                 for axis, values in raw_axes.items() for value in values]

@@ -1,9 +1,5 @@
-"""The lock (``matrix.lock.json`` beside ``matrix.yaml``): what each release query resolved to.
-
-A plan answers a query from the lock when it can (two machines plan the same cells; one
-without the index plans at all), else asks the index and adds the answer. ``harness lock``
-and ``--refresh`` ask again and say what came and went; only ``harness lock`` prunes.
-"""
+"""The lock (``matrix.lock.json``): what each release query resolved to, so plans agree and a
+machine without the index plans; ``harness lock`` and ``--refresh`` ask again."""
 
 from __future__ import annotations
 
@@ -36,8 +32,8 @@ def lock_path(matrix: Path) -> Path:
 
 @dataclass
 class Releases:
-    """Answers a matrix's release queries. ``mode``: ``lock`` asks the index only for what
-    the lock lacks; ``refresh`` for everything; ``offline`` never (the lock, --find-links)."""
+    """Answers release queries; ``mode``: ``lock`` asks the index for what the lock lacks,
+    ``refresh`` for everything, ``offline`` never."""
 
     path: Path
     mode: str = "lock"
@@ -99,8 +95,8 @@ class Releases:
 
     def check_release(self, given: str, dist: str, version: Version, indexes: tuple[str, ...]
                       ) -> None:
-        """Refuse ``--set given=version`` when neither the lock nor the places the environment
-        installs from have that release (offline, with no file of ``dist``: let through)."""
+        """Refuse ``--set given=version`` when neither the lock nor the environment's indexes
+        have that release."""
         name = canonicalize_name(dist)
         if any(r.query.dist == name and str(version) in r.versions
                for r in self.locked.values()):
@@ -116,8 +112,8 @@ class Releases:
                          + "; nothing was built")
 
     def save(self, *, prune: bool = False) -> bool:
-        """Write what was resolved over what the lock held; False when it said it all already.
-        ``prune`` (``harness lock``): this platform's entries not asked now go."""
+        """Write what was resolved over the lock; False when unchanged. ``prune``: this
+        platform's entries not asked now go."""
         platform = machine_platform()
         kept = {k: r for k, r in self.locked.items()
                 if not prune or r.target.platform != platform}
@@ -132,8 +128,7 @@ class Releases:
 
 def check_sets(releases: Releases, sets: tuple[tuple[str, str], ...], envs: Iterable[EnvSpec],
                distributions: dict[str, str]) -> None:
-    """Refuse, before anything builds, a ``--set`` release the selected environments' indexes
-    do not have (``torch=2.2.9``). Specifiers, ``*`` and URLs pass."""
+    """Refuse, before anything builds, a ``--set`` release the environments' indexes lack."""
     for given, value in sets:
         try:
             version = Version(value)

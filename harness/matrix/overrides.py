@@ -1,7 +1,5 @@
-"""``--set KEY=VALUE``: a bump without editing matrix.yaml, applied to the parsed YAML (so
-checked, named and hashed as if written there). A key the matrix names is replaced where it
-is (an axis becomes that one value); one it names nowhere is added to every environment.
-"""
+"""``--set KEY=VALUE``: a bump applied to the parsed YAML, so checked as if written there. A key
+the matrix names is replaced where it is; one it names nowhere is added to every environment."""
 
 from __future__ import annotations
 
@@ -139,8 +137,8 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
 
 
 def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
-    """What an axis named for ``key`` becomes: past every linked row, the value with its
-    query's matching when: pins; else the linked row in force, the key set; else the value."""
+    """What an axis named for ``key`` becomes: the value with its query's when: pins, else the
+    linked row in force with the key set, else the value."""
     rows = [v for v in values if isinstance(v, dict) and key in v] if isinstance(
         values, list) else []
     newest = max((release_order(str(r[key])) for r in rows), default=None)

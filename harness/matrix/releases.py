@@ -1,6 +1,5 @@
-"""Answer a release query from a package's files on an index: pure, no I/O. ``select`` gives
-the versions the query takes for one target, and those it had to leave out, with why.
-"""
+"""Answer a release query from a package's files on an index (pure): the versions it takes for
+one target, and those left out, with why."""
 
 from __future__ import annotations
 
@@ -34,9 +33,8 @@ class IndexFile:
 
 
 def query_at(axis: str, values: object) -> tuple[int, ...] | None:
-    """Where an axis's release query is: ``()`` when the axis is one (a mapping), ``(i,)`` for
-    a list's query item (a mapping with ``releases:`` or ``latest:`` and no ``axis`` key,
-    which adds the releases it resolves to the listed values), None when it has none."""
+    """Where an axis's release query is: ``()`` for the axis, ``(i,)`` for a list's query item
+    (``releases:`` or ``latest:``, no ``axis`` key), None for none."""
     if isinstance(values, dict):
         return ()
     for i, value in enumerate(values if isinstance(values, list) else ()):
@@ -46,8 +44,7 @@ def query_at(axis: str, values: object) -> tuple[int, ...] | None:
 
 
 def machine_platform() -> str:
-    """This machine as wheel platform tags name it, without the libc level: linux_x86_64.
-    The lock is keyed on it, so that machines of one platform share their resolutions."""
+    """This machine as wheel tags name it, without the libc level (linux_x86_64): the lock's key."""
     return re.sub(r"[-.]", "_", sysconfig.get_platform())
 
 
@@ -81,8 +78,7 @@ def select(query: ReleaseQuery, files: Iterable[IndexFile], target: Target, *,
         else:
             usable.append(version)
     chosen = pick(query, usable)
-    # What the plan reports: the releases the query would have taken were every release
-    # usable, not every old patch without a wheel.
+    # Reported: what the query would have taken were every release usable.
     left_out = [v for v in pick(query, candidates) if v in why_not]
     return Resolution(query=query, target=target, versions=tuple(str(v) for v in chosen),
                       left_out=tuple((str(v), why_not[v]) for v in left_out),
@@ -90,8 +86,7 @@ def select(query: ReleaseQuery, files: Iterable[IndexFile], target: Target, *,
 
 
 def pick(query: ReleaseQuery, versions: Sequence[Version]) -> list[Version]:
-    """Among usable ``versions``: each minor's newest patch or all, of the ``latest`` newest
-    minor series when given; oldest first."""
+    """Each minor's newest patch or all, of the ``latest`` minor series; oldest first."""
     series: dict[tuple[int, int], list[Version]] = {}
     for version in sorted(set(versions)):
         series.setdefault(_minor(version), []).append(version)
@@ -117,8 +112,7 @@ def _minor(version: Version) -> tuple[int, int]:
 
 
 def version_of(dist: str, filename: str) -> Version | None:
-    """The version a file of ``dist`` holds; None for another project's file or an
-    unreadable name (an index lists what it lists; one odd file is no reason to stop)."""
+    """The version a file of ``dist`` holds; None for another project's or an odd name."""
     try:
         if filename.endswith(".whl"):
             name, version, _, _ = parse_wheel_filename(filename)

@@ -1,7 +1,5 @@
-"""Local wheel folders (``--find-links``, ``HARNESS_FIND_LINKS``) for runners that cannot reach
-GitHub or an index. A URL requirement whose distribution has a wheel there is installed from
-that wheel instead (uv would prefer the URL to any folder); the swap shows in the key.
-"""
+"""Local wheel folders (``--find-links``, ``HARNESS_FIND_LINKS``): a URL requirement with a wheel
+there is installed from that wheel instead."""
 
 from __future__ import annotations
 
@@ -68,8 +66,7 @@ def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: boo
 
 
 def _env_with(env: EnvSpec, folders: tuple[Path, ...], offline: bool) -> EnvSpec:
-    """The folders are where packages may come from, not what is installed: they stay out of
-    the key. Only a URL requirement swapped for a wheel changes it."""
+    """Folders stay out of the key; only a URL requirement swapped for a wheel changes it."""
     wheels = wheels_by_name(folders, env.python)
     requirements = tuple(_swap(r, wheels) for r in env.requirements)
     return replace(env, requirements=requirements, find_links=tuple(str(f) for f in folders),

@@ -1,9 +1,5 @@
-"""Safe YAML loading that remembers the line of every key, so errors can point at it.
-
-Hostile input ends in a one-line SpecError before anything is built: values counted, their
-nesting and length capped, aliases expanded within the same budget, self-containing aliases
-and merge keys (``<<``) refused.
-"""
+"""Safe YAML loading that remembers the line of every key; hostile input (too many values,
+too deep, too long, self-containing aliases, merge keys) is a one-line SpecError."""
 
 from __future__ import annotations
 
@@ -34,20 +30,17 @@ class Source:
     lines: dict[KeyPath, int]
 
     def line(self, path: KeyPath) -> int | None:
-        # A missing path (a key that should be there) points at its nearest present parent.
         while path not in self.lines and path:
             path = path[:-1]
-        return self.lines.get(path)
+        return self.lines.get(path)  # a missing path: its nearest present parent's
 
     def error(self, path: KeyPath, message: str) -> SpecError:
         return SpecError(message, file=self.file, line=self.line(path), path=format_path(path))
 
 
 MAX_DEPTH = 64  # a matrix needs about 8
-#: The longest value: a requirement's URL or a variable is a few hundred characters at most.
-MAX_CHARS = 10_000
-#: The values a file may hold (aliases expanded) at least: far past any hand-written matrix.
-MAX_NODES = 50_000
+MAX_CHARS = 10_000  # the longest value: a URL is a few hundred characters
+MAX_NODES = 50_000  # values a file may hold (aliases expanded) at least
 
 
 def value_limit(max_cells: int) -> int:
@@ -63,8 +56,7 @@ def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
     """``text`` parsed safely; duplicate keys and more than ``max_values`` values refused."""
     well_formed = _count_values(text, file, max_values)
     try:
-        # A well-formed text is composed by libyaml; a malformed one by the pure-Python
-        # loader, whose messages say where.
+        # libyaml for a well-formed text; the pure-Python loader says where a malformed one fails
         loader = _EVENT_LOADER(text) if well_formed else yaml.SafeLoader(text)
     except yaml.reader.ReaderError as exc:  # checked at once for the whole text
         raise _reader_error(exc, text, file) from None
@@ -89,8 +81,8 @@ def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
 
 
 def _count_values(text: str, file: str, limit: int) -> bool:
-    """Whether ``text`` is well-formed YAML; refused, from the parser's events, past ``limit``
-    values (keys apart, an alias as one), ``MAX_DEPTH`` levels or ``MAX_CHARS`` a value."""
+    """Whether ``text`` is well-formed YAML; refused past ``limit`` values (keys apart),
+    ``MAX_DEPTH`` levels or ``MAX_CHARS`` a value."""
     values = 0
     # Per open collection: whether it is a mapping, and its nodes so far (every other a key).
     open_: list[list[Any]] = []

@@ -1,8 +1,5 @@
-"""Discover case variants by letting pytest collect cases/ with the in-env plugin.
-
-Collection runs in a subprocess of the harness's own interpreter: case modules import only
-pytest and harness_case at module level, so no environment is needed to plan.
-"""
+"""Discover case variants by letting pytest collect cases/ with the in-env plugin, in the
+harness's own interpreter (case modules import only pytest and harness_case at module level)."""
 
 from __future__ import annotations
 
@@ -75,8 +72,7 @@ def pytest_args(cases_dir: Path) -> list[str]:
 
 
 def collect_cases(cases_dir: Path) -> tuple[CaseVariant, ...]:
-    """The case variants under ``cases_dir``, from a cache keyed by every file's size and
-    mtime there (and the plugin's): collecting means starting pytest."""
+    """The case variants under ``cases_dir``, cached by every file's size and mtime there."""
     if not (cases_dir / "pytest.ini").is_file():
         raise UsageError(f"{cases_dir}: not a cases directory (no pytest.ini)")
     cache = _collect_cache(cases_dir)
@@ -157,8 +153,7 @@ def upstream_url(ref: str) -> str:
 
 
 def selected(case: CaseVariant, selector: str) -> bool:
-    """A selector is ``marker:NAME``, a path (``test_x.py``), or a glob on ``case_id`` or
-    ``case_id::variant``."""
+    """``marker:NAME``, a path (``test_x.py``), or a glob on ``case_id`` or its label."""
     if selector.startswith("marker:"):
         return selector.removeprefix("marker:") in case.markers
     if selector.endswith(".py"):

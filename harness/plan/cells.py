@@ -59,8 +59,8 @@ def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
 
 
 def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequence[str]) -> Plan:
-    """Every cell the matrix defines; ``auto`` hardware becomes the targets ``present``.
-    Past the cell limit, refused with its count before any cell is made."""
+    """Every cell the matrix defines (``auto`` hardware: the targets ``present``), refused past
+    the cell limit before any is made."""
     sessions = {s.name: session_variant(s) for s in spec.suites}
     # The environments of one matrix entry share their settings: each kind is counted once.
     per_env: dict[tuple[object, ...], int] = {}
@@ -100,8 +100,7 @@ def _cell(cell_id: str, env: EnvSpec, case: CaseVariant, hardware: str) -> Cell:
 
 def case_counter(collect: Callable[[Path], tuple[CaseVariant, ...]] = collect_cases
                  ) -> CaseCount:
-    """For ``load_matrix(count_cases=...)``: how many collected cases some selectors pick;
-    None where they do not collect or a selector picks none (planning says why)."""
+    """For ``load_matrix(count_cases=...)``: how many cases some selectors pick, else None."""
     collected: dict[Path, tuple[CaseVariant, ...] | None] = {}
 
     def count(cases_dir: Path, selectors: tuple[CaseSelector, ...]) -> int | None:
@@ -138,8 +137,7 @@ def _targets(hardware: Iterable[str], present: Sequence[str]) -> list[str]:
 
 def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = None,
                 hardware: Sequence[str] = ()) -> Plan:
-    """``--only AXIS=VALUE`` (OR within an axis, AND across axes; ``env=NAME`` globs the
-    environment name), ``-k`` glob or substring on ``case::variant``, ``--hardware``."""
+    """``--only AXIS=VALUE`` (OR within an axis, AND across; ``env=GLOB``), -k, --hardware."""
     if not only and not keyword and not hardware:
         return plan
     wanted: dict[str, list[str]] = {}

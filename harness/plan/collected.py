@@ -1,11 +1,5 @@
-"""What a suite's session collected in an environment, kept between runs, so that ``harness
-plan`` says which tests each session will run without starting anything.
-
-Keyed by what decides it: the environment's key, the hardware target, the suite's settings
-and the stamps (path, size, mtime) of the suite folder's files and of the configuration and
-conftest files above it up to its rootdir. Not in the key: what a range pin resolved to, and
-variables passed through from the shell.
-"""
+"""What a suite's session collected in an environment, kept so that ``harness plan`` names the
+tests; keyed by the environment, target, suite settings and the suite's files' stamps."""
 
 from __future__ import annotations
 
@@ -45,8 +39,7 @@ class Collected:
 
 
 def key(env: EnvSpec, suite: SuiteSpec, hardware: str) -> str | None:
-    """The cache key of ``suite`` in ``env`` on ``hardware``; None when the suite's files
-    cannot be read. A package's tests (``pyargs``) are covered by the environment's key."""
+    """The cache key of ``suite`` in ``env`` on ``hardware``; None when its files cannot be read."""
     settings = {k: v for k, v in suite.to_dict().items() if k not in ("timeout", "workers")}
     try:
         stamps = _stamps(Path(suite.path)) if suite.path is not None else []
@@ -71,8 +64,7 @@ def save(key: str | None, env: EnvSpec, suite: SuiteSpec, tests: Sequence[str], 
 
 def load(env: EnvSpec, suite: SuiteSpec, hardware: str, *, cache_dir: Path | None = None
          ) -> Collected | None:
-    """What the last session of ``suite`` in ``env`` on ``hardware`` collected, if nothing
-    that decides it changed since; else None."""
+    """What the last session of ``suite`` in ``env`` on ``hardware`` collected, if still valid."""
     found = key(env, suite, hardware)
     if found is None:
         return None
@@ -90,8 +82,8 @@ def load(env: EnvSpec, suite: SuiteSpec, hardware: str, *, cache_dir: Path | Non
 
 
 def _stamps(folder: Path) -> list[tuple[str, int, int]]:
-    """Every file under ``folder`` (caches and hidden folders apart) and the configuration
-    and conftest files of the folders above it up to its rootdir."""
+    """Every file under ``folder`` (hidden and caches apart), and the config and conftest files
+    above it up to its rootdir."""
     if not folder.is_dir():  # walk says nothing of a missing folder
         raise FileNotFoundError(folder)
     top_dir = rootdir(folder)

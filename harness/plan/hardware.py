@@ -64,9 +64,7 @@ def _cc(text: str) -> tuple[int, int]:
 
 
 def probe_machine(gpus: str | None = None) -> Machine:
-    """Probe this machine. ``gpus`` overrides the GPU slots: ``0,1`` (architectures from the
-    probe) or ``0:sm_90,1:sm_90`` (architectures stated, e.g. where the probe cannot see)."""
-    # The harness itself may have been given a subset (a CI runner's job, a cluster's slice).
+    """Probe this machine; ``gpus`` overrides the slots: ``0,1`` or ``0:sm_90,1:sm_90``."""
     raw = harness_probe.probe(os.environ.get("CUDA_VISIBLE_DEVICES"))
     found = {g["index"]: Gpu(index=g["index"], arch=g["arch"], name=g["name"],
                              compute_capability=g["compute_capability"],

@@ -1,7 +1,5 @@
-"""Shards: a plan split for many machines, the same split on every one (pure: no probing, no
-clock). By hardware target, each environment's cells together, balanced by the durations of
-``--durations-from`` (else one per cell).
-"""
+"""Shards: a plan split for many machines, the same on every one (pure): by hardware target,
+whole environments, balanced by ``--durations-from`` durations."""
 
 from __future__ import annotations
 
@@ -75,8 +73,8 @@ def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None =
 
 
 def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tuple[int, str]:
-    """How many shards to make: ``wanted`` (default: one per environment and hardware), at
-    least one per hardware target, at most ``limit``; and a note when it had to change."""
+    """How many shards: ``wanted`` (default: one per environment and hardware), one per target
+    at least, ``limit`` at most; and a note when it had to change."""
     if wanted is not None and wanted < 1:
         raise UsageError(f"--shards {wanted}: must be at least 1")
     kinds = len({c.hardware for c in plan.cells})
@@ -94,8 +92,7 @@ def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tup
 
 def shard_jobs(plan: Plan, count: int, durations: Mapping[str, float],
                runner_for: Callable[[str], list[str]]) -> list[dict[str, Any]]:
-    """One CI job per non-empty shard: its label, hardware, runner labels, artifact name,
-    and how many cells and environments it holds (``harness plan --format gha``)."""
+    """One CI job per non-empty shard (``harness plan --format gha``)."""
     jobs = []
     for shard in make_shards(plan, count, durations):
         if not shard.cells:
@@ -116,8 +113,8 @@ def _weights(cells: Sequence[Cell], durations: Mapping[str, float]) -> dict[str,
 
 def _apportion(totals: Mapping[str, float], count: int, groups: Mapping[str, int]
                ) -> dict[str, int]:
-    """Shards per hardware target, in proportion to its weight: each at least one, none more
-    than it has environments (a shard holds whole environments), largest remainders first."""
+    """Shards per hardware target in proportion to its weight, 1 to its environments each,
+    largest remainders first."""
     total = sum(totals.values()) or 1.0
     share = {hw: count * w / total for hw, w in totals.items()}
     out = {hw: max(1, min(groups[hw], int(s))) for hw, s in share.items()}

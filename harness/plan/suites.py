@@ -1,6 +1,5 @@
-"""A maintainer's own test suite in the plan: one session cell per environment × suite ×
-hardware, which the run expands into one result per test (with a stable cell id of its own).
-"""
+"""A maintainer's own suite in the plan: one session cell per environment × suite × hardware,
+which the run expands into one result per test."""
 
 from __future__ import annotations
 
@@ -29,17 +28,15 @@ def suite_cell_id(env: EnvSpec, suite: str, nodeid: str, hardware: str) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-#: Files that make a folder pytest's rootdir, in the order pytest reads them, and the section
-#: that must be there (None: the file's presence is enough).
+#: Files that make a folder pytest's rootdir, in pytest's order, and the section they need.
 CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
                 ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
                 ("setup.cfg", "[tool:pytest]"))
 
 
 def rootdir(path: Path) -> Path:
-    """pytest's rootdir for the suite (the nearest folder at or above ``path`` whose config
-    file configures pytest), else its own folder: said explicitly, so that node ids (and so
-    test cell ids) do not depend on the working folder."""
+    """pytest's rootdir for the suite (nearest folder whose config configures pytest), else its
+    own: given explicitly, so node ids do not depend on the working folder."""
     folder = path if path.is_dir() else path.parent
     for candidate in (folder, *folder.parents):
         for name, section in CONFIG_FILES:

@@ -3,7 +3,7 @@ rests on a trial that said nothing is not determined."""
 
 from __future__ import annotations
 
-from harness.plan.ddmin import Trial, ddmin, top_level_changes, undecided
+from harness.plan.bisect import Trial, ddmin, top_level_changes, undecided
 
 # What a torch 2.1.2 + numpy 1 environment and a torch 2.2.2 + numpy 2 one held.
 GOOD = {"torch": "2.1.2", "numpy": "1.26.4", "nvidia-nccl-cu12": "2.18.1", "triton": "2.1.0",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.plan.ddmin import ddmin
+from harness.plan.bisect import ddmin
 
 
 @given(st.integers(1, 40), st.data())
