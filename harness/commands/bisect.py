@@ -67,24 +67,19 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     options = replace(options, only=tuple(o for o in options.only
                                           if o.partition("=")[0].strip() != axis))
     spec = cells[0]
-    origin = spec.env.origin
+    distribution = distributions.get(axis, axis)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    probed = 0
 
     def probe(version: str) -> Probe:
-        nonlocal probed
-        probed += 1
         run_id = f"bisect-{stamp}-{axis}-{version}"
         print(f"bisect: probing {axis} {version} (run {run_id})", flush=True)
         execute(RunState(options=replace(options, sets=((axis, version),), run_id=run_id)))
-        store = RunStore.open(options.reports_dir, run_id)
-        found = _one(store.results(), spec)
-        result = _probe(version, found, run_id)
+        result = _probe(version, _one(RunStore.open(options.reports_dir, run_id).results(),
+                                      spec), run_id)
         said = "could not be built (skipped)" if result.skipped else result.shown
         print(f"bisect: {axis} {version}: {said}", flush=True)
         return result
 
-    distribution = distributions.get(axis, axis)
     if args.good:
         # Every release from --good to --bad, ends included, before anything is built: an
         # end the index does not have is refused here, not after a build.
@@ -109,21 +104,20 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                          "nothing to bisect")
     print(f"bisect: {len(candidates)} releases of {axis} between {good.version} and "
           f"{bad.version}; at most {probes_needed(len(candidates))} to build")
-    before = probed
     boundary = search(candidates, good, bad, probe)
     record = BisectRecord(
         bisect_id=f"{stamp}-{spec.case.case_id}-{spec.case.variant}-{axis}".replace("/", "_"),
         axis=axis, case=spec.case.case_id, variant=spec.case.variant, hardware=spec.hardware,
-        origin=origin, values={k: v for k, v in spec.env.values if k != axis},
+        origin=spec.env.origin, values={k: v for k, v in spec.env.values if k != axis},
         last=boundary.last.to_dict(), first=boundary.first.to_dict(),
         probes=[p.to_dict() for p in boundary.probes], untested=list(boundary.untested),
-        created=time.time(), package=requirement_name(distributions.get(axis, axis)))
-    print(f"bisect: {spec.case.label} @{spec.hardware} in {origin}")
+        created=time.time(), package=requirement_name(distribution))
+    print(f"bisect: {spec.case.label} @{spec.hardware} in {spec.env.origin}")
     print("\n".join(f"  {p.version}: {'could not be built (skipped)' if p.skipped else p.shown}"
                     + (f"  [{p.run_id}]" if p.run_id else "") for p in boundary.probes)
           or "  (no release between them: they are the boundary)")
     # What the failure page will say, word for word.
-    print(f"{sentence(record)}; {probed - before} of {len(candidates)} releases probed")
+    print(f"{sentence(record)}; {len(boundary.probes)} of {len(candidates)} releases probed")
     if boundary.untested:
         unbuilt = {p.version: p.reason for p in boundary.probes if p.skipped}
         print(f"bisect: inconclusive: the change is at {boundary.first.version} or at one of "

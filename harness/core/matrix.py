@@ -74,12 +74,6 @@ class SuiteSpec:
                 "packages": list(self.packages), "args": list(self.args),
                 "env": dict(self.env), "timeout": self.timeout, "workers": self.workers}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SuiteSpec:
-        return cls(name=data["name"], path=data.get("path"), pyargs=data.get("pyargs"),
-                   packages=tuple(data.get("packages", ())), args=tuple(data.get("args", ())),
-                   env=tuple(dict(data.get("env", {})).items()), timeout=data.get("timeout"))
-
 
 @dataclass(frozen=True, kw_only=True)
 class EnvSpec:
@@ -161,12 +155,6 @@ class MatrixSpec:
     def needs_cases(self) -> bool:
         """Whether any environment runs cases of ``cases_dir`` (not only suites)."""
         return any(env.cases or not env.suites for env in self.environments)
-
-    def suite(self, name: str) -> SuiteSpec:
-        for suite in self.suites:
-            if suite.name == name:
-                return suite
-        raise UsageError(f"no suite named {name!r} in {self.file}")
 
     def runner_for(self, hardware: str) -> list[str]:
         """A shard's runner labels: ``runners:``, else ubuntu-latest or self-hosted + arch."""

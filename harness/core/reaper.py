@@ -5,6 +5,7 @@ a bare pid) and its cells' scratch folders."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -101,14 +102,10 @@ def sweep_scratch(root: Path | None = None) -> list[Path]:
     return swept
 
 
-_STARTED: dict[int, str] = {}
-
-
+@functools.cache
 def _started(pid: int) -> str:
     """This process's start time, once (a forked child asks again: its pid differs)."""
-    if pid not in _STARTED:
-        _STARTED[pid] = start_time(pid) or "0"
-    return _STARTED[pid]
+    return start_time(pid) or "0"
 
 
 def new_token() -> str:

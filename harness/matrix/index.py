@@ -62,7 +62,9 @@ def _index(url: str, name: str) -> list[IndexFile]:
         return []  # this index does not have the project: another may
     if "json" in kind:
         return _from_json(body, page)
-    return _from_html(body.decode("utf-8", "replace"))
+    parser = _Anchors()
+    parser.feed(body.decode("utf-8", "replace"))
+    return parser.files
 
 
 def _local(page: str) -> tuple[bytes | None, str]:
@@ -122,9 +124,3 @@ class _Anchors(HTMLParser):
             # HTMLParser has already unescaped the attribute (&lt;3.12 -> <3.12).
             self.files.append(IndexFile(filename, yanked="data-yanked" in found,
                                         requires_python=found.get("data-requires-python")))
-
-
-def _from_html(text: str) -> list[IndexFile]:
-    parser = _Anchors()
-    parser.feed(text)
-    return parser.files
