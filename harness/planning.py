@@ -19,7 +19,7 @@ from harness.core.paths import default_cache_dir
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases, check_sets
 from harness.matrix.overrides import in_use, parse_sets
-from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
+from harness.matrix.sources import with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
 from harness.plan.hardware import probe_machine
@@ -101,23 +101,21 @@ Step = Callable[[RunState], "RunState | int"]
 
 
 def load_spec(state: RunState) -> RunState:
-    folders = find_links_folders(state.options.find_links)
-    offline = offline_from_environment(state.options.offline)
-    releases = Releases.for_matrix(
-        state.options.matrix, find_links=tuple(str(f) for f in folders),
-        mode="offline" if offline else "refresh" if state.options.refresh else "lock")
-    matrix = load_matrix(state.options.matrix, max_cells=state.options.max_cells,
-                         releases=releases, overrides=state.options.sets,
-                         count_cases=case_counter())
+    options = state.options
+    releases = Releases.for_run(options.matrix, options.find_links, options.offline,
+                                "refresh" if options.refresh else "lock")
+    offline = releases.mode == "offline"
+    matrix = load_matrix(options.matrix, max_cells=options.max_cells, releases=releases,
+                         overrides=options.sets, count_cases=case_counter())
     changes = releases.changes()  # against the lock as it was
-    if not offline and not state.options.sets:  # a bump or a probe leaves the lock as it is
+    if not offline and not options.sets:  # a bump or a probe leaves the lock as it is
         releases.save()
     for line in [*changes,
                  *(line for r in matrix.resolutions for line in r.lines()
                    if r.source != "lock" or r.left_out)]:
         print(f"harness: {line}", file=sys.stderr)
-    spec = with_find_links(matrix, folders, offline=offline)
-    if state.options.refresh:
+    spec = with_find_links(matrix, tuple(map(Path, releases.find_links)), offline=offline)
+    if options.refresh:
         now = time.time()
         spec = replace(spec, environments=tuple(replace(e, refresh_before=now)
                                                 for e in spec.environments))
@@ -148,10 +146,8 @@ def plan_cells(state: RunState, *, notes: bool = True) -> RunState:
     for note in filter(None, (in_use(n, origins) for n in state.spec.set_notes if notes)):
         print(f"harness: {note}", file=sys.stderr)
     if state.options.sets:  # a release the index does not have: said before anything builds
-        folders = find_links_folders(state.options.find_links)
-        releases = Releases.for_matrix(
-            state.options.matrix, find_links=tuple(str(f) for f in folders),
-            mode="offline" if offline_from_environment(state.options.offline) else "lock")
+        releases = Releases.for_run(state.options.matrix, state.options.find_links,
+                                    state.options.offline, "lock")
         check_sets(releases, state.options.sets, {c.env.name: c.env for c in plan.cells}.values(),
                    state.spec.distributions)
     full = plan

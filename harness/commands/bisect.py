@@ -24,7 +24,6 @@ from harness.core.matrix import requirement_name
 from harness.core.releases import ReleaseQuery
 from harness.core.results import CellResult, Outcome
 from harness.matrix.lock import Releases
-from harness.matrix.sources import offline_from_environment
 from harness.plan.bisect import (
     Change,
     Probe,
@@ -251,9 +250,7 @@ def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad:
     good to bad (both checked releases); ``ends``: refuse an end the indexes lack."""
     low, high = Version(good), Version(bad)
     dist = requirement_name(distribution)
-    releases = Releases.for_matrix(options.matrix, find_links=tuple(
-        str(f) for f in options.find_links),
-        mode="offline" if offline_from_environment(options.offline) else "refresh")
+    releases = Releases.for_run(options.matrix, options.find_links, options.offline, "refresh")
     lo, hi = sorted((low, high))
     found = releases.resolve(ReleaseQuery(dist=dist, releases=f">={lo},<={hi}", pick="all"),
                              like.env.python, like.env.index_urls)
@@ -267,6 +264,7 @@ def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad:
 
 
 def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
+    """``--between``: which top-level package changes between two runs flip the cell."""
     good_store = RunStore.open(options.reports_dir, good_run)
     bad_store = RunStore.open(options.reports_dir, bad_run)
     if good_store.run_dir.resolve() == bad_store.run_dir.resolve():

@@ -8,7 +8,6 @@ import sys
 
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases
-from harness.matrix.sources import find_links_folders, offline_from_environment
 from harness.plan import collected
 from harness.plan.cells import json_lines
 from harness.plan.hardware import describe, probe_machine
@@ -65,10 +64,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_lock(args: argparse.Namespace) -> int:
     """Ask the index for every release query of the matrix; write the lock; say what moved."""
-    folders = find_links_folders(tuple(args.find_links))
-    offline = offline_from_environment(args.offline)
-    releases = Releases.for_matrix(args.matrix, find_links=tuple(str(f) for f in folders),
-                                   mode="offline" if offline else "refresh")
+    releases = Releases.for_run(args.matrix, tuple(args.find_links), args.offline, "refresh")
     spec = load_matrix(args.matrix, releases=releases)
     if not spec.resolutions:  # nothing was asked: no lock to write, no "since" to speak of
         print(f"{args.matrix} has no release query (an axis like torch: {{releases: '>=2.0'}});"

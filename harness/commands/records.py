@@ -25,15 +25,12 @@ from harness.report.check import check_run
 def cmd_report(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
-    if args.baseline:  # `latest`: the newest nightly run of the reported run's matrix
-        args.baseline = str(resolve_baseline(args.baseline, args.reports,
-                                             stores[0].meta.get("matrix")))
+    baseline = _baseline(args, stores[0])
     if args.out is None and len(stores) == 1:
-        paths = publish_report(stores[0], args.reports, baseline=_baseline(args),
-                               previous=previous)
+        paths = publish_report(stores[0], args.reports, baseline=baseline, previous=previous)
     else:
-        paths = write_report(stores, args.out or args.reports / "combined",
-                             baseline=_baseline(args), previous=previous)
+        paths = write_report(stores, args.out or args.reports / "combined", baseline=baseline,
+                             previous=previous)
     sys.stdout.write(paths["summary"].read_text(encoding="utf-8"))
     print(f"site: {paths['index.html']}")
     if args.status:
@@ -55,18 +52,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _baseline(args: argparse.Namespace) -> Baseline | None:
-    return load_baseline(Path(args.baseline), args.reports) if args.baseline else None
+def _baseline(args: argparse.Namespace, store: RunStore) -> Baseline | None:
+    """``--baseline`` resolved (``latest``: the newest nightly of the run's matrix) and read."""
+    if not args.baseline:
+        return None
+    args.baseline = str(resolve_baseline(args.baseline, args.reports, store.meta.get("matrix")))
+    return load_baseline(Path(args.baseline), args.reports)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     sources = [RunStore.open(args.reports, run) for run in args.runs]
-    if args.baseline:  # `latest` is the newest nightly of its matrix before the merged one
-        args.baseline = str(resolve_baseline(args.baseline, args.reports,
-                                             sources[0].meta.get("matrix")))
-    # Loaded before the merge, which may replace the run it names (merged again under the
-    # same name): the verdicts and the report both judge against the run as it was.
-    baseline = _baseline(args)
+    # Read before the merge, which may replace the run it names (merged again under the same
+    # name): the verdicts and the report both judge against the run as it was.
+    baseline = _baseline(args, sources[0])
     store, code = _merged(args, sources, baseline)
     if args.no_report:
         return code

@@ -20,6 +20,7 @@ from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.releases import ReleaseQuery, Resolution, Target
 from harness.matrix.index import project_files
 from harness.matrix.releases import IndexFile, machine_platform, select, version_of
+from harness.matrix.sources import find_links_folders, offline_from_environment
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
 
@@ -47,6 +48,13 @@ class Releases:
                    find_links: tuple[str, ...] = ()) -> Releases:
         path = lock_path(matrix)
         return cls(path=path, mode=mode, find_links=find_links, locked=read_lock(path))
+
+    @classmethod
+    def for_run(cls, matrix: Path, find_links: tuple[Path, ...], offline: bool, mode: str
+                ) -> Releases:
+        """For a command's --find-links and --offline (or their variables)."""
+        return cls.for_matrix(matrix, find_links=tuple(map(str, find_links_folders(find_links))),
+                              mode="offline" if offline_from_environment(offline) else mode)
 
     def resolve(self, query: ReleaseQuery, python: str, indexes: tuple[str, ...]
                 ) -> Resolution:
