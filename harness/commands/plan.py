@@ -40,17 +40,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         # A JSON list, one cell a line: quick to write (no indent=), easy to read and diff.
         sys.stdout.write("[\n" + ",\n".join(json_lines(state.plan.cells)) + "\n]\n")
         return 0
-    cells = [c.to_dict() for c in state.plan.cells]
-    # Plain columns, not rich's table: quick, pipe into grep and head cleanly, and show
-    # test ids' [brackets] as they are.
-    rows = [(c["cell_id"], c["environment"], f"{c['case']}::{c['variant']}", c["hardware"],
-             c["backend"]) for c in cells]
+    # Plain columns, not rich's table: they pipe into grep and head, and show [brackets] as is.
+    rows = [(c.cell_id, c.env.name, c.case.label, c.hardware, c.env.backend)
+            for c in state.plan.cells]
     header = ("cell", "environment", "case", "hardware", "backend")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
              for r in [header, *rows]]
     sys.stdout.write("\n".join(lines) + "\n")
-    print(f"{len(cells)} cells in {len(state.plan.environments)} environments")
+    print(f"{len(rows)} cells in {len(state.plan.environments)} environments")
     for cell in state.plan.cells:  # a suite's tests are known where a session collected them
         suite = cell.case.suite
         if suite is not None:

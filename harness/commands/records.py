@@ -100,13 +100,12 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     results: Sequence[CellResult | Row] = (
         table.read(stores[0].run_dir, table.ROWS).rows() if len(stores) == 1
         else [r for _, r in choose_records(stores)[0].values()])
-    text = json.dumps(baseline_from(results, ", ".join(s.run_id for s in stores)),
-                      indent=1) + "\n"
+    data = baseline_from(results, ", ".join(s.run_id for s in stores))
+    text = json.dumps(data, indent=1) + "\n"
     if args.output is None:
         sys.stdout.write(text)
         return 0
     args.output.write_text(text, encoding="utf-8")
-    data = json.loads(text)
     print(f"baseline: {len(data['cells'])} cells from {data['source']} -> {args.output}")
     return 0
 
