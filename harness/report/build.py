@@ -1,7 +1,5 @@
-"""The report of one or more run records (several shards of one run, or a run folder copied
-from another machine): the long-format data (CSV/JSON, one row per cell), the site and its
-markdown (``harness.site``), JUnit, and what changed between two runs.
-"""
+"""The report of one or more run records (shards of one run, or runs from other machines),
+in every format of ``writers.WRITERS``, and what changed between two runs."""
 
 from __future__ import annotations
 
@@ -28,8 +26,6 @@ from harness.records.lines import result_rows
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
 from harness.records.table import Row
-from harness.report.data import KEY_VERSIONS as KEY_VERSIONS
-from harness.report.data import LONG as LONG
 from harness.report.data import Cells as _Cells
 from harness.report.data import Report, long_columns
 from harness.report.data import summary_line as summary_line
@@ -39,9 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResult]]:
-    """Every cell once across the records, chosen as ``harness merge`` chooses. One record
-    has each cell once already (``results``): nothing to choose (a tenth of a second of
-    each half of a fleet's report)."""
+    """Every cell once across the records, chosen as ``harness merge`` chooses."""
     if len(stores) == 1:
         return [(stores[0], r) for r in stores[0].results()]
     return list(choose_records(stores)[0].values())
@@ -49,8 +43,7 @@ def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResul
 
 def results_frame(results: Sequence[CellResult],
                   logs: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """The long table as a pandas frame, for a notebook (the report itself needs no pandas:
-    importing it is a fifth of a fleet's report)."""
+    """The long table as a pandas frame, for a notebook."""
     import pandas as pd
 
     links = logs or {}
@@ -60,17 +53,12 @@ def results_frame(results: Sequence[CellResult],
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                  baseline: Baseline | None = None, previous: RunStore | None = None,
                  results: Sequence[CellResult] | None = None) -> dict[str, Path]:
-    """Everything a reader gets, into ``out_dir``: every format in ``writers.WRITERS`` (the
-    site: index, a page per documented failure, the capability grid, every cell, its
-    markdown twin and the heatmap; the long-format CSV/JSON; JUnit). Cells come in matrix
-    order, so the same results give the same bytes. ``previous``: the run to say what
-    changed since. ``results``: one record's results as it holds them, when the caller has
-    them in memory (a merge that just wrote them), so they are not read back."""
+    """Every format of ``writers.WRITERS`` into ``out_dir``, the cells in matrix order.
+    ``previous``: the run to say what changed since; ``results``: one record's, if held."""
     out_dir.mkdir(parents=True, exist_ok=True)
     report = prepare(stores, out_dir, baseline=baseline, previous=previous, results=results)
 
-    def keep_table() -> None:  # what the next night's "what changed", history and
-        # baselines read of this run (damaged: each reader reads it, and says so)
+    def keep_table() -> None:  # the run's table, unless damaged (each reader then says so)
         store = report.stores[0]
         if len(report.stores) == 1 and table.current(store.run_dir, ()) is None and not any(
                 s.damaged for s in report.stores):
@@ -82,11 +70,9 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             baseline: Baseline | None = None, previous: RunStore | None = None,
             results: Sequence[CellResult] | None = None) -> Report:
-    """The report's data (``write_report``'s arguments), its cells read where first asked,
-    with their logs' links from ``out_dir``."""
+    """The report's data (``write_report``'s arguments), its cells read where first asked."""
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
-    # Each record as it is now (its size, before it is read): every writer reads these
-    # lines, and the table says it was made of them, whatever a run still going appends.
+    # Each record as it is now: every writer reads these lines, whatever a run appends.
     stamps = [table.stamp(s.run_dir) for s in stores]
     # Quiet: the site names their damaged lines (and counts them in its header).
     stores = [s.as_of(stamp[0] if stamp else None, quiet=True)
@@ -99,13 +85,11 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     @functools.cache
     def cells() -> _Cells:
-        """The cells as rows, with their logs' links: one record's read straight from it
-        (no result made of a line), else as results made rows."""
+        """The cells as rows, with their logs' links."""
         if given is None and len(stores) == 1:
             rows = result_rows(stores[0])
             if rows is not None:
-                return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir),
-                              decoded=True)
+                return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir))
         return _cells(stores, metas, out_dir, given)
 
     @functools.cache
@@ -128,8 +112,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
 def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
            given: Sequence[CellResult] | None) -> _Cells:
-    """The records' cells (or ``given``, one record's as its caller holds them) as rows, in
-    both orders, with their logs' links from ``out_dir``."""
+    """The records' cells (or ``given``) as rows, in both orders, with their logs' links."""
     if given is not None and len(stores) == 1:
         pairs = [(stores[0], r) for r in given]
     else:
@@ -143,8 +126,7 @@ def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore]
              metas: Sequence[dict[str, Any]], out_dir: Path
              ) -> tuple[list[ResultRow], list[ResultRow], list[str]]:
     """The cells in the record's order and in the report's, and their logs' links."""
-    # The table's rows in the record's order (RunStore.results'), as a reader that makes it
-    # from the record would have them: the same cells win a logical key whoever wrote it.
+    # The record's order (the table's): the same cells win a logical key whoever writes it.
     in_record = [r for _, r in pairs]
     pairs = _report_order(pairs, stores, metas)
     return in_record, [r for _, r in pairs], _links(pairs, stores, out_dir)
@@ -174,9 +156,7 @@ def _in_plan_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore]
 def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
            out_dir: Path) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
-    there), in their order, so that the report and the run folder can move together. Each
-    run's distinct logs linked once (a batch's cells share one), looked up for the others in
-    C (one record: a fleet's report's links, 0.15 s of each half in a loop over its cells)."""
+    there), so that the report and the run folder can move together."""
     report = out_dir.resolve()
     linked = {id(s): _Linked(s, report) for s in stores}
     rows = list(map(itemgetter(1), pairs))
@@ -186,20 +166,16 @@ def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunSto
 
 
 _LOG = attrgetter("log")
-_CELL_ID = attrgetter("cell_id")
 
 
 class _Linked(dict[str | None, str]):
-    """A run's logs -> their links from the report, each made once: on strings (a pathlib
-    object or a stat per cell cost more than the rest of a fleet's report's links), the
-    names in its logs/ listed once."""
+    """A run's logs -> their links from the report, each made once (logs/ listed once)."""
 
     def __init__(self, store: RunStore, report: Path) -> None:
         super().__init__()
         self.run_dir, self.report = store.run_dir, report
         self.base = os.path.relpath(store.run_dir, report)
-        # Every log there in logs/ linked up front, in C (most cells' logs; one made per
-        # distinct log on demand was a third of a fleet's links): the rest on demand.
+        # Every log in logs/ linked up front; the rest on demand.
         names = store.log_names()
         self.update(zip(map("logs/".__add__, names),  # a set: the same order twice
                         map(f"{self.base}/logs/".__add__, names), strict=True))
@@ -218,21 +194,12 @@ class _Linked(dict[str | None, str]):
 
 def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
-    """What changed between two runs, cell by cell, matched by logical key (environment,
-    ``case::variant``, hardware), not by content id, which a pin change renames. The runs
-    come as table rows (``records.table``): the run before is read from its table, not
-    decoded whole.
+    """What changed between two runs' table rows, matched by logical key, not by content id
+    (which a pin change renames); new failures first. ``moved``: the keys a ``--set`` bump
+    replaced, matched as ``records.compare.match_previous`` does (nothing it left is gone).
 
-    Classes: ``new failure`` (was fine, is not), ``fixed``, ``changed`` (fine both times but a
-    different outcome: a documented failure that stopped reproducing is news), ``still
-    failing`` (listed when its outcome changed), ``new cell``, ``gone``, and
-    ``versions changed`` (same outcome, different packages: the key versions or the freeze).
-    New failures come first.
-
-    ``moved``: the keys a ``--set`` bump replaced (``torch``): a cell is then matched with
-    the cell of the run before whose environment differs only in those keys (of several,
-    the one with the newest release: the bump is from there), and cells the bump left
-    behind are not "gone"."""
+    Classes: new failure, fixed, changed (fine both times, another outcome), still failing,
+    versions changed (same outcome, other packages), new cell, gone."""
     before = match_previous(old, new, moved)
     after = {r.logical_key: r for r in new}
     changes = []
@@ -257,8 +224,7 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
 
 
 def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
-    """``diff_runs`` of two runs of the same cells, each once, from the pairs of rows whose
-    outcome or versions may differ (``table.changed``)."""
+    """``diff_runs`` of two runs of the same cells, from the pairs ``table.changed`` gives."""
     changes = []
     for was, now in pairs:
         if was.outcome != now.outcome:
@@ -292,8 +258,7 @@ def _change(kind: str, key: tuple[str, str, str], was: Row | None,
         "cell_id": either.cell_id if either else ""}
     if was is not None and now is not None:
         old_v, new_v = dict(was.versions), dict(now.versions)
-        # A bump's cells differ in the axis values it set, whether or not the fingerprint
-        # names that package among its key versions.
+        # A bump's cells differ in the axis values it set, named by the fingerprint or not.
         for name in set(was.values) | set(now.values):
             if was.values.get(name) != now.values.get(name) and name not in old_v | new_v:
                 old_v[name], new_v[name] = was.values.get(name, "-"), now.values.get(name, "-")

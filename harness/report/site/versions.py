@@ -1,5 +1,4 @@
-"""How versions read and sort in the report: shared by its failure tables, its capability grid
-and its test-suite tables."""
+"""How versions read and sort in the report's tables."""
 
 from __future__ import annotations
 
@@ -31,9 +30,7 @@ def version_sort_key(value: str) -> tuple[int, Any]:
 
 
 def combinations(found: Iterable[tuple[str, ...]], packages: Sequence[str]) -> tuple[str, ...]:
-    """Version combinations as a reader takes them in: one package, its versions in order
-    (``2.0.1, 2.2.2``); several, the first package's versions for each value of the rest
-    (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
+    """Version combinations as a reader takes them in (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
     combos = set(found)
     if len(packages) == 1:
         return tuple(sorted({c[0] for c in combos}, key=version_sort_key))
