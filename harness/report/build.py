@@ -8,22 +8,19 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from harness.core.results import (
     CellResult,
     Outcome,
     ResultLike,
-    ResultRow,
-    as_rows,
 )
 from harness.core.rules import Rule
-from harness.records import table
+from harness.records import reportinput, table
 from harness.records.baseline import Baseline
-from harness.records.compare import bumped, match_previous
-from harness.records.expect import recorded_rules
-from harness.records.lines import result_rows
-from harness.records.select import choose_records, merged_cases, merged_environments
+from harness.records.compare import match_previous
+from harness.records.reportinput import ReportInput
+from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.records.table import Row
 from harness.report.data import Cells as _Cells
@@ -70,98 +67,46 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             baseline: Baseline | None = None, previous: RunStore | None = None,
             results: Sequence[CellResult] | None = None) -> Report:
-    """The report's data (``write_report``'s arguments), its cells read where first asked."""
-    stores = [stores] if isinstance(stores, RunStore) else list(stores)
-    # Each record as it is now: every writer reads these lines, whatever a run appends.
-    stamps = [table.stamp(s.run_dir) for s in stores]
-    # Quiet: the site names their damaged lines (and counts them in its header).
-    stores = [s.as_of(stamp[0] if stamp else None, quiet=True)
-              for s, stamp in zip(stores, stamps, strict=True)]
-    made_from = stamps[0] if len(stores) == 1 else None
-    metas = [s.meta for s in stores]
-    rules = tuple(Rule.from_dict(d) for d in recorded_rules(metas))  # a bad one: before any file
-    given = results
-    moved = bumped(metas)
-
-    @functools.cache
-    def cells() -> _Cells:
-        """The cells as rows, with their logs' links."""
-        if given is None and len(stores) == 1:
-            rows = result_rows(stores[0])
-            if rows is not None:
-                return _Cells(*_ordered([(stores[0], r) for r in rows], stores, metas, out_dir))
-        return _cells(stores, metas, out_dir, given)
+    """The report's data (``write_report``'s arguments), read of the records in one call."""
+    got = reportinput.read(stores, previous, results)
+    rules = tuple(Rule.from_dict(d) for d in got.rules)  # a bad one: before any file
+    pairs = list(got.pairs)
+    if len(got.stores) != 1 or got.metas[0].get("ordered_cells") != len(pairs):
+        # Matrix order (the plan's), not completion order: two renders of one run are equal.
+        order: dict[str, int] = {}
+        for cell_id in got.plan:
+            order.setdefault(cell_id, len(order))
+        pairs.sort(key=lambda p: (order.get(p[1].cell_id, len(order)), p[1].logical_key,
+                                  p[1].cell_id))
+    # ``in_record``: the record's order (the table's), where the same cells win a logical key.
+    cells = _Cells(in_record=[r for _, r in got.pairs], rows=[r for _, r in pairs],
+                   links=_links(pairs, got, out_dir))
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
-        if previous is None:
+        if got.changed is not None:
+            return diff_pairs(got.changed)
+        if got.before is None:
             return []
-        # The same cells in the same order (a nightly's): compared in the two tables.
-        pairs = table.changed(previous.run_dir, stores[0].run_dir) if (
-            given is None and len(stores) == 1 and not moved) else None
-        if pairs is not None:
-            return diff_pairs(pairs)
-        before = table.read(previous.run_dir, table.ROWS)
-        return diff_runs(before.rows(), table.rows_of(cells().rows), moved)
+        return diff_runs(got.before, table.rows_of(cells.rows), got.moved)
 
-    return Report(stores=tuple(stores), metas=tuple(metas), cases=merged_cases(stores),
-                  environments=merged_environments(metas), rules=rules, baseline=baseline,
-                  previous=previous, moved=tuple(moved), given=given, cells=cells,
-                  changes=changes, made_from=made_from)
+    return Report(stores=got.stores, metas=got.metas, cases=got.cases,
+                  environments=got.environments, rules=rules, baseline=baseline,
+                  previous=previous, moved=got.moved, given=results, cells=lambda: cells,
+                  changes=changes, made_from=got.made_from, bisects=got.bisects,
+                  earlier=got.earlier)
 
 
-def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir: Path,
-           given: Sequence[CellResult] | None) -> _Cells:
-    """The records' cells (or ``given``) as rows, in both orders, with their logs' links."""
-    if given is not None and len(stores) == 1:
-        pairs = [(stores[0], r) for r in given]
-    else:
-        pairs = merged_results(stores)
-    rows = as_rows(r for _, r in pairs)
-    return _Cells(*_ordered([(s, row) for (s, _), row in zip(pairs, rows, strict=True)],
-                            stores, metas, out_dir))
-
-
-def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore],
-             metas: Sequence[dict[str, Any]], out_dir: Path
-             ) -> tuple[list[ResultRow], list[ResultRow], list[str]]:
-    """The cells in the record's order and in the report's, and their logs' links."""
-    # The record's order (the table's): the same cells win a logical key whoever writes it.
-    in_record = [r for _, r in pairs]
-    pairs = _report_order(pairs, stores, metas)
-    return in_record, [r for _, r in pairs], _links(pairs, stores, out_dir)
-
-
-R = TypeVar("R", CellResult, ResultRow)
-
-
-def _report_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
-                  metas: Sequence[dict[str, Any]]) -> list[tuple[RunStore, R]]:
-    if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
-        return _in_plan_order(pairs, stores)
-    return pairs  # a merge wrote them in this order
-
-
-def _in_plan_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore]
-                   ) -> list[tuple[RunStore, R]]:
-    """Matrix order (the plan's), not completion order: two renders of one run are equal."""
-    order: dict[str, int] = {}
-    for store in stores:
-        for cell in store.planned():
-            order.setdefault(cell["cell_id"], len(order))
-    return sorted(pairs, key=lambda p: (order.get(p[1].cell_id, len(order)),
-                                        p[1].logical_key, p[1].cell_id))
-
-
-def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
-           out_dir: Path) -> list[str]:
+def _links(pairs: Sequence[tuple[RunStore, ResultLike]], got: ReportInput, out_dir: Path
+           ) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
     there), so that the report and the run folder can move together."""
     report = out_dir.resolve()
-    linked = {id(s): _Linked(s, report) for s in stores}
+    linked = {id(s): _Linked(s.run_dir, names, report)
+              for s, names in zip(got.stores, got.log_names, strict=True)}
     rows = list(map(itemgetter(1), pairs))
-    if len(stores) == 1:
-        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, rows)))
+    if len(got.stores) == 1:
+        return list(map(linked[id(got.stores[0])].__getitem__, map(_LOG, rows)))
     return [linked[id(store)][row.log] for store, row in pairs]
 
 
@@ -169,14 +114,13 @@ _LOG = attrgetter("log")
 
 
 class _Linked(dict[str | None, str]):
-    """A run's logs -> their links from the report, each made once (logs/ listed once)."""
+    """A run's logs -> their links from the report, each made once."""
 
-    def __init__(self, store: RunStore, report: Path) -> None:
+    def __init__(self, run_dir: Path, names: frozenset[str], report: Path) -> None:
         super().__init__()
-        self.run_dir, self.report = store.run_dir, report
-        self.base = os.path.relpath(store.run_dir, report)
+        self.run_dir, self.report = run_dir, report
+        self.base = os.path.relpath(run_dir, report)
         # Every log in logs/ linked up front; the rest on demand.
-        names = store.log_names()
         self.update(zip(map("logs/".__add__, names),  # a set: the same order twice
                         map(f"{self.base}/logs/".__add__, names), strict=True))
 

@@ -23,8 +23,9 @@ from harness.core.results import (
 )
 from harness.core.rules import Rule
 from harness.records.baseline import Baseline
-from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
+from harness.records.bisects import BisectRecord, sentence
 from harness.records.expect import Judgement, judged_report
+from harness.records.reportinput import Earlier
 from harness.records.store import RunStore
 from harness.records.table import Stamp
 from harness.report.site.model import Site, build_site
@@ -137,7 +138,9 @@ class Report:
     given: Sequence[CellResult] | None  # one record's results, as its caller holds them
     cells: Callable[[], Cells]
     changes: Callable[[], list[dict[str, Any]]]
-    made_from: Stamp | None = None  # one record's size as it was read
+    made_from: Stamp | None  # one record's size as it was read
+    bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
+    earlier: Earlier  # the runs of its line before it (the history page)
 
     @property
     def name(self) -> str:
@@ -175,15 +178,14 @@ class Report:
         rows = self.cells().rows
         return build_site(rows, self.environments, self.cases, self.metas, self.cells().logs(),
                           self.changes(), self.since,
-                          bisects=_bisects(self.stores, {r.case_id for r in rows}),
+                          bisects=_bisects(self.bisects, {r.case_id for r in rows}),
                           damaged=self.damaged)
 
 
-def _bisects(stores: Sequence[RunStore], case_ids: set[str]) -> dict[str, list[str]]:
+def _bisects(records: Sequence[BisectRecord], case_ids: set[str]) -> dict[str, list[str]]:
     """What bisects found for these cases, newest per cell and axis."""
-    where = reports_dir_of(stores[0].run_dir) if stores else None
     newest: dict[tuple[Any, ...], BisectRecord] = {}
-    for record in read_bisects(where) if where else []:
+    for record in records:
         if record.case in case_ids:
             newest[(record.case, record.variant, record.hardware, record.origin,
                     tuple(sorted(record.values.items())), record.axis)] = record

@@ -15,11 +15,9 @@ from markupsafe import Markup, escape
 
 from harness.core.results import Outcome, ResultLike, logical_keys
 from harness.records import history
-from harness.records.runs import lineage, read_meta
+from harness.records.reportinput import Earlier
 from harness.report.site.model import PROBES, Site
 
-#: Runs on the page, the report's own included.
-RUNS = 30
 #: Past this many cells, only this many that changed last get a row; the rest are counted.
 MAX_ROWS = 1000
 
@@ -138,16 +136,14 @@ def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[i
     return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
 
 
-def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
+def load(rows: Sequence[ResultLike], site: Site, earlier: Earlier, out_dir: Path,
          run_ids: Sequence[str]) -> HistoryPage:
-    """The page of the report of ``run_dir`` in ``out_dir``: the ``RUNS - 1`` runs before it."""
-    meta = read_meta(run_dir)
-    # Quiet: the earlier runs' damaged lines are theirs, named by `harness history`.
-    earlier = history.load(run_dir.parent, last=RUNS - 1, line=lineage(meta), before=run_dir,
-                           quiet=True)
-    runs = [_run(run_dir.parent / name, out_dir) for name in earlier.runs]
-    own = Run(run_id=", ".join(run_ids), date=_date(meta), link="index.html")
-    return page(rows, site, earlier, [*runs, own])
+    """The page of a report in ``out_dir``, with the runs of its line before it."""
+    found = earlier.history
+    runs = [_run(found.folder / name, meta, out_dir)
+            for name, meta in zip(found.runs, earlier.metas, strict=True)]
+    own = Run(run_id=", ".join(run_ids), date=_date(earlier.own), link="index.html")
+    return page(rows, site, found, [*runs, own])
 
 
 def _css(outcome: Outcome) -> str:
@@ -155,9 +151,9 @@ def _css(outcome: Outcome) -> str:
     return "o-" + str(outcome).lower().replace("_", "-")
 
 
-def _run(run_dir: Path, out_dir: Path) -> Run:
+def _run(run_dir: Path, meta: dict[str, object] | None, out_dir: Path) -> Run:
     report = run_dir / "report" / "index.html"
-    return Run(run_id=run_dir.name, date=_date(read_meta(run_dir)),
+    return Run(run_id=run_dir.name, date=_date(meta),
                link=os.path.relpath(report, out_dir) if report.is_file() else "")
 
 
