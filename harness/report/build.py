@@ -19,7 +19,6 @@ from harness.core.rules import Rule
 from harness.records import reportinput, table
 from harness.records.baseline import Baseline
 from harness.records.compare import match_previous
-from harness.records.reportinput import ReportInput
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.records.table import Row
@@ -80,7 +79,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                                   p[1].cell_id))
     # ``in_record``: the record's order (the table's), where the same cells win a logical key.
     cells = _Cells(in_record=[r for _, r in got.pairs], rows=[r for _, r in pairs],
-                   links=_links(pairs, got, out_dir))
+                   links=_links(pairs, got.stores, got.log_names, out_dir))
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
@@ -97,16 +96,16 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                   earlier=got.earlier)
 
 
-def _links(pairs: Sequence[tuple[RunStore, ResultLike]], got: ReportInput, out_dir: Path
-           ) -> list[str]:
+def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
+           names: Sequence[frozenset[str]], out_dir: Path) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
     there), so that the report and the run folder can move together."""
     report = out_dir.resolve()
-    linked = {id(s): _Linked(s.run_dir, names, report)
-              for s, names in zip(got.stores, got.log_names, strict=True)}
+    linked = {id(s): _Linked(s.run_dir, logs, report)
+              for s, logs in zip(stores, names, strict=True)}
     rows = list(map(itemgetter(1), pairs))
-    if len(got.stores) == 1:
-        return list(map(linked[id(got.stores[0])].__getitem__, map(_LOG, rows)))
+    if len(stores) == 1:
+        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, rows)))
     return [linked[id(store)][row.log] for store, row in pairs]
 
 

@@ -38,10 +38,12 @@ def test_each_log_is_linked_from_the_report_where_it_is_there(tmp_path: Path) ->
     out = store.run_dir / "report"
     want = {"1": "../logs/a.log", "2": "", "3": "../logs/sub/b.log", "4": "",
             "5": "../../../../old/c.log", "6": "", "7": "", "8": ""}
-    assert dict(zip(want, _links([(store, c) for c in cells], [store], out),
+    names = [store.log_names()]
+    assert dict(zip(want, _links([(store, c) for c in cells], [store], names, out),
                     strict=True)) == want
     # The same from rows (the report's halves read rows).
-    assert _links([(store, r) for r in as_rows(cells)], [store], out) == list(want.values())
+    assert _links([(store, r) for r in as_rows(cells)], [store], names, out) == list(
+        want.values())
     assert (out / want["5"]).resolve() == elsewhere.resolve()
 
 
@@ -57,7 +59,7 @@ def test_a_log_is_linked_in_the_run_of_its_cell(tmp_path: Path) -> None:
     pairs = [(one, cell("1", "logs/batch.log")), (two, cell("2", "logs/batch.log")),
              (two, cell("3", "logs/other.log")), (one, cell("4", "logs/other.log")),
              (one, cell("5", "logs/batch.log"))]
-    assert _links(pairs, [one, two], out) == [
+    assert _links(pairs, [one, two], [one.log_names(), two.log_names()], out) == [
         "../runs/one/logs/batch.log", "", "../runs/two/logs/other.log", "",
         "../runs/one/logs/batch.log"]
 
