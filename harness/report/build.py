@@ -152,7 +152,7 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
             changes.append(_change("new cell", key, None, now))
             continue
         if was.outcome != now.outcome:
-            changes.append(_change(_moved(was.outcome, now.outcome), key, was, now))
+            changes.append(_change(moved_class(was.outcome, now.outcome), key, was, now))
         elif was.versions != now.versions and was.versions and now.versions:
             changes.append(_change("versions changed", key, was, now))
     changes += [_change("gone", key, was, None) for key, was in before.items()
@@ -171,13 +171,14 @@ def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
     changes = []
     for was, now in pairs:
         if was.outcome != now.outcome:
-            changes.append(_change(_moved(was.outcome, now.outcome), now.logical_key, was, now))
+            changes.append(_change(moved_class(was.outcome, now.outcome), now.logical_key, was,
+                                   now))
         elif was.versions != now.versions and was.versions and now.versions:
             changes.append(_change("versions changed", now.logical_key, was, now))
     return sorted(changes, key=_change_order)
 
 
-def _moved(was: Outcome, now: Outcome) -> str:
+def moved_class(was: Outcome, now: Outcome) -> str:
     """The class of a cell whose outcome changed."""
     return ("new failure" if was.ok and not now.ok else
             "fixed" if not was.ok and now.ok else

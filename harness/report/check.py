@@ -15,7 +15,7 @@ from harness.records.bisects import probe_result, read_bisects, reports_dir_of, 
 from harness.records.compare import match_previous
 from harness.records.select import choose_records
 from harness.records.store import RunStore
-from harness.report.build import prepare
+from harness.report.build import moved_class, prepare
 from harness.report.data import Report
 from harness.report.site.model import (
     GRID_KIND,
@@ -25,13 +25,14 @@ from harness.report.site.model import (
     Header,
     Site,
     group,
+    probe_packages,
     row_versions,
     unbuildable,
     version_list,
 )
 from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable, suite_names
 from harness.report.site.suites import word as claim_word
-from harness.report.site.versions import combinations, version_sort_key
+from harness.report.site.versions import combinations, varying, version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
 
@@ -102,11 +103,6 @@ def _header(header: Header, results: Sequence[CellResult]) -> list[str]:
             for name, value in want.items() if said[name] != value]
 
 
-def _varying(rows: Iterable[Mapping[str, str]]) -> set[str]:
-    rows = list(rows)
-    return {k for row in rows for k in row if len({r.get(k, "—") for r in rows}) > 1}
-
-
 def _table(table: FailureTable, results: Sequence[CellResult], versions: Versions,
            broken: set[str]) -> list[str]:
     """Rows: the environments that ran, labelled by the versions that vary; badges: outcomes."""
@@ -118,9 +114,9 @@ def _table(table: FailureTable, results: Sequence[CellResult], versions: Version
                        if r.outcome is not Outcome.NOT_RUN and r.environment in ran})
     if list(table.hardware) != hardware:
         problems.append(f"{where}: columns {list(table.hardware)}; it ran on {hardware}")
-    if set(table.varying) != _varying(versions[e] for e in ran):
+    if set(table.varying) != varying(versions[e] for e in ran):
         problems.append(f"{where}: labelled by {list(table.varying)}; the versions that vary: "
-                        f"{sorted(_varying(versions[e] for e in ran))}")
+                        f"{sorted(varying(versions[e] for e in ran))}")
     recorded: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     for r in results:
         recorded[(r.environment, r.hardware_target)][r.variant] = str(r.outcome)
@@ -258,10 +254,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
                           {r.variant for r in results})
     at = group(results, lambda r: (r.variant, r.hardware_target))
     for variant, about, cells in grid.rows:
-        requires = (cases.get(f"{PROBES}::{variant}") or {}).get("requires") or ()
-        named = list(dict.fromkeys(p for req in requires for p in req.get("packages") or {}))
-        packages = (["torch"] if "torch" in named or not named else []) + [
-            p for p in named if p != "torch"]
+        packages = probe_packages(cases, variant)
         if about != " × ".join(packages):
             problems.append(f"grid {variant}: about {about}; the probe declares {packages}")
         for hw in hardware:
@@ -302,9 +295,9 @@ def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions)
     problems = _same_set(f"{where}: columns", [f"{e} @{h}" for e, h in keys],
                          {f"{e} @{h}" for e, h in ran})
     rows = {k: {**versions.get(k[0], {}), "hardware": k[1]} for k in keys}
-    varying = _varying(rows.values()) - ({"hardware"} if len({h for _, h in keys}) < 2 else set())
-    if set(table.varying) != varying:
-        problems.append(f"{where}: labelled by {list(table.varying)}; varying: {sorted(varying)}")
+    vary = varying(rows.values()) - ({"hardware"} if len({h for _, h in keys}) < 2 else set())
+    if set(table.varying) != vary:
+        problems.append(f"{where}: labelled by {list(table.varying)}; varying: {sorted(vary)}")
     for column in table.columns:
         mine = rows[(column.environment, column.hardware)]
         label = " · ".join(f"{p} {mine.get(p, '—')}" for p in table.varying)
@@ -351,10 +344,7 @@ def _class(was: Outcome | None, now: Outcome | None) -> str:
     """What a "what changed" line of a cell with these outcomes is."""
     if was is None or now is None:
         return "new cell" if was is None else "gone"
-    if was == now:
-        return "versions changed"  # (the one kind that keeps its outcome)
-    return ("new failure" if was.ok and not now.ok else "fixed" if not was.ok and now.ok
-            else "still failing" if not now.ok else "changed")
+    return "versions changed" if was == now else moved_class(was, now)
 
 
 def _changes(changes: Sequence[Mapping[str, Any]], results: Sequence[CellResult],

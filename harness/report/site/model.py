@@ -15,7 +15,7 @@ from packaging.utils import canonicalize_name
 from harness.core.results import Outcome, ResultLike, as_mapping, counted
 from harness.records.damaged import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
-from harness.report.site.versions import PRIORITY, combinations, version_sort_key
+from harness.report.site.versions import PRIORITY, combinations, varying, version_sort_key
 
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
@@ -307,13 +307,10 @@ def plain(text: str) -> str:
 
 def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
              ) -> tuple[str, ...]:
-    """The packages whose version differs between the rows: the case's ``about`` first, then
-    by ``PRIORITY``."""
-    names = {k for row in rows for k in row}
-    vary = [k for k in names if len({row.get(k, "—") for row in rows}) > 1]
+    """``varying``, the case's ``about`` first, then by ``PRIORITY``."""
     order = [*about, *(p for p in PRIORITY if p not in about)]
-    return tuple(sorted(vary, key=lambda k: (order.index(k) if k in order else len(order),
-                                             k)))
+    return tuple(sorted(varying(rows), key=lambda k: (
+        order.index(k) if k in order else len(order), k)))
 
 
 def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
@@ -413,6 +410,13 @@ GRID_KIND = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL:
              Outcome.FLAKY: "failed"}
 
 
+def probe_packages(cases: Mapping[str, Mapping[str, Any]], variant: str) -> tuple[str, ...]:
+    """The packages a probe is about (``@requires(packages=...)``), torch first; else torch."""
+    named = dict.fromkeys(name for req in (cases.get(f"{PROBES}::{variant}") or {}).get(
+        "requires") or () for name in req.get("packages") or {})
+    return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
+
+
 def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
@@ -420,10 +424,7 @@ def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
     groups = group(results, lambda r: (r.variant, r.hardware_target))
     rows = []
     for variant in sorted({r.variant for r in results}):
-        # The packages the probe is about (``@requires(packages=...)``), torch first.
-        named = dict.fromkeys(name for req in (cases.get(f"{PROBES}::{variant}") or {}).get(
-            "requires") or () for name in req.get("packages") or {})
-        packages = tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
+        packages = probe_packages(cases, variant)
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])

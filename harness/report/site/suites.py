@@ -11,7 +11,7 @@ from itertools import combinations as subsets
 from typing import Any
 
 from harness.core.results import Outcome, ResultLike
-from harness.report.site.versions import by_priority, combinations, version_sort_key
+from harness.report.site.versions import by_priority, combinations, varying, version_sort_key
 
 #: How a test's outcome reads in a claim; the order is which kind a claim speaks of first.
 WORDS = ("fails", "skipped", "not collected")
@@ -165,8 +165,7 @@ def suite_table(suite: str, results: Sequence[ResultLike],
 
 
 def _varying(rows: Sequence[Mapping[str, str]], hardware: set[str]) -> tuple[str, ...]:
-    names = {k for row in rows for k in row if k != "hardware"}
-    vary = by_priority(k for k in names if len({row.get(k, "—") for row in rows}) > 1)
+    vary = by_priority(varying(rows) - {"hardware"})
     return (*vary, "hardware") if len(hardware) > 1 else tuple(vary)
 
 

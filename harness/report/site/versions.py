@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -19,6 +19,12 @@ def by_priority(names: Iterable[str]) -> list[str]:
     """Package names as tables order them: ``PRIORITY`` first, then by name."""
     return sorted(names, key=lambda k: (PRIORITY.index(k) if k in PRIORITY else len(PRIORITY),
                                         k))
+
+
+def varying(rows: Iterable[Mapping[str, str]]) -> set[str]:
+    """The names whose value differs between the rows ("—" where a row has none)."""
+    rows = list(rows)
+    return {k for row in rows for k in row if len({r.get(k, "—") for r in rows}) > 1}
 
 
 @functools.cache  # a report sorts by a few versions, once per cell
