@@ -14,7 +14,7 @@ from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of
 from harness.records.compare import bumped
 from harness.records.expect import recorded_rules
 from harness.records.lines import result_rows
-from harness.records.runs import lineage, read_meta
+from harness.records.runs import lineage, previous_run, read_meta
 from harness.records.select import choose_records, merged_cases, merged_environments
 from harness.records.store import RunStore
 
@@ -50,13 +50,18 @@ class ReportInput:
     before: list[table.Row] | None  # else the previous run's rows
     bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
     earlier: Earlier
+    tabled: bool  # one record whose table is written already
 
 
 def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None,
-         given: Sequence[CellResult] | None = None) -> ReportInput:
-    """What the report of ``stores`` (since ``previous``) reads of them; ``given``: one
-    record's results, as its caller holds them."""
+         given: Sequence[CellResult] | None = None, since_in: Path | None = None
+         ) -> ReportInput:
+    """What the report of ``stores`` (since ``previous``, else the run before the first in
+    ``since_in``) reads of them; ``given``: one record's results, as its caller holds them."""
     stores = [stores] if isinstance(stores, RunStore) else list(stores)
+    if previous is None and since_in is not None:
+        before = previous_run(since_in, stores[0].run_dir)
+        previous = RunStore(before) if before else None
     # Each record as it is now: every format reads these lines, whatever a run appends.
     stamps = [table.stamp(s.run_dir) for s in stores]
     # Quiet: the site names their damaged lines (and counts them in its header).
@@ -67,16 +72,19 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
     # The same cells in the same order (a nightly's): compared in the two tables.
     changed = table.changed(previous.run_dir, stores[0].run_dir) if (
         previous is not None and given is None and len(stores) == 1 and not moved) else None
+    pairs, earlier = _pairs(stores, given), _earlier(stores[0].run_dir)
+    # Asked after the reads above, which may have made it.
+    tabled = len(stores) == 1 and table.current(stores[0].run_dir, ()) is not None
     return ReportInput(
         stores=tuple(stores), metas=tuple(metas),
         made_from=stamps[0] if len(stores) == 1 else None, cases=merged_cases(stores),
         environments=merged_environments(metas), rules=tuple(recorded_rules(metas)),
-        moved=tuple(moved), pairs=_pairs(stores, given),
+        moved=tuple(moved), pairs=pairs,
         plan=tuple(c["cell_id"] for s in stores for c in s.planned()),
         log_names=tuple(s.log_names() for s in stores), previous=previous, changed=changed,
         before=table.read(previous.run_dir, table.ROWS).rows()
         if previous is not None and changed is None else None,
-        bisects=_bisects(stores[0].run_dir), earlier=_earlier(stores[0].run_dir))
+        bisects=_bisects(stores[0].run_dir), earlier=earlier, tabled=tabled)
 
 
 def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None

@@ -51,23 +51,28 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                  results: Sequence[CellResult] | None = None) -> dict[str, Path]:
     """Every format of ``writers.WRITERS`` into ``out_dir``, the cells in matrix order.
     ``previous``: the run to say what changed since; ``results``: one record's, if held."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report = prepare(stores, out_dir, baseline=baseline, previous=previous, results=results)
+    return write(prepare(stores, out_dir, baseline=baseline, previous=previous,
+                         results=results), out_dir)
 
-    def keep_table() -> None:  # the run's table, unless damaged (each reader then says so)
-        store = report.stores[0]
-        if len(report.stores) == 1 and table.current(store.run_dir, ()) is None and not any(
-                s.damaged for s in report.stores):
-            table.write(store.run_dir, report.cells().in_record, report.made_from)
+
+def write(report: Report, out_dir: Path) -> dict[str, Path]:
+    """``report`` in every format into ``out_dir``, then one record's table if it has none."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def keep_table() -> None:  # unless damaged (each reader then says so)
+        if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
+            table.write(report.stores[0].run_dir, report.cells().in_record, report.made_from)
 
     return write_all(report, out_dir, keep_table)
 
 
 def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             baseline: Baseline | None = None, previous: RunStore | None = None,
-            results: Sequence[CellResult] | None = None) -> Report:
-    """The report's data (``write_report``'s arguments), read of the records in one call."""
-    got = reportinput.read(stores, previous, results)
+            results: Sequence[CellResult] | None = None, since_in: Path | None = None
+            ) -> Report:
+    """The report's data, read of the records in one call. ``since_in``: the reports folder
+    to find the run before in, where no ``previous`` is given."""
+    got = reportinput.read(stores, previous, results, since_in)
     rules = tuple(Rule.from_dict(d) for d in got.rules)  # a bad one: before any file
     pairs = list(got.pairs)
     if len(got.stores) != 1 or got.metas[0].get("ordered_cells") != len(pairs):
@@ -91,9 +96,9 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     return Report(stores=got.stores, metas=got.metas, cases=got.cases,
                   environments=got.environments, rules=rules, baseline=baseline,
-                  previous=previous, moved=got.moved, given=results, cells=lambda: cells,
+                  previous=got.previous, moved=got.moved, given=results, cells=lambda: cells,
                   changes=changes, made_from=got.made_from, bisects=got.bisects,
-                  earlier=got.earlier)
+                  earlier=got.earlier, tabled=got.tabled)
 
 
 def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],

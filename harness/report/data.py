@@ -141,6 +141,7 @@ class Report:
     made_from: Stamp | None  # one record's size as it was read
     bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
     earlier: Earlier  # the runs of its line before it (the history page)
+    tabled: bool  # one record whose table is written already
 
     @property
     def name(self) -> str:

@@ -8,10 +8,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from harness.core.results import CellResult, Outcome, as_rows
+from harness.publish import publish_report
+from harness.records import bisects, history, reportinput, runs, table
 from harness.records.store import RunStore
-from harness.report.build import _links
+from harness.report import writers
+from harness.report.build import _links, write_report
 from tests.conftest import ROOT
 
 
@@ -86,3 +92,42 @@ def test_a_record_whose_fingerprints_are_no_mappings_is_reported(tmp_path: Path)
     table = compat["results"]
     assert [r[table["columns"].index("cell_id")] for r in table["data"]] == [
         "c0", "c1", "c2", "c3"]
+
+
+def test_a_published_report_reads_its_records_in_one_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``publish_report`` reads the store once (``records.reportinput.read``): the run before
+    it, the cells, the plan, the logs, what changed, the history; any read of the records
+    after that call fails. (The suite's own check reads the records apart: not here.)"""
+    reports = tmp_path / "reports"
+    for run_id, outcome in (("one", Outcome.PASS), ("two", Outcome.FAIL)):
+        store = RunStore.create(reports, {"planned": [{"cell_id": "c1"}]}, run_id=run_id)
+        store.extend([CellResult(run_id=run_id, cell_id="c1", environment="e", values={},
+                                 env_key="k", backend="uv", case_id="case", variant="v",
+                                 nodeid="n", hardware_target="cpu", outcome=outcome)])
+        if run_id == "one":
+            write_report(store, tmp_path / "first")  # its table, for "what changed"
+    monkeypatch.setattr(writers, "WRITERS", {k: w for k, w in writers.WRITERS.items()
+                                             if k != "check"})
+    read = reportinput.read
+
+    def once(*args: Any, **kwargs: Any) -> reportinput.ReportInput:
+        got = read(*args, **kwargs)
+
+        def again(*_: Any, **__: Any) -> None:
+            pytest.fail("the report read its records a second time")
+
+        for name in ("results", "attempts", "planned", "log_names", "as_of"):
+            monkeypatch.setattr(RunStore, name, again)
+        monkeypatch.setattr(RunStore, "meta", property(again))
+        for module, names in ((table, ("read", "changed", "current", "stamp")),
+                              (history, ("load",)), (runs, ("previous_run", "read_meta")),
+                              (bisects, ("read_bisects",))):
+            for name in names:
+                monkeypatch.setattr(module, name, again)
+        return got
+
+    monkeypatch.setattr(reportinput, "read", once)
+    paths = publish_report(store, reports)
+    assert "two" in paths["summary"].read_text() and "fixed" not in paths["summary"].read_text()
+    assert "new failure: e case::v @cpu: PASS -> FAIL" in paths["summary"].read_text()
