@@ -57,7 +57,6 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
     """``report`` in every format into ``out_dir``, then one record's table if it has none."""
-    out_dir.mkdir(parents=True, exist_ok=True)
 
     def keep_table() -> None:  # unless damaged (each reader then says so)
         if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
@@ -72,6 +71,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             ) -> Report:
     """The report's data, read of the records in one call. ``since_in``: the reports folder
     to find the run before in, where no ``previous`` is given."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     got = reportinput.read(stores, previous, results, since_in)
     rules = tuple(Rule.from_dict(d) for d in got.rules)  # a bad one: before any file
     pairs = list(got.pairs)
