@@ -43,7 +43,8 @@ class ReportInput:
     rules: tuple[dict[str, Any], ...]  # the rules the records hold, as written
     moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
     pairs: tuple[tuple[RunStore, ResultRow], ...]  # each cell once, in the record's order
-    plan: tuple[str, ...]  # every planned cell id, in matrix order (repeats possible)
+    # Every planned cell id in matrix order (repeats possible); None: ``pairs`` are in it.
+    plan: tuple[str, ...] | None
     log_names: tuple[frozenset[str], ...]  # each store's names in logs/
     previous: RunStore | None
     changed: list[tuple[table.Row, table.Row]] | None  # from the two tables, where they tell
@@ -80,7 +81,8 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
         made_from=stamps[0] if len(stores) == 1 else None, cases=merged_cases(stores),
         environments=merged_environments(metas), rules=tuple(recorded_rules(metas)),
         moved=tuple(moved), pairs=pairs,
-        plan=tuple(c["cell_id"] for s in stores for c in s.planned()),
+        plan=None if len(stores) == 1 and metas[0].get("ordered_cells") == len(pairs)
+        else tuple(c["cell_id"] for s in stores for c in s.planned()),
         log_names=tuple(s.log_names() for s in stores), previous=previous, changed=changed,
         before=table.read(previous.run_dir, table.ROWS).rows()
         if previous is not None and changed is None else None,

@@ -24,7 +24,8 @@ def by_priority(names: Iterable[str]) -> list[str]:
 def varying(rows: Iterable[Mapping[str, str]]) -> set[str]:
     """The names whose value differs between the rows ("—" where a row has none)."""
     rows = list(rows)
-    return {k for row in rows for k in row if len({r.get(k, "—") for r in rows}) > 1}
+    names = {k for row in rows for k in row}
+    return {k for k in names if len({row.get(k, "—") for row in rows}) > 1}
 
 
 @functools.cache  # a report sorts by a few versions, once per cell
