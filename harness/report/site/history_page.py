@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 from harness.core.results import Outcome, ResultLike, logical_keys
 from harness.records import history
 from harness.records.reportinput import Earlier
-from harness.report.site.model import PROBES, Site
+from harness.report.site.model import PROBES, Site, css
 
 #: Past this many cells, only this many that changed last get a row; the rest are counted.
 MAX_ROWS = 1000
@@ -67,14 +67,14 @@ class HistoryPage:
         made = self._made.get(strip)
         if made is None:
             made = self._made[strip] = Markup("".join(
-                f'<span class="{_css(o) if o is not None else "absent"}" title="'
+                f'<span class="{css(o) if o is not None else "absent"}" title="'
                 f'{escape(run.run_id)}: {o if o is not None else "not in this run"}"></span>'
                 for o, run in zip(strip, self.runs, strict=True)))
         return made
 
     @property
     def legend(self) -> tuple[tuple[str, str], ...]:
-        return (*((_css(o), str(o)) for o in Outcome), ("absent", "not in the run"))
+        return (*((css(o), str(o)) for o in Outcome), ("absent", "not in the run"))
 
 
 def turns(strip: Strip) -> tuple[int, ...]:
@@ -144,11 +144,6 @@ def load(rows: Sequence[ResultLike], site: Site, earlier: Earlier, out_dir: Path
             for name, meta in zip(found.runs, earlier.metas, strict=True)]
     own = Run(run_id=", ".join(run_ids), date=_date(earlier.own), link="index.html")
     return page(rows, site, found, [*runs, own])
-
-
-def _css(outcome: Outcome) -> str:
-    """The site's class of an outcome's colours (``model.Badge.css``)."""
-    return "o-" + str(outcome).lower().replace("_", "-")
 
 
 def _run(run_dir: Path, meta: dict[str, object] | None, out_dir: Path) -> Run:

@@ -22,10 +22,12 @@ _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
 K = TypeVar("K")
 R = TypeVar("R", bound=ResultLike)
-SHORT = {Outcome.PASS: "PASS", Outcome.REPRODUCED: "REPRO", Outcome.FAIL: "FAIL",
-         Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR", Outcome.TIMEOUT: "TIMEOUT",
-         Outcome.CRASH: "CRASH", Outcome.NOT_RUN: "not run", Outcome.MISSING: "MISSING",
-         Outcome.FLAKY: "FLAKY"}
+SHORT = {**{o: str(o) for o in Outcome}, Outcome.REPRODUCED: "REPRO", Outcome.NOT_RUN: "not run"}
+
+
+def css(outcome: Outcome) -> str:
+    """The site's class of an outcome's colours."""
+    return "o-" + str(outcome).lower().replace("_", "-")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +42,7 @@ class Badge:
 
     @property
     def css(self) -> str:
-        return "o-" + str(self.outcome).lower().replace("_", "-")
+        return css(self.outcome)
 
     @property
     def label(self) -> str:
