@@ -19,7 +19,7 @@ from harness.records import table
 from harness.records.compare import bumped, new_releases, pinned_releases
 from harness.records.runs import previous_run
 from harness.records.store import RunStore
-from harness.report.build import diff_runs, write_report
+from harness.report.build import diff_runs, prepare, write
 from harness.report.ci import publish, status_badge
 
 __all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
@@ -32,12 +32,11 @@ def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
     (default: the run before it of the same slice); ``reports/latest`` then points at it if
     the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it).
     ``results``: the record's, if the caller holds them (``write_report``)."""
-    if previous is None:
-        before = previous_run(reports_dir, store.run_dir)
-        previous = RunStore(before) if before else None
     out = store.run_dir / "report"
-    paths = write_report([store], out, baseline=baseline, previous=previous, results=results)
-    meta = store.meta
+    report = prepare([store], out, baseline=baseline, previous=previous, results=results,
+                     since_in=reports_dir)
+    paths = write(report, out)
+    meta = report.metas[0]
     filters = meta.get("filters") or {}
     if not meta.get("shard") and not any(filters.values()):
         point_latest(reports_dir, out)

@@ -1,10 +1,5 @@
-"""The consistency check: every claim of a report recomputed from the record it reports.
-
-``check`` takes the model the pages and compat.md are rendered from (``site.model.Site``) and
-the results, and checks each claim by its meaning, not by calling the code that made it:
-"affected: torch 2.0.1, 2.1.2" holds when the documented failure reproduced in an environment
-of each of those versions and of no other. It returns the contradictions, one line each.
-"""
+"""The consistency check: each claim of a report's model (``site.model.Site``) recomputed by
+its meaning from the record, not by the code that made it; the contradictions, a line each."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ from harness.records.bisects import probe_result, read_bisects, reports_dir_of, 
 from harness.records.compare import match_previous
 from harness.records.select import choose_records
 from harness.records.store import RunStore
-from harness.report.build import prepare
+from harness.report.build import moved_class, prepare
 from harness.report.data import Report
 from harness.report.site.model import (
     GRID_KIND,
@@ -30,12 +25,14 @@ from harness.report.site.model import (
     Header,
     Site,
     group,
+    probe_packages,
     row_versions,
+    unbuildable,
     version_list,
 )
-from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable
+from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable, suite_names
 from harness.report.site.suites import word as claim_word
-from harness.report.site.versions import combinations, version_sort_key
+from harness.report.site.versions import combinations, varying, version_sort_key
 
 Versions = Mapping[str, Mapping[str, str]]
 
@@ -49,10 +46,9 @@ def check(site: Site, results: Sequence[CellResult],
     the run "what changed" is since (its results), ``moved``: the keys a bump replaced."""
     by_env = group(results, lambda r: r.environment)
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
-    broken = {env for env, rs in by_env.items() if _unbuilt(rs)}
+    broken = {env for env, rs in by_env.items() if unbuildable(rs) is not None}
     by_case = group(results, lambda r: r.case_id)
-    suites = ({str(m.get("case")) for m in cases.values() if m.get("suite")}
-              | {r.case_id for r in results if r.parent or r.variant == SESSION})
+    suites = suite_names(results, cases)
     problems = _header(site.header, results)
     if {e for e, _ in site.unbuildable} != broken:
         problems.append(f"says {sorted(e for e, _ in site.unbuildable)} could not build; the "
@@ -73,8 +69,7 @@ def check(site: Site, results: Sequence[CellResult],
 
 
 def check_report(report: Report) -> list[str]:
-    """``check`` of the model ``report`` renders, against its records read apart from it
-    (each cell chosen as ``harness merge`` chooses) or the results its caller gave."""
+    """``check`` of the model ``report`` renders, against its records read apart from it."""
     results = list(report.given) if report.given is not None else [
         r for _, r in choose_records(report.stores)[0].values()]
     before = report.previous.results() if report.previous is not None else None
@@ -84,14 +79,8 @@ def check_report(report: Report) -> list[str]:
 
 def check_run(stores: Sequence[RunStore], report_dir: Path,
               previous: RunStore | None = None) -> list[str]:
-    """``check_report`` of the report ``harness report`` wrote of ``stores`` into
-    ``report_dir``, against ``previous`` for what changed."""
+    """``check_report`` of the report of ``stores`` in ``report_dir``, since ``previous``."""
     return check_report(prepare(stores, report_dir, previous=previous))
-
-
-def _unbuilt(results: Sequence[CellResult]) -> bool:
-    ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
-    return bool(ran) and all(r.unbuilt for r in ran)
 
 
 def _same_set(what: str, said: Sequence[str], want: set[str]) -> list[str]:
@@ -101,8 +90,7 @@ def _same_set(what: str, said: Sequence[str], want: set[str]) -> list[str]:
 
 
 def _header(header: Header, results: Sequence[CellResult]) -> list[str]:
-    """The coverage line: cells (a suite's session counted as its tests), how many ran,
-    each outcome's count, and the hardware tested or not."""
+    """The coverage line: cells (a session counted as its tests), ran, counts, hardware."""
     cells = counted(results)
     counts = Counter(str(r.outcome) for r in cells)
     tested = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})
@@ -115,16 +103,10 @@ def _header(header: Header, results: Sequence[CellResult]) -> list[str]:
             for name, value in want.items() if said[name] != value]
 
 
-def _varying(rows: Iterable[Mapping[str, str]]) -> set[str]:
-    rows = list(rows)
-    return {k for row in rows for k in row if len({r.get(k, "—") for r in rows}) > 1}
-
-
 def _table(table: FailureTable, results: Sequence[CellResult], versions: Versions,
            broken: set[str]) -> list[str]:
-    """Its rows are the environments that ran, labelled by the versions that vary between
-    them; each cell's badges are the record's outcomes there."""
-    where = f"{table.case}"
+    """Rows: the environments that ran, labelled by the versions that vary; badges: outcomes."""
+    where = table.case
     ran = {r.environment for r in results
            if r.outcome is not Outcome.NOT_RUN and r.environment not in broken}
     problems = _same_set(f"{where}: rows", [row.environment for row in table.rows], ran)
@@ -132,9 +114,9 @@ def _table(table: FailureTable, results: Sequence[CellResult], versions: Version
                        if r.outcome is not Outcome.NOT_RUN and r.environment in ran})
     if list(table.hardware) != hardware:
         problems.append(f"{where}: columns {list(table.hardware)}; it ran on {hardware}")
-    if set(table.varying) != _varying(versions[e] for e in ran):
+    if set(table.varying) != varying(versions[e] for e in ran):
         problems.append(f"{where}: labelled by {list(table.varying)}; the versions that vary: "
-                        f"{sorted(_varying(versions[e] for e in ran))}")
+                        f"{sorted(varying(versions[e] for e in ran))}")
     recorded: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
     for r in results:
         recorded[(r.environment, r.hardware_target)][r.variant] = str(r.outcome)
@@ -215,8 +197,8 @@ def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versi
 
 
 def _bisected(where: str, case: str, part: str, reports_dir: Path | None) -> list[str]:
-    """A bisect's sentence holds when a bisect record of this case says it with the
-    outcomes its probes' runs recorded (not the outcomes the bisect record repeats)."""
+    """A bisect's sentence holds when a bisect of this case says it with its probes' runs'
+    recorded outcomes (not those the bisect record repeats)."""
     if reports_dir is None:
         return [f"{where}: says {part!r}, but the run is outside a reports folder"]
     for record in (r for r in read_bisects(reports_dir) if r.case == case):
@@ -233,8 +215,7 @@ def _bisected(where: str, case: str, part: str, reports_dir: Path | None) -> lis
 
 def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping[str, str],
                 tested: set[str] | None, name: str) -> list[str]:
-    """``<variant> works on ...; fails on ...``, ``... on every tested version`` or
-    ``<variant>: not run (...)``."""
+    """``<variant> works on ...; fails on ...``, ``... every tested version``, ``...: not run``."""
     # A variant's name may hold anything (a parametrized id): match the names the record has.
     match = next((m for variant in sorted({r.variant for r in ran}, key=len, reverse=True)
                   if (m := re.match(rf"^(?P<variant>{re.escape(variant)})"
@@ -262,8 +243,8 @@ def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping
 
 def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
           cases: Mapping[str, Mapping[str, Any]], reports_dir: Path | None) -> list[str]:
-    """Each probe's cell names the version combinations (of the packages the probe declares)
-    where it worked, found the capability missing, or failed; the rest counted untested."""
+    """Each probe's cell names the version combinations where it worked, found the capability
+    missing, or failed; the rest counted untested."""
     if grid is None:
         return ["no capability grid, though probes have results"] if results else []
     hardware = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})
@@ -273,10 +254,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
                           {r.variant for r in results})
     at = group(results, lambda r: (r.variant, r.hardware_target))
     for variant, about, cells in grid.rows:
-        requires = (cases.get(f"{PROBES}::{variant}") or {}).get("requires") or ()
-        named = list(dict.fromkeys(p for req in requires for p in req.get("packages") or {}))
-        packages = (["torch"] if "torch" in named or not named else []) + [
-            p for p in named if p != "torch"]
+        packages = probe_packages(cases, variant)
         if about != " × ".join(packages):
             problems.append(f"grid {variant}: about {about}; the probe declares {packages}")
         for hw in hardware:
@@ -307,10 +285,8 @@ def _word(result: CellResult | None) -> str:
 
 
 def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions) -> list[str]:
-    """A suite's totals are its tests' records counted by pytest's word; "same everywhere"
-    counts the tests with one outcome in every column; each differing test's outcomes are
-    the record's, and its claim ("fails with numpy 2.4.6") names exactly the columns where
-    it does that."""
+    """Totals by pytest's words; "same everywhere" counts; each differing test's outcomes, and
+    its claim names exactly the columns where it does that."""
     where = f"suite {table.suite}"
     tests = [r for r in results if r.variant != SESSION]
     keys = [(c.environment, c.hardware) for c in table.columns]
@@ -319,9 +295,9 @@ def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions)
     problems = _same_set(f"{where}: columns", [f"{e} @{h}" for e, h in keys],
                          {f"{e} @{h}" for e, h in ran})
     rows = {k: {**versions.get(k[0], {}), "hardware": k[1]} for k in keys}
-    varying = _varying(rows.values()) - ({"hardware"} if len({h for _, h in keys}) < 2 else set())
-    if set(table.varying) != varying:
-        problems.append(f"{where}: labelled by {list(table.varying)}; varying: {sorted(varying)}")
+    vary = varying(rows.values()) - ({"hardware"} if len({h for _, h in keys}) < 2 else set())
+    if set(table.varying) != vary:
+        problems.append(f"{where}: labelled by {list(table.varying)}; varying: {sorted(vary)}")
     for column in table.columns:
         mine = rows[(column.environment, column.hardware)]
         label = " · ".join(f"{p} {mine.get(p, '—')}" for p in table.varying)
@@ -368,16 +344,13 @@ def _class(was: Outcome | None, now: Outcome | None) -> str:
     """What a "what changed" line of a cell with these outcomes is."""
     if was is None or now is None:
         return "new cell" if was is None else "gone"
-    if was == now:
-        return "versions changed"  # (the one kind that keeps its outcome)
-    return ("new failure" if was.ok and not now.ok else "fixed" if not was.ok and now.ok
-            else "still failing" if not now.ok else "changed")
+    return "versions changed" if was == now else moved_class(was, now)
 
 
 def _changes(changes: Sequence[Mapping[str, Any]], results: Sequence[CellResult],
              previous: Sequence[CellResult], moved: Sequence[str]) -> list[str]:
-    """Each "what changed" line names the two runs' outcomes of its cell and the class they
-    make; every cell whose outcome changed (came, or went, but in a bump) has its line."""
+    """Each "what changed" line's outcomes and class; every cell whose outcome changed (came,
+    or went, but in a bump) has its line."""
     now = {r.logical_key: r.outcome for r in results}
     before = {k: r.outcome for k, r in match_previous(previous, results, moved).items()}
     problems, listed = [], set()

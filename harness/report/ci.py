@@ -16,9 +16,8 @@ def step_summary(run_id: str, results: Sequence[CellResult],
                  changes: Sequence[dict[str, Any]], since: str | None,
                  releases: Sequence[tuple[str, str]] = (),
                  pins: Mapping[str, Collection[tuple[str, str]]] | None = None) -> str:
-    """``releases``: (distribution, version) new to the matrix's release queries since the
-    run before; each is named with how its cells did: the cells whose environment pins it
-    (``pins``: environment -> (distribution, version), ``records.compare.pinned_releases``)."""
+    """``releases``: (distribution, version) new since the run before, each with how the cells
+    whose environment pins it (``pins``) did."""
     counts = Counter(str(r.outcome) for r in results)
     order = [str(o) for o in Outcome if str(o) in counts]
     lines = [f"### Compatibility matrix `{run_id}`", "",
@@ -45,8 +44,7 @@ def step_summary(run_id: str, results: Sequence[CellResult],
 
 def status_badge(results: Sequence[CellResult], changes: Sequence[dict[str, Any]],
                  since: str | None) -> dict[str, Any]:
-    """What a README badge reads (shields.io's endpoint format): how many cells work, and
-    how many newly fail since ``since``; red when any does, else green."""
+    """A README badge (shields.io's endpoint): cells that work, and new failures (red)."""
     counts = Counter(r.outcome for r in results)
     works = counts[Outcome.PASS] + counts[Outcome.REPRODUCED]
     ran = sum(n for o, n in counts.items() if o not in (Outcome.NOT_RUN, Outcome.MISSING))

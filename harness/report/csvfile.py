@@ -1,13 +1,5 @@
-"""compat.csv: the long table, written column by column.
-
-The bytes are those of ``csv.writer(fh, lineterminator="\\n")`` writing the rows (its default
-dialect: comma, double quotes, quoted only where needed). A fleet's table is 100,000 rows of
-two dozen fields, most of them repeated thousands of times (an environment, its versions, a
-reason); ``writerows`` converted and checked each field anew (half a second of a report's
-data half). Here each distinct text is escaped once, by ``csv`` itself, and looked up for
-every other cell of its column in C; a text of the characters no dialect setting quotes is
-written as it is without asking.
-"""
+"""compat.csv: the long table, column by column, in the bytes of ``csv.writer`` writing its rows
+(lineterminator "\\n"); each distinct text is escaped once, by ``csv`` itself."""
 
 from __future__ import annotations
 
@@ -16,12 +8,15 @@ import io
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.report.data import Report
 
 #: Characters ``csv`` never quotes or escapes in this dialect: a text of these alone is
 #: written as it is (hex cell ids, most log paths).
 _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+=~-]*")
-_ROWS = 5000  # written a few thousand rows at a time: a fleet's file is 26 MB
+_ROWS = 5000  # rows written at a time
 
 
 class _Escaped(dict[str, str]):
@@ -83,3 +78,9 @@ def write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:
         for start in range(0, len(fields[0]), _ROWS):
             chunk = zip(*(f[start:start + _ROWS] for f in fields), strict=True)
             fh.write("\n".join(map(",".join, chunk)) + "\n")
+
+
+def write(report: Report, out_dir: Path) -> dict[str, Path]:
+    """The report's compat.csv."""
+    write_csv(out_dir / "compat.csv", report.columns)
+    return {"csv": out_dir / "compat.csv"}

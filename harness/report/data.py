@@ -1,7 +1,5 @@
-"""What every format of a report is made from (``Report``): the records, what they hold
-about the run, each cell's last attempt as a row, what changed, and what is made of them once
-for the formats that share it (the long table's columns, the judging, the site's model).
-"""
+"""What every format of a report is made from (``Report``), and what is made of it once for
+the formats that share it (the long table's columns, the judging, the site's model)."""
 
 from __future__ import annotations
 
@@ -25,8 +23,9 @@ from harness.core.results import (
 )
 from harness.core.rules import Rule
 from harness.records.baseline import Baseline
-from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of, sentence
+from harness.records.bisects import BisectRecord, sentence
 from harness.records.expect import Judgement, judged_report
+from harness.records.reportinput import Earlier
 from harness.records.store import RunStore
 from harness.records.table import Stamp
 from harness.report.site.model import Site, build_site
@@ -42,10 +41,8 @@ LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "
 def long_columns(results: Sequence[ResultLike], log_links: Sequence[str] | None = None,
                  only: Collection[str] | None = None,
                  labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
-    """One row per cell, as columns (the CSV, the long table, the heatmap read them).
-    ``log_links``: each result's log's link ("" for none). ``only``: these columns of ``LONG``
-    alone, no axis (the pages). ``labels_of``: the results' ``labels``, where the caller has
-    them."""
+    """One row per cell, as columns. ``log_links``: each log's link ("" for none); ``only``:
+    these columns of ``LONG`` alone, no axis; ``labels_of``: the results' ``labels``, if held."""
 
     def field(name: str) -> list[Any]:
         return list(map(attrgetter(name), results))
@@ -115,12 +112,11 @@ def heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
 
 @dataclass(frozen=True)
 class Cells:
-    """What a report is made of, read once per process: each cell's last attempt as a row."""
+    """Each cell's last attempt as a row, read once per process."""
 
     in_record: list[ResultRow]  # in the record's order (the table's)
     rows: list[ResultRow]  # the same, in plan order (the report's)
     links: list[str]  # each row's log's link from the report ("": none)
-    decoded: bool = False  # read straight from the record: every value as JSON decoded it
 
     def logs(self) -> dict[str, str]:
         """Cell id -> its log's link (made where asked: the downloads read them in order)."""
@@ -129,8 +125,7 @@ class Cells:
 
 @dataclass(frozen=True)
 class Report:
-    """One report's inputs, and what the formats make of them once, where first asked: a
-    writer (``report.writers``) reads what it needs of this and nothing else."""
+    """One report's inputs, and what the formats make of them once, where first asked."""
 
     stores: tuple[RunStore, ...]
     metas: tuple[dict[str, Any], ...]
@@ -143,7 +138,10 @@ class Report:
     given: Sequence[CellResult] | None  # one record's results, as its caller holds them
     cells: Callable[[], Cells]
     changes: Callable[[], list[dict[str, Any]]]
-    made_from: Stamp | None = None  # one record's size as it was read
+    made_from: Stamp | None  # one record's size as it was read
+    bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
+    earlier: Earlier  # the runs of its line before it (the history page)
+    tabled: bool  # one record whose table is written already
 
     @property
     def name(self) -> str:
@@ -155,8 +153,7 @@ class Report:
 
     @property
     def damaged(self) -> int:
-        """The records' lines left out: found as the cells were read (so, after), and counted
-        by the merges they came from."""
+        """The records' lines left out: found as the cells were read, and by their merges."""
         return (sum(len(s.damaged) for s in self.stores)
                 + sum(int(m.get("damaged_lines") or 0) for m in self.metas))
 
@@ -182,16 +179,14 @@ class Report:
         rows = self.cells().rows
         return build_site(rows, self.environments, self.cases, self.metas, self.cells().logs(),
                           self.changes(), self.since,
-                          bisects=_bisects(self.stores, {r.case_id for r in rows}),
+                          bisects=_bisects(self.bisects, {r.case_id for r in rows}),
                           damaged=self.damaged)
 
 
-def _bisects(stores: Sequence[RunStore], case_ids: set[str]) -> dict[str, list[str]]:
-    """What bisects found for these cases, newest per cell and axis (from the reports folder
-    of the first run)."""
-    where = reports_dir_of(stores[0].run_dir) if stores else None
+def _bisects(records: Sequence[BisectRecord], case_ids: set[str]) -> dict[str, list[str]]:
+    """What bisects found for these cases, newest per cell and axis."""
     newest: dict[tuple[Any, ...], BisectRecord] = {}
-    for record in read_bisects(where) if where else []:
+    for record in records:
         if record.case in case_ids:
             newest[(record.case, record.variant, record.hardware, record.origin,
                     tuple(sorted(record.values.items())), record.axis)] = record

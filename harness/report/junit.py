@@ -1,15 +1,7 @@
-"""JUnit XML for CI systems that read it: one testcase per cell, compact (a line each, but
-for a failure's own lines of text).
+"""junit.xml: one testcase per cell, written as text a line each (ElementTree is slow).
 
-FAIL is a failure; ERROR, TIMEOUT, CRASH and MISSING are errors; SKIP and NOT_RUN are
-skipped; PASS, REPRODUCED and FLAKY pass (REPRODUCED carries its signature as a property: the
-documented failure happened, which is what the cell is for; FLAKY carries outcome=FLAKY and
-how it failed first). Every outcome but PASS is a property (a testcase with nothing in it
-passed); a suite's test names no log when its session's testcase names the same one.
-
-Written as text, element by element (a fleet's 100,000 testcases through ElementTree took
-longer than the rest of the report); tests/report/test_junit.py reads it back with ElementTree and
-junitparser.
+FAIL is a failure; ERROR, TIMEOUT, CRASH and MISSING errors; SKIP and NOT_RUN skipped; the rest
+pass. Every outcome but PASS, a signature, a log and a caveat are properties.
 """
 
 from __future__ import annotations
@@ -20,8 +12,12 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from operator import attrgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.core.results import Outcome, ResultLike, logical_keys
+
+if TYPE_CHECKING:
+    from harness.report.data import Report
 
 FAILURES = {Outcome.FAIL}
 ERRORS = {Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH, Outcome.MISSING}
@@ -61,11 +57,7 @@ def _lines(results: Sequence[ResultLike], name: str, keys: Sequence[tuple[str, s
     yield (f'<testsuite name="{_attr(name)}" tests="{len(results)}" '
            f'failures="{kinds["failure"]}" errors="{kinds["error"]}" '
            f'skipped="{kinds["skipped"]}" time="{time:.3f}">\n')
-    # What many cells share is escaped or made once: a class name (environment and target),
-    # a test's name (case and variant), an outcome's property, a signature's, a log's or a
-    # caveat's, the end of a testcase (its outcome and reason). A fleet's 100,000
-    # testcases: escaping was half the time, then making the same strings anew a third of
-    # the rest.
+    # What many cells share (names, properties, a testcase's end) is escaped once.
     ids = list(map(attrgetter("cell_id"), results))
     # hex ids, none with anything to escape (one search for all): written as they are
     plain_ids = set(map(type, ids)) <= {str} and _SPECIAL.search("".join(ids)) is None
@@ -144,8 +136,14 @@ def write_junit(results: Sequence[ResultLike], name: str, path: Path,
                 keys: Sequence[tuple[str, str, str]] | None = None) -> Path:
     """``keys``: the results' logical keys (``logical_keys``), where the caller has them."""
     with open(path, "w", encoding="utf-8") as fh:
-        # in C: a property call a cell was a third of sorting
         lines = _lines(results, name, logical_keys(results) if keys is None else keys)
         while chunk := "".join(islice(lines, 5000)):  # a write per few thousand testcases
             fh.write(chunk)
     return path
+
+
+def write(report: Report, out_dir: Path) -> dict[str, Path]:
+    """The report's junit.xml."""
+    path = out_dir / "junit.xml"
+    write_junit(report.cells().rows, f"ml-compat-harness {report.name}", path, report.keys)
+    return {"junit": path}

@@ -1,27 +1,25 @@
-"""compat.json: the long table as JSON, each cell once, what many cells share written once.
+"""compat.json: the long table, what changed, and the cells judged against expectations.
 
-``results`` is a table in pandas' "split" layout: ``columns`` (a result's fields, in the
-record's order, ``fingerprint`` and ``hardware`` last) and ``data`` (a row of values per
-cell), so ``pandas.DataFrame(**data["results"])`` reads it. The field names are written once,
-not once per cell (in a suite of thousands of tests they were half the file). An
-environment's fingerprint and a machine are written once too (``fingerprints`` by environment
-key, ``machines`` by node, ``node#gpu`` for a cell given one GPU): a cell's ``fingerprint``
-or ``hardware`` is null where it is its key's (or empty and its key has none), so nothing
-is dropped.
+``results`` is in pandas' "split" layout (``pandas.DataFrame(**data["results"])``). A
+fingerprint is written once per environment key (``fingerprints``) and a machine once per node
+or ``node#gpu`` (``machines``): a cell's own is null where it is its key's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import astuple
 
 from harness.core import jsonio
 from harness.core.results import ResultRow
+from harness.records.expect import Judgement
+from harness.report.data import summary_line
 
-__all__ = ["COLUMNS", "write_long_json"]
+if TYPE_CHECKING:
+    from harness.report.data import Report
 
 #: The columns of ``results``: a ``ResultRow``'s fields, in order.
 COLUMNS = ResultRow.__struct_fields__
@@ -29,9 +27,8 @@ COLUMNS = ResultRow.__struct_fields__
 
 def write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultRow],
                     tail: dict[str, Any]) -> None:
-    """``head``, then ``fingerprints``, ``machines``, ``results`` (``columns`` and ``data``),
-    then ``tail``. Compact, the rows a few thousand at a time: a fleet's file is tens of MB,
-    never one string."""
+    """``head``, ``fingerprints``, ``machines``, ``results``, then ``tail``; compact, the rows
+    a few thousand at a time."""
     fingerprints: dict[str, Any] = {}
     firsts: dict[tuple[str, int | None], Any] = {}  # (node, gpu) -> its first cell's
     for r in results:  # each key's value: its first cell's
@@ -68,3 +65,23 @@ def _own(value: Any, known: Any) -> bool:
 def _machine(node: str, gpu: int | None) -> str:
     """A cell's key in compat.json's ``machines``."""
     return node if gpu is None else f"{node}#{gpu}"
+
+
+def write(report: Report, out_dir: Path) -> dict[str, Path]:
+    """The report's compat.json."""
+    path = out_dir / "compat.json"
+    write_long_json(path, {
+        "run_id": report.name, "runs": [s.run_id for s in report.stores],
+        "summary": summary_line(report.columns), "cases": report.cases}, report.cells().rows, {
+        "changes": report.changes(), "since": report.since,
+        "expectations": [_verdict(r, j) for r, j in report.judged[1]]})
+    return {"json": path}
+
+
+def _verdict(result: ResultRow, judged: Judgement) -> dict[str, Any]:
+    """A deviation from what was expected, or a failure that was (with why)."""
+    return {"environment": result.environment,
+            "case": f"{result.case_id}::{result.variant}",
+            "hardware": result.hardware_target, "outcome": str(result.outcome),
+            "expected": sorted(str(o) for o in judged.expected), "status": judged.status,
+            "why": judged.why}

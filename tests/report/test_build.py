@@ -8,10 +8,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from harness.core.results import CellResult, Outcome, as_rows
+from harness.publish import publish_report
+from harness.records import bisects, history, reportinput, runs, table
 from harness.records.store import RunStore
-from harness.report.build import _links
+from harness.report import writers
+from harness.report.build import _links, write_report
 from tests.conftest import ROOT
 
 
@@ -38,10 +44,12 @@ def test_each_log_is_linked_from_the_report_where_it_is_there(tmp_path: Path) ->
     out = store.run_dir / "report"
     want = {"1": "../logs/a.log", "2": "", "3": "../logs/sub/b.log", "4": "",
             "5": "../../../../old/c.log", "6": "", "7": "", "8": ""}
-    assert dict(zip(want, _links([(store, c) for c in cells], [store], out),
+    names = [store.log_names()]
+    assert dict(zip(want, _links([(store, c) for c in cells], [store], names, out),
                     strict=True)) == want
     # The same from rows (the report's halves read rows).
-    assert _links([(store, r) for r in as_rows(cells)], [store], out) == list(want.values())
+    assert _links([(store, r) for r in as_rows(cells)], [store], names, out) == list(
+        want.values())
     assert (out / want["5"]).resolve() == elsewhere.resolve()
 
 
@@ -57,7 +65,7 @@ def test_a_log_is_linked_in_the_run_of_its_cell(tmp_path: Path) -> None:
     pairs = [(one, cell("1", "logs/batch.log")), (two, cell("2", "logs/batch.log")),
              (two, cell("3", "logs/other.log")), (one, cell("4", "logs/other.log")),
              (one, cell("5", "logs/batch.log"))]
-    assert _links(pairs, [one, two], out) == [
+    assert _links(pairs, [one, two], [one.log_names(), two.log_names()], out) == [
         "../runs/one/logs/batch.log", "", "../runs/two/logs/other.log", "",
         "../runs/one/logs/batch.log"]
 
@@ -84,3 +92,42 @@ def test_a_record_whose_fingerprints_are_no_mappings_is_reported(tmp_path: Path)
     table = compat["results"]
     assert [r[table["columns"].index("cell_id")] for r in table["data"]] == [
         "c0", "c1", "c2", "c3"]
+
+
+def test_a_published_report_reads_its_records_in_one_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``publish_report`` reads the store once (``records.reportinput.read``): the run before
+    it, the cells, the plan, the logs, what changed, the history; any read of the records
+    after that call fails. (The suite's own check reads the records apart: not here.)"""
+    reports = tmp_path / "reports"
+    for run_id, outcome in (("one", Outcome.PASS), ("two", Outcome.FAIL)):
+        store = RunStore.create(reports, {"planned": [{"cell_id": "c1"}]}, run_id=run_id)
+        store.extend([CellResult(run_id=run_id, cell_id="c1", environment="e", values={},
+                                 env_key="k", backend="uv", case_id="case", variant="v",
+                                 nodeid="n", hardware_target="cpu", outcome=outcome)])
+        if run_id == "one":
+            write_report(store, tmp_path / "first")  # its table, for "what changed"
+    monkeypatch.setattr(writers, "WRITERS", {k: w for k, w in writers.WRITERS.items()
+                                             if k != "check"})
+    read = reportinput.read
+
+    def once(*args: Any, **kwargs: Any) -> reportinput.ReportInput:
+        got = read(*args, **kwargs)
+
+        def again(*_: Any, **__: Any) -> None:
+            pytest.fail("the report read its records a second time")
+
+        for name in ("results", "attempts", "planned", "log_names", "as_of"):
+            monkeypatch.setattr(RunStore, name, again)
+        monkeypatch.setattr(RunStore, "meta", property(again))
+        for module, names in ((table, ("read", "changed", "current", "stamp")),
+                              (history, ("load",)), (runs, ("previous_run", "read_meta")),
+                              (bisects, ("read_bisects",))):
+            for name in names:
+                monkeypatch.setattr(module, name, again)
+        return got
+
+    monkeypatch.setattr(reportinput, "read", once)
+    paths = publish_report(store, reports)
+    assert "two" in paths["summary"].read_text() and "fixed" not in paths["summary"].read_text()
+    assert "new failure: e case::v @cpu: PASS -> FAIL" in paths["summary"].read_text()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.results import CellResult, CellRun, Outcome
+from harness.records import reportinput
 from harness.records.history import History
 from harness.records.store import RunStore
 from harness.report.build import write_report
@@ -181,7 +182,8 @@ def test_the_rest_of_the_site_is_the_same_but_for_the_nav_link(reports: Path,
     store = RunStore(reports / "runs" / "n4")
     results = store.results()
     site = build_site(results, store.meta["environments"], CASES, [store.meta], {})
-    page = history_page.load(results, site, store.run_dir, tmp_path / "with", ["n4"])
+    page = history_page.load(results, site, reportinput.read(store).earlier, tmp_path / "with",
+                             ["n4"])
     render_site(site, tmp_path / "with", [], [], page)
     render_site(replace(site), tmp_path / "without", [], [])
     with_page = {p.name: p.read_bytes() for p in (tmp_path / "with").iterdir()}

@@ -1,8 +1,4 @@
-"""The whole matrix at a glance as a PNG: one square per cell, coloured by outcome.
-
-A PNG is a few zlib-compressed rows behind three chunks; writing it here keeps a plotting
-library out of the dependencies for one picture, and the bytes depend only on the outcomes.
-"""
+"""heatmap.png: one square per cell, coloured by outcome, written without a plotting library."""
 
 from __future__ import annotations
 
@@ -26,7 +22,6 @@ def write_png(path: Path, rows: Sequence[Sequence[Outcome | None]], *, scale: in
     """Write the grid (rows of outcomes; None: no such cell) and return its width in pixels."""
     width = max((len(r) for r in rows), default=1) or 1
     height = max(len(rows), 1)
-    # Each square's pixels made once per outcome, a row's joined at once.
     pixels: dict[Outcome | None, bytes] = {o: bytes(c) * scale for o, c in COLOURS.items()}
     pixels[None] = bytes(EMPTY) * scale
     raw = bytearray()

@@ -1,10 +1,5 @@
-"""The history page (history.html): each cell of the report over the last runs of its line
-(the same matrix and kind, ``records.runs.lineage``) as a strip of outcome colours, newest
-right, the flaky ones marked, and the run where each first changed.
-
-``page`` is pure: the report's rows, its site and the earlier runs (``records.history``) in,
-the page's data out. ``load`` reads the earlier runs and their run.json, for ``page``.
-"""
+"""history.html: each cell over the last runs of its line (``records.runs.lineage``) as a
+strip of outcome colours, newest right, the flaky ones marked, and where each first changed."""
 
 from __future__ import annotations
 
@@ -20,13 +15,10 @@ from markupsafe import Markup, escape
 
 from harness.core.results import Outcome, ResultLike, logical_keys
 from harness.records import history
-from harness.records.runs import lineage, read_meta
-from harness.report.site.model import PROBES, Site
+from harness.records.reportinput import Earlier
+from harness.report.site.model import PROBES, Site, css
 
-#: Runs on the page, the report's own included.
-RUNS = 30
-#: Past this many cells, only this many that changed get a row, those that changed last (a
-#: fleet's 100,000 strips would be a page no browser opens); the rest are counted.
+#: Past this many cells, only this many that changed last get a row; the rest are counted.
 MAX_ROWS = 1000
 
 Strip = tuple[Outcome | None, ...]  # one outcome per run, oldest first; None: not in it
@@ -71,24 +63,22 @@ class HistoryPage:
     _made: dict[Strip, Markup] = field(default_factory=dict, compare=False, repr=False)
 
     def squares(self, strip: Strip) -> Markup:
-        """A strip as HTML: a square a run in its outcome's colours, the run and the outcome
-        in its title; made once per distinct strip (most cells share theirs)."""
+        """A strip as HTML, a square a run; made once per distinct strip."""
         made = self._made.get(strip)
         if made is None:
             made = self._made[strip] = Markup("".join(
-                f'<span class="{_css(o) if o is not None else "absent"}" title="'
+                f'<span class="{css(o) if o is not None else "absent"}" title="'
                 f'{escape(run.run_id)}: {o if o is not None else "not in this run"}"></span>'
                 for o, run in zip(strip, self.runs, strict=True)))
         return made
 
     @property
     def legend(self) -> tuple[tuple[str, str], ...]:
-        return (*((_css(o), str(o)) for o in Outcome), ("absent", "not in the run"))
+        return (*((css(o), str(o)) for o in Outcome), ("absent", "not in the run"))
 
 
 def turns(strip: Strip) -> tuple[int, ...]:
-    """The indices of the runs whose outcome differs from the run before that ran the cell
-    (as ``History.flips`` counts them: absent and NOT_RUN runs are passed over)."""
+    """The runs whose outcome differs from the last that ran the cell (``History.flips``)."""
     found, last = [], None
     for i, outcome in enumerate(strip):
         if outcome is None or outcome is Outcome.NOT_RUN:
@@ -101,13 +91,12 @@ def turns(strip: Strip) -> tuple[int, ...]:
 
 def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
          runs: Sequence[Run]) -> HistoryPage:
-    """``runs``: the earlier runs' columns (``earlier.runs``' order), then the report's.
-    Past ``MAX_ROWS`` cells, the ``MAX_ROWS`` that changed last (flaky ones among them)."""
+    """``runs``: the earlier runs' columns, then the report's. Past ``MAX_ROWS`` cells, the
+    ``MAX_ROWS`` that changed last."""
     outcomes = list(map(_OUTCOME, rows))
     befores = list(map(earlier.cells.get, logical_keys(rows),
                        repeat((None,) * len(earlier.runs))))
-    # Most cells share their strip (``history.load``): each distinct strip and outcome
-    # worked out once, found by a number (the strip's id and the outcome's place).
+    # Each distinct strip and outcome worked out once, by a number (strip id, outcome place).
     codes = list(map(add, map(mul, map(id, befores), repeat(len(_PLACE))),
                      map(_PLACE.__getitem__, map(str.__str__, outcomes))))
     made = {code: _facts((*befores[i], outcomes[i]), earlier)
@@ -127,8 +116,7 @@ def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
     pages = {f.case: f"failure-{f.slug}.html" for f in site.failures}
     pages |= {t.suite: f"suite-{t.slug}.html" for t in site.suites}
     pages[PROBES] = "probes.html"
-    # The index's order: the failures, then the suites; the probes (the grid), then anything
-    # else, as the report met them.
+    # The index's order: failures, suites, probes, then the rest as met.
     order = [f.case for f in site.failures] + [t.suite for t in site.suites] + [
         PROBES, *by_case]
     groups = tuple(Group(case=case, page=pages.get(case, ""), cells=tuple(by_case[case]))
@@ -143,33 +131,24 @@ _PLACE = {str(o): i for i, o in enumerate(Outcome)}
 
 
 def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[int, ...]]:
-    """A strip, whether it is flaky, the runs where it changed (``turns``). Flaky asks for
-    two changes or a FLAKY run: a strip with neither is not asked about."""
+    """A strip, whether it is flaky (two changes or a FLAKY run, at least), where it changed."""
     found = turns(strip)
     return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
 
 
-def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
+def load(rows: Sequence[ResultLike], site: Site, earlier: Earlier, out_dir: Path,
          run_ids: Sequence[str]) -> HistoryPage:
-    """The page of the report of ``run_dir`` (its first record) written to ``out_dir``: the
-    runs of its folder of its line made before it, the last ``RUNS - 1`` of them."""
-    meta = read_meta(run_dir)
-    # Quiet: the earlier runs' damaged lines are theirs, named by `harness history`.
-    earlier = history.load(run_dir.parent, last=RUNS - 1, line=lineage(meta), before=run_dir,
-                           quiet=True)
-    runs = [_run(run_dir.parent / name, out_dir) for name in earlier.runs]
-    own = Run(run_id=", ".join(run_ids), date=_date(meta), link="index.html")
-    return page(rows, site, earlier, [*runs, own])
+    """The page of a report in ``out_dir``, with the runs of its line before it."""
+    found = earlier.history
+    runs = [_run(found.folder / name, meta, out_dir)
+            for name, meta in zip(found.runs, earlier.metas, strict=True)]
+    own = Run(run_id=", ".join(run_ids), date=_date(earlier.own), link="index.html")
+    return page(rows, site, found, [*runs, own])
 
 
-def _css(outcome: Outcome) -> str:
-    """The site's class of an outcome's colours (``model.Badge.css``)."""
-    return "o-" + str(outcome).lower().replace("_", "-")
-
-
-def _run(run_dir: Path, out_dir: Path) -> Run:
+def _run(run_dir: Path, meta: dict[str, object] | None, out_dir: Path) -> Run:
     report = run_dir / "report" / "index.html"
-    return Run(run_id=run_dir.name, date=_date(read_meta(run_dir)),
+    return Run(run_id=run_dir.name, date=_date(meta),
                link=os.path.relpath(report, out_dir) if report.is_file() else "")
 
 

@@ -1,11 +1,5 @@
-"""What the published report says, as plain data: one table per documented failure with a
-verdict derived from the results, a capability grid for the probes, a header, coverage, the
-environments that could not be built, and what changed since the previous run.
-
-Pure functions over results, the environments the record asked for and the case metadata;
-nothing here renders or reads files. Everything comes out in matrix order or sorted, so the
-same results give the same page.
-"""
+"""What the report says, as plain data (a table and verdict per documented failure, the
+capability grid, the header, what changed): pure functions of the results, in a stable order."""
 
 from __future__ import annotations
 
@@ -21,17 +15,19 @@ from packaging.utils import canonicalize_name
 from harness.core.results import Outcome, ResultLike, as_mapping, counted
 from harness.records.damaged import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
-from harness.report.site.versions import PRIORITY, combinations, version_sort_key
+from harness.report.site.versions import PRIORITY, combinations, varying, version_sort_key
 
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
 K = TypeVar("K")
 R = TypeVar("R", bound=ResultLike)
-SHORT = {Outcome.PASS: "PASS", Outcome.REPRODUCED: "REPRO", Outcome.FAIL: "FAIL",
-         Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR", Outcome.TIMEOUT: "TIMEOUT",
-         Outcome.CRASH: "CRASH", Outcome.NOT_RUN: "not run", Outcome.MISSING: "MISSING",
-         Outcome.FLAKY: "FLAKY"}
+SHORT = {**{o: str(o) for o in Outcome}, Outcome.REPRODUCED: "REPRO", Outcome.NOT_RUN: "not run"}
+
+
+def css(outcome: Outcome) -> str:
+    """The site's class of an outcome's colours."""
+    return "o-" + str(outcome).lower().replace("_", "-")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,7 +42,7 @@ class Badge:
 
     @property
     def css(self) -> str:
-        return "o-" + str(self.outcome).lower().replace("_", "-")
+        return css(self.outcome)
 
     @property
     def label(self) -> str:
@@ -83,9 +79,8 @@ class FailureTable:
 
 @dataclass(frozen=True, kw_only=True)
 class GridCell:
-    """One probe on one hardware target. A probe that REPRODUCED found the capability
-    *missing* (its documented failure came), which is not "works"; each list names the
-    version combinations of the packages the probe is about (``Grid.rows``' second field)."""
+    """One probe on one hardware target: the version combinations of each kind (REPRODUCED
+    found the capability missing)."""
 
     works: tuple[str, ...]  # PASS
     missing: tuple[str, ...]  # REPRODUCED
@@ -192,9 +187,8 @@ def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[
     return {k: v for k, v in versions.items() if k not in _NOT_SHOWN}
 
 
-def _unbuildable(results: Sequence[ResultLike]) -> str | None:
-    """An environment whose every cell that ran is ERROR without a fingerprint: it never
-    built. Returns the reason's first line."""
+def unbuildable(results: Sequence[ResultLike]) -> str | None:
+    """Why an environment never built (every cell that ran unbuilt): its first reason line."""
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     if ran and all(r.unbuilt for r in ran):
         return ran[0].reason.strip().splitlines()[0] if ran[0].reason.strip() else "ERROR"
@@ -207,7 +201,7 @@ def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping
                since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None,
                damaged: int = 0) -> Site:
     by_env = group(results, lambda r: r.environment)
-    broken = {env: why for env, rs in by_env.items() if (why := _unbuildable(rs))}
+    broken = {env: why for env, rs in by_env.items() if (why := unbuildable(rs))}
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
     by_case = group(results, lambda r: r.case_id)
     suites = suite_names(results, cases)
@@ -258,11 +252,9 @@ def _failure_table(case: str, results: Sequence[ResultLike],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
                    links: Mapping[str, str], bisected: Sequence[str] = ()) -> FailureTable:
-    """``bisected``: what bisects of this case found (``records.bisects.sentence``), said
-    after the verdict's own parts."""
+    """``bisected``: what bisects of this case found, said after the verdict's own parts."""
     meta = next((m for m in cases.values() if m.get("case") == case), {})
-    # A variant that reproduces: declared so (its signatures), or seen doing it (records
-    # made before case metadata was kept).
+    # A variant that reproduces: declared so (its signatures), or seen doing it.
     repro = {m["variant"] for m in cases.values() if m.get("case") == case
              and m.get("signatures")} | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
@@ -311,27 +303,23 @@ _RST_CODE = re.compile(r"``([^`]+)``")
 
 
 def plain(text: str) -> str:
-    """A docstring's line as the pages show it: reStructuredText's ````code```` and roles
-    become markdown's ```code```, which the site renders as code and compat.md keeps."""
+    """A docstring's line as the pages show it: reStructuredText's code and roles as markdown's."""
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
 
 
 def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
              ) -> tuple[str, ...]:
-    """The packages whose version differs between the rows, most telling first: those the
-    case says decide its failure (``Case(about=...)``), then by ``PRIORITY``."""
-    names = {k for row in rows for k in row}
-    vary = [k for k in names if len({row.get(k, "—") for row in rows}) > 1]
+    """``varying``, the case's ``about`` first, then by ``PRIORITY``."""
     order = [*about, *(p for p in PRIORITY if p not in about)]
-    return tuple(sorted(vary, key=lambda k: (order.index(k) if k in order else len(order),
-                                             k)))
+    return tuple(sorted(varying(rows), key=lambda k: (
+        order.index(k) if k in order else len(order), k)))
 
 
 def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
              varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
              broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """Derived, never written by hand: which versions the failure reproduces on, whether each
-    workaround helps, what was not tested."""
+    """Which versions the failure reproduces on, whether each workaround helps, what was not
+    tested."""
     parts: list[str] = []
     affected: dict[str, set[str]] = defaultdict(set)  # package value -> envs
     clean: dict[str, set[str]] = defaultdict(set)
@@ -374,9 +362,8 @@ def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str
 
 
 def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
-    """``found`` in version order. Given the ``tested`` versions, three or more that follow one
-    another there read as one range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest is
-    a count: the verdict is a line (the table below it lists every cell)."""
+    """``found`` in version order; three or more that follow one another in ``tested`` as a
+    range (``2.0.0–2.13.7``), and past ``limit`` pieces the rest as a count."""
     picked = sorted(set(found), key=version_sort_key)
     if tested is None:
         return ", ".join(picked)
@@ -398,8 +385,7 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
 def _workaround(variant: str, results: Sequence[ResultLike],
                 versions: Mapping[str, dict[str, str]], key: str | None,
                 tested: Sequence[str] | None) -> str:
-    """Whether a workaround helps, by the versions of the table's rows: a range never spans a
-    version the table shows (where this variant did not run, the range stops)."""
+    """Whether a workaround helps, by the versions of the table's rows."""
     ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
     if not ran:
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
@@ -426,6 +412,13 @@ GRID_KIND = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL:
              Outcome.FLAKY: "failed"}
 
 
+def probe_packages(cases: Mapping[str, Mapping[str, Any]], variant: str) -> tuple[str, ...]:
+    """The packages a probe is about (``@requires(packages=...)``), torch first; else torch."""
+    named = dict.fromkeys(name for req in (cases.get(f"{PROBES}::{variant}") or {}).get(
+        "requires") or () for name in req.get("packages") or {})
+    return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
+
+
 def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
@@ -433,11 +426,7 @@ def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
     groups = group(results, lambda r: (r.variant, r.hardware_target))
     rows = []
     for variant in sorted({r.variant for r in results}):
-        # The packages the probe declares it is about (``@requires(packages=...)``), torch
-        # first; one that declares none is about torch.
-        named = dict.fromkeys(name for req in (cases.get(f"{PROBES}::{variant}") or {}).get(
-            "requires") or () for name in req.get("packages") or {})
-        packages = tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
+        packages = probe_packages(cases, variant)
         cells = {}
         for h in hardware:
             mine = groups.get((variant, h), [])

@@ -1,9 +1,7 @@
-"""The site and its markdown twin, rendered from ``model.Site`` with jinja2 templates.
+"""The site and its markdown twin, rendered from ``model.Site`` (jinja2, autoescaped).
 
-Every value is escaped (autoescape; the cell data on the long page is JSON with ``<``, ``>``
-and ``&`` written as ``\\u003c`` ...), nothing is fetched from outside (styles and the few lines
-of script are inline), and nothing depends on the clock: the same site renders to the same
-bytes.
+Nothing is fetched from outside and nothing depends on the clock: the same site renders to the
+same bytes.
 """
 
 from __future__ import annotations
@@ -59,9 +57,8 @@ def _templates() -> Environment:
 
 
 def badges(cell: Sequence[Badge], made: dict[Any, Any] | None = None) -> Markup:
-    """A failure table's cell: each variant's badge (its outcome; its reason and caveat in the
-    title; its log as the link), every value escaped; in Python, not the template, for speed.
-    ``made``: what earlier badges escaped, kept across a report's pages (most badges repeat)."""
+    """A failure table's cell: each variant's badge, escaped. ``made``: what earlier badges
+    escaped, kept across a report's pages."""
     made = {} if made is None else made
     out = []
     for b in cell:
@@ -96,14 +93,12 @@ _CODE = re.compile(r"`([^`]+)`")
 
 
 def inline_code(text: str) -> Markup:
-    """Escaped text whose ```spans``` are ``<code>`` (the model's ``plain`` made docstring
-    markup markdown's)."""
+    """Escaped text whose ```spans``` are ``<code>``."""
     return Markup(_CODE.sub(lambda m: f"<code>{m[1]}</code>", str(escape(text))))
 
 
 def script_json(data: Any) -> bytes:
-    """JSON safe inside a <script> element (no '<', '>' or '&' that could end it), as the
-    UTF-8 bytes of a page written in parts."""
+    """JSON safe inside a <script> element (no '<', '>' or '&'), as UTF-8 bytes."""
     return jsonio.dumps(data).replace(b"&", b"\\u0026").replace(b"<", b"\\u003c").replace(
         b">", b"\\u003e")
 
@@ -129,8 +124,8 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
         more_news=max(0, len(news) - 10), heatmap_width=width))
     put("probes.html", env.get_template("probes.html.j2").render(
         **common, g=site.grid or Grid(hardware=(), rows=())))
-    # The long table's data goes to the file as bytes, between the halves of the page
-    # rendered around a marker: not through the template (two more copies in memory).
+    # The long table's data goes out as bytes between the halves of the page, not through
+    # the template.
     mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
     head, tail = env.get_template("cells.html.j2").render(
         **common, columns=LONG_COLUMNS, data_json=Markup(mark)).split(mark)
@@ -143,8 +138,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     paths["cells.html"] = out_dir / "cells.html"
     failure = env.get_template("failure.html.j2")
     for f in site.failures:
-        # Pages of ROWS_PER_PAGE rows (a browser is slow to open a long one), the first under
-        # the name the index links to.
+        # Pages of ROWS_PER_PAGE rows, the first under the name the index links to.
         names = [failure_page(f.slug, i) for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
         for i, name in enumerate(names):
             put(name, failure.render(
@@ -161,8 +155,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
 
 
 def markdown(site: Site) -> Iterator[str]:
-    """The same content for a README or GitHub Pages: header, verdicts, a table per failure;
-    line by line, written as they come."""
+    """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend."""
     yield from ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
     if site.since is not None:
         counts = Counter(c["class"] for c in site.changes)
@@ -206,8 +199,7 @@ def markdown(site: Site) -> Iterator[str]:
 
 
 def summary_text(site: Site) -> str:
-    """The short summary ``harness report`` prints: header, coverage, each failure's verdict,
-    what changed (news first, with the versions that moved; the first 50), not the table."""
+    """What ``harness report`` prints: header, coverage, verdicts, what changed (50 first)."""
     lines = [_about(site.header), _coverage(site.header)]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
     for t in site.suites:
@@ -223,8 +215,7 @@ def summary_text(site: Site) -> str:
 
 
 def _change_lines(changes: Sequence[dict[str, Any]]) -> list[str]:
-    """The first 50 changes (diff_runs puts new failures first) with the versions that moved,
-    then how many more."""
+    """The first 50 changes with the versions that moved, then how many more."""
     lines = []
     for c in changes[:50]:
         versions = ", ".join(f"{k} {v}" for k, v in c.get("versions", {}).items())
@@ -236,9 +227,8 @@ def _change_lines(changes: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _bump_changes(site: Site) -> list[str]:
-    """A bump's changes: the rows it replaced, each with how many of its cells kept their
-    outcome, then only the cells whose outcome moved (a cell that kept it, with the versions
-    the bump set, is what a bump is expected to do: counted, not listed)."""
+    """A bump's changes: the rows it replaced, with how many cells kept their outcome, then
+    the cells whose outcome moved."""
     rows: dict[tuple[str, str], list[int]] = {}  # (replaced, new row) -> [cells, kept]
     for c in site.changes:
         if "replaced" in c:
@@ -302,8 +292,7 @@ _SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
 
 
 def suite_md(t: SuiteTable) -> list[str]:
-    """A test suite: its totals per environment, then the tests whose outcome differs, each
-    with the versions that decide it."""
+    """A test suite: its totals per environment, then the tests whose outcome differs."""
     lines = [f"## Suite {t.suite}: `{t.target}`", ""]
     words = PYTEST_WORDS
     if t.totals:
@@ -339,3 +328,4 @@ def _cell(text: str) -> str:
     """Markdown table text: no pipe or newline breaks the row; HTML stays text."""
     return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
             .replace("<br>", "\0").replace("<", "&lt;").replace("\0", "<br>"))
+

@@ -1,8 +1,5 @@
-"""What the report says of a maintainer's own test suite, as plain data: per-environment totals,
-and the tests whose outcome differs across environments, each with the versions that decide
-it ("fails with numpy 2.4.6": in every environment with numpy 2.4.6 and in no other). Tests
-with one outcome everywhere are counted, not drawn.
-"""
+"""What the report says of a test suite: totals per environment, and the tests whose outcome
+differs, each with the versions that decide it ("fails with numpy 2.4.6")."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from itertools import combinations as subsets
 from typing import Any
 
 from harness.core.results import Outcome, ResultLike
-from harness.report.site.versions import by_priority, combinations, version_sort_key
+from harness.report.site.versions import by_priority, combinations, varying, version_sort_key
 
 #: How a test's outcome reads in a claim; the order is which kind a claim speaks of first.
 WORDS = ("fails", "skipped", "not collected")
@@ -60,8 +57,7 @@ class Totals:
 
 @dataclass(frozen=True, kw_only=True)
 class Claim:
-    """Which columns a test ``word`` in: those whose versions of ``packages`` are one of
-    ``combos``; where no few packages decide it, the columns by name."""
+    """The columns a test ``word`` in: by their versions of ``packages``, else by name."""
 
     word: str
     packages: tuple[str, ...] = ()
@@ -88,9 +84,7 @@ class Differing:
     outcomes: tuple[Outcome | None, ...]  # per column; None: not collected there
     claim: Claim
     log: str
-    # The first line of each distinct reason among the environments the claim names, in
-    # column order: a test that fails two ways (numpy's bridge on one torch, a removed numpy
-    # function on another) shows both, not the first one only.
+    # The first line of each distinct reason in the columns the claim names.
     lines: tuple[str, ...] = ()
 
 
@@ -171,15 +165,13 @@ def suite_table(suite: str, results: Sequence[ResultLike],
 
 
 def _varying(rows: Sequence[Mapping[str, str]], hardware: set[str]) -> tuple[str, ...]:
-    names = {k for row in rows for k in row if k != "hardware"}
-    vary = by_priority(k for k in names if len({row.get(k, "—") for row in rows}) > 1)
+    vary = by_priority(varying(rows) - {"hardware"})
     return (*vary, "hardware") if len(hardware) > 1 else tuple(vary)
 
 
 def decide(words: Mapping[tuple[str, str], str], rows: Mapping[tuple[str, str], dict[str, str]],
            varying: Sequence[str], columns: Mapping[tuple[str, str], Column]) -> Claim:
-    """The fewest packages whose versions tell the columns where the test ``word``s (the
-    first of WORDS it does anywhere) from the rest."""
+    """The fewest packages whose versions tell where the test does its first ``WORDS``."""
     said = next(w for w in WORDS if w in words.values())
     hit = [k for k, w in words.items() if w == said]
     rest = [k for k, w in words.items() if w != said]

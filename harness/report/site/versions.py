@@ -1,11 +1,10 @@
-"""How versions read and sort in the report: shared by its failure tables, its capability grid
-and its test-suite tables."""
+"""How versions read and sort in the report's tables."""
 
 from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -22,6 +21,13 @@ def by_priority(names: Iterable[str]) -> list[str]:
                                         k))
 
 
+def varying(rows: Iterable[Mapping[str, str]]) -> set[str]:
+    """The names whose value differs between the rows ("—" where a row has none)."""
+    rows = list(rows)
+    names = {k for row in rows for k in row}
+    return {k for k in names if len({row.get(k, "—") for row in rows}) > 1}
+
+
 @functools.cache  # a report sorts by a few versions, once per cell
 def version_sort_key(value: str) -> tuple[int, Any]:
     try:
@@ -31,9 +37,7 @@ def version_sort_key(value: str) -> tuple[int, Any]:
 
 
 def combinations(found: Iterable[tuple[str, ...]], packages: Sequence[str]) -> tuple[str, ...]:
-    """Version combinations as a reader takes them in: one package, its versions in order
-    (``2.0.1, 2.2.2``); several, the first package's versions for each value of the rest
-    (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
+    """Version combinations as a reader takes them in (``torch 2.0.1, 2.2.2 with numpy 2.4.6``)."""
     combos = set(found)
     if len(packages) == 1:
         return tuple(sorted({c[0] for c in combos}, key=version_sort_key))

@@ -1,0 +1,121 @@
+"""What a report reads of its records, in one call (``read``): the report climbs into records/
+for its inputs once, and works on what it got."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.results import CellResult, ResultRow, as_rows
+from harness.records import history, table
+from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of
+from harness.records.compare import bumped
+from harness.records.expect import recorded_rules
+from harness.records.lines import result_rows
+from harness.records.runs import lineage, previous_run, read_meta
+from harness.records.select import choose_records, merged_cases, merged_environments
+from harness.records.store import RunStore
+
+#: Runs on the history page, the report's own included.
+HISTORY_RUNS = 30
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The runs of a report's line before it (``history.load``), and each one's run.json."""
+
+    history: history.History
+    metas: tuple[dict[str, Any] | None, ...]  # ``history.runs``' order
+    own: dict[str, Any] | None  # the report's first record's
+
+
+@dataclass(frozen=True)
+class ReportInput:
+    """Everything a report reads of its records, read once."""
+
+    stores: tuple[RunStore, ...]  # each as its record was when read (``RunStore.as_of``)
+    metas: tuple[dict[str, Any], ...]
+    made_from: table.Stamp | None  # one record's size as it was read
+    cases: dict[str, Any]
+    environments: dict[str, Any]
+    rules: tuple[dict[str, Any], ...]  # the rules the records hold, as written
+    moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
+    pairs: tuple[tuple[RunStore, ResultRow], ...]  # each cell once, in the record's order
+    # Every planned cell id in matrix order (repeats possible); None: ``pairs`` are in it.
+    plan: tuple[str, ...] | None
+    log_names: tuple[frozenset[str], ...]  # each store's names in logs/
+    previous: RunStore | None
+    changed: list[tuple[table.Row, table.Row]] | None  # from the two tables, where they tell
+    before: list[table.Row] | None  # else the previous run's rows
+    bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
+    earlier: Earlier
+    tabled: bool  # one record whose table is written already
+
+
+def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None,
+         given: Sequence[CellResult] | None = None, since_in: Path | None = None
+         ) -> ReportInput:
+    """What the report of ``stores`` (since ``previous``, else the run before the first in
+    ``since_in``) reads of them; ``given``: one record's results, as its caller holds them."""
+    stores = [stores] if isinstance(stores, RunStore) else list(stores)
+    if previous is None and since_in is not None:
+        before = previous_run(since_in, stores[0].run_dir)
+        previous = RunStore(before) if before else None
+    # Each record as it is now: every format reads these lines, whatever a run appends.
+    stamps = [table.stamp(s.run_dir) for s in stores]
+    # Quiet: the site names their damaged lines (and counts them in its header).
+    stores = [s.as_of(stamp[0] if stamp else None, quiet=True)
+              for s, stamp in zip(stores, stamps, strict=True)]
+    metas = [s.meta for s in stores]
+    moved = bumped(metas)
+    # The same cells in the same order (a nightly's): compared in the two tables.
+    changed = table.changed(previous.run_dir, stores[0].run_dir) if (
+        previous is not None and given is None and len(stores) == 1 and not moved) else None
+    pairs, earlier = _pairs(stores, given), _earlier(stores[0].run_dir)
+    # Asked after the reads above, which may have made it.
+    tabled = len(stores) == 1 and table.current(stores[0].run_dir, ()) is not None
+    return ReportInput(
+        stores=tuple(stores), metas=tuple(metas),
+        made_from=stamps[0] if len(stores) == 1 else None, cases=merged_cases(stores),
+        environments=merged_environments(metas), rules=tuple(recorded_rules(metas)),
+        moved=tuple(moved), pairs=pairs,
+        plan=None if len(stores) == 1 and metas[0].get("ordered_cells") == len(pairs)
+        else tuple(c["cell_id"] for s in stores for c in s.planned()),
+        log_names=tuple(s.log_names() for s in stores), previous=previous, changed=changed,
+        before=table.read(previous.run_dir, table.ROWS).rows()
+        if previous is not None and changed is None else None,
+        bisects=_bisects(stores[0].run_dir), earlier=earlier, tabled=tabled)
+
+
+def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
+           ) -> tuple[tuple[RunStore, ResultRow], ...]:
+    """Each cell once as a row, with its record: one record's read straight into rows where
+    it can be, else its results (or ``given``), else chosen as ``harness merge`` chooses."""
+    if given is None and len(stores) == 1:
+        rows = result_rows(stores[0])
+        if rows is not None:
+            return tuple((stores[0], r) for r in rows)
+    if given is not None and len(stores) == 1:
+        pairs = [(stores[0], r) for r in given]
+    elif len(stores) == 1:
+        pairs = [(stores[0], r) for r in stores[0].results()]
+    else:
+        pairs = list(choose_records(stores)[0].values())
+    rows = as_rows(r for _, r in pairs)
+    return tuple((s, row) for (s, _), row in zip(pairs, rows, strict=True))
+
+
+def _bisects(run_dir: Path) -> tuple[BisectRecord, ...]:
+    where = reports_dir_of(run_dir)
+    return tuple(read_bisects(where)) if where else ()
+
+
+def _earlier(run_dir: Path) -> Earlier:
+    meta = read_meta(run_dir)
+    # Quiet: the earlier runs' damaged lines are theirs, named by `harness history`.
+    found = history.load(run_dir.parent, last=HISTORY_RUNS - 1, line=lineage(meta),
+                         before=run_dir, quiet=True)
+    return Earlier(history=found, metas=tuple(read_meta(run_dir.parent / name)
+                                              for name in found.runs), own=meta)
