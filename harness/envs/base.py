@@ -62,9 +62,8 @@ class Environment:
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchRequest:
-    """One pytest process. ``argv`` starts after the interpreter; ``env`` holds the cell's own
-    variables (a local launch adds the machine's, a container gets nothing else);
-    ``work_dir`` is its scratch folder, writable from inside a container."""
+    """One pytest process: ``argv`` after the interpreter, ``env`` the cell's own variables,
+    ``work_dir`` its scratch folder (writable from inside a container)."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -80,7 +79,6 @@ class LaunchRequest:
 
 
 class Process(Protocol):
-    def poll(self) -> int | None: ...
     def kill(self) -> None: ...
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit status, or None when ``timeout`` seconds passed first. Raises InfraError
@@ -96,9 +94,6 @@ class LocalProcess:
         self.popen = popen
         self.registry, self.token, self.record = registry, token, record
         self._cleaned = False
-
-    def poll(self) -> int | None:
-        return self._ended(self.popen.poll())
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -125,9 +120,8 @@ except OSError:
 
 
 def _child_setup(memory: int | None) -> Callable[[], None]:
-    """Before exec: die with the thread that started it (a harness killed with -9 takes its
-    cells along), and take the memory limit as RLIMIT_DATA: CUDA reserves far more address
-    space than it uses, so RLIMIT_AS would fail every GPU cell."""
+    """Before exec: die with the thread that started it, and take the memory limit as
+    RLIMIT_DATA (CUDA reserves far more address space than it uses: RLIMIT_AS fails it)."""
 
     def setup() -> None:
         if _LIBC is not None:
@@ -158,9 +152,8 @@ def launch_local(python: str, request: LaunchRequest, registry: Registry | None 
 
 @dataclass(frozen=True)
 class Realizing:
-    """An environment cells can start in and, while a new build's check still runs beside
-    them, what that check makes of it (the checked environment, or the error that breaks
-    it); ``checked`` is None when ``env`` is already checked."""
+    """An environment cells can start in, and the check still running beside them (None when
+    ``env`` is already checked)."""
 
     env: Environment
     checked: Future[Environment] | None = None
@@ -171,10 +164,8 @@ Handover = Callable[[Environment], None]
 
 
 class Backend(ABC):
-    """``realize``: under the environment's lock, the one already there if current, else a
-    build; then drift, checked every time (what the spec expects of CUDA is not in its key).
-    A backend implements the steps: ``_locate`` (once per realize), ``_lock_path``,
-    ``_find``, ``_build``; and ``launch``, which starts one process."""
+    """``realize``: under the lock, the environment found or built, then drift checked every
+    time. A backend implements ``_locate``, ``_lock_path``, ``_find``, ``_build``, ``launch``."""
 
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
@@ -200,9 +191,8 @@ class Backend(ABC):
         return env
 
     def begin(self, spec: EnvSpec) -> Realizing:
-        """``realize``, returning once cells can start: a new environment's import check and
-        fingerprint then run beside its first cells, whose results wait for ``checked``. The
-        build holds its lock until its marker is written. Raises what fails before that."""
+        """``realize``, returning once cells can start: a new environment's check then runs
+        beside its first cells, whose results wait for ``checked``."""
         if not self.hands_over:
             return Realizing(self.realize(spec))
         handed: queue.SimpleQueue[Environment | None] = queue.SimpleQueue()
@@ -275,10 +265,8 @@ def purelib(python: str) -> Path:
 
 def read_fingerprint(python: str, spec: EnvSpec | None = None, *, timeout: float = 900,
                      variables: dict[str, str] | None = None) -> dict[str, Any]:
-    """What the environment of ``python`` holds, read by its own interpreter. With ``spec``,
-    first imports the top-level modules of every distribution it names, with no GPU visible
-    and a throwaway HOME (flashinfer makes its JIT workspace under ``$HOME`` when imported):
-    EnvImportError when one does not. One interpreter: both import torch."""
+    """What the environment of ``python`` holds; with ``spec``, first its distributions'
+    imports (no GPU, a throwaway HOME), EnvImportError when one fails."""
     names = sorted({requirement_name(r) for r in spec.requirements}) if spec else []
 
     def failure(problem: str) -> BackendError:
@@ -340,9 +328,6 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     return problems
 
 
-
-
-
 def _unmet(text: str, packages: dict[str, str]) -> str | None:
     """What is wrong with the installed version of one requirement, or None."""
     try:
@@ -365,9 +350,6 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:
     except InvalidVersion:
         ok = got in {s.version for s in requirement.specifier}
     return None if ok else f"asked {text}, got {name} {got}"
-
-
-
 
 
 #: A source build of TransformerEngine takes most of an hour: twice that is a hung build.

@@ -1,9 +1,5 @@
-"""Progress with counts per outcome: a live bar on a terminal, one line per cell elsewhere.
-
-A suite's session speaks as pytest does: a running count of its tests, and at its end its
-environment's line (``host: 7780 passed, 111 skipped in 41.20s``). Cells never run (no GPU of
-their kind here) say one line per environment, hardware target and reason, with their count,
-unless ``verbose``."""
+"""Progress with counts per outcome: a live bar on a terminal, one line per cell elsewhere; a
+suite's session in pytest's words; cells not run one line per environment, target and reason."""
 
 from __future__ import annotations
 
