@@ -1,5 +1,5 @@
 """The contract every environment backend meets, and what they share: launch, fingerprint,
-drift and the build lock."""
+drift, the build lock and a source build's progress lines."""
 
 from __future__ import annotations
 
@@ -18,12 +18,13 @@ import tempfile
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
+import psutil
 from filelock import FileLock, Timeout
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -33,7 +34,6 @@ from harness.core.errors import BackendError, DriftError, EnvBuildError, EnvImpo
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.reaper import Registry, new_token
 from harness.core.redact import passed
-from harness.envs.buildwatch import watched
 from harness.inenv import harness_fingerprint, harness_probe
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
@@ -62,9 +62,8 @@ class Environment:
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchRequest:
-    """One pytest process. ``argv`` starts after the interpreter; ``env`` holds the cell's own
-    variables (a local launch adds the machine's, a container gets nothing else);
-    ``work_dir`` is its scratch folder, writable from inside a container."""
+    """One pytest process: ``argv`` after the interpreter, ``env`` the cell's own variables,
+    ``work_dir`` its scratch folder (writable from inside a container)."""
 
     argv: tuple[str, ...]
     env: dict[str, str]
@@ -80,7 +79,6 @@ class LaunchRequest:
 
 
 class Process(Protocol):
-    def poll(self) -> int | None: ...
     def kill(self) -> None: ...
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit status, or None when ``timeout`` seconds passed first. Raises InfraError
@@ -96,9 +94,6 @@ class LocalProcess:
         self.popen = popen
         self.registry, self.token, self.record = registry, token, record
         self._cleaned = False
-
-    def poll(self) -> int | None:
-        return self._ended(self.popen.poll())
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -125,9 +120,8 @@ except OSError:
 
 
 def _child_setup(memory: int | None) -> Callable[[], None]:
-    """Before exec: die with the thread that started it (a harness killed with -9 takes its
-    cells along), and take the memory limit as RLIMIT_DATA: CUDA reserves far more address
-    space than it uses, so RLIMIT_AS would fail every GPU cell."""
+    """Before exec: die with the thread that started it, and take the memory limit as
+    RLIMIT_DATA (CUDA reserves far more address space than it uses: RLIMIT_AS fails it)."""
 
     def setup() -> None:
         if _LIBC is not None:
@@ -158,9 +152,8 @@ def launch_local(python: str, request: LaunchRequest, registry: Registry | None 
 
 @dataclass(frozen=True)
 class Realizing:
-    """An environment cells can start in and, while a new build's check still runs beside
-    them, what that check makes of it (the checked environment, or the error that breaks
-    it); ``checked`` is None when ``env`` is already checked."""
+    """An environment cells can start in, and the check still running beside them (None when
+    ``env`` is already checked)."""
 
     env: Environment
     checked: Future[Environment] | None = None
@@ -171,10 +164,8 @@ Handover = Callable[[Environment], None]
 
 
 class Backend(ABC):
-    """``realize``: under the environment's lock, the one already there if current, else a
-    build; then drift, checked every time (what the spec expects of CUDA is not in its key).
-    A backend implements the steps: ``_locate`` (once per realize), ``_lock_path``,
-    ``_find``, ``_build``; and ``launch``, which starts one process."""
+    """``realize``: under the lock, the environment found or built, then drift checked every
+    time. A backend implements ``_locate``, ``_lock_path``, ``_find``, ``_build``, ``launch``."""
 
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
@@ -200,9 +191,8 @@ class Backend(ABC):
         return env
 
     def begin(self, spec: EnvSpec) -> Realizing:
-        """``realize``, returning once cells can start: a new environment's import check and
-        fingerprint then run beside its first cells, whose results wait for ``checked``. The
-        build holds its lock until its marker is written. Raises what fails before that."""
+        """``realize``, returning once cells can start: a new environment's check then runs
+        beside its first cells, whose results wait for ``checked``."""
         if not self.hands_over:
             return Realizing(self.realize(spec))
         handed: queue.SimpleQueue[Environment | None] = queue.SimpleQueue()
@@ -275,10 +265,8 @@ def purelib(python: str) -> Path:
 
 def read_fingerprint(python: str, spec: EnvSpec | None = None, *, timeout: float = 900,
                      variables: dict[str, str] | None = None) -> dict[str, Any]:
-    """What the environment of ``python`` holds, read by its own interpreter. With ``spec``,
-    first imports the top-level modules of every distribution it names, with no GPU visible
-    and a throwaway HOME (flashinfer makes its JIT workspace under ``$HOME`` when imported):
-    EnvImportError when one does not. One interpreter: both import torch."""
+    """What the environment of ``python`` holds; with ``spec``, first its distributions'
+    imports (no GPU, a throwaway HOME), EnvImportError when one fails."""
     names = sorted({requirement_name(r) for r in spec.requirements}) if spec else []
 
     def failure(problem: str) -> BackendError:
@@ -340,9 +328,6 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     return problems
 
 
-
-
-
 def _unmet(text: str, packages: dict[str, str]) -> str | None:
     """What is wrong with the installed version of one requirement, or None."""
     try:
@@ -365,9 +350,6 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:
     except InvalidVersion:
         ok = got in {s.version for s in requirement.specifier}
     return None if ok else f"asked {text}, got {name} {got}"
-
-
-
 
 
 #: A source build of TransformerEngine takes most of an hour: twice that is a hung build.
@@ -412,3 +394,78 @@ def _holder(path: Path) -> str:
         return path.read_text().strip() or "another process"
     except OSError:
         return "another process (it did not say who)"
+
+
+#: Seconds between a source build's progress lines: a CI log silent for 40 minutes reads as hung.
+BUILD_EVERY = 60.0
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def watched(spec: EnvSpec, places: Sequence[str], *, every: float | None = None,
+            say: Callable[[str], None] = _stderr) -> Iterator[None]:
+    """Around the build of ``spec``, if it builds from source: what and why when it starts,
+    how long and the step it is in (``current_step``) every ``every`` seconds, and its end."""
+    if not spec.source_builds:
+        yield
+        return
+    what = ", ".join(b.dist for b in spec.source_builds)
+    why = ("--refresh asked for a new build" if spec.refresh_before else
+           "not built on this machine yet")
+    say(f"environment {spec.name}: building {what} from source (the matrix's build: "
+        f"setting; {why})")
+    started, stop = time.monotonic(), threading.Event()
+    interval = BUILD_EVERY if every is None else every
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            step = current_step(places)
+            say(f"environment {spec.name}: still building {what} from source, "
+                f"{_elapsed(time.monotonic() - started)}"
+                + (f"; now: {step}" if step else ""))
+
+    ticker = threading.Thread(target=beat, name=f"build progress {spec.name}", daemon=True)
+    ticker.start()
+    ended = "failed"
+    try:
+        yield
+        ended = "done"
+    finally:
+        stop.set()
+        ticker.join()
+        say(f"environment {spec.name}: building {what} from source {ended} after "
+            f"{_elapsed(time.monotonic() - started)}")
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def current_step(places: Sequence[str]) -> str | None:
+    """The newest process under one whose command line names one of ``places``, as its
+    program and the last argument that names a file (``nvcc ... gemm.cu``)."""
+    if not places:
+        return None
+    below: list[tuple[float, list[str]]] = []
+    for root in psutil.process_iter(["cmdline"]):
+        if not any(place in arg for arg in root.info["cmdline"] or () for place in places):
+            continue
+        # The build's own command (uv) is not a step; what it started is, its interpreter too.
+        with contextlib.suppress(psutil.Error):
+            for proc in root.children(recursive=True):
+                with contextlib.suppress(psutil.Error):  # ended meanwhile
+                    below.append((proc.create_time(), proc.cmdline()))
+    return _describe(max(below)[1]) if below else None
+
+
+def _describe(argv: list[str]) -> str | None:
+    if not argv:
+        return None
+    files = [a for a in argv[1:] if not a.startswith("-") and "." in Path(a).name]
+    shown = Path(argv[0]).name + (f" ... {'/'.join(Path(files[-1]).parts[-3:])}"
+                                  if files else "")
+    return shown[:200]

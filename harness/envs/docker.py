@@ -1,6 +1,5 @@
-"""Docker: one image per environment (built once, content-addressed), a fresh container per cell
-with the cases and the plugin read-only, its scratch folder read-write, its own variables
-only, exactly its GPU, no network unless asked, a memory limit; removed when the cell ends."""
+"""Docker: one content-addressed image per environment, a fresh container per cell (cases
+read-only, its own variables and GPU, no network unless asked, a memory limit)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from harness.core import atomic
 from harness.core.errors import BackendError, DriftError, InfraError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import INENV_DIR
+from harness.envs import images
 from harness.envs.base import (
     FINGERPRINT_SCRIPT,
     Backend,
@@ -23,15 +23,7 @@ from harness.envs.base import (
     LaunchRequest,
     Process,
 )
-from harness.envs.images import (
-    LABEL,
-    BuildReport,
-    ImagePlan,
-    ensure_image,
-    find_ca_bundle,
-    find_uv_binary,
-    plan_image,
-)
+from harness.envs.images import LABEL
 
 CASES, INENV, RUN = "/harness/cases", "/harness/inenv", "/harness/run"
 PYTHON = "/opt/env/bin/python"
@@ -56,10 +48,6 @@ def connect() -> Any:
 class DockerBackend(Backend):
     name = "docker"
 
-    def __init__(self, cache_dir: Path) -> None:
-        super().__init__(cache_dir)
-        self.reports: list[BuildReport] = []
-
     @functools.cached_property
     def client(self) -> Any:
         return connect()
@@ -68,24 +56,24 @@ class DockerBackend(Backend):
     def root(self) -> Path:
         return self.cache_dir / "docker"
 
-    def _locate(self, spec: EnvSpec) -> ImagePlan:
-        return plan_image(spec, uv_binary=find_uv_binary(), ca_bundle=find_ca_bundle())
+    def _locate(self, spec: EnvSpec) -> images.ImagePlan:
+        return images.plan_image(spec, uv_binary=images.find_uv_binary(),
+                                 ca_bundle=images.find_ca_bundle())
 
-    def _lock_path(self, place: ImagePlan) -> Path:
+    def _lock_path(self, place: images.ImagePlan) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         return self.root / f"{place.tag.rsplit(':', 1)[1]}.lock"
 
-    def _find(self, spec: EnvSpec, place: ImagePlan) -> None:
+    def _find(self, spec: EnvSpec, place: images.ImagePlan) -> None:
         return None  # Docker knows its images: ensure_image builds only what is missing
 
-    def _build(self, spec: EnvSpec, plan: ImagePlan, handover: Handover | None = None
+    def _build(self, spec: EnvSpec, plan: images.ImagePlan, handover: Handover | None = None
                ) -> Environment:
         digest = plan.tag.rsplit(":", 1)[1]
-        report = ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
-                              {LABEL: "1", f"{LABEL}.env": spec.name[:200],
-                               f"{LABEL}.key": spec.key},
-                              refresh_before=spec.refresh_before)
-        self.reports.append(report)
+        report = images.ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
+                                     {LABEL: "1", f"{LABEL}.env": spec.name[:200],
+                                      f"{LABEL}.key": spec.key},
+                                     refresh_before=spec.refresh_before)
         fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
                                         fresh=report.built)
         return Environment(spec=spec, location=plan.tag, python=PYTHON,
@@ -161,8 +149,7 @@ class DockerBackend(Backend):
 
     def listing_key(self, spec: EnvSpec) -> str:
         # A digest of what builds the image: environments the image does not tell apart share it.
-        return plan_image(spec, uv_binary=find_uv_binary(),
-                          ca_bundle=find_ca_bundle()).tag.rsplit(":", 1)[1]
+        return self._locate(spec).tag.rsplit(":", 1)[1]
 
     def remove_location(self, location: str) -> None:
         with contextlib.suppress(Exception):
@@ -170,13 +157,13 @@ class DockerBackend(Backend):
 
     def listing(self) -> list[dict[str, Any]]:
         try:
-            images = self.client.images.list(filters={"label": f"{LABEL}=1"})
+            found = self.client.images.list(filters={"label": f"{LABEL}=1"})
         except BackendError:
             return []
         return [{"backend": self.name, "name": image.labels.get(f"{LABEL}.env", ""),
                  "key": tag.rsplit(":", 1)[1], "location": tag,
                  "built_at": image.attrs.get("Created")}
-                for image in images for tag in image.tags]
+                for image in found for tag in image.tags]
 
 
 class ContainerProcess:

@@ -5,22 +5,15 @@ from __future__ import annotations
 import sys
 
 from harness.core.matrix import EnvSpec
-from harness.envs.base import (
-    Backend,
-    Environment,
-    LaunchRequest,
-    Process,
-    launch_local,
-    read_fingerprint,
-)
+from harness.envs import base
 
 
-class HostBackend(Backend):
+class HostBackend(base.Backend):
     name = "host"
 
-    def _find(self, spec: EnvSpec, place: None) -> Environment:
-        return Environment(spec=spec, location=sys.prefix, python=sys.executable,
-                           fingerprint=read_fingerprint(sys.executable))
+    def _find(self, spec: EnvSpec, place: None) -> base.Environment:
+        return base.Environment(spec=spec, location=sys.prefix, python=sys.executable,
+                                fingerprint=base.read_fingerprint(sys.executable))
 
-    def launch(self, env: Environment, request: LaunchRequest) -> Process:
-        return launch_local(env.python, request, self.registry)
+    def launch(self, env: base.Environment, request: base.LaunchRequest) -> base.Process:
+        return base.launch_local(env.python, request, self.registry)

@@ -1,6 +1,5 @@
-"""Docker images for environments: a Dockerfile rendered from a template, tagged by a hash of
-it and of the files it copies (an image that exists is the right one), built once. Also the
-local base image for hosts with no registry (debootstrap, then import)."""
+"""Docker images for environments: a Dockerfile from a template, tagged by a hash of it and
+the files it copies, built once; and a debootstrap base image for hosts with no registry."""
 
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.backends import REGISTRY
 from harness.core.matrix import EnvSpec
-from harness.envs import BACKENDS, Backend
+from harness.envs import Backend, get_backend
 from harness.plan import collected
 
 #: Removed only by ``prune --all``: built wheels, preflight venvs, what suites collected.
@@ -24,7 +25,7 @@ class Pruning:
 
 
 def backends(cache: Path) -> dict[str, Backend]:
-    return {name: BACKENDS[name](cache) for name in BACKENDS}
+    return {name: get_backend(name, cache) for name in REGISTRY}
 
 
 def listing(cache: Path) -> list[dict[str, Any]]:

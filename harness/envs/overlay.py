@@ -1,10 +1,6 @@
-"""Overlay environments: a venv over an interpreter whose packages it inherits (a GPU runner's
-trusted torch), through a ``.pth`` file (``--system-site-packages`` skips a venv base's own).
-
-uv does not count a base's packages as installed, so an overlay is resolved against stand-in
-wheels of them, at their versions, and only what that adds or changes is installed. It may
-shadow an inherited package, and says so; never the base's torch or CUDA stack. The base's
-fingerprint is part of the overlay's identity."""
+"""Overlay environments: a venv over an interpreter whose packages it inherits (a runner's
+torch) through a ``.pth`` file, resolved against stand-in wheels of them; never replacing
+the base's torch or CUDA stack."""
 
 from __future__ import annotations
 
@@ -99,9 +95,7 @@ def kept(name: str) -> bool:  # what an overlay never replaces
 
 def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
     """``uv pip compile`` arguments that resolve against a base: a metadata-only wheel per
-    base package, the kept ones constrained, every version preferred (in the output file uv
-    reads first, and :func:`read_resolution` reads back). A version that is not PEP 440
-    (Debian's 1.1build1) stays invisible to the resolver, as to pip."""
+    package, the kept ones constrained, every version preferred (``read_resolution``)."""
     folder.mkdir(parents=True, exist_ok=True)
     usable = {n: str(v) for n, v in ((n, _version(v)) for n, v in packages.items()) if v}
     for name, version in usable.items():

@@ -1,6 +1,5 @@
-"""Preflight: does each environment **resolve** for its own Python and platform (nothing
-installed), and with ``build=True`` **build** here and **import**? A CUDA torch installs and
-imports without a GPU: most of a GPU matrix is proven on any machine."""
+"""Preflight: does each environment resolve for its own Python and platform, and with
+``build=True`` build here and import (a CUDA torch does so without a GPU)?"""
 
 from __future__ import annotations
 
@@ -20,18 +19,10 @@ from typing import Any
 from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
 from harness.core.matrix import EnvSpec
-from harness.envs import Backend
+from harness.envs import Backend, uv
 from harness.envs.base import locked
 from harness.envs.overlay import find_base, read_resolution, resolution_args
 from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
-from harness.envs.uv import (
-    PYTEST_REQUIREMENT,
-    _uv,
-    _uv_binary,
-    find_interpreter,
-    install_args,
-    uv_environ,
-)
 
 #: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
@@ -73,8 +64,8 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
     """Resolve every environment (``jobs`` at a time), then build those that resolved, one at
     a time, but for those that build a distribution of ``skip_builds`` from source."""
     if any(REGISTRY[env.backend].installs for env in envs):
-        _uv_binary()  # uv found here, once, before any thread asks; then its release
-        uv_environ()
+        uv._uv_binary()  # uv found here, once, before any thread asks; then its release
+        uv.uv_environ()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         resolved = list(pool.map(lambda e: resolve_env(e, cache_dir=cache_dir,
                                                        platform=platform), envs))
@@ -119,16 +110,16 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
         env = replace(env, python=found.version)
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
-        reqs.write_text("\n".join([*env.requirements, PYTEST_REQUIREMENT]) + "\n")
-        args = [_uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
+        reqs.write_text("\n".join([*env.requirements, uv.PYTEST_REQUIREMENT]) + "\n")
+        args = [uv._uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
                 "--no-annotate", "--python-version", env.python, "--python-platform",
-                platform, *install_args(env)]
+                platform, *uv.install_args(env)]
         if base is not None:
             args += resolution_args(base, Path(tmp) / "base")
         if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
             args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env)]
         proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
-                              env={**uv_environ(), **build_variables(env)},
+                              env={**uv.uv_environ(), **build_variables(env)},
                               timeout=RESOLVE_TIMEOUT)
         if proc.returncode != 0:
             raise EnvBuildError(proc.stderr)
@@ -185,9 +176,9 @@ def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
         if (root / "ready").exists():
             return str(python)
         shutil.rmtree(root, ignore_errors=True)  # a half-made one from a run that failed
-        _uv(["venv", "--quiet", "--python", find_interpreter(env.python), str(root)], env)
-        _uv(["pip", "install", "--quiet", "--python", str(python), *install_args(env),
-             *requires], env)
+        uv._uv(["venv", "--quiet", "--python", uv.find_interpreter(env.python), str(root)], env)
+        uv._uv(["pip", "install", "--quiet", "--python", str(python), *uv.install_args(env),
+                *requires], env)
         (root / "ready").write_text("")
     return str(python)
 

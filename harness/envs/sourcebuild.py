@@ -70,9 +70,8 @@ def _major(version: str) -> int | None:
 
 
 def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]]:
-    """The nvcc version a source build uses, and the variables that point it there: this
-    machine's, where its CUDA major is the environment's; else Debian's (``envs.toolkit``)
-    for one architecture only: a machine without a fitting toolkit runs none of them."""
+    """The nvcc version a source build uses and the variables that point it there: this
+    machine's if its CUDA major fits, else Debian's (``envs.toolkit``), for one architecture."""
     found = harness_probe.nvcc_version()
     wanted = spec.cuda if spec.cuda and spec.cuda != "cpu" else None
     needs = any(s.nvcc for s in spec.source_builds)
@@ -95,10 +94,8 @@ def newest_arch(spec: EnvSpec) -> str:
 
 def runtime_variables(location: str | Path, cuda_home: str | None,
                       inherited: str = "") -> dict[str, str]:
-    """For an environment built against a fetched toolkit: that toolkit as ``CUDA_HOME`` (TE
-    looks for libnvrtc there), and its own ``nvidia/*/lib`` ahead of ``inherited`` on the
-    loader path (TE's core library has no RUNPATH and loads before torch loads cuBLAS).
-    Empty otherwise: the machine's own toolkit and driver stay in charge."""
+    """Built against a fetched toolkit: it as ``CUDA_HOME`` and the venv's ``nvidia/*/lib``
+    ahead of ``inherited`` on the loader path (TE's library has no RUNPATH); else empty."""
     if not cuda_home:
         return {}
     libs = sorted(str(p) for p in Path(location).glob("lib/python*/site-packages/nvidia/*/lib")

@@ -1,7 +1,5 @@
-"""A CUDA toolkit from Debian's packages, for a build whose CUDA major this machine's nvcc is not
-(torch refuses an extension compiler of another major). trixie's ``nvidia-cuda-toolkit`` is
-downloaded by apt with a private state (nothing installed), unpacked with ``dpkg -x`` into
-the cache and laid out as a CUDA root ``CUDA_HOME`` can name; the host's g++ compiles."""
+"""A CUDA toolkit from Debian's packages for a build whose CUDA major this machine's nvcc is
+not: downloaded by apt with a private state, unpacked into the cache as a CUDA root."""
 
 from __future__ import annotations
 

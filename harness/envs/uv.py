@@ -22,6 +22,7 @@ from harness.core import atomic
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec
 from harness.core.reaper import Registry, new_token
+from harness.envs import overlay, sourcebuild
 from harness.envs.base import (
     Backend,
     Environment,
@@ -32,26 +33,8 @@ from harness.envs.base import (
     launch_local,
     read_fingerprint,
 )
-from harness.envs.overlay import (
-    Base,
-    added_by_overlay,
-    find_base,
-    inherited_conflicts,
-    link_base,
-    read_resolution,
-    resolution_args,
-    shadowed,
-)
-from harness.envs.sourcebuild import (
-    build_requirements,
-    build_variables,
-    check_nvcc,
-    compiler,
-    first_compiler_error,
-    header_variables,
-    no_isolation_args,
-    runtime_variables,
-)
+from harness.envs.overlay import Base
+from harness.envs.sourcebuild import check_nvcc  # (tests import it from here)
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
@@ -88,7 +71,7 @@ class UvBackend(Backend):
 
     def _locate(self, spec: EnvSpec) -> tuple[Path, Base | None]:
         """The venv's folder, and the base an overlay inherits."""
-        base = find_base(spec.base) if spec.base else None
+        base = overlay.find_base(spec.base) if spec.base else None
         return self.path_for(spec, base), base
 
     def _lock_path(self, place: tuple[Path, Base | None]) -> Path:
@@ -121,8 +104,10 @@ class UvBackend(Backend):
             handover(Environment(spec=spec, location=str(path), python=python, built=True,
                                  fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
         # Read as a cell sees the environment; importing leaves its bytecode for the cells.
-        fingerprint = read_fingerprint(python, spec, variables={**runtime_variables(
-            path, cuda_home, os.environ.get("LD_LIBRARY_PATH", "")), **bytecode_variables(path)})
+        runtime = sourcebuild.runtime_variables(path, cuda_home,
+                                                os.environ.get("LD_LIBRARY_PATH", ""))
+        fingerprint = read_fingerprint(python, spec,
+                                       variables={**runtime, **bytecode_variables(path)})
         if base is not None:
             fingerprint["overlay"] = {"base": base.python, "base_identity": base.identity,
                                       "shadowed": shadows}
@@ -140,15 +125,15 @@ class UvBackend(Backend):
         if spec.source_builds:
             raise EnvBuildError(f"{spec.name}: an overlay cannot build packages from source "
                                 "(" + ", ".join(b.dist for b in spec.source_builds) + ")")
-        conflicts = inherited_conflicts(spec.requirements, base.packages)
+        conflicts = overlay.inherited_conflicts(spec.requirements, base.packages)
         if conflicts:
             raise EnvBuildError(f"{spec.name} asks for " + "; ".join(conflicts)
                                 + ": an overlay never replaces its base's torch or CUDA stack")
         python = str(path / "bin" / "python")
         self._run_uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
-        link_base(python, base)
+        overlay.link_base(python, base)
         with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
-            resolution = resolution_args(base.packages, Path(tmp) / "base")
+            resolution = overlay.resolution_args(base.packages, Path(tmp) / "base")
             reqs = Path(tmp) / "requirements.in"
             reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
             try:
@@ -158,12 +143,12 @@ class UvBackend(Backend):
             except EnvBuildError as exc:
                 raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
                                     + str(exc).split(": ", 1)[-1]) from None
-            pins = read_resolution(Path(tmp) / "base")
-        added = added_by_overlay(pins, base.packages)
+            pins = overlay.read_resolution(Path(tmp) / "base")
+        added = overlay.added_by_overlay(pins, base.packages)
         if added:
             self._run_uv(["pip", "install", "--python", python, "--no-deps",
                           *install_args(spec), *added], spec)
-        return shadowed(pins, base.packages)
+        return overlay.shadowed(pins, base.packages)
 
     def _build_venv(self, spec: EnvSpec, path: Path) -> dict[str, str]:
         """Build the venv; the variables that chose its CUDA toolkit (none: the machine's)."""
@@ -173,12 +158,13 @@ class UvBackend(Backend):
         variables: dict[str, str] = {}
         toolchain: dict[str, str] = {}
         if spec.source_builds:
-            nvcc, toolchain = compiler(spec, self.cache_dir)
+            nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
             check_nvcc(spec, nvcc)
             # What a package built without isolation compiles against goes in first.
             self._run_uv(["pip", "install", "--python", python, *install_args(spec),
-                          *build_requirements(spec)], spec)
-            variables = {**build_variables(spec), **toolchain, **header_variables(python)}
+                          *sourcebuild.build_requirements(spec)], spec)
+            variables = {**sourcebuild.build_variables(spec), **toolchain,
+                         **sourcebuild.header_variables(python)}
             # uv caches a wheel built from an sdist by the sdist alone (a TE built against
             # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
             freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
@@ -186,8 +172,8 @@ class UvBackend(Backend):
             digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
             variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
         self._run_uv(["pip", "install", "--python", python, *install_args(spec),
-                      *no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT], spec,
-                     variables)
+                      *sourcebuild.no_isolation_args(spec), *spec.requirements,
+                      PYTEST_REQUIREMENT], spec, variables)
         return toolchain
 
     def _run_uv(self, args: list[str], spec: EnvSpec,
@@ -202,7 +188,8 @@ class UvBackend(Backend):
         # Built against a fetched toolkit: it, unless the matrix's `env:` names another.
         home = env.fingerprint.get("cuda_home")
         inherited = variables.get("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", ""))
-        runtime = runtime_variables(env.location, str(home) if home else None, inherited)
+        runtime = sourcebuild.runtime_variables(env.location, str(home) if home else None,
+                                                inherited)
         variables = {**runtime, **variables, **{k: v for k, v in runtime.items()
                                                   if k == "LD_LIBRARY_PATH"},
                      **bytecode_variables(env.location)}
@@ -334,9 +321,8 @@ def uv_error(stderr: str, count: int = 6) -> str:
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, registry: Registry | None = None) -> str:
-    """Run uv; its stdout, or EnvBuildError with the end of what it said. In a session of
-    its own, recorded: a timeout kills the compilers it started too, and a harness killed
-    mid-build leaves them to the next one to reap."""
+    """Run uv in a session of its own (a timeout kills its compilers too); its stdout, or
+    EnvBuildError with the end of what it said."""
     token = new_token()
     try:
         proc = subprocess.Popen([_uv_binary(), *args], stdout=subprocess.PIPE,
@@ -361,7 +347,8 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         if registry is not None:
             registry.done(record, proc.pid, token)
     if proc.returncode != 0:
-        cause = first_compiler_error(stderr)  # what uv's last lines of a build do not say
+        # What uv's last lines of a build do not say.
+        cause = sourcebuild.first_compiler_error(stderr)
         lead = f"{cause}\n" if cause else ""
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}{uv_error(stderr)}")
     return stdout

@@ -1,7 +1,5 @@
-"""``harness wheelhouse DIR``: every wheel a plan's environments need, for their own Python and
-a target platform, in one folder a machine with no network installs from (``harness run
---offline --find-links DIR``). Resolved as built (an overlay against its base, which stays
-out); a pin with no wheel for the target is listed as missing, with why; nothing is built."""
+"""``harness wheelhouse DIR``: every wheel a plan's environments need for their Python and a
+platform, in one folder for ``--offline --find-links``; a pin with no wheel is listed, why."""
 
 from __future__ import annotations
 

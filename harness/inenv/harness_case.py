@@ -1,16 +1,5 @@
-"""The case API and the pytest plugin that runs cases inside an environment under test.
-Stdlib + pytest only: put on PYTHONPATH there, never installed. A case module declares::
-
-    ADDMM_HALF = Signature("addmm-half-cpu", "RuntimeError", r"\"addmm_impl_cpu_\" not ...")
-
-    @requires(packages={"transformers": ">=4.30"})
-    @ADDMM_HALF.reproduces
-    def test_repro(harness_record): ...
-
-Outcomes: PASS, REPRODUCED (a declared signature matched), FAIL (any other error), SKIP (an
-unmet requirement, in words), ERROR (setup or harness problem); the harness adds TIMEOUT,
-CRASH and NOT_RUN from outside the process.
-"""
+"""The case API (``Signature``, ``requires``, ``Case``) and the pytest plugin that runs cases
+inside an environment under test; stdlib + pytest only, put on PYTHONPATH there."""
 
 from __future__ import annotations
 
@@ -30,8 +19,6 @@ from harness_events import Events
 from harness_queue import claim
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
-
-F = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -133,9 +120,6 @@ def _package_unmet(name: str, spec: str) -> str | None:
     if spec and not SpecifierSet(spec).contains(Version(version).public, prereleases=True):
         return f"needs {name}{spec}; this environment has {version}"
     return None
-
-
-
 
 
 def _visible_capability() -> str | None:
@@ -300,11 +284,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """With ``--harness-queue``: run the collected cases no other process of the queue has
-    claimed, claiming each first (``run.queue``). The next case is claimed before the
-    running one runs, as xdist's workers do, so that pytest tears down exactly what it does
-    not share; near the end (no more free cases than drawers) none is held ahead, so that no
-    process waits on a case another holds but has not started."""
+    """With ``--harness-queue``: run the cases no other process claimed, claiming the next one
+    ahead (as xdist does) unless near the end, where none is held ahead."""
     folder = session.config.getoption("--harness-queue")
     if not folder:
         return None

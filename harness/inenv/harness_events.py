@@ -8,9 +8,8 @@ from typing import Any
 
 
 class Events:
-    """One JSON object per line, flushed to the kernel at once, so a crash of the process
-    right after (a segfault, a kill -9) loses nothing. Not fsynced: the harness reading it
-    runs on the same machine, and an fsync per test would slow a large suite."""
+    """One JSON object per line, flushed to the kernel at once (a kill -9 loses nothing); not
+    fsynced: the harness reading it runs on the same machine."""
 
     def __init__(self, path: str) -> None:
         self.fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives for the session

@@ -1,7 +1,5 @@
-"""Print, as JSON, what is really installed in the environment this interpreter belongs to
-(stdlib only). ``--import torch transformer-lens`` first imports every top-level module of
-those distributions and says what failed under ``"imports"``: the harness reports such an
-environment once, as its ERROR, not as a FAIL of each cell."""
+"""Print, as JSON, what is installed in this interpreter's environment (stdlib only); with
+``--import DIST...``, first what fails to import of those distributions (``"imports"``)."""
 
 from __future__ import annotations
 
@@ -94,9 +92,8 @@ def check_imports(dist_names: list[str]) -> dict[str, dict[str, str | None]]:
 
 
 def fingerprint(dist_names: list[str] | None = None) -> dict[str, Any]:
-    """With ``dist_names``, their imports first, with no GPU visible (a build may run beside
-    cells on the GPUs); given back for the fingerprint, which asks whether CUDA is available
-    (CUDA reads the variable when it initializes, which importing torch does not do)."""
+    """With ``dist_names``, their imports first with no GPU visible (a build may run beside
+    cells); given back before the fingerprint asks whether CUDA is available."""
     out = installed()  # before any import: one may edit sys.path
     if dist_names is not None:
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")

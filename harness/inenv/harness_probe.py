@@ -14,9 +14,8 @@ _QUERY = "index,uuid,name,compute_cap,memory.total,driver_version"
 
 
 def probe_gpus(visible: str | None = None) -> list[dict[str, Any]]:
-    """GPUs from NVML (nvidia-ml-py, where installed) or nvidia-smi, limited to ``visible`` (a
-    CUDA_VISIBLE_DEVICES value, which neither honours). Indices are in PCI bus order, as
-    cells run (CUDA_DEVICE_ORDER=PCI_BUS_ID)."""
+    """GPUs from NVML or nvidia-smi in PCI bus order, limited to ``visible`` (a
+    CUDA_VISIBLE_DEVICES value, which neither honours)."""
     gpus = _nvml_gpus()
     return visible_gpus(_smi_gpus() if gpus is None else gpus, visible)
 
@@ -110,9 +109,8 @@ CUDA_ROOTS = ("/usr/local/cuda",)  # where a toolkit is when the nvcc on PATH do
 
 
 def cuda_home() -> str | None:
-    """``$CUDA_HOME``, else the toolkit root that holds the nvcc on PATH (followed through
-    links) and ``include/cuda_runtime.h``, else the usual place: torch's guess, nvcc's
-    grandparent, is ``/usr/local`` for an nvcc wrapper script in ``/usr/local/bin``."""
+    """``$CUDA_HOME``, else the root holding the nvcc on PATH (through links) and
+    ``include/cuda_runtime.h`` (torch's guess fails on a wrapper), else the usual place."""
     if os.environ.get("CUDA_HOME"):
         return os.environ["CUDA_HOME"]
     nvcc = shutil.which("nvcc")

@@ -8,9 +8,8 @@ import os
 
 
 def claim(path: str, token: str) -> bool:
-    """Make the claim file ``path`` holding ``token``; False if another drawer has it. The
-    token goes to a file of our own, hard-linked to ``path`` (``link`` fails where the name
-    exists): exactly one wins, and no claim is ever seen without its token."""
+    """Make the claim file ``path`` holding ``token`` by a hard link (exactly one wins, none
+    is seen without its token); False if another drawer has it."""
     folder, name = os.path.split(path)
     mine = os.path.join(folder, f".{name}.{token}")
     with open(mine, "w", encoding="utf-8") as fh:

@@ -1,8 +1,5 @@
-"""Cells, start to finish, on the machine that runs them: realize, launch, wait, classify.
-
-What the driver records (result, log, events, fingerprint) is returned, not left on a disk it
-may not share; how each cell ended is described here and ``run.classify`` names the outcome.
-"""
+"""Cells, start to finish, on the machine that runs them: realize, launch, wait, classify;
+what the driver records is returned, not left on a disk it may not share."""
 
 from __future__ import annotations
 
@@ -37,8 +34,7 @@ def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
              envs: EnvCache | None = None, guard: ProcessGuard | None = None,
              node: str | None = None, run_id: str = "", attempt: int = 1,
              scratch_root: Path | None = None, workers: int = 1) -> CellRun:
-    """Run one cell to its end and return what happened (a suite's session with its tests as
-    ``children``). Raises only ``Cancelled``."""
+    """Run one cell to its end (a suite's session with its tests as ``children``)."""
     runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
                            node=node, run_id=run_id, attempt=attempt,
                            scratch_root=scratch_root, workers=workers))
@@ -51,12 +47,9 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
                node: str | None = None, run_id: str = "", attempt: int = 1,
                scratch_root: Path | None = None, workers: int = 1,
                queue: CellQueue | None = None) -> Iterator[CellRun]:
-    """Run cells of one environment and hardware target in as few pytest processes as they
-    allow (after a crash or a timeout a fresh one starts at the next cell), yielding each
-    cell's run as it ends (in a new environment, once its check has ended too); a suite's
-    session yields its tests' runs before its own. ``workers``: CPU slots for a suite's xdist
-    workers. ``queue``: the cells are drawn with other calls (``run.queue``); this call yields
-    the cells it ran or settled. Raises only ``Cancelled``."""
+    """Run cells of one environment and target in as few pytest processes as they allow,
+    yielding each run as it ends (a suite's tests before its session); ``queue``: drawn with
+    other calls. Raises only ``Cancelled``."""
     drawer = queue.drawer() if queue is not None else None
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt,
                              "node": node or socket.gethostname(), "gpu": gpu}
@@ -92,8 +85,7 @@ def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
 
 
 def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> Callable[[], list[Cell]]:
-    """The cells this call settles when none can run (a broken environment): all of them, or
-    with a queue those no other drawer has claimed, claimed when asked."""
+    """The cells this call settles when none can run: all, or those no other drawer claimed."""
     return lambda: list(cells) if drawer is None else drawer.take_open()
 
 
@@ -106,10 +98,9 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
                cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
                scratch_root: Path | None, checking: Future[Environment] | None,
                drawer: Drawer | None = None) -> Generator[CellRun | None, None, None]:
-    """As few pytest processes as ``cells`` allow, each starting at the next cell not yet run
-    (or claimed). With a check beside them (``checking``): None each second after it ended
-    well, so held results go; none starts, and the running one stops, once it broke."""
-    remaining = list(cells) if drawer is None else drawer.open()
+    """Pytest processes over ``cells``, each from the next cell not yet run; with a
+    ``checking``, None each second after it ended well, and a stop once it broke."""
+    remaining = list(cells) if drawer is None else drawer.queue.open()
     while remaining and not _broken(checking):
         scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
                                         dir=scratch_root))
@@ -130,15 +121,14 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
         if drawer.left:  # it gave up (a process ran no case): the others draw the rest
             break
         drawer.release()
-        remaining = drawer.open()
+        remaining = drawer.queue.open()
 
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
                   ours: Callable[[], list[Cell]], place: dict[str, Any], guard: ProcessGuard | None
                   ) -> Iterator[CellRun]:
-    """``runs`` of a new environment, held until its check ends, then given its fingerprint;
-    if the check breaks the environment, every cell of the batch is its ERROR instead. A
-    Ctrl-C while the check runs records nothing held."""
+    """``runs`` of a new environment, held until its check ends, then fingerprinted; if the
+    check breaks it, every cell of the batch is its ERROR instead."""
     held: list[CellRun] = []
     with contextlib.closing(runs):
         for run in runs:
@@ -181,15 +171,11 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                  cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
                  place: dict[str, Any], checking: Future[Environment] | None,
                  drawer: Drawer | None = None) -> Iterator[CellRun | None]:
-    """One pytest process over ``cells``, yielding each cell it settles; one it did not reach
-    is not, unless it reached none (then all are, so the caller progresses). ``checking``: as
-    ``_processes``. ``drawer``: it runs the cells it claims; one that cannot start or reaches
-    no case settles what ``Drawer.give_up`` says; one asked for and not collected, as never
-    started."""
+    """One pytest process over ``cells``, yielding each cell it settles (all of them if it
+    reached none); with a ``drawer``, the cells it claims (``Drawer.give_up``)."""
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
-    # Cells of a batch share the process's log; drawing from a queue, it is named after the
-    # first cell it settles.
+    # A batch shares the process's log; from a queue, named after the first cell it settles.
     log_name: str | None = (cells[0].cell_id if len(cells) == 1 and drawer is None
                             else f"{cells[0].cell_id}-batch" if drawer is None else None)
     variables = cell_variables(cells[0], gpu, place["node"])
@@ -232,7 +218,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
 
     ended = yield from watch_process(
         process, watch, guard, tick=tick, stop=lambda: _broken(checking),
-        settled=lambda: watch.done_with(by_node) if drawer is None else watch.drained)
+        settled=lambda: watch.drained if drawer else all(n in watch.finished for n in by_node))
     if ended.killed == "stopped":  # the check found the environment broken: no result counts
         return
     if ended.lost:
@@ -261,12 +247,11 @@ def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch
               place: dict[str, Any]) -> CellResult:
     decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
                                reason=finish.get("reason", ""), memory=env.spec.memory))
-    return _result(cell, outcome=decision.outcome, reason=decision.reason,
-                   signature=finish.get("signature"), fingerprint=env.summary,
-                   hardware=watch.hardware, details=finish.get("details", {}),
-                   caveat=finish.get("caveat", ""),
-                   duration=round(float(finish.get("duration", 0.0)), 3),
-                   finished_at=float(finish.get("time") or time.time()), **place)
+    return static_result(cell, decision, signature=finish.get("signature"),
+                         fingerprint=env.summary, hardware=watch.hardware,
+                         details=finish.get("details", {}), caveat=finish.get("caveat", ""),
+                         duration=round(float(finish.get("duration", 0.0)), 3),
+                         finished_at=float(finish.get("time") or time.time()), **place)
 
 
 def _died(cell: Cell, env: Environment, returncode: int, watch: Watch,
@@ -275,33 +260,25 @@ def _died(cell: Cell, env: Environment, returncode: int, watch: Watch,
     decision = classify(Ending(kind="died", returncode=returncode, timed_out=watch.timed_out,
                                oom=watch.oom, memory=env.spec.memory,
                                timeout=env.spec.timeout))
-    return _result(cell, outcome=decision.outcome, reason=decision.reason,
-                   fingerprint=env.summary, hardware=watch.hardware,
-                   duration=round(watch.since_start(cell.case.nodeid), 3), **place)
+    return static_result(cell, decision, fingerprint=env.summary, hardware=watch.hardware,
+                         duration=round(watch.since_start(cell.case.nodeid), 3), **place)
 
 
 def _never_started(cell: Cell, env: Environment, returncode: int, watch: Watch, tail: str,
                    place: dict[str, Any]) -> CellResult:
     decision = classify(Ending(kind="never_started", returncode=returncode, reason=tail,
                                timed_out=watch.timed_out, timeout=env.spec.timeout))
-    return _result(cell, outcome=decision.outcome, reason=decision.reason,
-                   fingerprint=env.summary, hardware=watch.hardware, **place)
+    return static_result(cell, decision, fingerprint=env.summary, hardware=watch.hardware,
+                         **place)
 
 
-def static_result(cell: Cell, decision: Decision, *,
-                  fingerprint: dict[str, Any] | None = None, run_id: str = "",
-                  attempt: int = 1, node: str = "", gpu: int | None = None) -> CellResult:
-    """A result decided without the case running (``classify`` said what): NOT_RUN, or an
-    ERROR for a broken environment or a machine that failed."""
-    return _result(cell, outcome=decision.outcome, reason=decision.reason,
-                   fingerprint=fingerprint or {}, run_id=run_id, attempt=attempt, node=node,
-                   gpu=gpu, infra=decision.infra)
-
-
-def _result(cell: Cell, **fields: Any) -> CellResult:
+def static_result(cell: Cell, decision: Decision, **fields: Any) -> CellResult:
+    """The cell's result as ``classify`` decided it; ``fields``: the rest of ``CellResult``."""
     fields.setdefault("finished_at", time.time())
+    fields.setdefault("run_id", "")
+    fields["fingerprint"] = fields.get("fingerprint") or {}
     return CellResult(
         cell_id=cell.cell_id, environment=cell.env.name, values=dict(cell.env.values),
         env_key=cell.env.key, backend=cell.env.backend, case_id=cell.case.case_id,
         variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
-        **fields)
+        outcome=decision.outcome, reason=decision.reason, infra=decision.infra, **fields)

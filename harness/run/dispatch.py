@@ -1,17 +1,5 @@
-"""The driver loop: submit every cell to an executor, record each result as it arrives.
-
-Cells of one environment, hardware target and case module go in batches, one pytest process
-each (one import of torch, not one per cell), split when there would be fewer batches than
-slots; a case marked ``isolate`` goes alone. An executor that can (``queues``, the local one)
-does not split a batch: several processes draw its cells from one queue, each the next cell
-when it frees up, so no slot waits while another has a fixed share left (nothing says how
-long a cell takes before a first run). Batches go in longest-expected-first (from earlier
-runs' durations), so one long batch does not start last and stretch the run. A cell
-whose machine failed (``infra``) is submitted again, alone, up to ``retries`` more times;
-after that it is an ERROR that names the cause, and ``--resume`` runs it again. Ctrl-C or
-SIGTERM cancels what runs; what finished is already on disk, a suite's tests included (each
-is recorded as it ends, not when its session does).
-"""
+"""The driver loop: cells go in batches (one pytest process each, or a queue several draw
+from), longest expected first; each result is recorded as it arrives, a lost machine retried."""
 
 from __future__ import annotations
 
@@ -36,7 +24,7 @@ PARTIALS_EVERY = 0.5  # seconds: how soon a suite's test is on disk after it end
 
 
 class Recorder(Protocol):
-    """Where results go as they end (a ``RunStore``): the run layer writes no record itself."""
+    """Where results go as they end (a ``RunStore``)."""
 
     @property
     def run_id(self) -> str: ...
@@ -51,7 +39,6 @@ class DispatchStats:
     envs_built: set[str] = field(default_factory=set)
     envs_reused: set[str] = field(default_factory=set)
     envs_failed: set[str] = field(default_factory=set)
-    retried: int = 0
     first_result_at: float | None = None
     results: list[CellResult] = field(default_factory=list)
 
@@ -68,8 +55,7 @@ Unit = tuple[list[Cell], int]
 
 
 def order_batches(batches: Sequence[Unit], expected: Mapping[str, float]) -> list[Unit]:
-    """Longest expected first (per process drawing); a batch with a cell never timed counts
-    as unknown and goes first, in plan order."""
+    """Longest expected first (per drawing process); batches with an untimed cell first."""
     def known(unit: Unit) -> bool:
         return all(c.cell_id in expected for c in unit[0])
 
@@ -81,10 +67,8 @@ def order_batches(batches: Sequence[Unit], expected: Mapping[str, float]) -> lis
 
 def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
                  expected: Mapping[str, float] | None = None) -> list[list[Cell]]:
-    """Group cells that can share a pytest process; split groups while there are fewer
-    batches than ``capacity`` (slots left idle cost more than another torch import). With
-    earlier durations, no batch runs much longer than an even share of the work, so that the
-    longest-first order can balance the slots."""
+    """Cells that can share a pytest process, split while slots would stay idle and, with
+    earlier durations, to about an even share of the work each."""
     if not batch:
         return [[c] for c in cells]
     batches, alone = _groups(cells)
@@ -104,12 +88,8 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
 def make_queues(cells: Sequence[Cell], capacity: int, *,
                 expected: Mapping[str, float] | None = None,
                 fits: Callable[[Cell], int] | None = None) -> list[Unit]:
-    """For an executor with queues: the batches of ``make_batches`` unsplit, each with how
-    many processes draw from it. One each, one more for the batch with the most cells per
-    process while slots would stay idle; with earlier durations, as many as an even share of
-    the work asks, and the cells longest first (what is left at the end is short). Never
-    more than a cell each, nor than the slots that can run them (``fits``: a GPU's cells do
-    not wait for the CPU slots)."""
+    """Unsplit groups, each with how many processes draw from it: widened while slots would
+    stay idle, or by its share of the work; at most a cell each and ``fits`` (its slots)."""
     groups, alone = _groups(cells)
 
     def most(group: list[Cell]) -> int:
@@ -120,8 +100,7 @@ def make_queues(cells: Sequence[Cell], capacity: int, *,
         share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
         units = []
         for group in groups:
-            work = sum(expected[c.cell_id] for c in group)
-            draws = max(1, math.ceil(work / share - 1e-6)) if share > 0 else 1
+            draws = _parts(sum(expected[c.cell_id] for c in group), share)
             units.append((sorted(group, key=lambda c: -expected[c.cell_id]),
                           max(1, min(draws, most(group)))))
     while sum(d for _, d in units) + len(alone) < capacity:
@@ -134,8 +113,7 @@ def make_queues(cells: Sequence[Cell], capacity: int, *,
 
 
 def _groups(cells: Sequence[Cell]) -> tuple[list[list[Cell]], list[list[Cell]]]:
-    """Cells that can share a pytest process (one environment, hardware target and module),
-    in plan order; and the cells marked ``isolate``, each alone."""
+    """Cells that share an environment, hardware target and module; ``isolate`` ones alone."""
     groups: dict[tuple[str, str, str], list[Cell]] = {}
     alone: list[list[Cell]] = []
     for cell in cells:
@@ -148,10 +126,8 @@ def _groups(cells: Sequence[Cell]) -> tuple[list[list[Cell]], list[list[Cell]]]:
 
 def _split(group: list[Cell], expected: Mapping[str, float], share: float
            ) -> list[list[Cell]]:
-    """``group`` in as few parts as keep each near ``share`` expected seconds: longest
-    processing time first onto the least loaded part; each part keeps plan order."""
-    total = sum(expected[c.cell_id] for c in group)
-    parts = max(1, math.ceil(total / share - 1e-6)) if share > 0 else 1
+    """``group`` in parts near ``share`` seconds each (longest first onto the least loaded)."""
+    parts = _parts(sum(expected[c.cell_id] for c in group), share)
     if parts == 1:
         return [group]
     bins: list[list[Cell]] = [[] for _ in range(parts)]
@@ -164,14 +140,17 @@ def _split(group: list[Cell], expected: Mapping[str, float], share: float
     return [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
 
 
+def _parts(work: float, share: float) -> int:
+    return max(1, math.ceil(work / share - 1e-6)) if share > 0 else 1
+
+
 def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
              on_result: Callable[[CellResult], None],
              on_note: Callable[[str], None] = lambda _: None,
              expected: Mapping[str, float] | None = None,
              retries: int = RETRIES, batch: bool = True) -> DispatchStats:
-    """Run ``cells`` and record each result. ``on_result`` hears each cell's last attempt and
-    each suite's test as it ends (``result.parent`` names its session); ``on_note``, what
-    the run says of environments and retries."""
+    """Run ``cells`` and record each result; ``on_result`` hears each last attempt and suite
+    test, ``on_note`` what is said of environments and retries."""
     stats = DispatchStats()
     futures: dict[Future[CellRun], tuple[Cell, int]] = {}
     expected = expected or {}
@@ -188,8 +167,8 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
     finished = False
     # Cells of each environment not yet settled: its "up to date" note waits for the last.
     unsettled = Counter(cell.env.name for cell in cells)
-    lost: dict[str, int] = {}  # machine losses per cell: retried up to `retries`
-    tries: dict[str, int] = {}  # the case's own failed tries: up to cell.retries
+    lost: Counter[str] = Counter()  # machine losses per cell: retried up to `retries`
+    tries: Counter[str] = Counter()  # the case's own failed tries: up to cell.retries
     first_failure: dict[str, CellResult] = {}
     try:
         while futures:
@@ -208,19 +187,18 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                 result = store.record(run)
                 _count_env(stats, run, on_note)
                 again = None
-                step = next_try(result, machine_losses=lost.get(cell.cell_id, 0),
-                                case_tries=tries.get(cell.cell_id, 0), retries=retries,
+                step = next_try(result, machine_losses=lost[cell.cell_id],
+                                case_tries=tries[cell.cell_id], retries=retries,
                                 case_retries=cell.retries)
                 if step == "machine":
-                    lost[cell.cell_id] = lost.get(cell.cell_id, 0) + 1
+                    lost[cell.cell_id] += 1
                     again = f"machine lost, retrying (attempt {attempt + 1}): {result.reason}"
                 elif step == "case":
-                    tries[cell.cell_id] = tries.get(cell.cell_id, 0) + 1
+                    tries[cell.cell_id] += 1
                     first_failure.setdefault(cell.cell_id, result)
                     again = (f"{result.outcome}, trying again ({tries[cell.cell_id]} of "
                              f"{cell.retries} retries): {result.reason}")
                 if again is not None:
-                    stats.retried += 1
                     on_note(f"{cell.case.label} @{cell.hardware} ({cell.env.name}): {again}")
                     (resubmitted,) = executor.submit([cell], run_id=store.run_id,
                                                      attempt=attempt + 1)
@@ -257,10 +235,7 @@ def _collect(future: Future[CellRun], cell: Cell, run_id: str, attempt: int) -> 
 
 
 def _count_env(stats: DispatchStats, run: CellRun, on_note: Callable[[str], None]) -> None:
-    """Counts what ``run`` says of its environment; says at once that it was built or could
-    not be (each batch says so with its first cell: said once). "Up to date" waits for
-    ``_say_up_to_date``: a batch's cell that came first may be one that did not carry the
-    batch's build (another ended with it), or another process of this run built it."""
+    """Count what ``run`` says of its environment; say once that it was built or failed."""
     name = run.result.environment
     if run.result.infra:
         return
@@ -277,7 +252,6 @@ def _count_env(stats: DispatchStats, run: CellRun, on_note: Callable[[str], None
 
 
 def _say_up_to_date(stats: DispatchStats, name: str, on_note: Callable[[str], None]) -> None:
-    """Once every cell of environment ``name`` has settled: "up to date" if none said that
-    this run built it or failed to (those said so already)."""
+    """Every cell of ``name`` settled: "up to date" unless it was built or failed."""
     if name in stats.envs_reused - stats.envs_built - stats.envs_failed:
         on_note(f"environment {name}: up to date, nothing rebuilt")

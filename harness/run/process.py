@@ -1,8 +1,5 @@
-"""The one loop that watches a pytest process in an environment to its end, for a batch of
-cases (``run.cell``) and a suite's session (``run.suite``) alike: wait a second at a time,
-let the caller read what it said, kill its process group when it passes its timeout or hangs
-on the way out, and say how it ended (its exit status, whether the harness killed it and why,
-whether the machine failed, whether its memory limit killed it)."""
+"""The one loop that watches a pytest process to its end, for a batch of cases and a suite's
+session alike: read it each second, kill it when overdue or hung on exit, say how it ended."""
 
 from __future__ import annotations
 
@@ -35,11 +32,8 @@ class Ended:
 def watch_process(process: Process, watch: Watch, guard: ProcessGuard | None, *,
                   tick: Callable[[], Iterator[T]], settled: Callable[[], bool],
                   stop: Callable[[], bool] = lambda: False) -> Generator[T, None, Ended]:
-    """Wait for ``process``, yielding what ``tick`` yields each ``SLICE`` while it runs (the
-    caller reads ``watch`` there). Killed once ``settled()`` (every result is in) and pytest
-    said it is done or has been quiet ``EXIT_GRACE`` seconds; once ``watch`` is overdue
-    (``watch.timed_out``); or at once when ``stop()``. A listener that stops listening kills
-    it too. Raises ``Cancelled`` when the executor was shut down."""
+    """Wait for ``process``, yielding what ``tick`` yields each ``SLICE``; kill it once
+    ``settled()`` and done or quiet, once overdue, or on ``stop()``. Raises ``Cancelled``."""
     code: int | None = None
     killed: Killed | None = None
     try:

@@ -1,9 +1,5 @@
-"""Progress with counts per outcome: a live bar on a terminal, one line per cell elsewhere.
-
-A suite's session speaks as pytest does: a running count of its tests, and at its end its
-environment's line (``host: 7780 passed, 111 skipped in 41.20s``). Cells never run (no GPU of
-their kind here) say one line per environment, hardware target and reason, with their count,
-unless ``verbose``."""
+"""Progress with counts per outcome: a live bar on a terminal, one line per cell elsewhere; a
+suite's session in pytest's words; cells not run one line per environment, target and reason."""
 
 from __future__ import annotations
 
@@ -13,14 +9,7 @@ from collections import Counter
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.results import CellResult, Outcome
 
@@ -56,11 +45,10 @@ class RunProgress:
         self.verbose = verbose
         self.counts: Counter[str] = Counter()
         # (environment, hardware, reason) -> how many NOT_RUN cells wait to be said in one line
-        self.held: dict[tuple[str, str, str], int] = {}
+        self.held: Counter[tuple[str, str, str]] = Counter()
         self.live = sys.stderr.isatty() if live is None else live
         self.console = Console(stderr=True, highlight=False)
         self.bar: Progress | None = None
-        self.task: TaskID | None = None
         self.tests: Counter[str] = Counter()  # every suite's tests, in pytest's words
         self.running: dict[str, Counter[str]] = {}  # by session: its tests so far
         self.said_at: dict[str, float] = {}  # by session: when its count was last said
@@ -71,7 +59,7 @@ class RunProgress:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                 MofNCompleteColumn(), TimeElapsedColumn(), console=self.console)
             self.bar.__enter__()
-            self.task = self.bar.add_task("running", total=self.total)
+            self.bar.add_task("running", total=self.total)
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
@@ -88,7 +76,7 @@ class RunProgress:
 
     def flush(self) -> None:
         """Say the NOT_RUN cells held so far, a line per environment × hardware × reason."""
-        held, self.held = self.held, {}
+        held, self.held = self.held, Counter()
         for (environment, hardware, reason), count in held.items():
             cells = f"{count} cells" if count > 1 else "1 cell"
             self.console.print(f"{'not run':<10} {environment} @{hardware} ({cells})  "
@@ -100,8 +88,8 @@ class RunProgress:
             return
         self.counts[str(result.outcome)] += 1
         session = result.details.get("suite")
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, advance=1, description=self._description())
+        if self.bar is not None:
+            self.bar.update(self.bar.task_ids[0], advance=1, description=self._description())
         if session is not None:
             self.note(self._ended(result))
         elif self.bar is not None:
@@ -109,7 +97,7 @@ class RunProgress:
         elif result.outcome is Outcome.NOT_RUN and not self.verbose:
             key = (result.environment, result.hardware_target,
                    result.reason.splitlines()[0][:100] if result.reason else "")
-            self.held[key] = self.held.get(key, 0) + 1
+            self.held[key] += 1
         else:
             reason = f"  {result.reason.splitlines()[0][:100]}" if result.reason else ""
             self.note(f"[{sum(self.counts.values())}/{self.total}] {result.outcome:<10} "
@@ -122,8 +110,8 @@ class RunProgress:
         self.tests[word] += 1
         running = self.running.setdefault(result.parent or "", Counter())
         running[word] += 1
-        if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, description=self._description())
+        if self.bar is not None:
+            self.bar.update(self.bar.task_ids[0], description=self._description())
             return
         now = time.monotonic()
         if now - self.said_at.get(result.parent or "", -self.every) >= self.every:

@@ -1,11 +1,5 @@
-"""One queue of cells that several pytest processes draw from, the next cell each time one
-frees up (pytest-xdist's ``load`` scheduling): every slot stays busy until it is empty.
-
-The queue is a folder of claim files, one per cell, each a hard link to a file holding its
-drawer's token (one process wins each; none is seen without its token), made by the plugin as
-it takes a cell and by the harness when it settles cells none can run. The token says what a
-gone process drew and never reached: that goes back.
-"""
+"""One queue of cells several pytest processes draw from, the next cell each as it frees up
+(pytest-xdist's ``load``): a folder of claim files, each holding its drawer's token."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from harness.plan.cells import Cell
 
 
 class CellQueue:
-    """The claims of one group of ``cells`` (one environment, hardware target and module),
-    drawn by ``drawers`` tasks of one executor (threads of this process)."""
+    """The claims of one group of ``cells``, drawn by ``drawers`` tasks of one executor."""
 
     def __init__(self, cells: Sequence[Cell], drawers: int, root: Path | None = None) -> None:
         self.cells = tuple(cells)
@@ -39,7 +32,7 @@ class CellQueue:
         return [c for c in self.cells if not (self.folder / c.cell_id).exists()]
 
     def drawer(self) -> Drawer:
-        """A hand for one of the ``drawers`` tasks; it leaves once, when its task stops."""
+        """A hand for one of the ``drawers`` tasks."""
         return Drawer(self, secrets.token_hex(6))
 
     def leave(self) -> bool:
@@ -53,8 +46,7 @@ class CellQueue:
 
 
 class Drawer:
-    """One task's hand in the queue: its processes claim cells under its token, and it
-    knows which of those it has settled (``done``)."""
+    """One task's hand: its processes claim cells under its token; ``done``: those settled."""
 
     def __init__(self, queue: CellQueue, token: str) -> None:
         self.queue, self.folder, self.token = queue, queue.folder, token
@@ -62,7 +54,7 @@ class Drawer:
         self.left = False
 
     def args(self) -> tuple[str, ...]:
-        """What the in-environment plugin is told: where the queue is, whose hand it is."""
+        """What the in-environment plugin is told."""
         return (f"--harness-queue={self.folder}", f"--harness-token={self.token}",
                 f"--harness-drawers={self.queue.drawers}")
 
@@ -78,9 +70,6 @@ class Drawer:
         except FileNotFoundError:
             return None
 
-    def open(self) -> list[Cell]:
-        return self.queue.open()
-
     def claimed(self) -> list[Cell]:
         """The cells this drawer claimed."""
         return [c for c in self.queue.cells if self.owner(c) == self.token]
@@ -90,33 +79,29 @@ class Drawer:
         return [c for c in self.claimed() if c.cell_id not in self.done]
 
     def take_open(self) -> list[Cell]:
-        """Claim every cell still open, and return every cell this drawer claimed, its
-        processes' results included (a broken environment: what they said does not count)."""
-        for cell in self.open():
+        """Claim every open cell; every cell this drawer claimed (a broken environment)."""
+        for cell in self.queue.open():
             self.take(cell)
         return self.claimed()
 
     def give_up(self) -> list[Cell]:
-        """A process of this task ran no case: the cells to settle with its failure, after
-        which the task stops. Those it claimed, or else one still open (so the failure shows);
-        the last task to stop takes every cell still open."""
+        """A process ran no case: the cells to settle with its failure (those it claimed, else
+        one open; the last task to stop takes every open one), then the task stops."""
         mine = self.held()
         if self.leave():
             self.take_open()
             return self.held()  # not what its processes settled already
         if not mine:
-            mine = next(([c] for c in self.open() if self.take(c)), [])
+            mine = next(([c] for c in self.queue.open() if self.take(c)), [])
         return mine
 
     def release(self) -> None:
-        """Give back to the queue what this drawer claimed and did not settle (a process
-        that ended before it reached them)."""
+        """Give back what this drawer claimed and did not settle."""
         for cell in self.held():
             (self.folder / cell.cell_id).unlink(missing_ok=True)
 
     def leave(self) -> bool:
-        """This task draws no more (once; later calls say False): True if it was the last
-        task of the queue to stop."""
+        """This task draws no more: True if it was the last of the queue to stop (once)."""
         if self.left:
             return False
         self.left = True

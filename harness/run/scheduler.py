@@ -26,19 +26,15 @@ class Slot:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Task:
-    """One attempt at a batch of cells (one environment, one hardware target). Compared by
-    identity: a retried cell is a new task."""
+    """One attempt at a batch of cells; compared by identity (a retried cell is a new task)."""
 
     cells: tuple[Cell, ...]
     run_id: str
     attempt: int = 1
-    # The tasks drawing ``cells`` from one queue share it (``run.queue``); None: a task runs
-    # all its cells.
-    queue: CellQueue | None = None
+    queue: CellQueue | None = None  # shared by the tasks drawing ``cells`` from it
 
     @property
     def cell(self) -> Cell:
-        """What decides the slot: every cell of a batch targets the same hardware."""
         return self.cells[0]
 
 
@@ -63,10 +59,8 @@ class Scheduler:
         self.pending.extend(tasks)
 
     def assign(self) -> list[tuple[Slot, Task]]:
-        """Give each free slot the first pending task it fits (submission order: the driver
-        submits the longest expected first). Then CPU slots no pending task fits go to the
-        suites just started that want xdist workers (``width``): a suite widens only when
-        nothing else waits for the CPU."""
+        """Give each free slot the first pending task it fits; then spare CPU slots to the
+        suites just started that want xdist workers (``width``)."""
         out = []
         for slot in self.slots:
             if slot in self.slot_to_task:
@@ -95,8 +89,7 @@ class Scheduler:
         return task
 
     def drain(self) -> list[Task]:
-        """Forget every pending task (shutting down); the caller cancels their futures (of
-        a queue, once none of its tasks runs)."""
+        """Forget every pending task (shutting down); the caller cancels their futures."""
         tasks = list(self.pending)
         self.pending.clear()
         return tasks

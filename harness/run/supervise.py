@@ -1,6 +1,5 @@
-"""What a machine keeps while it runs cells: the processes they have running (so that Ctrl-C
-or SIGTERM kills every one) and the environments it realized (once each, however many cells
-ask at once)."""
+"""What a machine keeps while it runs cells: their live processes (Ctrl-C kills every one)
+and the environments it realized (once each)."""
 
 from __future__ import annotations
 
@@ -71,18 +70,15 @@ class Realized:
     error: str = ""  # why there is no environment
     log: str = ""  # a backend bug's traceback
     built: bool = False  # built by this call
-    # A new environment's check, still running beside its first cells (Backend.begin):
-    # their results wait for it (``settled``).
+    # A new environment's check beside its first cells, whose results wait for it (``settled``)
     checking: Future[Environment] | None = None
 
 
 def settled(realized: Realized) -> Realized:
-    """``realized`` once its check has ended (waiting for it): the checked environment, or
-    the error that breaks it."""
+    """``realized`` once its check has ended: the checked environment, or the error."""
     if realized.checking is None:
         return realized
-    # Waits; never raises what the check raised (each raise would lengthen its shared
-    # traceback).
+    # Waits; never raises what the check raised (each raise lengthens its shared traceback).
     failure = realized.checking.exception()
     if failure is None:
         return Realized(realized.checking.result(), built=realized.built)
@@ -98,11 +94,8 @@ def _failed(exc: BaseException) -> Realized:
 
 
 class EnvCache:
-    """Environments realized in this process, once each, however many cells ask at once.
-
-    A failure is remembered too: one broken environment is one build attempt per process,
-    not one per cell. A new environment is handed out while its check runs
-    (``Realized.checking``); once the check ends, what it said is what later batches get."""
+    """Environments realized in this process, once each (a failure too), however many cells
+    ask at once; a new one is handed out while its check runs (``Realized.checking``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -115,8 +108,7 @@ class EnvCache:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._done:
-                # As realized for the first batch: a batch that starts later may end first,
-                # and its report must not call an environment built in this run "up to date".
+                # As first realized: a later batch must not call one built in this run "up to date"
                 return self._done[key]
             try:
                 realizing = backend.begin(cell.env)

@@ -1,12 +1,10 @@
-"""Watching a pytest process in an environment from outside: the variables every cell gets,
-its events file read as it grows, its log kept within bounds. Shared by the batches of cases
-(``run.cell``) and the sessions of test suites (``run.suite``)."""
+"""Watching a pytest process from outside: the variables every cell gets, its events file read
+as it grows, its log kept within bounds (for ``run.cell`` and ``run.suite``)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +12,8 @@ from harness.core import jsonio
 from harness.core.paths import INENV_DIR
 from harness.plan.cells import Cell
 
-#: Set in every cell: no hub downloads at run time, no stray bytecode in the cases folder.
-#: CUDA_DEVICE_ORDER: CUDA's own default numbers the fastest GPU first; the probe (nvidia-smi,
-#: NVML) numbers them by PCI bus. On a mixed host, the GPU a cell is given must be the GPU it
-#: gets.
+#: Set in every cell: no hub downloads, no stray bytecode; GPUs numbered by PCI bus, as the
+#: probe numbers them, so that the GPU a cell is given is the GPU it gets.
 CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
             "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -44,8 +40,7 @@ class Watch:
         self.events: list[dict[str, Any]] = []
         self.finished: set[str] = set()
         self.started: set[str] = set()
-        # Tests started and not ended, with their start: one at a time, or one per xdist
-        # worker in a suite's process.
+        # Tests started and not ended, with their start (one per xdist worker in a suite)
         self.running: dict[str, float] = {}
         self.last_activity = time.time()
         self.started_at = self.last_activity
@@ -93,12 +88,8 @@ class Watch:
 
     @property
     def current(self) -> str | None:
-        """The test running longest: the one a timeout or a crash of the process is put on
-        (under xdist the others running then go on in the next process)."""
+        """The test running longest: the one a timeout or a crash of the process is put on."""
         return min(self.running, key=self.running.__getitem__) if self.running else None
-
-    def done_with(self, nodeids: Iterable[str]) -> bool:
-        return all(n in self.finished for n in nodeids)
 
     def overdue(self) -> bool:
         """Each case has the timeout from its own start (the first, from the process's)."""
@@ -115,8 +106,7 @@ class Watch:
 
 
 def _decoded(lines: bytes) -> list[dict[str, Any]]:
-    """The events of whole lines: decoded at once (a suite writes two a test, thousands a
-    second), else line by line, a line that is no JSON object left out."""
+    """The events of whole lines: decoded at once, else line by line (no JSON object: left out)."""
     try:
         values = jsonio.loads(b"[" + lines.strip().replace(b"\n", b",") + b"]")
     except ValueError:

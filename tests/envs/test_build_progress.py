@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.matrix import BuildSetting, EnvSpec
-from harness.envs import buildwatch
+from harness.envs import base
 from harness.envs.uv import UvBackend
 from tests.conftest import PY
 from tests.packages import make_sdist
@@ -31,7 +31,7 @@ def test_a_source_build_prints_a_line_at_its_start_each_interval_and_its_end(
     folder = tmp_path / "wheels"
     folder.mkdir()
     make_sdist(folder, "slowbuild", "0.1", {"setup.py": SLOW_SETUP, "slowbuild.py": ""})
-    monkeypatch.setattr(buildwatch, "EVERY", 0.5)
+    monkeypatch.setattr(base, "BUILD_EVERY", 0.5)
     spec = EnvSpec(name="slow", origin="test", values=(), backend="uv", python=PY,
                    requirements=("slowbuild",), pins=(),
                    builds=(BuildSetting(dist="slowbuild", isolation=False,
@@ -70,8 +70,8 @@ def test_the_step_is_the_newest_process_under_the_build(tmp_path: Path) -> None:
             step = None
             while step is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-                step = buildwatch.current_step([marker])
+                step = base.current_step([marker])
             assert step is not None and step.endswith(" ... deep/inside/step.cpp"), step
-            assert buildwatch.current_step([str(tmp_path / "elsewhere")]) is None
+            assert base.current_step([str(tmp_path / "elsewhere")]) is None
         finally:
             os.killpg(proc.pid, signal.SIGKILL)  # the build and its step

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from harness.core.backends import REGISTRY
 from harness.core.errors import DriftError, UsageError
 from harness.core.matrix import EnvSpec
-from harness.envs import BACKENDS, get_backend
+from harness.envs import backend_class, get_backend
 from harness.envs.base import Backend, Environment, LaunchRequest, Process
 from tests.conftest import ROOT
 
@@ -80,7 +81,7 @@ def test_drift_is_checked_on_every_realize(tmp_path: Path, there: bool) -> None:
 def test_a_bad_backend_name_lists_the_valid_ones(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="unknown backend 'conda'; valid: docker, host, uv"):
         get_backend("conda", tmp_path)
-    assert {name: cls.name for name, cls in BACKENDS.items()} == {
+    assert {name: backend_class(name).name for name in REGISTRY} == {
         "uv": "uv", "host": "host", "docker": "docker"}
 
 

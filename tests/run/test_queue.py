@@ -72,7 +72,7 @@ def test_a_cell_is_claimed_once_and_given_back_when_never_reached(tmp_path: Path
     assert one.token != two.token and queue.open() == cells
     assert one.take(cells[0]) and not two.take(cells[0])
     assert one.owner(cells[0]) == one.token and two.owner(cells[1]) is None
-    assert one.open() == cells[1:] and one.held() == [cells[0]] and not two.held()
+    assert queue.open() == cells[1:] and one.held() == [cells[0]] and not two.held()
     one.done.add(cells[0].cell_id)  # its process settled it
     assert one.held() == [] and one.claimed() == [cells[0]]
     assert two.take_open() == cells[1:]  # what is left, claimed; not what one holds

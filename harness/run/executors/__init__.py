@@ -1,12 +1,9 @@
-"""Executors: where cells run. ``submit(cells) -> [Future[CellRun], ...]`` and nothing more.
-
-``cells`` is a batch of one environment and hardware target, for one slot; each cell's future
-resolves as that cell ends, or raises ``InfraError`` when its machine was lost (the driver
-decides whether to retry). A suite's tests' runs, no planned cell's, wait in ``partials()``.
-"""
+"""Executors: where cells run. ``submit(batch)`` gives a future per cell, resolved as it ends
+or raising ``InfraError`` when its machine was lost; a suite's tests wait in ``partials()``."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Protocol
@@ -33,23 +30,36 @@ class Executor(Protocol):
         """How many batches can run at once (slots, or the cluster's CPUs and GPUs)."""
 
     def slots_for(self, cell: Cell) -> int:
-        """How many of those slots can run ``cell`` (its hardware): the most processes that
-        draw one queue of its batch at once."""
+        """How many of those slots can run ``cell``: the most processes drawing its queue."""
 
     def describe(self) -> dict[str, object]:
         """For the run record: what ran the cells."""
 
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
-        """``draws``: how many tasks (a slot each, a process at a time) draw the batch's
-        cells from one queue (``queues`` executors; one task for the others)."""
+        """``draws``: how many tasks draw the batch's cells from one queue (``queues``)."""
 
     def partials(self) -> list[CellRun]:
-        """The runs of no planned cell (a suite's tests) that came since the last call, in
-        order, each before its session's own future resolves."""
+        """A suite's tests' runs since the last call, each before its session's future."""
 
     def shutdown(self, *, cancel: bool = False) -> None:
         """Wait for (or, with ``cancel``, kill) what runs, and release the machines."""
 
 
-EXECUTORS = ("local", "ray")
+class Partials:
+    """What both executors share: each cell's run onto its future as it ends; a suite's
+    tests' runs (no planned cell) queued for ``partials``."""
+
+    def __init__(self) -> None:
+        self._partials: deque[CellRun] = deque()
+
+    def partials(self) -> list[CellRun]:
+        # deque's append and popleft are atomic: the executor's threads add while this takes
+        return [self._partials.popleft() for _ in range(len(self._partials))]
+
+    def _deliver(self, run: CellRun, futures: dict[str, Future[CellRun]]) -> None:
+        future = futures.get(run.result.cell_id)
+        if future is None:  # a suite's test: recorded as it ends, before its session
+            self._partials.append(run)
+        else:
+            future.set_result(run)  # the driver records it now

@@ -1,14 +1,10 @@
-"""The local executor: this machine's CPU slots and GPUs, one thread per busy slot.
-
-A slot that frees up takes the next pending batch it fits; nothing polls. A batch submitted
-with ``draws`` runs as that many tasks drawing its cells from one queue (``run.queue``).
-"""
+"""The local executor: this machine's CPU slots and GPUs, one thread per busy slot; a batch
+submitted with ``draws`` runs as that many tasks drawing from one queue (``run.queue``)."""
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,17 +15,19 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine
 from harness.run.cell import iter_batch
+from harness.run.executors import Partials
 from harness.run.queue import CellQueue
 from harness.run.scheduler import Scheduler, Slot, Task, make_slots
 from harness.run.supervise import Cancelled, EnvCache, ProcessGuard
 
 
-class LocalExecutor:
+class LocalExecutor(Partials):
     name = "local"
     queues = True
 
     def __init__(self, machine: Machine, *, jobs: int, cache_dir: Path, cases_dir: Path
                  ) -> None:
+        super().__init__()
         self.machine = machine
         self.cache_dir = cache_dir
         self.cases_dir = cases_dir
@@ -43,7 +41,6 @@ class LocalExecutor:
         self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
         self._drawing: dict[CellQueue, _Drawing] = {}
         self._backends: dict[str, Backend] = {}
-        self._partials: deque[CellRun] = deque()  # the runs of no planned cell
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -80,10 +77,6 @@ class LocalExecutor:
             self._pump()
         return list(futures.values())
 
-    def partials(self) -> list[CellRun]:
-        # deque's append and popleft are atomic: the executor's threads add while this takes
-        return [self._partials.popleft() for _ in range(len(self._partials))]
-
     def shutdown(self, *, cancel: bool = False) -> None:
         if cancel:
             self.guard.cancel()
@@ -112,10 +105,8 @@ class LocalExecutor:
 
     def _ended(self, task: Task, failure: BaseException | None
                ) -> tuple[bool, BaseException | None]:
-        """Whether ``task`` was the last of its queue to end (or had no queue), and then what
-        to put on the futures no task resolved: the first failure of any of its tasks (what
-        a failed task claimed stays claimed). The queue's folder goes with its last task.
-        Called with the lock held."""
+        """Whether ``task`` was the last of its queue to end, and then the first failure of its
+        tasks, for the futures none resolved. Called with the lock held."""
         if task.queue is None:
             return True, failure
         drawing = self._drawing[task.queue]
@@ -138,11 +129,7 @@ class LocalExecutor:
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
                                   node=self.node, run_id=task.run_id, attempt=task.attempt,
                                   workers=width, queue=task.queue):
-                future = futures.get(run.result.cell_id)
-                if future is None:  # a suite's test: recorded as it ends, before its session
-                    self._partials.append(run)
-                else:
-                    future.set_result(run)  # the driver records it now
+                self._deliver(run, futures)
         except Cancelled:
             pass
         except BaseException as exc:  # reaches the driver through the futures

@@ -1,10 +1,5 @@
-"""The Ray executor: each batch a Ray task on a node with the right kind of GPU.
-
-A GPU batch reserves ``num_gpus=1`` and one unit of a resource named after its architecture
-(``{"sm_90": 1}``; nodes declare theirs: ``ray start ... --resources '{"sm_90": 8}'``, as
-``harness doctor`` prints); a CPU batch a CPU. Nodes realize environments in their own cache
-and unpack the driver's cases: no shared filesystem. A lost task is an ``InfraError``.
-"""
+"""The Ray executor: each batch a Ray task on a node with its kind of GPU (a resource named
+after the architecture, ``{"sm_90": 1}``) or a CPU; a lost task is an ``InfraError``."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ import os
 import re
 import tarfile
 import threading
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -30,6 +25,7 @@ from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
 from harness.plan.hardware import Machine, has_a_variant
 from harness.run.cell import iter_batch
+from harness.run.executors import Partials
 from harness.run.supervise import EnvCache
 
 ARCH = re.compile(r"sm_\d{2,3}")
@@ -75,12 +71,13 @@ def pack_cases(cases_dir: Path) -> tuple[bytes, str]:
     return blob, hashlib.sha256(blob).hexdigest()[:16]
 
 
-class RayExecutor:
+class RayExecutor(Partials):
     name = "ray"
     queues = False  # no queue shared across machines: the driver cuts fixed batches
 
     def __init__(self, *, address: str | None, cases_dir: Path, machine: Machine, jobs: int
                  ) -> None:
+        super().__init__()
         self.ray = _import_ray(address)
         self.address = address
         try:
@@ -103,7 +100,6 @@ class RayExecutor:
         self._remote = self.ray.remote(num_returns="streaming")(_run_on_node)
         self._lock = threading.Lock()
         self._live: dict[Any, dict[str, Future[CellRun]]] = {}  # generator -> its futures
-        self._partials: deque[CellRun] = deque()  # the runs of no planned cell
         self._stop = threading.Event()
         self._pump = threading.Thread(target=self._collect, name="ray-results", daemon=True)
         self._pump.start()
@@ -179,15 +175,7 @@ class RayExecutor:
         except Exception as exc:
             self._settle(generator, exc)
             return
-        future = futures.get(run.result.cell_id)
-        if future is None:  # a suite's test: recorded as it ends, before its session
-            self._partials.append(run)
-        else:
-            future.set_result(run)
-
-    def partials(self) -> list[CellRun]:
-        # deque's append and popleft are atomic: the executor's threads add while this takes
-        return [self._partials.popleft() for _ in range(len(self._partials))]
+        self._deliver(run, futures)
 
     def _settle(self, generator: Any, exc: BaseException | None) -> None:
         """The batch ended: cells it did not report get the reason (a lost node)."""
