@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +211,7 @@ class RunStore:
         """The run's events and fingerprint, then its result line (pointing at ``log``)."""
         result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
         if log is not None:
-            result = replace(result, log=log)
+            result = result.replace(log=log)
         if run.events:  # one file for the run: a suite's thousands of tests are not a file each
             self._events.append(b"".join(
                 jsonio.dumps({"cell_id": result.cell_id, "attempt": result.attempt,

@@ -10,14 +10,11 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from harness.core.results import (
     CellResult,
     Outcome,
-    ResultLike,
-    ResultRow,
-    as_rows,
 )
 from harness.core.rules import Rule
 from harness.records import table
@@ -134,14 +131,12 @@ def _cells(stores: Sequence[RunStore], metas: Sequence[dict[str, Any]], out_dir:
         pairs = [(stores[0], r) for r in given]
     else:
         pairs = merged_results(stores)
-    rows = as_rows(r for _, r in pairs)
-    return _Cells(*_ordered([(s, row) for (s, _), row in zip(pairs, rows, strict=True)],
-                            stores, metas, out_dir))
+    return _Cells(*_ordered(pairs, stores, metas, out_dir))
 
 
-def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore],
+def _ordered(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
              metas: Sequence[dict[str, Any]], out_dir: Path
-             ) -> tuple[list[ResultRow], list[ResultRow], list[str]]:
+             ) -> tuple[list[CellResult], list[CellResult], list[str]]:
     """The cells in the record's order and in the report's, and their logs' links."""
     # The table's rows in the record's order (RunStore.results'), as a reader that makes it
     # from the record would have them: the same cells win a logical key whoever wrote it.
@@ -150,18 +145,15 @@ def _ordered(pairs: list[tuple[RunStore, ResultRow]], stores: Sequence[RunStore]
     return in_record, [r for _, r in pairs], _links(pairs, stores, out_dir)
 
 
-R = TypeVar("R", CellResult, ResultRow)
-
-
-def _report_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore],
-                  metas: Sequence[dict[str, Any]]) -> list[tuple[RunStore, R]]:
+def _report_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
+                  metas: Sequence[dict[str, Any]]) -> list[tuple[RunStore, CellResult]]:
     if len(stores) != 1 or metas[0].get("ordered_cells") != len(pairs):
         return _in_plan_order(pairs, stores)
     return pairs  # a merge wrote them in this order
 
 
-def _in_plan_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore]
-                   ) -> list[tuple[RunStore, R]]:
+def _in_plan_order(pairs: list[tuple[RunStore, CellResult]], stores: Sequence[RunStore]
+                   ) -> list[tuple[RunStore, CellResult]]:
     """Matrix order (the plan's), not completion order: two renders of one run are equal."""
     order: dict[str, int] = {}
     for store in stores:
@@ -171,7 +163,7 @@ def _in_plan_order(pairs: list[tuple[RunStore, R]], stores: Sequence[RunStore]
                                         p[1].logical_key, p[1].cell_id))
 
 
-def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
+def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
            out_dir: Path) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
     there), in their order, so that the report and the run folder can move together. Each

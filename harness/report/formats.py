@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import atomic
-from harness.core.results import ResultRow
+from harness.core.results import CellResult
 from harness.records.damaged import warn as warn_damaged
 from harness.records.expect import Judgement
 from harness.report.csvfile import write_csv
@@ -61,7 +61,7 @@ def site(report: Report, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def _verdict(result: ResultRow, judged: Judgement) -> dict[str, Any]:
+def _verdict(result: CellResult, judged: Judgement) -> dict[str, Any]:
     """A deviation from what was expected, or a failure that was (with why)."""
     return {"environment": result.environment,
             "case": f"{result.case_id}::{result.variant}",

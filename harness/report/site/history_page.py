@@ -18,7 +18,7 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from harness.core.results import Outcome, ResultLike, logical_keys
+from harness.core.results import CellResult, Outcome, logical_keys
 from harness.records import history
 from harness.records.runs import lineage, read_meta
 from harness.report.site.model import PROBES, Site
@@ -99,7 +99,7 @@ def turns(strip: Strip) -> tuple[int, ...]:
     return tuple(found)
 
 
-def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
+def page(rows: Sequence[CellResult], site: Site, earlier: history.History,
          runs: Sequence[Run]) -> HistoryPage:
     """``runs``: the earlier runs' columns (``earlier.runs``' order), then the report's.
     Past ``MAX_ROWS`` cells, the ``MAX_ROWS`` that changed last (flaky ones among them)."""
@@ -149,7 +149,7 @@ def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[i
     return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
 
 
-def load(rows: Sequence[ResultLike], site: Site, run_dir: Path, out_dir: Path,
+def load(rows: Sequence[CellResult], site: Site, run_dir: Path, out_dir: Path,
          run_ids: Sequence[str]) -> HistoryPage:
     """The page of the report of ``run_dir`` (its first record) written to ``out_dir``: the
     runs of its folder of its line made before it, the last ``RUNS - 1`` of them."""

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from harness.core.results import Outcome, ResultLike, as_mapping, counted
+from harness.core.results import CellResult, Outcome, as_mapping, counted
 from harness.records.damaged import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, version_sort_key
@@ -27,7 +27,7 @@ from harness.report.site.versions import PRIORITY, combinations, version_sort_ke
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
 K = TypeVar("K")
-R = TypeVar("R", bound=ResultLike)
+R = TypeVar("R", bound=CellResult)
 SHORT = {Outcome.PASS: "PASS", Outcome.REPRODUCED: "REPRO", Outcome.FAIL: "FAIL",
          Outcome.SKIP: "SKIP", Outcome.ERROR: "ERROR", Outcome.TIMEOUT: "TIMEOUT",
          Outcome.CRASH: "CRASH", Outcome.NOT_RUN: "not run", Outcome.MISSING: "MISSING",
@@ -179,7 +179,7 @@ def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[str, str]:
+def row_versions(env: Mapping[str, Any], results: Sequence[CellResult]) -> dict[str, str]:
     """The spec's pins, replaced by what was really installed where the environment built."""
     versions = spec_versions(env)
     for r in results:
@@ -192,7 +192,7 @@ def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[
     return {k: v for k, v in versions.items() if k not in _NOT_SHOWN}
 
 
-def _unbuildable(results: Sequence[ResultLike]) -> str | None:
+def _unbuildable(results: Sequence[CellResult]) -> str | None:
     """An environment whose every cell that ran is ERROR without a fingerprint: it never
     built. Returns the reason's first line."""
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
@@ -201,7 +201,7 @@ def _unbuildable(results: Sequence[ResultLike]) -> str | None:
     return None
 
 
-def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping[str, Any]],
+def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping[str, Any]],
                cases: Mapping[str, Mapping[str, Any]], meta: Sequence[Mapping[str, Any]],
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
                since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None,
@@ -224,7 +224,7 @@ def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping
                              for c, rs in by_case.items() if c in suites))
 
 
-def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) -> Header:
+def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
     import time
 
     targets = sorted({r.hardware_target for r in results})
@@ -254,7 +254,7 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
                                  for k, v in (m.get("set") or {}).items())))
 
 
-def _failure_table(case: str, results: Sequence[ResultLike],
+def _failure_table(case: str, results: Sequence[CellResult],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
                    links: Mapping[str, str], bisected: Sequence[str] = ()) -> FailureTable:
@@ -327,7 +327,7 @@ def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
                                              k)))
 
 
-def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
+def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
              varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
              broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """Derived, never written by hand: which versions the failure reproduces on, whether each
@@ -395,7 +395,7 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
     return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
-def _workaround(variant: str, results: Sequence[ResultLike],
+def _workaround(variant: str, results: Sequence[CellResult],
                 versions: Mapping[str, dict[str, str]], key: str | None,
                 tested: Sequence[str] | None) -> str:
     """Whether a workaround helps, by the versions of the table's rows: a range never spans a
@@ -405,7 +405,7 @@ def _workaround(variant: str, results: Sequence[ResultLike],
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
         return f"{variant}: not run ({why})" if why else f"{variant}: not run"
 
-    def value(r: ResultLike) -> str:
+    def value(r: CellResult) -> str:
         return versions[r.environment].get(key, "—") if key else r.environment
 
     good = {value(r) for r in ran if r.outcome.passed}
@@ -426,7 +426,7 @@ GRID_KIND = {Outcome.PASS: "works", Outcome.REPRODUCED: "missing", Outcome.FAIL:
              Outcome.FLAKY: "failed"}
 
 
-def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
+def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))
