@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import StoreError
-from harness.core.results import Outcome, ResultRow
+from harness.core.results import Outcome
 from harness.records import table
 from harness.records.merge import _link, _Read, merge_runs
 from harness.records.store import RunStore
@@ -124,10 +124,10 @@ def test_a_folder_that_cannot_be_made_puts_the_earlier_merge_back(
 
 def test_the_lines_a_merge_passes_through_are_not_walked_by_the_cycle_collector(
         tmp_path: Path) -> None:
-    """Rows decoded without a result (``ResultRow``) are never in a cycle: untracked, so a
-    100,000-cell merge with the collector on does not walk them at every collection."""
+    """Results are never in a cycle: untracked, so a 100,000-cell merge with the collector
+    on does not walk them at every collection."""
     merged = merge_runs(shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out",
-                        run_id="m", make_results=False)
-    rows = [r for r in merged.written if isinstance(r, ResultRow)]
+                        run_id="m")
+    rows = merged.written
     assert len(rows) == len(CELLS)
     assert not any(gc.is_tracked(r) for r in rows)

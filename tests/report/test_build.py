@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.core.results import CellResult, Outcome, as_rows
+from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
 from harness.report.build import _links
 from tests.conftest import ROOT
@@ -41,7 +41,7 @@ def test_each_log_is_linked_from_the_report_where_it_is_there(tmp_path: Path) ->
     assert dict(zip(want, _links([(store, c) for c in cells], [store], out),
                     strict=True)) == want
     # The same from rows (the report's halves read rows).
-    assert _links([(store, r) for r in as_rows(cells)], [store], out) == list(want.values())
+    assert _links([(store, r) for r in cells], [store], out) == list(want.values())
     assert (out / want["5"]).resolve() == elsewhere.resolve()
 
 
