@@ -23,50 +23,25 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
-from harness.core.results import CellResult, Judged, Outcome, counted
+from harness.core.results import Judged, Outcome, counted
 from harness.core.rules import Rule
-from harness.records.baseline import Baseline, load_baseline
+from harness.records.baseline import SILENT, Baseline, load_baseline
 from harness.records.select import choose_records
 from harness.records.store import RunStore
-
-BASELINE_FORMAT = "ml-compat-harness baseline 1"
-#: What a cell was that says nothing of what it should be.
-_SILENT = (Outcome.NOT_RUN, Outcome.MISSING)
 
 Key = tuple[str, str, str]
 J = TypeVar("J", bound=Judged)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Verdict:
-    result: CellResult
-    expected: frozenset[Outcome]  # empty: any fine outcome
-    status: str  # expected | new failure | fixed | changed | not run
-    why: str = ""  # the rule's why, or "baseline <source>"
-
-    @property
-    def deviates(self) -> bool:
-        return self.status in ("new failure", "fixed", "changed")
-
-
-def judge(results: Iterable[CellResult], rules: Sequence[Rule] = (),
-          baseline: Baseline | None = None) -> list[Verdict]:
-    # A suite's session that came back as its tests is judged as those tests, not once more.
-    return [Verdict(result=result, expected=found.expected, why=found.why, status=found.status)
-            for result, found in _Judge(rules, baseline).each(counted(list(results)))]
-
-
 class Judgement(NamedTuple):
     """What judging makes of a cell: the same for every cell of one outcome that the same
-    rules hold for (or the same baseline outcome stands for). A tuple, so that a verdict's
-    fields count with it (``summary_lines``)."""
+    rules hold for (or the same baseline outcome stands for)."""
 
     outcome: Outcome
     expected: frozenset[Outcome]
@@ -129,7 +104,7 @@ class _Judge:
             before = None
             if not holding and before_of is not None:
                 before = before_of.get(result.logical_key)
-                if before in _SILENT:
+                if before in SILENT:
                     before = None
             judged_key = (holding, result.outcome, before)
             judgement = judged.get(judged_key)
@@ -176,10 +151,6 @@ def _status(outcome: Outcome, expected: frozenset[Outcome]) -> str:
 _DEVIATING = frozenset({"new failure", "fixed", "changed"})
 
 
-def exit_code(verdicts: Sequence[Verdict], fail_on: str) -> int:
-    return _exit_code(((v.result.outcome, v.status) for v in verdicts), fail_on)
-
-
 def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
     if fail_on not in FAIL_ON:
         raise UsageError(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
@@ -190,22 +161,14 @@ def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
     return 1 if any(status in _DEVIATING for _, status in judged) else 0
 
 
-def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
-    """A count per status, the known failures once per reason, then each deviation."""
-    cells = Counter(Judgement(v.result.outcome, v.expected, v.why, v.status)
-                    for v in verdicts)
-    return _summary(cells, [(v.result, v.expected, v.status) for v in verdicts if v.deviates],
-                    limit)
-
-
 #: A cell that deviates: its result, what was expected of it, its status.
 _Deviation = tuple[Judged, frozenset[Outcome], str]
 
 
 def _summary(cells: Counter[Judgement], deviating: Sequence[_Deviation], limit: int
              ) -> list[str]:
-    """``summary_lines`` of the cells counted per judgement (in the order each first came)
-    and the deviating ones, in order."""
+    """A count per status, the known failures once per reason, then each deviation (of the
+    cells counted per judgement, in the order each first came)."""
     counts: Counter[str] = Counter()
     known: Counter[str] = Counter()  # per why, in the order each first came, as the cells
     for judgement, n in cells.items():
@@ -274,7 +237,7 @@ def judged_lines(stores: Sequence[RunStore], fail_on: str, known: Baseline | Non
 def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
                   baseline: Baseline | None = None, *, limit: int = 20
                   ) -> tuple[list[str], list[tuple[J, Judgement]]]:
-    """``summary_lines`` of ``judge``'s verdicts, and the cells a report lists one by one:
+    """The summary's lines (``_summary``), and the cells a report lists one by one:
     those that deviate and the failures that were expected (with the judgement of each)."""
     cells, notable = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING or (
         j.status == "expected" and not j.outcome.ok))
@@ -285,7 +248,7 @@ def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
 def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
-    """``summary_lines`` and ``exit_code`` of ``judge``'s verdicts. ``results``: any form of a
+    """The summary's lines (``_summary``) and the exit code ``fail_on`` asks. ``results``: any form of a
     result that says what judging reads."""
     _exit_code((), fail_on)  # a --fail-on that is none, before the judging
     cells, deviating = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING)

@@ -33,7 +33,7 @@ from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Outcome, adopt
 from harness.records import damaged
 from harness.records.expect import recorded_rules
-from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
+from harness.records.layout import FULL_PLAN, META, RESULTS
 from harness.records.lines import DECODER, REFUSED, in_place
 from harness.records.runs import run_kind
 from harness.records.select import choose
@@ -164,8 +164,7 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
 
 def _plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], redactor: Redactor
           ) -> tuple[list[dict[str, Any]] | PlanText, list[str]]:
-    """The merged run's plan, as it is written (the first shard's text where it can be), and
-    its cells' order."""
+    """The merged run's plan as written (the first shard's text where it can be), its order."""
     passed = None if redactor.secrets else _plan_text(sources, metas)
     if passed is not None:
         return passed
@@ -177,10 +176,8 @@ def _create(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], report
             run_id: str, redactor: Redactor, planned: list[dict[str, Any]] | PlanText,
             background: _Background) -> None:
     """The merged run's folder (run.json, plan.json, cases.json), replacing an earlier merge
-    of the name whole."""
-    cases = _union(s.cases for s in sources)
-    # Only now, with every shard's plan, cases and record read: an artifact that cannot be
-    # read leaves the earlier merge of the same name as it was.
+    of the name whole (only now: an artifact that cannot be read leaves it as it was)."""
+    cases = {label: case for s in sources for label, case in s.cases.items()}
     target = reports_dir / "runs" / run_id
     aside = _set_aside(target, reports_dir) if (target / META).exists() else None
     try:
@@ -208,9 +205,8 @@ _REPLACED = ".replaced"
 
 
 def _set_aside(target: Path, reports_dir: Path) -> Path | None:
-    """``target`` out of ``runs/`` at once (a rename: a reader never sees half a run), to be
-    removed once the new folder is made; where it cannot be renamed (``.replaced`` is a
-    file, another file system), removed in place."""
+    """``target`` moved out of ``runs/`` (a rename: no reader sees half a run), to be removed
+    later; where it cannot be renamed, removed in place."""
     folder = reports_dir / _REPLACED
     place = folder / f"{os.getpid()}-{time.time_ns()}"
     try:
@@ -255,13 +251,11 @@ class _Read(RunStore):
         self.names = names
         # a cell -> its last attempt, if that may be written as it is: its line and names
         self.kept: dict[str, tuple[CellResult, bytes, tuple[str, ...]]] = {}
-        self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
-        self.all_usable: dict[tuple[str, ...], bool] = {}
+        self.usable: dict[tuple[str, ...], bool] = {}  # names -> named the same when merged
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
 
     def verbatim(self, result: CellResult) -> tuple[bytes, tuple[str, ...]] | None:
-        """The line ``result`` was read from and the shared values it names, if the merged
-        record holds that line as it is."""
+        """The line ``result`` was read from and the values it names, if kept as it is."""
         kept = self.kept.get(result.cell_id)
         return kept[1:] if kept is not None and kept[0] is result else None
 
@@ -278,46 +272,26 @@ class _Read(RunStore):
         by_cell: dict[str, CellResult] = {}
         read = 0  # lines read, to tell whether one was left out (torn, not JSON)
         for line in data.split(b"\n"):
-            if fast:
-                try:
-                    found = DECODER.decode(line)
-                except REFUSED:
-                    found = None
-                names = _named(found, shared) if found is not None else None
-                if found is not None and names is not None and self._all_usable(names):
-                    in_place((found,), shared)
-                    by_cell[found.cell_id] = found
-                    self.kept[found.cell_id] = (found, line, names)
-                    read += 1
-                    continue
-            for text, row, verbatim in jsonio.loads_lines(line):
-                try:
-                    whole = verbatim and row.keys() <= FIELDS  # adopt will drop none
-                    names = _resolve(row, shared)
-                    result = adopt(row)
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue  # not a result line (a hand edit), as ``attempts`` leaves it out
-                read += 1
-                by_cell[result.cell_id] = result
-                if whole and names is not None and self._all_usable(names) and not (
-                        secrets and (b"\\" in text or any(x in text for x in secrets))):
-                    self.kept[result.cell_id] = (result, text, names)  # (a secret escaped?)
+            result, exact = _decode(line, fast)
+            if result is None:
+                continue
+            read += 1
+            names = _named(result, shared)
+            in_place((result,), shared)
+            by_cell[result.cell_id] = result
+            if exact and names is not None and self._usable(names) and not (
+                    secrets and (b"\\" in line or any(x in line for x in secrets))):
+                self.kept[result.cell_id] = (result, line, names)  # (a secret escaped?)
         if read != sum(map(bool, map(bytes.strip, data.split(b"\n")))):
             self.damaged = damaged.scan(self.run_dir / RESULTS, len(data))
             damaged.warn(self.damaged)
         return list(by_cell.values())
 
-    def _all_usable(self, names: tuple[str, ...]) -> bool:
-        usable = self.all_usable.get(names)
+    def _usable(self, names: tuple[str, ...]) -> bool:
+        usable = self.usable.get(names)
         if usable is None:  # most lines name the same few: once per distinct tuple of names
-            usable = self.all_usable[names] = all(self._usable(n) for n in names)
-        return usable
-
-    def _usable(self, name: str) -> bool:
-        usable = self.usable.get(name)
-        if usable is None:  # many lines name few values: each checked once
-            usable = self.usable[name] = self.names.usable(
-                name, self.shared_lines.get(name), self._shared_values()[name])
+            usable = self.usable[names] = all(self.names.usable(
+                n, self.shared_lines[n], self._shared_values()[n]) for n in names)
         return usable
 
     def _shared_values(self) -> dict[str, Any]:
@@ -330,11 +304,24 @@ class _Read(RunStore):
         return self._shared
 
 
-def _named(line: CellResult, shared: dict[str, Any]) -> tuple[str, ...] | None:
-    """The shared values ``line`` names, as ``_resolve`` finds them: None where it holds one
-    inline or names one shared.jsonl lacks (or holds empty)."""
+def _decode(line: bytes, fast: bool) -> tuple[CellResult | None, bool]:
+    """A line's result (None: none, as ``RunStore.attempts`` leaves it out), and whether the
+    line holds it exactly (no field unknown, every value as ``dumps`` writes it back)."""
+    if fast:
+        with contextlib.suppress(*REFUSED):
+            return DECODER.decode(line), True
+    for _, row, verbatim in jsonio.loads_lines(line):
+        exact = verbatim and row.keys() <= FIELDS
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            return adopt(row), exact
+    return None, False
+
+
+def _named(result: CellResult, shared: dict[str, Any]) -> tuple[str, ...] | None:
+    """The shared values a result just decoded names, if it names them as a merged record
+    would (by a name shared.jsonl has, for a value that is not empty); else None."""
     names: tuple[str, ...] = ()
-    for value in (line.fingerprint, line.hardware):  # BY_REFERENCE, in its order
+    for value in (result.fingerprint, result.hardware):  # BY_REFERENCE, in its order
         if isinstance(value, str):
             if not shared.get(value):
                 return None
@@ -344,28 +331,9 @@ def _named(line: CellResult, shared: dict[str, Any]) -> tuple[str, ...] | None:
     return names
 
 
-def _resolve(row: dict[str, Any], shared: dict[str, Any]) -> tuple[str, ...] | None:
-    """The shared values a line names put in place (as ``RunStore.attempts`` does); the names,
-    if it names them as a merged record would: by a name shared.jsonl has, for a value that
-    is not empty. None where the merge writes it otherwise (a value inline, a name the
-    artifact lost)."""
-    names: tuple[str, ...] | None = ()
-    for field_name in BY_REFERENCE:
-        value = row.get(field_name)
-        if isinstance(value, str):  # a value copied without it: {}
-            row[field_name] = found = shared.get(value, {})
-            if names is not None:
-                names = (*names, value) if found else None
-        elif value:
-            names = None
-    return names
-
-
 class _Names:
-    """The shared values of the merged record as its store names them: which of the shards'
-    names stand for the same value there (once redacted, one may not), and those values,
-    for shared.jsonl. Checked once per distinct line of the shards' shared.jsonl: the
-    shards' copies of a value are the same bytes."""
+    """Which of the shards' shared names stand for the same value in the merged record (once
+    redacted, one may not), and those values; checked once per distinct line."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
@@ -373,22 +341,19 @@ class _Names:
         self.values: dict[str, Any] = {}  # a usable name -> its value, as written
         self.checked: dict[bytes, bool] = {}  # a line of shared.jsonl -> usable
 
-    def usable(self, name: str, line: bytes | None, value: Any) -> bool:
-        usable = self.checked.get(line) if line is not None else None
+    def usable(self, name: str, line: bytes, value: Any) -> bool:
+        usable = self.checked.get(line)
         if usable is None:
             value = self.redactor.obj(value)
-            usable = content_name(value) == name
-            if line is not None:
-                self.checked[line] = usable
+            usable = self.checked[line] = content_name(value) == name
             if usable:
                 self.values.setdefault(name, value)
         return usable
 
 
 class _Writer:
-    """The merged record, line by line: a chosen line as its shard wrote it (``verbatim``),
-    else encoded by the store; written at ``close``, whole, after the shared values the
-    lines name that are new, in the order the store would have written them."""
+    """The merged record: a chosen line as its shard wrote it (``verbatim``), else encoded by
+    the store; written whole at ``close``, after the new shared values it names."""
 
     def __init__(self, out: RunStore, names: _Names) -> None:
         self.out = out
@@ -417,12 +382,8 @@ class _Writer:
 
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> tuple[PlanText, list[str]] | None:
-    """The plan the shards were cut from as the first one recorded it, and its cells' ids,
-    where that text means what ``_full_plan`` gives (written again, the same data): every
-    record a shard (none adds a cell), the plan in its own file, a list of cells, none
-    twice, nothing in it that orjson refuses (which json may read as a value orjson would
-    write otherwise: 1e400, NaN; or not at all: bytes that are not UTF-8, which
-    ``_full_plan`` then says in one line, before any file is touched). None otherwise."""
+    """The first shard's plan as written, and its cells' ids, where that text means what
+    ``_full_plan`` gives: every record a shard, no cell twice, nothing orjson refuses."""
     if not all(meta.get("shard") for meta in metas):
         return None
     try:
@@ -439,9 +400,8 @@ def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> list[dict[str, Any]]:
-    """The plan the shards were cut from, in plan order. Every shard of one plan records the
-    same one: it is read from the first shard that has it (not every shard's copy of it), plus
-    any cell another record planned that it lacks."""
+    """The plan the shards were cut from (the first shard's copy), in plan order, with any
+    cell an unsharded record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
     shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
     for cell in (shards[0].full_plan() or []) if shards else []:
@@ -486,8 +446,7 @@ class _Relocate:
 
 
 def _link(src: str, target: str) -> None:
-    """``src`` at ``target``: a hard link where it can (same filesystem), else a copy; a file
-    already there (an environment two shards built) is kept."""
+    """``src`` at ``target``: a hard link, else a copy; a file already there is kept."""
     for _ in range(2):
         try:
             os.link(src, target)
@@ -510,12 +469,3 @@ def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult
         hardware_target=cell["hardware"], outcome=decision.outcome, reason=decision.reason,
         finished_at=0.0)
 
-
-def _union(cases: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for each in cases:
-        out.update(each)
-    return out
-
-
-__all__ = ["CASES", "RESULTS", "MergeReport", "merge_runs"]
