@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,8 +64,12 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         try:
             report, writer = _merge(sources, reports_dir, run_id, warn, background)
             writer.close()  # the merged record is written once, whole
-        finally:
-            background.join()  # (a failure there is raised here, after the merge's own)
+        except BaseException:
+            background.wait()  # (what failed there comes second to this)
+            raise
+        background.wait()
+        for future in background.futures:
+            future.result()  # what failed there, raised here
     out = report.store
     # Said in its report's header, as its shards' records would have said them.
     out.update_meta(ordered_cells=len(report.written),
@@ -77,7 +82,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
 
 class _Background:
     """Links (a log, an environment's file) and removals run in one thread, in the order
-    given, while the merge goes on; ``join`` waits for them and raises what failed there."""
+    given, while the merge goes on."""
 
     def __init__(self, pool: ThreadPoolExecutor) -> None:
         self.pool = pool
@@ -98,10 +103,9 @@ class _Background:
         self.flush()
         self.futures.append(self.pool.submit(job))
 
-    def join(self) -> None:
+    def wait(self) -> None:
         self.flush()
-        for future in self.futures:
-            future.result()
+        futures.wait(self.futures)
 
 
 def _link_all(links: list[tuple[str, str]]) -> None:
