@@ -20,7 +20,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,12 +63,10 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         try:
             report, writer = _merge(sources, reports_dir, run_id, warn, background)
             writer.close()  # the merged record is written once, whole
-        except BaseException:
-            background.wait()  # (what failed there comes second to this)
-            raise
-        background.wait()
-        for future in background.futures:
-            future.result()  # what failed there, raised here
+        finally:
+            background.flush()  # (the pool's end waits for all it was given)
+    for future in background.futures:
+        future.result()  # what failed there, raised here
     out = report.store
     # Said in its report's header, as its shards' records would have said them.
     out.update_meta(ordered_cells=len(report.written),
@@ -102,10 +99,6 @@ class _Background:
     def run(self, job: Callable[[], None]) -> None:
         self.flush()
         self.futures.append(self.pool.submit(job))
-
-    def wait(self) -> None:
-        self.flush()
-        futures.wait(self.futures)
 
 
 def _link_all(links: list[tuple[str, str]]) -> None:
