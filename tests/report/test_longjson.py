@@ -70,10 +70,8 @@ def results(draw: st.DrawFn) -> list[CellResult]:
             details=draw(DETAILS), duration=draw(NUMBER), log=None,
             finished_at=draw(NUMBER), node=node,
             gpu=draw(st.none() | st.just(1)) if node == "a" else None))
-    for r in made:
-        if r.fingerprint is COPY:
-            object.__setattr__(r, "fingerprint", json.loads(json.dumps(FP_A)))
-    return made
+    return [r.replace(fingerprint=json.loads(json.dumps(FP_A))) if r.fingerprint is COPY else r
+            for r in made]
 
 
 COPY: dict[str, Any] = {"copy": "of FP_A"}  # drawn: made an equal copy of FP_A
