@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
@@ -18,12 +18,7 @@ def choose_records(sources: Sequence[RunStore],
     return choose([(source, source.results()) for source in sources], warn)
 
 
-class Named(Protocol):
-    @property
-    def run_id(self) -> str: ...
-
-
-S = TypeVar("S", bound=Named)
+S = TypeVar("S", bound=RunStore)
 
 
 def choose(sources: Sequence[tuple[S, Sequence[CellResult]]],
@@ -52,7 +47,7 @@ def choose(sources: Sequence[tuple[S, Sequence[CellResult]]],
     return chosen, conflicts
 
 
-def _rank(pair: tuple[Named, CellResult]) -> tuple[bool, bool, int, float, str]:
+def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, str]:
     source, result = pair
     return (result.outcome is not Outcome.MISSING, not result.infra, result.attempt,
             result.finished_at, source.run_id)
