@@ -151,22 +151,7 @@ class Keyed(Protocol):
     def hardware_target(self) -> str: ...
 
 
-class Judged(Keyed, Protocol):
-    """What counting a run's cells and judging them read of a result."""
-
-    @property
-    def cell_id(self) -> str: ...
-    @property
-    def parent(self) -> str: ...
-    @property
-    def outcome(self) -> Outcome: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def logical_key(self) -> tuple[str, str, str]: ...
-
-
-AnyResult = TypeVar("AnyResult", bound=Judged)
+AnyResult = TypeVar("AnyResult", bound=CellResult)
 
 
 def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:

@@ -20,14 +20,14 @@ from typing import Any, NamedTuple, TypeVar
 
 from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
-from harness.core.results import Judged, Outcome, counted
+from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
 from harness.records.baseline import SILENT, Baseline, load_baseline
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 
 Key = tuple[str, str, str]
-J = TypeVar("J", bound=Judged)
+J = TypeVar("J", bound=CellResult)
 
 
 class Judgement(NamedTuple):
@@ -71,7 +71,7 @@ class _Judge:
                 judgement = self.judged[key] = self._judgement(*key)
             yield result, judgement
 
-    def _holding(self, result: Judged) -> tuple[int, ...]:
+    def _holding(self, result: CellResult) -> tuple[int, ...]:
         """The indices of the rules that hold for ``result``."""
         mask = self._glob(self.environments, result.environment, "environment")
         if mask:
@@ -145,7 +145,7 @@ def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
 
 
 #: A cell that deviates: its result, what was expected of it, its status.
-_Deviation = tuple[Judged, frozenset[Outcome], str]
+_Deviation = tuple[CellResult, frozenset[Outcome], str]
 
 
 def _summary(cells: Counter[Judgement], deviating: Sequence[_Deviation], limit: int
@@ -194,7 +194,7 @@ def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
-                baseline: str | None, results: Sequence[Judged] | None = None) -> int:
+                baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
     """The exit code ``--fail-on`` asks of the records (every cell once, as a merge chooses
     it, unless the caller has them), after the summary lines ``judged_lines`` gives."""
     known = load_baseline(Path(baseline), reports_dir) if baseline else None
@@ -205,7 +205,7 @@ def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
 
 
 def judged_lines(stores: Sequence[RunStore], fail_on: str, known: Baseline | None,
-                 results: Sequence[Judged] | None = None) -> tuple[list[str], int]:
+                 results: Sequence[CellResult] | None = None) -> tuple[list[str], int]:
     """What ``judged_exit`` prints (nothing without news or a baseline) and its exit code."""
     rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
     if results is None:
@@ -225,7 +225,7 @@ def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
                             if j.status in _DEVIATING], limit), notable
 
 
-def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
+def judged_summary(results: Iterable[CellResult], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
     """The summary's lines (``_summary``) and the exit code ``fail_on`` asks."""

@@ -150,7 +150,7 @@ def assert_table_as_from_the_record(merged: MergeReport) -> None:
     assert written is not None and written.data == table.read(run_dir).data
 
 
-#: What counting and judging read of a result (``core.results.Judged``).
+#: What counting and judging read of a result.
 JUDGED = ("cell_id", "parent", "environment", "case_id", "variant", "hardware_target",
           "outcome", "reason", "logical_key")
 
