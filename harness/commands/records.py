@@ -80,17 +80,15 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baselin
     for. No result is made of a line written as its shard wrote it: the verdicts and the
     table read the lines as decoded."""
     report = merge_runs(sources, args.reports, run_id=args.run_id,
-                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr),
-                        make_results=False)
+                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
     made_from = table.stamp(report.store.run_dir)  # the record, written whole
-    lines, code = judged_lines([report.store], args.fail_on, baseline, report.judged)
+    lines, code = judged_lines([report.store], args.fail_on, baseline, report.written)
     if lines:
         print("\n".join(lines))
-    # The merged run's table: what the next night compares with. A line passed through
-    # names its fingerprint, as the merged record's shared.jsonl holds it.
-    table.write(report.store.run_dir, report.written, made_from, names=report.shared)
+    # The merged run's table: what the next night compares with.
+    table.write(report.store.run_dir, report.written, made_from)
     return report.store, code
 
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import starmap
 from operator import attrgetter, itemgetter
 from typing import Any, Protocol, TypeVar
 
@@ -42,8 +41,14 @@ class Outcome(StrEnum):
         return self in (Outcome.FAIL, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH)
 
 
-@dataclass(frozen=True, kw_only=True)
-class CellResult:
+class CellResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                 gc=False):
+    """One attempt at a cell: made by run/, appended to results.jsonl, decoded back by msgspec
+    (``DECODER``: its schema checked) or through ``adopt``. ``gc=False``: JSON data, no cycles.
+
+    ``fingerprint`` and ``hardware`` are held last (compat.json writes a cell's own after its
+    other fields); a line just decoded holds their names in shared.jsonl until put in place."""
+
     run_id: str
     cell_id: str
     environment: str
@@ -57,21 +62,21 @@ class CellResult:
     outcome: Outcome
     reason: str = ""
     signature: str | None = None
-    fingerprint: dict[str, Any] = field(default_factory=dict)
-    hardware: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-    duration: float = 0.0
+    details: Any = {}  # a mapping (a hand-written record's may hold anything)
+    duration: int | float = 0.0  # (an integer stays one, as json reads it)
     log: str | None = None  # relative to the run folder ("logs/<cell>.log")
-    finished_at: float = 0.0
+    finished_at: int | float = 0.0
     caveat: str = ""  # why a PASS is not a fix (a workaround that turns FP8 off)
     attempt: int = 1
     node: str = ""  # where it ran: a host name, or a Ray node id
     gpu: int | None = None
-    # The machine, not the case, failed (a Ray node died, a container never started, the
-    # Docker API timed out): the driver retries the cell, and --resume runs it again.
+    # The machine, not the case, failed (a Ray node died, a container never started): the
+    # driver retries the cell, and --resume runs it again.
     infra: bool = False
     # A test of a suite: its session's cell id (plan.suites). "" for every other cell.
     parent: str = ""
+    fingerprint: Any = {}  # a mapping (in a line just decoded: its name in shared.jsonl)
+    hardware: Any = {}  # as fingerprint
 
     @property
     def unbuilt(self) -> bool:
@@ -80,85 +85,27 @@ class CellResult:
 
     @property
     def logical_key(self) -> tuple[str, str, str]:
-        """What the cell is to a reader, stable across pin changes: environment name,
-        ``case::variant``, hardware target. The content key (``cell_id``) changes with pins."""
+        """What the cell is to a reader, stable across pin changes (``cell_id`` is not)."""
         return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
+    def replace(self, **changes: Any) -> CellResult:
+        return msgspec.structs.replace(self, **changes)
+
     def to_dict(self) -> dict[str, Any]:
-        # Shallow: the nested dicts are plain JSON data, shared, not deep-copied. The
-        # instance's dict holds the fields and nothing else (``adopt`` keeps it so).
-        data = dict(self.__dict__)
+        """Its line's fields, in the record's order (shallow: the mappings are shared)."""
+        data = dict(zip(LINE, _LINE_VALUES(self), strict=True))
         data["outcome"] = str(self.outcome)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellResult:
-        """A record from its line (``data`` is copied, not kept: see ``adopt``)."""
+        """A record from its line (``data`` is copied, not changed: see ``adopt``)."""
         return adopt(dict(data))
-
-
-class ResultRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A result as a row: for code that reads many results many times over (the
-    site's model), and the form a result line is decoded into without a ``CellResult``
-    (``records.lines``: msgspec, straight from the line). An attribute of a ``CellResult`` is
-    a lookup in its own dict, one of 100,000 spread over the heap; a row's are slots, and
-    rows are made together. The same fields as ``CellResult`` (``fingerprint`` and
-    ``hardware`` last); made from results by ``as_rows``.
-
-    Decoded from a line, it requires every field a result has and allows no other, so a
-    line it takes holds what ``adopt`` would keep, no more and no less. Every field is typed
-    as the harness writes it and decoded (none skipped as raw text), so msgspec refuses what
-    orjson refuses (bytes that are not UTF-8, a lone surrogate, NaN, a number out of a
-    double's range) and reads what it takes as json does (``int | float``: an integer stays
-    one, of any length). ``fingerprint`` and ``hardware`` are then the names of values in
-    shared.jsonl (or the values), until the reader puts the values in place.
-
-    ``gc=False``: a row holds JSON data only, never in a reference cycle, so the cyclic
-    collector does not walk the 100,000 of a merge or a report again and again."""
-
-    run_id: str
-    cell_id: str
-    environment: str
-    values: dict[str, str]
-    env_key: str
-    backend: str
-    case_id: str
-    variant: str
-    nodeid: str
-    hardware_target: str
-    outcome: Outcome
-    reason: str
-    signature: str | None
-    details: Any  # a mapping (a hand-written record's may hold anything)
-    duration: int | float
-    log: str | None
-    finished_at: int | float
-    caveat: str
-    attempt: int
-    node: str
-    gpu: int | None
-    infra: bool
-    parent: str
-    # Last (CellResult has them after signature): compat.json writes a cell's own
-    # fingerprint or machine after its other fields, and writes rows as they are.
-    fingerprint: Any  # a mapping (in a line just decoded: its name in shared.jsonl, or it)
-    hardware: Any  # as fingerprint
-
-    @property
-    def unbuilt(self) -> bool:
-        """As ``CellResult.unbuilt``."""
-        return unbuilt(self.outcome, self.fingerprint)
-
-    @property
-    def logical_key(self) -> tuple[str, str, str]:
-        """As ``CellResult.logical_key``."""
-        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
 
 def logical_key(environment: str, case_id: str, variant: str, hardware_target: str
                 ) -> tuple[str, str, str]:
-    """A cell's logical key (``CellResult.logical_key``), from its fields: every form of a
-    result (the record's, ``ResultRow``, a table's row) makes it here."""
+    """A cell's logical key (``CellResult.logical_key``), from its fields (a table's row too)."""
     return (environment, f"{case_id}::{variant}", hardware_target)
 
 
@@ -190,14 +137,9 @@ def unbuilt(outcome: Outcome, fingerprint: dict[str, Any]) -> bool:
     return outcome is Outcome.ERROR and not fingerprint
 
 
-#: A result, in either form (for code that reads both: the site's model, the counts).
-ResultLike = CellResult | ResultRow
-
-
 class Keyed(Protocol):
-    """A result in any of its forms (``CellResult``, ``ResultRow``, a table's row, a line
-    a merge passes through without making a result of it), as far as every reader of one
-    reads it: what its logical key is made of. Readers' protocols add what each reads."""
+    """A result or a table's row, as far as every reader of one reads it: what its logical
+    key is made of. Readers' protocols add what each reads."""
 
     @property
     def environment(self) -> str: ...
@@ -209,28 +151,7 @@ class Keyed(Protocol):
     def hardware_target(self) -> str: ...
 
 
-class Judged(Keyed, Protocol):
-    """What counting a run's cells and judging them read of a result."""
-
-    @property
-    def cell_id(self) -> str: ...
-    @property
-    def parent(self) -> str: ...
-    @property
-    def outcome(self) -> Outcome: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def logical_key(self) -> tuple[str, str, str]: ...
-
-
-AnyResult = TypeVar("AnyResult", bound=Judged)
-
-
-def as_rows(results: Iterable[CellResult]) -> list[ResultRow]:
-    """``results`` as ``ResultRow``s, in one pass (the site's model reads each cell many
-    times, and a row's fields are cheaper to read than a dataclass's)."""
-    return list(starmap(ResultRow, map(_ROW_FIELDS, results)))
+AnyResult = TypeVar("AnyResult", bound=CellResult)
 
 
 def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
@@ -289,40 +210,29 @@ def _plain(row: dict[str, Any]) -> bool:
 
 
 def adopt(row: dict[str, Any]) -> CellResult:
-    """A record that takes ``row`` itself as the instance's ``__dict__`` (filled with the
-    defaults, stripped of unknown keys): what the frozen ``__init__`` would do field by field
-    through ``object.__setattr__``, at five times the cost, and for dicts decoded from a record
-    and used for nothing else one dict per result instead of two. ``DamagedLineError`` where the
-    row is no result (``damage``)."""
-    # A line the harness wrote holds every field and no other, each of its type: nothing
-    # to add or drop, its types checked at once.
+    """A decoded line (changed in place) as a result: unknown keys dropped, defaults filled.
+    ``DamagedLineError`` where the row is no result (``damage``)."""
+    # A line the harness wrote holds every field and no other, each of its type.
     if row.keys() != FIELDS or not _plain(row):
         found = damage(row)
         if found is not None:
             raise DamagedLineError(found)
-        if not row.keys() <= FIELDS:
-            for name in row.keys() - FIELDS:
-                del row[name]
-        for name, value in _DEFAULTS.items():
-            if name not in row:
-                row[name] = value
-        for name in _FACTORIES:
-            if name not in row:
-                row[name] = {}
+        for name in row.keys() - FIELDS:
+            del row[name]
     row["outcome"] = _OUTCOMES[row["outcome"]]
-    obj = object.__new__(CellResult)
-    object.__setattr__(obj, "__dict__", row)
-    return obj
+    return CellResult(**row)
 
 
-_FIELDS = tuple(f.name for f in fields(CellResult))
-_ROW_FIELDS = attrgetter(*ResultRow.__struct_fields__)  # a result's fields in a row's order
+_STRUCT_FIELDS = msgspec.structs.fields(CellResult)
+#: The fields of a result's line, in the order the record writes them.
+LINE = ("run_id", "cell_id", "environment", "values", "env_key", "backend", "case_id", "variant",
+        "nodeid", "hardware_target", "outcome", "reason", "signature", "fingerprint",
+        "hardware", "details", "duration", "log", "finished_at", "caveat", "attempt", "node",
+        "gpu", "infra", "parent")
+_LINE_VALUES = attrgetter(*LINE)
 #: The fields a result line the harness writes holds, no more and no fewer.
-FIELDS = frozenset(_FIELDS)
-_REQUIRED = frozenset(f.name for f in fields(CellResult)
-                      if f.default is MISSING and f.default_factory is MISSING)
-_DEFAULTS = {f.name: f.default for f in fields(CellResult) if f.default is not MISSING}
-_FACTORIES = tuple(f.name for f in fields(CellResult) if f.default_factory is not MISSING)
+FIELDS = frozenset(LINE)
+_REQUIRED = frozenset(f.name for f in _STRUCT_FIELDS if f.required)
 _OUTCOMES = {str(o): o for o in Outcome}
 _STR = {str}
 _NUMBER = (int, float)  # (not bool: a number, as msgspec reads one)
@@ -330,7 +240,7 @@ _OPTIONAL = (str, type(None))
 _INT_OR_NONE = (int, type(None))
 #: The scalar fields as ``damage`` checks them: name, the types taken, what they are called.
 _SCALARS = tuple(
-    [(f.name, (str,), "text") for f in fields(CellResult) if f.type == "str"]
+    [(f.name, (str,), "text") for f in _STRUCT_FIELDS if f.type is str]
     + [(name, _OPTIONAL, "text or null") for name in ("signature", "log")]
     + [(name, _NUMBER, "a number") for name in ("duration", "finished_at")]
     + [("attempt", (int,), "a whole number"), ("gpu", _INT_OR_NONE, "a whole number or null"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +46,11 @@ class BisectRecord:
         return not self.untested
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": BISECT_FORMAT, "bisect_id": self.bisect_id, "axis": self.axis,
-                "case": self.case, "variant": self.variant, "hardware": self.hardware,
-                "origin": self.origin, "values": self.values, "last": self.last,
-                "first": self.first, "probes": self.probes, "untested": self.untested,
-                "created": self.created, "package": self.package}
+        return {"format": BISECT_FORMAT, **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BisectRecord:
-        fields = {k: v for k, v in data.items() if k != "format"}
-        return cls(**fields)
+        return cls(**{k: v for k, v in data.items() if k != "format"})
 
 
 def write_bisect(reports_dir: Path, record: BisectRecord) -> Path:
@@ -72,8 +67,7 @@ def write_finding(reports_dir: Path, name: str, data: dict[str, Any]) -> Path:
 
 
 def read_bisects(reports_dir: Path) -> list[BisectRecord]:
-    """Every bisect under ``reports_dir``, oldest first (a newer one of the same cell wins
-    where a reader keeps one)."""
+    """Every bisect under ``reports_dir``, oldest first."""
     folder = reports_dir / FOLDER
     if not folder.is_dir():
         return []
@@ -90,8 +84,7 @@ def read_bisects(reports_dir: Path) -> list[BisectRecord]:
 
 
 def reports_dir_of(run_dir: Path) -> Path | None:
-    """The reports folder a run folder sits in (``<reports>/runs/<id>``), where its bisects
-    are; None for a run folder kept anywhere else."""
+    """The reports folder a run folder sits in (``<reports>/runs/<id>``), or None."""
     return run_dir.parent.parent if run_dir.parent.name == "runs" else None
 
 
@@ -117,8 +110,7 @@ def shown(probe: dict[str, Any]) -> str:
 
 def probe_result(reports_dir: Path, record: BisectRecord, probe: dict[str, Any]
                  ) -> tuple[str, str | None] | None:
-    """What the run a probe names recorded for the bisected cell: (outcome, signature);
-    None when the run or the cell is not there."""
+    """(outcome, signature) of the bisected cell in the run a probe names, or None."""
     try:
         store = RunStore.open(reports_dir, probe["run_id"])
     except StoreError:
@@ -130,7 +122,6 @@ def probe_result(reports_dir: Path, record: BisectRecord, probe: dict[str, Any]
 
 def cell_results(results: Iterable[CellResult], case: str, variant: str, hardware: str
                  ) -> list[CellResult]:
-    """The results of ``case::variant`` on ``hardware`` that ran: in a probe's run (one
-    environment), the bisected cell."""
+    """The results of ``case::variant`` on ``hardware`` that ran (in a probe's run: the cell)."""
     return [r for r in results if (r.case_id, r.variant, r.hardware_target) == (
         case, variant, hardware) and r.outcome is not Outcome.NOT_RUN and not r.parent]

@@ -29,10 +29,8 @@ C = TypeVar("C", bound=Compared)
 def match_previous(old: Sequence[C], new: Sequence[Compared],
                    moved: Sequence[str] = ()) -> dict[LogicalKey, C]:
     """The cell of ``old`` each cell of ``new`` is compared with, by the new cell's logical
-    key: the cell with the same logical key; or, for the keys a ``--set`` bump replaced
-    (``moved``: ``torch``), the cell whose environment differs only in those keys (of
-    several, the one in force for the new value: the newest release up to it, else the
-    oldest; the bump is from there)."""
+    key: the cell with the same key; or, for the keys a ``--set`` bump replaced (``moved``),
+    the cell whose environment differs only in those (of several, the one in force)."""
     if not moved:
         return {r.logical_key: r for r in old}
 
@@ -64,7 +62,7 @@ def bumped(metas: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
 def new_releases(now: Mapping[str, Any], before: Mapping[str, Any] | None
                  ) -> list[tuple[str, str]]:
     """(distribution, version) that a run's release queries took and the run before's did
-    not: a release that came out since (records' ``releases``)."""
+    not: a release that came out since."""
     seen: dict[tuple[str, str], set[str]] = {}
     for entry in (before or {}).get("releases") or []:
         seen.setdefault((entry["text"], entry["python"]), set()).update(entry["versions"])
@@ -81,9 +79,8 @@ def new_releases(now: Mapping[str, Any], before: Mapping[str, Any] | None
 
 def pinned_releases(environments: Mapping[str, Mapping[str, Any]]
                     ) -> dict[str, set[tuple[str, str]]]:
-    """Each environment's exact pins, (distribution, version), from its requirements in the
-    run record: which cells a new release is in (an axis value alone could be another
-    package's version)."""
+    """Each environment's exact pins, (distribution, version), from its requirements: which
+    cells a new release is in."""
     out: dict[str, set[tuple[str, str]]] = {}
     for name, env in environments.items():
         pins = out.setdefault(name, set())

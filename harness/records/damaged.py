@@ -28,8 +28,7 @@ class Damaged(NamedTuple):
 
 def scan(path: Path, size: int | None = None) -> list[Damaged]:
     """Each damaged line of the record at ``path`` (``size``: its first bytes alone), as
-    ``RunStore.attempts`` leaves them out; a blank line is none. Read only where a reading
-    found one: it decodes the record a line at a time."""
+    readers leave them out; a blank line is none (line by line: read only where one is)."""
     with open(path, "rb") as fh:
         data = fh.read() if size is None else fh.read(size)
     found = []
@@ -46,8 +45,7 @@ def scan(path: Path, size: int | None = None) -> list[Damaged]:
 
 
 def warn(found: Sequence[Damaged]) -> None:
-    """One warning line on stderr a damaged line (the first ``NAMED``; then their count),
-    each once in a process."""
+    """A warning on stderr for each of the first ``NAMED`` (once a process), then a count."""
     found = [d for d in found if d not in _WARNED]
     _WARNED.update(found)
     for damaged in found[:NAMED]:

@@ -1,20 +1,11 @@
 """What a run is expected to show, how far it strayed, and the exit code CI asks for.
 
-Two sources say what is expected of a cell, found by its logical key (environment,
-``case::variant``, hardware), never by its content id:
-
-- rules in matrix.yaml (``expect:``), written by people: "this environment cannot be built
-  where GitHub is out of reach", "mergekit reproduces on torch 2.0.1". A rule with a
-  ``reason`` pattern holds only for results whose reason matches it (an ERROR for that reason
-  is known; an ERROR for another is news);
-- a baseline: every cell's outcome in an earlier run (``harness baseline RUN -o FILE``, or a
-  run folder given as is).
-
-A rule wins over the baseline, and a cell neither speaks for is expected to be fine (PASS,
-REPRODUCED, SKIP, FLAKY). ``--fail-on`` turns the verdicts into the exit code: ``new`` (a
-cell fails that was not expected to), ``changed`` (any cell differs from what was expected,
-a documented failure that stopped reproducing included) or ``any`` (any cell is not fine,
-whatever was expected).
+A cell's expectation is found by its logical key: first the rules in matrix.yaml
+(``expect:``; one with a ``reason`` pattern holds only for results whose reason matches it),
+then a baseline (every cell's outcome in an earlier run); a cell neither speaks for is
+expected to be fine. ``--fail-on`` makes the exit code: ``new`` (a cell fails that was not
+expected to), ``changed`` (any cell differs from what was expected) or ``any`` (any cell
+is not fine).
 """
 
 from __future__ import annotations
@@ -23,50 +14,25 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 from harness.core.defaults import FAIL_ON
 from harness.core.errors import UsageError
-from harness.core.results import CellResult, Judged, Outcome, counted
+from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
-from harness.records.baseline import Baseline, load_baseline
+from harness.records.baseline import SILENT, Baseline, load_baseline
 from harness.records.select import choose_records
 from harness.records.store import RunStore
 
-BASELINE_FORMAT = "ml-compat-harness baseline 1"
-#: What a cell was that says nothing of what it should be.
-_SILENT = (Outcome.NOT_RUN, Outcome.MISSING)
-
 Key = tuple[str, str, str]
-J = TypeVar("J", bound=Judged)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Verdict:
-    result: CellResult
-    expected: frozenset[Outcome]  # empty: any fine outcome
-    status: str  # expected | new failure | fixed | changed | not run
-    why: str = ""  # the rule's why, or "baseline <source>"
-
-    @property
-    def deviates(self) -> bool:
-        return self.status in ("new failure", "fixed", "changed")
-
-
-def judge(results: Iterable[CellResult], rules: Sequence[Rule] = (),
-          baseline: Baseline | None = None) -> list[Verdict]:
-    # A suite's session that came back as its tests is judged as those tests, not once more.
-    return [Verdict(result=result, expected=found.expected, why=found.why, status=found.status)
-            for result, found in _Judge(rules, baseline).each(counted(list(results)))]
+J = TypeVar("J", bound=CellResult)
 
 
 class Judgement(NamedTuple):
     """What judging makes of a cell: the same for every cell of one outcome that the same
-    rules hold for (or the same baseline outcome stands for). A tuple, so that a verdict's
-    fields count with it (``summary_lines``)."""
+    rules hold for (or the same baseline outcome stands for)."""
 
     outcome: Outcome
     expected: frozenset[Outcome]
@@ -76,10 +42,8 @@ class Judgement(NamedTuple):
 
 class _Judge:
     """Each result's ``Judgement``, as ``Rule.holds_for`` and the baseline say, computed once
-    per distinct input: each glob matched once per distinct value, each reason pattern once
-    per distinct reason, each judgement made once per distinct (rules, outcome, baseline
-    outcome): a large run has far fewer environments, case variants, targets and reasons than
-    cells."""
+    per distinct input (each glob once per value, each reason pattern once per reason): a
+    large run has far fewer environments, variants, targets and reasons than cells."""
 
     def __init__(self, rules: Sequence[Rule], baseline: Baseline | None) -> None:
         self.rules = tuple(rules)
@@ -93,50 +57,44 @@ class _Judge:
         self.judged: dict[tuple[tuple[int, ...], Outcome, Outcome | None], Judgement] = {}
 
     def each(self, results: Iterable[J]) -> Iterator[tuple[J, Judgement]]:
-        rules, judged = self.rules, self.judged
         before_of = self.baseline.outcomes if self.baseline is not None else None
-        environments, labels, hardware = self.environments, self.labels, self.hardware
         for result in results:
-            holding: tuple[int, ...] = ()
-            if rules:
-                environment = result.environment
-                mask = environments.get(environment)
-                if mask is None:
-                    mask = environments[environment] = self._mask(environment, "environment")
-                if mask:
-                    # By case and variant: the label (``case::variant``) made once for each
-                    # pair, not once a cell.
-                    pair = (result.case_id, result.variant)
-                    found = labels.get(pair)
-                    if found is None:
-                        found = labels[pair] = self._mask(f"{pair[0]}::{pair[1]}", "case")
-                    mask &= found
-                if mask:
-                    target = result.hardware_target
-                    found = hardware.get(target)
-                    if found is None:
-                        found = hardware[target] = self._mask(target, "hardware")
-                    mask &= found
-                if mask:
-                    key = (mask, result.reason)
-                    got = self.holding.get(key)
-                    if got is None:
-                        got = self.holding[key] = tuple(
-                            i for i in range(len(rules)) if mask >> i & 1 and (
-                                (pattern := self.reasons[i]) is None
-                                or pattern.search(result.reason) is not None))
-                    holding = got
+            holding = self._holding(result) if self.rules else ()
             before = None
             if not holding and before_of is not None:
                 before = before_of.get(result.logical_key)
-                if before in _SILENT:
+                if before in SILENT:
                     before = None
-            judged_key = (holding, result.outcome, before)
-            judgement = judged.get(judged_key)
+            key = (holding, result.outcome, before)
+            judgement = self.judged.get(key)
             if judgement is None:
-                judgement = judged[judged_key] = self._judgement(holding, result.outcome,
-                                                                 before)
+                judgement = self.judged[key] = self._judgement(*key)
             yield result, judgement
+
+    def _holding(self, result: CellResult) -> tuple[int, ...]:
+        """The indices of the rules that hold for ``result``."""
+        mask = self._glob(self.environments, result.environment, "environment")
+        if mask:
+            mask &= self._glob(self.labels, (result.case_id, result.variant), "case")
+        if mask:
+            mask &= self._glob(self.hardware, result.hardware_target, "hardware")
+        if not mask:
+            return ()
+        key = (mask, result.reason)
+        found = self.holding.get(key)
+        if found is None:
+            found = self.holding[key] = tuple(
+                i for i in range(len(self.rules)) if mask >> i & 1 and (
+                    (pattern := self.reasons[i]) is None
+                    or pattern.search(result.reason) is not None))
+        return found
+
+    def _glob(self, seen: dict[Any, int], value: str | tuple[str, str], name: str) -> int:
+        mask = seen.get(value)
+        if mask is None:
+            text = value if isinstance(value, str) else f"{value[0]}::{value[1]}"
+            mask = seen[value] = self._mask(text, name)
+        return mask
 
     def _mask(self, value: str, name: str) -> int:
         mask = 0
@@ -176,10 +134,6 @@ def _status(outcome: Outcome, expected: frozenset[Outcome]) -> str:
 _DEVIATING = frozenset({"new failure", "fixed", "changed"})
 
 
-def exit_code(verdicts: Sequence[Verdict], fail_on: str) -> int:
-    return _exit_code(((v.result.outcome, v.status) for v in verdicts), fail_on)
-
-
 def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
     if fail_on not in FAIL_ON:
         raise UsageError(f"--fail-on {fail_on!r}: expected one of {', '.join(FAIL_ON)}")
@@ -190,22 +144,14 @@ def _exit_code(judged: Iterable[tuple[Outcome, str]], fail_on: str) -> int:
     return 1 if any(status in _DEVIATING for _, status in judged) else 0
 
 
-def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
-    """A count per status, the known failures once per reason, then each deviation."""
-    cells = Counter(Judgement(v.result.outcome, v.expected, v.why, v.status)
-                    for v in verdicts)
-    return _summary(cells, [(v.result, v.expected, v.status) for v in verdicts if v.deviates],
-                    limit)
-
-
 #: A cell that deviates: its result, what was expected of it, its status.
-_Deviation = tuple[Judged, frozenset[Outcome], str]
+_Deviation = tuple[CellResult, frozenset[Outcome], str]
 
 
 def _summary(cells: Counter[Judgement], deviating: Sequence[_Deviation], limit: int
              ) -> list[str]:
-    """``summary_lines`` of the cells counted per judgement (in the order each first came)
-    and the deviating ones, in order."""
+    """A count per status, the known failures once per reason, then each deviation (of the
+    cells counted per judgement, in the order each first came)."""
     counts: Counter[str] = Counter()
     known: Counter[str] = Counter()  # per why, in the order each first came, as the cells
     for judgement, n in cells.items():
@@ -239,8 +185,7 @@ def how_many(n: int, status: str) -> str:
 
 
 def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The rules run records keep (run.json ``expect``, so merge and report need no matrix),
-    once each: the shards of one run all carry their matrix's."""
+    """The rules run records keep (run.json ``expect``), once each."""
     seen: dict[str, dict[str, Any]] = {}
     for meta in metas:
         for rule in meta.get("expect") or ():
@@ -249,10 +194,9 @@ def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
-                baseline: str | None, results: Sequence[Judged] | None = None) -> int:
-    """The exit code ``--fail-on`` asks of the records (every cell once, as ``harness merge``
-    chooses it unless the caller has them, judged by their rules and the baseline), after
-    their summary lines where there is news or a baseline."""
+                baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
+    """The exit code ``--fail-on`` asks of the records (every cell once, as a merge chooses
+    it, unless the caller has them), after the summary lines ``judged_lines`` gives."""
     known = load_baseline(Path(baseline), reports_dir) if baseline else None
     lines, code = judged_lines(stores, fail_on, known, results)
     if lines:
@@ -261,9 +205,8 @@ def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
 
 
 def judged_lines(stores: Sequence[RunStore], fail_on: str, known: Baseline | None,
-                 results: Sequence[Judged] | None = None) -> tuple[list[str], int]:
-    """What ``judged_exit`` prints (nothing where there is no news and no baseline) and the
-    exit code it returns, without printing; ``known``: the baseline, loaded."""
+                 results: Sequence[CellResult] | None = None) -> tuple[list[str], int]:
+    """What ``judged_exit`` prints (nothing without news or a baseline) and its exit code."""
     rules = tuple(Rule.from_dict(d) for d in recorded_rules(s.meta for s in stores))
     if results is None:
         results = [r for _, r in choose_records(stores)[0].values()]
@@ -274,7 +217,7 @@ def judged_lines(stores: Sequence[RunStore], fail_on: str, known: Baseline | Non
 def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
                   baseline: Baseline | None = None, *, limit: int = 20
                   ) -> tuple[list[str], list[tuple[J, Judgement]]]:
-    """``summary_lines`` of ``judge``'s verdicts, and the cells a report lists one by one:
+    """The summary's lines (``_summary``), and the cells a report lists one by one:
     those that deviate and the failures that were expected (with the judgement of each)."""
     cells, notable = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING or (
         j.status == "expected" and not j.outcome.ok))
@@ -282,11 +225,10 @@ def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
                             if j.status in _DEVIATING], limit), notable
 
 
-def judged_summary(results: Iterable[Judged], rules: Sequence[Rule] = (),
+def judged_summary(results: Iterable[CellResult], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
-    """``summary_lines`` and ``exit_code`` of ``judge``'s verdicts. ``results``: any form of a
-    result that says what judging reads."""
+    """The summary's lines (``_summary``) and the exit code ``fail_on`` asks."""
     _exit_code((), fail_on)  # a --fail-on that is none, before the judging
     cells, deviating = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING)
     return _summary(cells, [(r, j.expected, j.status) for r, j in deviating], limit), (
@@ -297,8 +239,7 @@ def _tally(results: Iterable[J], rules: Sequence[Rule], baseline: Baseline | Non
            keep: Callable[[Judgement], bool]) -> tuple[Counter[Judgement],
                                                        list[tuple[J, Judgement]]]:
     """Each judgement's count, in the order each first came, and the cells whose judgement
-    ``keep`` holds for, one by one: no verdict a cell, ``keep`` asked once per judgement
-    (each is made once per distinct input)."""
+    ``keep`` holds for (asked once per judgement)."""
     cells: Counter[Judgement] = Counter()
     kept: list[tuple[J, Judgement]] = []
     decided: dict[int, bool] = {}

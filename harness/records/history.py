@@ -1,10 +1,9 @@
-"""Each cell's outcomes over the last runs in a folder of run folders (CI keeps one between
-nights): which cells changed, which flip back and forth, and pruning the folder to the newest.
+"""Each cell's outcomes over the last runs in a folder of run folders: which cells changed,
+which flip back and forth, and pruning the folder to the newest.
 
-Cells are matched by their logical key (environment, ``case::variant``, hardware), so a pin
-change does not start a new row. Each run is read from its table (``records.table``).
-One line of runs is shown: the nightly runs of the newest nightly's matrix (``runs.lineage``);
-a bisect's trials, bumps and other matrices' runs in the same folder are counted, not shown.
+Cells are matched by logical key; each run is read from its table (``records.table``). One
+line of runs is shown (``runs.lineage``: the newest nightly's matrix and kind); the others in
+the folder are counted, not shown.
 """
 
 from __future__ import annotations
@@ -63,8 +62,7 @@ class History:
                 yield key, outcomes
 
     def changes(self, outcomes: tuple[Outcome | None, ...]) -> tuple[int, bool]:
-        """``flips`` and ``flaky`` of a strip, worked out once per distinct strip: ``load``
-        shares one tuple among the cells with the same outcomes (most of a large run's)."""
+        """``flips`` and ``flaky`` of a strip, once per distinct strip (``load`` shares them)."""
         found = self._seen.get(id(outcomes))
         if found is None or found[0] is not outcomes:
             found = self._seen[id(outcomes)] = (outcomes, self.flips(outcomes),
@@ -114,11 +112,10 @@ def run_outcomes(run_dir: Path, *, quiet: bool = False) -> dict[Key, Outcome]:
 def load(folder: Path, *, last: int = 10, keyword: str | None = None,
          line: tuple[str, str] | None = None, before: Path | None = None,
          quiet: bool = False) -> History:
-    """The last ``last`` runs of ``folder``, one query of its table each, its outcomes one
-    letter a cell in one text: runs of the same cells in the same order share their keys'
-    digest, so only the first of them has its keys read. ``line``: the matrix and kind to
-    follow (``runs.lineage``); ``before``: only runs made before this one; ``quiet``: their
-    damaged lines left out without a word (a report's page: ``harness history`` names them)."""
+    """The last ``last`` runs of ``folder``, one query of its table each (runs of the same
+    keys in the same order share their keys' digest: only the first has its keys read).
+    ``line``: the matrix and kind to follow; ``before``: only runs made before this one;
+    ``quiet``: damaged lines left out without a word (a report's page)."""
     every = run_metas(folder)
     if before is not None:  # a report's page: what came before its run, whatever came after
         mine = run_order(before)

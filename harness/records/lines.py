@@ -1,8 +1,5 @@
-"""A record's result lines as msgspec reads them (``ResultRow``), for readers that need no
-``CellResult`` of them: a merge passing a shard's lines through (``merge``), a report reading
-each cell as a row. Where msgspec refuses a line, the caller reads it the way ``RunStore``
-does.
-"""
+"""A record's result lines decoded by msgspec against the result's schema (a merge, a
+report); where msgspec refuses a line, the caller reads it the way ``RunStore`` does."""
 
 from __future__ import annotations
 
@@ -11,27 +8,26 @@ from operator import attrgetter
 from typing import Any
 
 import msgspec
+from msgspec.structs import force_setattr
 
-from harness.core.results import ResultRow
+from harness.core.results import CellResult
 from harness.records import codec
 from harness.records.layout import RESULTS
 from harness.records.store import RunStore, read_shared
 
-DECODER = msgspec.json.Decoder(ResultRow)
+DECODER = msgspec.json.Decoder(CellResult)
 #: What ``DECODER`` raises for a line it does not take (RecursionError: nested deeper than
 #: msgspec goes, where orjson still reads it).
 REFUSED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 _CELL_ID = attrgetter("cell_id")
 
 
-def result_rows(store: RunStore) -> list[ResultRow] | None:
-    """Each cell of ``store``'s record once, its last attempt at its first place, as
-    ``as_rows(store.results())`` gives them (up to ``store.upto``), read straight into rows:
-    or None where any line is not one result as the harness writes it (torn, blank, by
-    hand), for the caller to read the record as ``RunStore`` does. A block at a time
-    (``codec.CHUNK``), as the store reads it."""
+def result_rows(store: RunStore) -> list[CellResult] | None:
+    """``store.results()`` (up to ``store.upto``), decoded by msgspec a block at a time; None
+    where a line does not fit the schema (torn, blank, by hand), for the caller to read the
+    record as ``RunStore`` does."""
     path = store.run_dir / RESULTS
-    rows: list[ResultRow] = []
+    rows: list[CellResult] = []
     try:
         with open(path, "rb") as fh:
             rest, left = b"", store.upto
@@ -55,12 +51,11 @@ def result_rows(store: RunStore) -> list[ResultRow] | None:
     return rows
 
 
-def in_place(rows: Iterable[ResultRow], shared: Mapping[str, Any]) -> None:
-    """The values lines just decoded name put in place, in the rows themselves, as
-    ``RunStore.attempts`` puts them (``shared``: shared.jsonl's values by name; ``{}`` for a
-    name it lacks). A row with the values in place already is left as it is."""
+def in_place(rows: Iterable[CellResult], shared: Mapping[str, Any]) -> None:
+    """The shared values that lines just decoded name, put in place as ``RunStore.attempts``
+    does (``{}`` for a name shared.jsonl lacks)."""
     for row in rows:
         if row.fingerprint.__class__ is str:
-            row.fingerprint = shared.get(row.fingerprint, {})
+            force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
         if row.hardware.__class__ is str:
-            row.hardware = shared.get(row.hardware, {})
+            force_setattr(row, "hardware", shared.get(row.hardware, {}))

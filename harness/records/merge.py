@@ -5,13 +5,10 @@ Every cell of the plan is in the result once: the record of the shard that ran i
 when no shard reported it. Two records of one cell (a shard run twice) are resolved by attempt
 and then time, with a warning. Merging the same folders again gives the same record.
 
-A chosen line is written as its shard wrote it, not decoded and encoded again: the values it
-names in shared.jsonl are named by their content, so the same line means the same in the
-merged record. A line the merged record would hold otherwise (a log not shipped, a value held
-inline, a field too many or too few, a secret of this machine's) is written as ``extend``
-writes a result. Unless the caller asks for results (``make_results``; no command does: the
-verdicts and the table read less, and a report reads the merged record), a line written
-as it is is never made a result: it is decoded by msgspec (``ResultRow``).
+A chosen line is written as its shard wrote it where the merged record would mean the same by
+it (its shared values named by their content, no log lost, no secret of this machine's in it);
+any other is written as ``extend`` writes a result. Logs are linked, and an earlier merge of
+the name removed, in a thread beside the rest.
 """
 
 from __future__ import annotations
@@ -21,10 +18,10 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +30,18 @@ import orjson
 from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
-from harness.core.results import FIELDS, CellResult, Judged, Outcome, ResultRow, adopt
+from harness.core.results import FIELDS, CellResult, Outcome, adopt
 from harness.records import damaged
 from harness.records.expect import recorded_rules
-from harness.records.layout import BY_REFERENCE, CASES, FULL_PLAN, META, RESULTS
-from harness.records.lines import DECODER, REFUSED
+from harness.records.layout import FULL_PLAN, META, RESULTS
+from harness.records.lines import DECODER, REFUSED, in_place
 from harness.records.runs import run_kind
 from harness.records.select import choose
 from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
 from harness.run.classify import Ending, classify
+
+#: Links made in one batch of the thread (each batch handed over as the merge goes on).
+_BATCH = 2000
 
 
 @dataclass
@@ -50,46 +50,67 @@ class MergeReport:
     cells: int = 0
     missing: int = 0
     conflicts: list[str] = field(default_factory=list)
-    # What was written, in order, so that none re-reads it: for the verdicts, each cell as a
-    # result or as a line never made one (``merge_runs(..., make_results=False)``)...
-    written: list[CellResult | ResultRow] = field(default_factory=list)
-    # ... and each as a result, for a caller that asked for them (``make_results``).
-    results: list[CellResult] = field(default_factory=list)
-    shared: dict[str, Any] = field(default_factory=dict)  # what the lines' names stand for
+    written: list[CellResult] = field(default_factory=list)  # each cell, in the record's order
     damaged: int = 0  # the lines of the runs merged left out (run.json ``damaged_lines``)
-
-    @property
-    def judged(self) -> list[Judged]:
-        return list(self.written)
 
 
 def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | None = None,
-               warn: Callable[[str], None] = lambda _: None, make_results: bool = True
-               ) -> MergeReport:
-    """``make_results``: whether the caller needs each cell as a ``CellResult``; without, a
-    line written as it is is decoded, not made a result (``ResultRow``)."""
+               warn: Callable[[str], None] = lambda _: None) -> MergeReport:
     if not sources:
         raise UsageError("merge: name at least one run folder")
-    report, writer = _merge(sources, reports_dir, run_id, warn, make_results)
-    writer.close()  # the merged record is written once, whole, its logs already in place
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        background = _Background(pool)
+        try:
+            report, writer = _merge(sources, reports_dir, run_id, warn, background)
+            writer.close()  # the merged record is written once, whole
+        finally:
+            background.flush()  # (the pool's end waits for all it was given)
+    for future in background.futures:
+        future.result()  # what failed there, raised here
     out = report.store
     # Said in its report's header, as its shards' records would have said them.
     out.update_meta(ordered_cells=len(report.written),
                     **({"damaged_lines": report.damaged} if report.damaged else {}))
     report.cells = len(report.written)
-    # What was written: these objects, unless the writer redacted some of them on the way (a
-    # secret of this machine's): then the record itself.
-    if out.redactor.secrets:
+    if out.redactor.secrets:  # the writer redacted some of them on the way: the record itself
         report.written = list(out.results())
-    if make_results:  # every one a result (none passed through as a ResultRow)
-        report.results = [r for r in report.written if isinstance(r, CellResult)]
     return report
 
 
+class _Background:
+    """Links (a log, an environment's file) and removals run in one thread, in the order
+    given, while the merge goes on."""
+
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
+        self.pool = pool
+        self.links: list[tuple[str, str]] = []
+        self.futures: list[Future[None]] = []
+
+    def link(self, src: str, target: str) -> None:
+        self.links.append((src, target))
+        if len(self.links) >= _BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.links:
+            self.futures.append(self.pool.submit(_link_all, self.links))
+            self.links = []
+
+    def run(self, job: Callable[[], None]) -> None:
+        self.flush()
+        self.futures.append(self.pool.submit(job))
+
+
+def _link_all(links: list[tuple[str, str]]) -> None:
+    for src, target in links:
+        _link(src, target)
+
+
 def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
-           warn: Callable[[str], None], make_results: bool) -> tuple[MergeReport, _Writer]:
+           warn: Callable[[str], None], background: _Background
+           ) -> tuple[MergeReport, _Writer]:
     """The merged run folder, its record chosen (``report.written``, to be written by the
-    writer) and its logs linked."""
+    writer) and its logs handed to ``background`` to link."""
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
     target = reports_dir / "runs" / run_id
@@ -97,16 +118,15 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         raise UsageError(f"merge: {target} is one of the runs being merged")
     redactor = Redactor.from_environment()
     metas = [s.meta for s in sources]
-    planned, order = _plan(sources, metas, redactor)  # (its cells decoded and let go first)
-    # The rules of choice are select's; the shards' records are read here, keeping each line.
+    planned, order = _plan(sources, metas, redactor)
     # Read before any file is touched: one that cannot be read leaves an earlier merge of
     # the name as it was.
-    names, common = _Names(redactor), _Common()
-    readers = [_Read(s, names, common, make_results) for s in sources]
-    chosen, conflicts = choose([(r, r.last_attempts()) for r in readers], _same, warn)
-    _create(sources, metas, reports_dir, run_id, redactor, planned)
+    names = _Names(redactor)
+    readers = [_Read(s, names) for s in sources]
+    chosen, conflicts = choose([(r, r.last_attempts()) for r in readers], warn)
+    _create(sources, metas, reports_dir, run_id, redactor, planned, background)
     out = RunStore(target, redactor)
-    report = MergeReport(store=out, conflicts=conflicts, shared=names.values,
+    report = MergeReport(store=out, conflicts=conflicts,
                          damaged=sum(len(r.damaged) for r in readers))
     gaps: _Gaps | None = None
     lines = report.written
@@ -116,8 +136,8 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
         for path in (source.run_dir / "envs").glob("*.json"):
             if path.name not in envs:
                 envs.add(path.name)
-                _link(str(path), f"{out.run_dir}/envs/{path.name}")
-    relocate = _Relocate(out)
+                background.link(str(path), f"{out.run_dir}/envs/{path.name}")
+    relocate = _Relocate(out, background)
     unread = 0  # planned cells no shard has
     for cell_id in order:
         found = chosen.get(cell_id)
@@ -128,22 +148,20 @@ def _merge(sources: Sequence[RunStore], reports_dir: Path, run_id: str | None,
             lines.append(writer.add(_missing(gaps.cells[cell_id], out.run_id,
                                              gaps.shard_of.get(cell_id))))
         else:
-            lines.append(writer.add(relocate(*found), found))
+            lines.append(writer.add(relocate(*found), found[0]))
     # Ran, though no plan here names it: after the planned ones, in the order a report sorts
-    # them, so the record is in report order (run.json ``ordered_cells``). (Looked for only
-    # where the shards hold more cells than the plan's they had.)
+    # them, so the record is in report order (run.json ``ordered_cells``).
     if len(chosen) > len(order) - unread:
         known = set(order)
         extra = sorted((found for cell_id, found in chosen.items() if cell_id not in known),
-                       key=_report_order)
-        lines += [writer.add(relocate(*found), found) for found in extra]
+                       key=lambda found: (found[1].logical_key, found[1].cell_id))
+        lines += [writer.add(relocate(*found), found[0]) for found in extra]
     return report, writer
 
 
 def _plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], redactor: Redactor
           ) -> tuple[list[dict[str, Any]] | PlanText, list[str]]:
-    """The merged run's plan, as it is written (the first shard's text where it can be), and
-    its cells' order."""
+    """The merged run's plan as written (the first shard's text where it can be), its order."""
     passed = None if redactor.secrets else _plan_text(sources, metas)
     if passed is not None:
         return passed
@@ -152,12 +170,11 @@ def _plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], redactor
 
 
 def _create(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], reports_dir: Path,
-            run_id: str, redactor: Redactor, planned: list[dict[str, Any]] | PlanText) -> None:
+            run_id: str, redactor: Redactor, planned: list[dict[str, Any]] | PlanText,
+            background: _Background) -> None:
     """The merged run's folder (run.json, plan.json, cases.json), replacing an earlier merge
-    of the name whole."""
-    cases = _union(s.cases for s in sources)
-    # Only now, with every shard's plan, cases and record read: an artifact that cannot be
-    # read leaves the earlier merge of the same name as it was.
+    of the name whole (only now: an artifact that cannot be read leaves it as it was)."""
+    cases = {label: case for s in sources for label, case in s.cases.items()}
     target = reports_dir / "runs" / run_id
     aside = _set_aside(target, reports_dir) if (target / META).exists() else None
     try:
@@ -177,7 +194,7 @@ def _create(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], report
             aside.replace(target)
         raise
     finally:
-        _remove_replaced(reports_dir)
+        background.run(lambda: _remove_replaced(reports_dir))
 
 
 #: Where an earlier merge of the same name goes while it is replaced: no run's folder.
@@ -185,9 +202,8 @@ _REPLACED = ".replaced"
 
 
 def _set_aside(target: Path, reports_dir: Path) -> Path | None:
-    """``target`` out of ``runs/`` at once (a rename: a reader never sees half a run), to be
-    removed once the new folder is made; where it cannot be renamed (``.replaced`` is a
-    file, another file system), removed in place."""
+    """``target`` moved out of ``runs/`` (a rename: no reader sees half a run), to be removed
+    later; where it cannot be renamed, removed in place."""
     folder = reports_dir / _REPLACED
     place = folder / f"{os.getpid()}-{time.time_ns()}"
     try:
@@ -210,16 +226,6 @@ def _remove_replaced(reports_dir: Path) -> None:
         folder.rmdir()  # (only where empty: another merge's may be under way)
 
 
-def _report_order(found: tuple[_Read, CellResult | ResultRow]) -> tuple[tuple[str, str, str], str]:
-    return found[1].logical_key, found[1].cell_id
-
-
-def _same(source: _Read, one: CellResult | ResultRow, other_source: _Read,
-          other: CellResult | ResultRow) -> bool:
-    """Two records of a cell are the same record (a merge merged again): as results."""
-    return source.result(one).to_dict() == other_source.result(other).to_dict()
-
-
 class _Gaps:
     """What a MISSING line is made of: the plan's cells, and which shard was to run each
     (every shard's plan, read only when there is a gap)."""
@@ -232,118 +238,57 @@ class _Gaps:
 
 
 class _Read(RunStore):
-    """A shard's record as the merge reads it: each cell's last attempt, as ``results``
-    gives it, decoded once (orjson, line by line), each kept with the line it came from
-    where the merged record would hold just that line (``verbatim``): every field as
-    written, the values it names named the same by ``names`` (the merged record's
-    ``content_name``, after its redactor), no secret of this machine's in it. Without
-    ``make_results``, such a line is decoded as a ``ResultRow`` (no result made of it)."""
+    """A shard's record as the merge reads it: each cell's last attempt, kept with its line
+    where the merged record may hold that line as it is (``verbatim``): no field unknown, the
+    values it names named the same by ``names`` (after its redactor), no secret in it."""
 
-    def __init__(self, source: RunStore, names: _Names, common: _Common,
-                 make_results: bool = True) -> None:
+    def __init__(self, source: RunStore, names: _Names) -> None:
         super().__init__(source.run_dir, names.redactor)
         self.run_id = source.run_id
         self.names = names
-        self.common = common
-        self.make_results = make_results
         # a cell -> its last attempt, if that may be written as it is: its line and names
-        self.kept: dict[str, tuple[CellResult | ResultRow, bytes, tuple[str, ...]]] = {}
-        self.usable: dict[str, bool] = {}  # a name -> named the same in the merged record
-        self.all_usable: dict[tuple[str, ...], bool] = {}
+        self.kept: dict[str, tuple[CellResult, bytes, tuple[str, ...]]] = {}
+        self.usable: dict[tuple[str, ...], bool] = {}  # names -> named the same when merged
         self.shared_lines: dict[str, bytes] = {}  # a name -> its line of shared.jsonl
-        self._last: list[CellResult | ResultRow] | None = None
-        self.passed = 0  # lines decoded as rows (``_passed``)
 
-    def last_attempts(self) -> list[CellResult | ResultRow]:
-        """Each cell's last attempt: a result, or a line written as it is (``ResultRow``)."""
-        if self._last is None:
-            self._last = self._read()
-        return self._last
-
-    def result(self, attempt: CellResult | ResultRow) -> CellResult:
-        """``attempt`` as a result (its line read again, as any other line is read)."""
-        if isinstance(attempt, CellResult):
-            return attempt
-        kept = self.kept[attempt.cell_id]
-        assert kept[0] is attempt  # a ResultRow is its cell's last attempt, kept with its line
-        row = jsonio.loads(kept[1])
-        _resolve(row, self._shared_values())
-        self.common.share(row)
-        return adopt(row)
-
-    def verbatim(self, result: CellResult | ResultRow) -> tuple[bytes, tuple[str, ...]] | None:
-        """The line ``result`` was read from and the shared values it names, if the merged
-        record holds that line as it is."""
+    def verbatim(self, result: CellResult) -> tuple[bytes, tuple[str, ...]] | None:
+        """The line ``result`` was read from and the values it names, if kept as it is."""
         kept = self.kept.get(result.cell_id)
         return kept[1:] if kept is not None and kept[0] is result else None
 
-    def _read(self) -> list[CellResult | ResultRow]:
+    def last_attempts(self) -> list[CellResult]:
         try:
             data = (self.run_dir / RESULTS).read_bytes()
         except FileNotFoundError:
             return []
         shared = self._shared_values()
         secrets = self.names.secrets
-        share = self.common.share
-        by_cell: dict[str, CellResult | ResultRow] = {}
-        # A line msgspec decodes (ResultRow) stands for its result as through loads_lines
-        # where orjson reads it the same: no run of 19 digits (plain_numbers: an integer
-        # past 64 bits), no secret of this machine's to redact.
-        rows = (jsonio.loads_lines(data) if self.make_results or secrets
-                or not jsonio.plain_numbers(data) else self._passed(data, by_cell))
+        # msgspec reads a line as json does where there is no secret to redact and no run of
+        # 19 digits (``plain_numbers``: an integer past 64 bits).
+        fast = not secrets and jsonio.plain_numbers(data)
+        by_cell: dict[str, CellResult] = {}
         read = 0  # lines read, to tell whether one was left out (torn, not JSON)
-        for line, row, verbatim in rows:
-            read += 1
-            try:
-                whole = verbatim and row.keys() == FIELDS  # adopt will add or drop none
-                names = _resolve(row, shared)
-                share(row)
-                result = adopt(row)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                read -= 1  # not a result line (a hand edit): left out, as ``attempts`` does
+        for line in data.split(b"\n"):
+            result, exact = _decode(line, fast)
+            if result is None:
                 continue
+            read += 1
+            names = _named(result, shared)
+            in_place((result,), shared)
             by_cell[result.cell_id] = result
-            if whole and names is not None and self._all_usable(names) and not (
-                    secrets and (b"\\" in line or any(s in line for s in secrets))):
-                self.kept[result.cell_id] = (result, line, names)  # (a secret maybe escaped)
-        if read + self.passed != sum(map(bool, map(bytes.strip, data.split(b"\n")))):
+            if exact and names is not None and self._usable(names) and not (
+                    secrets and (b"\\" in line or any(x in line for x in secrets))):
+                self.kept[result.cell_id] = (result, line, names)  # (a secret escaped?)
+        if read != sum(map(bool, map(bytes.strip, data.split(b"\n")))):
             self.damaged = damaged.scan(self.run_dir / RESULTS, len(data))
             damaged.warn(self.damaged)
         return list(by_cell.values())
 
-    def _passed(self, data: bytes, by_cell: dict[str, CellResult | ResultRow]
-                ) -> Iterator[tuple[bytes, Any, bool]]:
-        """The lines of ``data`` that the merged record holds as they are, each decoded as
-        a ``ResultRow`` and put on ``by_cell`` (in the record's order); each other line given
-        back as ``loads_lines`` gives it, for the caller to read as a result."""
-        shared = self._shared_values()
-        decode = DECODER.decode
-        kept = self.kept
-        for line in data.split(b"\n"):
-            try:
-                found = decode(line)
-            except REFUSED:
-                yield from jsonio.loads_lines(line)  # not as the harness writes it
-                continue
-            names = _named(found, shared)
-            if names is None or not self._all_usable(names):
-                yield from jsonio.loads_lines(line)
-                continue
-            by_cell[found.cell_id] = found
-            kept[found.cell_id] = (found, line, names)
-            self.passed += 1
-
-    def _all_usable(self, names: tuple[str, ...]) -> bool:
-        usable = self.all_usable.get(names)
+    def _usable(self, names: tuple[str, ...]) -> bool:
+        usable = self.usable.get(names)
         if usable is None:  # most lines name the same few: once per distinct tuple of names
-            usable = self.all_usable[names] = all(self._usable(n) for n in names)
-        return usable
-
-    def _usable(self, name: str) -> bool:
-        usable = self.usable.get(name)
-        if usable is None:  # many lines name few values: each checked once
-            usable = self.usable[name] = self.names.usable(
-                name, self.shared_lines.get(name), self._shared_values()[name])
+            usable = self.usable[names] = all(self.names.usable(
+                n, self.shared_lines[n], self._shared_values()[n]) for n in names)
         return usable
 
     def _shared_values(self) -> dict[str, Any]:
@@ -356,11 +301,24 @@ class _Read(RunStore):
         return self._shared
 
 
-def _named(line: ResultRow, shared: dict[str, Any]) -> tuple[str, ...] | None:
-    """The shared values ``line`` names, as ``_resolve`` finds them: None where it holds one
-    inline or names one shared.jsonl lacks (or holds empty)."""
+def _decode(line: bytes, fast: bool) -> tuple[CellResult | None, bool]:
+    """A line's result (None: none, as ``RunStore.attempts`` leaves it out), and whether the
+    line holds it exactly (no field unknown, every value as ``dumps`` writes it back)."""
+    if fast:
+        with contextlib.suppress(*REFUSED):
+            return DECODER.decode(line), True
+    for _, row, verbatim in jsonio.loads_lines(line):
+        exact = verbatim and row.keys() <= FIELDS
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            return adopt(row), exact
+    return None, False
+
+
+def _named(result: CellResult, shared: dict[str, Any]) -> tuple[str, ...] | None:
+    """The shared values a result just decoded names, if it names them as a merged record
+    would (by a name shared.jsonl has, for a value that is not empty); else None."""
     names: tuple[str, ...] = ()
-    for value in (line.fingerprint, line.hardware):  # BY_REFERENCE, in its order
+    for value in (result.fingerprint, result.hardware):  # BY_REFERENCE, in its order
         if isinstance(value, str):
             if not shared.get(value):
                 return None
@@ -370,57 +328,9 @@ def _named(line: ResultRow, shared: dict[str, Any]) -> tuple[str, ...] | None:
     return names
 
 
-def _resolve(row: dict[str, Any], shared: dict[str, Any]) -> tuple[str, ...] | None:
-    """The shared values a line names put in place (as ``RunStore.attempts`` does); the names,
-    if it names them as a merged record would: by a name shared.jsonl has, for a value that
-    is not empty. None where the merge writes it otherwise (a value inline, a name the
-    artifact lost)."""
-    names: tuple[str, ...] | None = ()
-    for field_name in BY_REFERENCE:
-        value = row.get(field_name)
-        if isinstance(value, str):  # a value copied without it: {}
-            row[field_name] = found = shared.get(value, {})
-            if names is not None:
-                names = (*names, value) if found else None
-        elif value:
-            names = None
-    return names
-
-
-#: The fields whose strings many results hold the same (an environment's, a case's).
-_REPEATED = ("run_id", "environment", "env_key", "backend", "case_id", "variant", "nodeid",
-             "hardware_target", "reason", "node")
-
-
-class _Common:
-    """One copy of what many results hold equal: each repeated string, each environment's
-    ``values``, rather than a copy per decoded line. Equal and in the same order: the
-    results mean and encode the same."""
-
-    def __init__(self) -> None:
-        self.strings: dict[str, str] = {}
-        self.values: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, Any]] = {}
-
-    def share(self, row: dict[str, Any]) -> None:
-        strings = self.strings
-        for name in _REPEATED:
-            value = row.get(name)
-            if value.__class__ is str:
-                row[name] = strings.setdefault(value, value)
-        values = row.get("values")
-        if values.__class__ is dict:
-            # Strings only (intern refuses any other): 1 and True, 0.0 and -0.0 are equal
-            # keys, yet encode otherwise. A value of another type (a hand edit): its own.
-            with contextlib.suppress(TypeError):
-                key = (tuple(values), tuple(map(sys.intern, values.values())))
-                row["values"] = self.values.setdefault(key, values)
-
-
 class _Names:
-    """The shared values of the merged record as its store names them: which of the shards'
-    names stand for the same value there (once redacted, one may not), and those values,
-    for shared.jsonl. Checked once per distinct line of the shards' shared.jsonl: the
-    shards' copies of a value are the same bytes."""
+    """Which of the shards' shared names stand for the same value in the merged record (once
+    redacted, one may not), and those values; checked once per distinct line."""
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
@@ -428,22 +338,19 @@ class _Names:
         self.values: dict[str, Any] = {}  # a usable name -> its value, as written
         self.checked: dict[bytes, bool] = {}  # a line of shared.jsonl -> usable
 
-    def usable(self, name: str, line: bytes | None, value: Any) -> bool:
-        usable = self.checked.get(line) if line is not None else None
+    def usable(self, name: str, line: bytes, value: Any) -> bool:
+        usable = self.checked.get(line)
         if usable is None:
             value = self.redactor.obj(value)
-            usable = content_name(value) == name
-            if line is not None:
-                self.checked[line] = usable
+            usable = self.checked[line] = content_name(value) == name
             if usable:
                 self.values.setdefault(name, value)
         return usable
 
 
 class _Writer:
-    """The merged record, line by line: a chosen line as its shard wrote it (``verbatim``),
-    else encoded by the store; written at ``close``, whole, after the shared values the
-    lines name that are new, in the order the store would have written them."""
+    """The merged record: a chosen line as its shard wrote it (``verbatim``), else encoded by
+    the store; written whole at ``close``, after the new shared values it names."""
 
     def __init__(self, out: RunStore, names: _Names) -> None:
         self.out = out
@@ -452,12 +359,9 @@ class _Writer:
         self.fresh: dict[str, Any] = {}
         self.named: set[tuple[str, ...]] = set()  # the names of the lines written as they are
 
-    def add(self, result: CellResult | ResultRow,
-            found: tuple[_Read, CellResult | ResultRow] | None = None) -> CellResult | ResultRow:
-        source = found[0] if found is not None and found[1] is result else None
+    def add(self, result: CellResult, source: _Read | None = None) -> CellResult:
         kept = source.verbatim(result) if source is not None else None
         if kept is None:
-            assert isinstance(result, CellResult)  # a ResultRow is kept, or made a result
             self.chunks.append(self.out.encode(result, self.fresh))
             return result
         line, names = kept
@@ -475,12 +379,8 @@ class _Writer:
 
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> tuple[PlanText, list[str]] | None:
-    """The plan the shards were cut from as the first one recorded it, and its cells' ids,
-    where that text means what ``_full_plan`` gives (written again, the same data): every
-    record a shard (none adds a cell), the plan in its own file, a list of cells, none
-    twice, nothing in it that orjson refuses (which json may read as a value orjson would
-    write otherwise: 1e400, NaN; or not at all: bytes that are not UTF-8, which
-    ``_full_plan`` then says in one line, before any file is touched). None otherwise."""
+    """The first shard's plan as written, and its cells' ids, where that text means what
+    ``_full_plan`` gives: every record a shard, no cell twice, nothing orjson refuses."""
     if not all(meta.get("shard") for meta in metas):
         return None
     try:
@@ -497,9 +397,8 @@ def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> list[dict[str, Any]]:
-    """The plan the shards were cut from, in plan order. Every shard of one plan records the
-    same one: it is read from the first shard that has it (not every shard's copy of it), plus
-    any cell another record planned that it lacks."""
+    """The plan the shards were cut from (the first shard's copy), in plan order, with any
+    cell an unsharded record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
     shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
     for cell in (shards[0].full_plan() or []) if shards else []:
@@ -512,15 +411,16 @@ def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
 
 
 class _Relocate:
-    """A result with its log linked (or copied) beside it, at the same relative path. On
-    strings, with each shard's logs listed once and what was linked remembered (no stat per log)."""
+    """A result with its log linked (or copied) beside it, at the same relative path, in the
+    background; each shard's logs listed once and what was linked remembered."""
 
-    def __init__(self, out: RunStore) -> None:
+    def __init__(self, out: RunStore, background: _Background) -> None:
         self.out = f"{out.run_dir}"
+        self.background = background
         self.logs: dict[int, tuple[str, frozenset[str]]] = {}  # a shard: its folder, logs/
         self.linked: set[str] = set()
 
-    def __call__(self, source: _Read, result: CellResult | ResultRow) -> CellResult | ResultRow:
+    def __call__(self, source: _Read, result: CellResult) -> CellResult:
         log = result.log
         if not log:
             return result
@@ -535,16 +435,15 @@ class _Relocate:
             src, relative = f"{listed[0]}/{log}", log
             there = name in listed[1] if folder == "logs" else os.path.isfile(src)  # noqa: PTH113
         if not there:  # the log never came with the artifact
-            return replace(source.result(result), log=None)
+            return result.replace(log=None)
         if relative not in self.linked:  # a batch's shared log: once
             self.linked.add(relative)
-            _link(src, f"{self.out}/{relative}")
-        return result if relative == log else replace(source.result(result), log=relative)
+            self.background.link(src, f"{self.out}/{relative}")
+        return result if relative == log else result.replace(log=relative)
 
 
 def _link(src: str, target: str) -> None:
-    """``src`` at ``target``: a hard link where it can (same filesystem), else a copy; a file
-    already there (an environment two shards built) is kept."""
+    """``src`` at ``target``: a hard link, else a copy; a file already there is kept."""
     for _ in range(2):
         try:
             os.link(src, target)
@@ -567,12 +466,3 @@ def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult
         hardware_target=cell["hardware"], outcome=decision.outcome, reason=decision.reason,
         finished_at=0.0)
 
-
-def _union(cases: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for each in cases:
-        out.update(each)
-    return out
-
-
-__all__ = ["CASES", "RESULTS", "MergeReport", "merge_runs"]

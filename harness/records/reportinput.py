@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.results import CellResult, ResultRow, as_rows
+from harness.core.results import CellResult
 from harness.records import history, table
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of
 from harness.records.compare import bumped
@@ -42,7 +42,7 @@ class ReportInput:
     environments: dict[str, Any]
     rules: tuple[dict[str, Any], ...]  # the rules the records hold, as written
     moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
-    pairs: tuple[tuple[RunStore, ResultRow], ...]  # each cell once, in the record's order
+    pairs: tuple[tuple[RunStore, CellResult], ...]  # each cell once, in the record's order
     # Every planned cell id in matrix order (repeats possible); None: ``pairs`` are in it.
     plan: tuple[str, ...] | None
     log_names: tuple[frozenset[str], ...]  # each store's names in logs/
@@ -90,7 +90,7 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
 
 
 def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
-           ) -> tuple[tuple[RunStore, ResultRow], ...]:
+           ) -> tuple[tuple[RunStore, CellResult], ...]:
     """Each cell once as a row, with its record: one record's read straight into rows where
     it can be, else its results (or ``given``), else chosen as ``harness merge`` chooses."""
     if given is None and len(stores) == 1:
@@ -103,8 +103,7 @@ def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
         pairs = [(stores[0], r) for r in stores[0].results()]
     else:
         pairs = list(choose_records(stores)[0].values())
-    rows = as_rows(r for _, r in pairs)
-    return tuple((s, row) for (s, _), row in zip(pairs, rows, strict=True))
+    return tuple(pairs)
 
 
 def _bisects(run_dir: Path) -> tuple[BisectRecord, ...]:

@@ -27,12 +27,8 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def created(run_dir: Path) -> float:
-    """When a run was created, from its record (-1: not a readable run folder)."""
-    return _created(read_meta(run_dir))
-
-
 def _created(meta: dict[str, Any] | None) -> float:
+    """When a run was created, from its run.json (-1: not a readable run folder)."""
     try:
         return float(meta.get("created") or 0.0) if meta is not None else -1.0
     except (TypeError, ValueError):
@@ -41,12 +37,12 @@ def _created(meta: dict[str, Any] | None) -> float:
 
 def run_order(run_dir: Path) -> tuple[float, str]:
     """A run's place among runs: its creation time, then its id (the tie-break)."""
-    return created(run_dir), run_dir.name
+    return _created(read_meta(run_dir)), run_dir.name
 
 
 def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
-    """The run folders under ``folder``, oldest first; ``with_results``: only those that
-    recorded a result. A missing folder holds no runs."""
+    """The run folders under ``folder`` (none if missing), oldest first; ``with_results``:
+    only those that recorded a result."""
     return [path for path, _ in ordered_metas(folder, with_results=with_results)]
 
 
@@ -73,8 +69,7 @@ def run_kind(meta: dict[str, Any] | None) -> str:
 
 
 def lineage(meta: dict[str, Any] | None) -> tuple[str, str]:
-    """The line of runs a run belongs to: its matrix file (as given, normalised) and its
-    kind. History, ``--baseline latest`` and "what changed" stay within one."""
+    """The line of runs a run belongs to: its matrix file (normalised) and its kind."""
     matrix = (meta or {}).get("matrix")
     return (os.path.normpath(str(matrix)) if matrix else "", run_kind(meta))
 
@@ -92,8 +87,7 @@ def run_metas(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def latest_run(reports_dir: Path, line: tuple[str, str] | None = None) -> Path | None:
-    """The newest run under ``reports_dir`` (``--resume latest``, ``--baseline latest``);
-    ``line``: the newest of that matrix and kind (``lineage``)."""
+    """The newest run under ``reports_dir``; ``line``: of that matrix and kind (``lineage``)."""
     runs = [p for p, meta in ordered_metas(reports_dir / "runs")
             if line is None or lineage(meta) == line]
     return runs[-1] if runs else None
@@ -105,14 +99,9 @@ def newest_first(reports_dir: Path) -> Iterator[Path]:
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
-    """The newest nightly run of the same matrix under ``reports_dir`` created before
-    ``current`` that covered the same slice (the same filters and shard: a full run is
-    compared with a full run, never with a ``-k`` slice). CI restores them from its history;
-    a run made later never counts, so a re-render says the same. A trial or a bump is never
-    what another run is compared with.
-
-    A run with ``--set`` (a bump) is compared with the newest run of its slice without one,
-    else the newest full run; a run without is never compared with a bump."""
+    """The newest nightly run of the same matrix created before ``current`` that covered the
+    same slice (filters and shard); a bump (``--set``) is compared with the newest run of its
+    slice without one, else the newest full run. Never a trial or a bump."""
     meta = read_meta(current)
     mine, scope = run_order(current), _scope(meta)
     here = current.resolve()
@@ -131,8 +120,7 @@ def previous_run(reports_dir: Path, current: Path) -> Path | None:
 
 
 def _scope(meta: dict[str, Any] | None) -> str:
-    """What part of the matrix a run covered: its filters and shard (a merge: everything),
-    and what its --set replaced."""
+    """What part of the matrix a run covered: its filters, shard and what --set replaced."""
     if meta is None:
         return "?"
     filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}

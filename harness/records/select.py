@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from harness.core.results import CellResult, Keyed, Outcome
+from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
 
 
@@ -15,39 +15,17 @@ def choose_records(sources: Sequence[RunStore],
     """Each cell's record across several runs: a real record over a MISSING gap, a case's
     result over a lost machine, then the later attempt, then the later time. Two different
     real records of one cell are a conflict: said through ``warn`` and returned."""
-    return choose([(source, source.results()) for source in sources], _same, warn)
+    return choose([(source, source.results()) for source in sources], warn)
 
 
-class Choosable(Keyed, Protocol):
-    """What the choice reads of a record: ``CellResult``, or a line a merge reads for it."""
-
-    @property
-    def cell_id(self) -> str: ...
-    @property
-    def outcome(self) -> Outcome: ...
-    @property
-    def infra(self) -> bool: ...
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def finished_at(self) -> float: ...
+S = TypeVar("S", bound=RunStore)
 
 
-class Named(Protocol):
-    @property
-    def run_id(self) -> str: ...
-
-
-S = TypeVar("S", bound=Named)
-R = TypeVar("R", bound=Choosable)
-
-
-def choose(sources: Sequence[tuple[S, Sequence[R]]], same: Callable[[S, R, S, R], bool],
+def choose(sources: Sequence[tuple[S, Sequence[CellResult]]],
            warn: Callable[[str], None] = lambda _: None
-           ) -> tuple[dict[str, tuple[S, R]], list[str]]:
-    """``choose_records`` over each source's records as given; ``same``: whether two records
-    of a cell (each with its source) are the same record (a merge merged again)."""
-    chosen: dict[str, tuple[S, R]] = {}
+           ) -> tuple[dict[str, tuple[S, CellResult]], list[str]]:
+    """``choose_records`` over each source's records as given."""
+    chosen: dict[str, tuple[S, CellResult]] = {}
     conflicts: list[str] = []
     for source, results in sources:
         for result in results:
@@ -55,7 +33,7 @@ def choose(sources: Sequence[tuple[S, Sequence[R]]], same: Callable[[S, R, S, R]
             if seen is None:
                 chosen[result.cell_id] = (source, result)
                 continue
-            if same(*seen, source, result):
+            if seen[1].to_dict() == result.to_dict():
                 continue  # the same record twice (a merge merged again)
             later = max((seen, (source, result)), key=_rank)
             chosen[result.cell_id] = later
@@ -69,11 +47,7 @@ def choose(sources: Sequence[tuple[S, Sequence[R]]], same: Callable[[S, R, S, R]
     return chosen, conflicts
 
 
-def _same(_: RunStore, one: CellResult, __: RunStore, other: CellResult) -> bool:
-    return one.to_dict() == other.to_dict()
-
-
-def _rank(pair: tuple[Named, Choosable]) -> tuple[bool, bool, int, float, str]:
+def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, str]:
     source, result = pair
     return (result.outcome is not Outcome.MISSING, not result.infra, result.attempt,
             result.finished_at, source.run_id)

@@ -1,23 +1,14 @@
 """Run folders: a record that describes itself, appended as results arrive.
 
-A run folder holds ``run.json`` (small: ids, time, filters, shard, what executed it, the
-environments asked for, the expectations), ``plan.json`` (its cells, each with its logical and
-content keys), for a shard ``full_plan.json`` (the plan it was cut from), ``cases.json`` (each
-variant's title, documented failure, upstream links, signatures, requirements, caveats),
-``envs/<key>.json`` (what each environment really held), ``results.jsonl`` (one line per
-attempt, appended as it ends, so a kill -9 loses no finished cell; fsynced in batches),
-``events.jsonl`` (what a cell's pytest process said of it, a line per event naming its cell
-and attempt; appended as results.jsonl is), ``shared.jsonl`` and ``logs/``. Folders written
-before it hold ``events/`` (a file per cell), which nothing reads.
+A run folder holds ``run.json`` (ids, time, filters, shard, executor, environments asked for,
+expectations), ``plan.json`` (its cells; a shard's ``full_plan.json`` too), ``cases.json``
+(each variant's metadata), ``envs/<key>.json`` (what each environment held), ``results.jsonl``
+(a line per attempt, appended as it ends: a kill -9 loses no finished cell), ``events.jsonl``
+(what cells' processes said), ``shared.jsonl`` and ``logs/``; every path in it relative to it.
 
-What thousands of lines would repeat (an environment's fingerprint summary, the machine a
-cell ran on) is written once, as a line ``["<hash>", value]`` of ``shared.jsonl`` (the hash
-of its content), before the first result that uses it; that result's line holds the hash in
-its place (``"fingerprint": "3f2a..."``). Content names make a merge a union: two shards'
-values of one name are the same value. ``RunStore.attempts`` puts the values back; a line may
-still hold a value inline (records before format 4, or anything written by hand).
-Every path inside is relative to the folder: copy it to another machine and it still renders,
-log links included.
+A value thousands of lines would repeat (a fingerprint, a machine) is written once to
+``shared.jsonl`` as ``["<hash of its content>", value]``, and a line holds the hash in its
+place: two shards' values of one name are one value, so a merge is a union.
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +51,8 @@ EVENTS = "events.jsonl"  # what cells' processes said, a line per event (``RunSt
 
 @dataclass(frozen=True)
 class PlanText:
-    """A plan as the JSON text of a record's plan file, with its number of cells: a shard's
-    whole plan, which a merge writes as the merged run's plan as it is (a large plan is not
-    decoded and encoded again)."""
+    """A plan as the JSON text of a plan file, with its number of cells (a merge writes a
+    shard's whole plan as it is)."""
 
     text: bytes
     cells: int
@@ -134,10 +124,7 @@ class RunStore:
 
     @property
     def meta(self) -> dict[str, Any]:
-        try:
-            data: dict[str, Any] = jsonio.loads((self.run_dir / META).read_bytes())
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"{self.run_dir / META}: unreadable: {exc}") from None
+        data: dict[str, Any] = _load(self.run_dir / META)
         return data
 
     def planned(self) -> list[dict[str, Any]]:
@@ -151,10 +138,7 @@ class RunStore:
     def _plan(self, name: str, key: str) -> list[dict[str, Any]] | None:
         path = self.run_dir / name
         if path.is_file():
-            try:
-                data: list[dict[str, Any]] = jsonio.loads(path.read_bytes())
-            except (OSError, ValueError) as exc:
-                raise StoreError(f"{path}: unreadable: {exc}") from None
+            data: list[dict[str, Any]] = _load(path)
             return data
         found: list[dict[str, Any]] | None = self.meta.get(key)  # format 2 kept it inline
         return found
@@ -163,10 +147,7 @@ class RunStore:
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        try:
-            data: dict[str, Any] = jsonio.loads(path.read_bytes()) if path.is_file() else {}
-        except (OSError, ValueError) as exc:
-            raise StoreError(f"{path}: unreadable: {exc}") from None
+        data: dict[str, Any] = _load(path) if path.is_file() else {}
         return data
 
     def environments(self) -> dict[str, dict[str, Any]]:
@@ -188,10 +169,8 @@ class RunStore:
             atomic.write_text(path, json.dumps(data, indent=indent, default=str))
 
     def record(self, run: CellRun) -> CellResult:
-        """Keep what a cell run returned: log, events and fingerprint first, then the result
-        line that points at them (a kill in between leaves files, never a dangling line).
-        A suite's session: each test's result first, then the session's (what --resume
-        looks for). Its line is written at once, fsynced in a batch (``sync``)."""
+        """Keep what a cell run returned: log, events and fingerprint, then the line that points
+        at them (a suite's tests before its session's); fsynced in a batch (``sync``)."""
         log = None
         stem = run.log_name or run.result.cell_id
         stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
@@ -211,7 +190,7 @@ class RunStore:
         """The run's events and fingerprint, then its result line (pointing at ``log``)."""
         result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
         if log is not None:
-            result = replace(result, log=log)
+            result = result.replace(log=log)
         if run.events:  # one file for the run: a suite's thousands of tests are not a file each
             self._events.append(b"".join(
                 jsonio.dumps({"cell_id": result.cell_id, "attempt": result.attempt,
@@ -231,16 +210,14 @@ class RunStore:
         self.extend([result])
 
     def extend(self, results: Sequence[CellResult]) -> None:
-        """Append the results' lines (``append``: a kill leaves whole lines and at most a
-        torn tail). A merge writes 100,000 lines at once: one write and one fsync, not one a
-        line."""
+        """Append the results' lines: one write and one fsync."""
         fresh: dict[str, Any] = {}
         lines = b"".join([self.encode(r, fresh) for r in results])
         self.append_encoded(lines, fresh)
 
     def encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
-        """``result``'s line as ``extend`` writes it, newline included; the values it names
-        that shared.jsonl lacks are added to ``fresh`` (for ``append_encoded``)."""
+        """``result``'s line, newline included; the values it names that shared.jsonl lacks
+        are added to ``fresh`` (for ``append_encoded``)."""
         row = result.to_dict()
         for name in BY_REFERENCE:
             if row[name]:
@@ -249,17 +226,16 @@ class RunStore:
         return jsonio.dumps(self.redactor.obj(row)) + b"\n"
 
     def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
-        """A value a line written elsewhere names by ``digest`` (its ``content_name``, the
-        value as written: redacted): added to ``fresh`` unless shared.jsonl has it."""
+        """A value a line written elsewhere names by ``digest``, added to ``fresh`` unless
+        shared.jsonl has it."""
         shared = self._shared_values()
         if digest not in shared:
             shared[digest] = fresh[digest] = value
 
     def append_encoded(self, lines: bytes | Sequence[bytes], fresh: Mapping[str, Any], *,
                        batched: bool = False) -> None:
-        """Whole lines, encoded (``encode``, or passed through from another record), after
-        the shared values they name that are new (``fresh``). ``batched``: fsynced with the
-        lines ``record`` writes (``sync``), not at once."""
+        """Whole lines, after the new shared values they name (``fresh``). ``batched``: fsynced
+        with the lines ``record`` writes (``sync``), not at once."""
         if fresh:  # first, and fsynced, so no line points at a value that is not there
             append(self.run_dir / SHARED, b"".join(
                 jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
@@ -271,8 +247,8 @@ class RunStore:
             append(self.run_dir / RESULTS, lines)
 
     def _end_torn_tail(self) -> None:
-        """A record whose last line was torn (a kill mid-write; resumed now) gets its newline
-        before the first line this store appends, which would be glued to it and lost."""
+        """A record whose last line was torn (killed mid-write, resumed) gets its newline
+        before this store appends, so that no line is glued to it."""
         self._tail_ended = True
         try:
             with open(self.run_dir / RESULTS, "rb") as fh:
@@ -284,9 +260,8 @@ class RunStore:
             append(self.run_dir / RESULTS, b"\n")
 
     def _share(self, value: Any, fresh: dict[str, Any]) -> str:
-        """The hash naming ``value`` in shared.jsonl; added to ``fresh`` (to be written) the
-        first time. Values read from a record are shared objects: each is hashed once, not
-        once per line."""
+        """The hash naming ``value`` in shared.jsonl, added to ``fresh`` the first time; each
+        object hashed once."""
         seen = self._written.get(id(value))
         if seen is not None and seen[0] is value:
             return seen[1]
@@ -305,18 +280,16 @@ class RunStore:
         return self._shared
 
     def as_of(self, size: int | None, *, quiet: bool = False) -> RunStore:
-        """This run as its record was when it held ``size`` bytes: two readers of it (the two
-        halves of a report, each in its own process) read the same lines, whatever the run
-        appends meanwhile. None: as it is when read. ``quiet``: its damaged lines not
-        warned of as read (the caller does)."""
+        """This run as its record was at ``size`` bytes (None: as it is when read), whatever
+        is appended meanwhile. ``quiet``: its damaged lines not warned of (the caller does)."""
         frozen = copy.copy(self)
         frozen.upto = size
         frozen.quiet = quiet
         return frozen
 
     def attempts(self) -> list[CellResult]:
-        """Every recorded attempt, in order (lost machines included). A damaged line (torn,
-        by hand: ``records.damaged``) is left out, kept in ``damaged`` and warned of."""
+        """Every recorded attempt, in order. A damaged line (``records.damaged``) is left out,
+        kept in ``damaged`` and warned of."""
         self.damaged = []
         try:
             rows, whole = read_record(self.run_dir / RESULTS, self.upto)
@@ -348,19 +321,19 @@ class RunStore:
         return {r.cell_id for r in self.results() if is_done(r)}
 
     def log_names(self) -> frozenset[str]:
-        """The file names in logs/, listed once: a merge and a report check every cell's
-        log link, and not with a stat each."""
+        """The file names in logs/ (listed once, not a stat per cell)."""
         try:
             return frozenset(os.listdir(self.run_dir / "logs"))  # noqa: PTH208  (names only)
         except OSError:
             return frozenset()
 
-    def log_file(self, result: CellResult) -> Path | None:
-        """A result's log on this machine: relative to the run folder, wherever it now is."""
-        if not result.log:
-            return None
-        path = Path(result.log)
-        return path if path.is_absolute() else self.run_dir / path
+
+def _load(path: Path) -> Any:
+    """A JSON file of the record; a StoreError in one line where it cannot be read."""
+    try:
+        return jsonio.loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: unreadable: {exc}") from None
 
 
 def check_run_id(run_id: str) -> str:
@@ -371,21 +344,18 @@ def check_run_id(run_id: str) -> str:
 
 
 def content_name(value: Any) -> str:
-    """The name of a value in shared.jsonl: the hash of its content, so that two records'
-    values of one name are the same value (a merge is a union)."""
+    """The name of a value in shared.jsonl: the hash of its content."""
     text = json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def is_done(result: CellResult) -> bool:
-    """A cell that needs no re-run on resume: not NOT_RUN (other hardware may run it), not
-    lost to the machine."""
+    """No re-run on resume: not NOT_RUN (other hardware may run it), not lost to the machine."""
     return result.outcome is not Outcome.NOT_RUN and not result.infra
 
 
 def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
-    """A run's shared.jsonl: each value with its content name and its line as written (a
-    torn or hand-broken line skipped)."""
+    """A run's shared.jsonl: each name, value and line (a torn or broken line skipped)."""
     try:
         raw = (run_dir / SHARED).read_bytes()
     except FileNotFoundError:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.core import atomic
-from harness.core.results import CellResult, Keyed, Outcome, ResultRow, as_mapping, logical_key
+from harness.core.results import CellResult, Keyed, Outcome, as_mapping, logical_key
 from harness.records.layout import RESULTS
 from harness.records.lines import result_rows
 from harness.records.store import RunStore
@@ -69,7 +69,7 @@ _OUTCOME = {str(o): o for o in Outcome}
 
 
 #: A result as a table holds it: as recorded, or as its line decodes.
-Tabled = CellResult | ResultRow
+Tabled = CellResult
 
 
 class Row(NamedTuple):

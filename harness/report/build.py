@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from harness.core.results import (
     CellResult,
     Outcome,
-    ResultLike,
 )
 from harness.core.rules import Rule
 from harness.records import reportinput, table
@@ -101,7 +100,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                   earlier=got.earlier, tabled=got.tabled)
 
 
-def _links(pairs: Sequence[tuple[RunStore, ResultLike]], stores: Sequence[RunStore],
+def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
            names: Sequence[frozenset[str]], out_dir: Path) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
     there), so that the report and the run folder can move together."""

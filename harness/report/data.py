@@ -15,8 +15,6 @@ from typing import Any
 from harness.core.results import (
     CellResult,
     Outcome,
-    ResultLike,
-    ResultRow,
     as_mapping,
     labels,
     logical_keys,
@@ -38,7 +36,7 @@ LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "
         *(f"v:{k}" for k in KEY_VERSIONS))
 
 
-def long_columns(results: Sequence[ResultLike], log_links: Sequence[str] | None = None,
+def long_columns(results: Sequence[CellResult], log_links: Sequence[str] | None = None,
                  only: Collection[str] | None = None,
                  labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns. ``log_links``: each log's link ("" for none); ``only``:
@@ -114,8 +112,8 @@ def heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
 class Cells:
     """Each cell's last attempt as a row, read once per process."""
 
-    in_record: list[ResultRow]  # in the record's order (the table's)
-    rows: list[ResultRow]  # the same, in plan order (the report's)
+    in_record: list[CellResult]  # in the record's order (the table's)
+    rows: list[CellResult]  # the same, in plan order (the report's)
     links: list[str]  # each row's log's link from the report ("": none)
 
     def logs(self) -> dict[str, str]:
@@ -169,7 +167,7 @@ class Report:
                             labels_of=[key[1] for key in self.keys])
 
     @cached_property
-    def judged(self) -> tuple[list[str], list[tuple[ResultRow, Judgement]]]:
+    def judged(self) -> tuple[list[str], list[tuple[CellResult, Judgement]]]:
         """Against expectations: the summary's lines, and the cells it lists one by one."""
         return judged_report(self.cells().rows, self.rules, self.baseline, limit=200)
 

@@ -14,7 +14,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.core.results import Outcome, ResultLike, logical_keys
+from harness.core.results import CellResult, Outcome, logical_keys
 
 if TYPE_CHECKING:
     from harness.report.data import Report
@@ -46,7 +46,7 @@ def _attr(value: str) -> str:
             .replace("\t", "&#09;"))
 
 
-def _lines(results: Sequence[ResultLike], name: str, keys: Sequence[tuple[str, str, str]]
+def _lines(results: Sequence[CellResult], name: str, keys: Sequence[tuple[str, str, str]]
            ) -> Iterator[str]:
     kinds: Counter[str] = Counter()
     for outcome, count in Counter(map(attrgetter("outcome"), results)).items():  # in C
@@ -132,7 +132,7 @@ def _end(outcome: Outcome, reason: str) -> str:
     return f"{verdict}</testcase>\n"
 
 
-def write_junit(results: Sequence[ResultLike], name: str, path: Path,
+def write_junit(results: Sequence[CellResult], name: str, path: Path,
                 keys: Sequence[tuple[str, str, str]] | None = None) -> Path:
     """``keys``: the results' logical keys (``logical_keys``), where the caller has them."""
     with open(path, "w", encoding="utf-8") as fh:

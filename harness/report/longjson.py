@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import astuple
 
 from harness.core import jsonio
-from harness.core.results import ResultRow
+from harness.core.results import CellResult
 from harness.records.expect import Judgement
 from harness.report.data import summary_line
 
 if TYPE_CHECKING:
     from harness.report.data import Report
 
-#: The columns of ``results``: a ``ResultRow``'s fields, in order.
-COLUMNS = ResultRow.__struct_fields__
+#: The columns of ``results``: a ``CellResult``'s fields, in order.
+COLUMNS = CellResult.__struct_fields__
 
 
-def write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultRow],
+def write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
                     tail: dict[str, Any]) -> None:
     """``head``, ``fingerprints``, ``machines``, ``results``, then ``tail``; compact, the rows
     a few thousand at a time."""
@@ -40,13 +40,13 @@ def write_long_json(path: Path, head: dict[str, Any], results: Sequence[ResultRo
     for (node, gpu), hardware in firsts.items():  # in order of their first cells
         machines.setdefault(_machine(node, gpu), hardware)
 
-    def row(r: ResultRow) -> tuple[Any, ...]:
+    def row(r: CellResult) -> tuple[Any, ...]:
         fingerprint = r.fingerprint if _own(r.fingerprint, fingerprints.get(r.env_key)) else None
         # by its key, as a reader finds it (node "a#1" and node "a" on GPU 1 are one key)
         hardware = r.hardware if _own(r.hardware, machines.get(_machine(r.node, r.gpu))) else None
         return (*astuple(r)[:-2], fingerprint, hardware)
 
-    def encode(chunk: list[ResultRow]) -> bytes:
+    def encode(chunk: list[CellResult]) -> bytes:
         return jsonio.dumps(list(map(row, chunk)))
 
     with open(path, "wb") as fh:
@@ -78,7 +78,7 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     return {"json": path}
 
 
-def _verdict(result: ResultRow, judged: Judgement) -> dict[str, Any]:
+def _verdict(result: CellResult, judged: Judgement) -> dict[str, Any]:
     """A deviation from what was expected, or a failure that was (with why)."""
     return {"environment": result.environment,
             "case": f"{result.case_id}::{result.variant}",

@@ -154,7 +154,7 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
 def _checked(runs: list[CellRun], realized: Realized) -> Iterator[CellRun]:
     env = realized.env
     assert env is not None
-    yield from _built_once((replace(run, result=replace(run.result, fingerprint=env.summary),
+    yield from _built_once((replace(run, result=run.result.replace(fingerprint=env.summary),
                                     fingerprint=env.fingerprint) for run in runs),
                            realized.built)
 

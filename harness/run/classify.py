@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from harness.core.results import CellResult, Outcome
@@ -198,6 +198,7 @@ def next_try(result: CellResult, *, machine_losses: int, case_tries: int, retrie
 
 def flaky(result: CellResult, first: CellResult) -> CellResult:
     """A case that failed and then passed: neither a pass nor a failure, and shown so."""
-    return replace(result, outcome=Outcome.FLAKY,
-                   reason=(f"{result.outcome} on attempt {result.attempt} after "
-                           f"{first.outcome} on attempt {first.attempt}: {first.reason}")[:600])
+    return result.replace(outcome=Outcome.FLAKY,
+                          reason=(f"{result.outcome} on attempt {result.attempt} after "
+                                  f"{first.outcome} on attempt {first.attempt}: "
+                                  f"{first.reason}")[:600])

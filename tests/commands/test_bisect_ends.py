@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,8 +98,8 @@ def test_recorded_ends_are_found_among_all_runs(workdir: Path, night: RunStore) 
     for i in range(12):
         filler = RunStore.create(workdir / "reports", {"matrix": "other.yaml"},
                                  run_id=f"other-{i}")
-        filler.append(replace(other, run_id=filler.run_id, cell_id=f"other-{i}",
-                              environment=f"other:{i}"))
+        filler.append(other.replace(run_id=filler.run_id, cell_id=f"other-{i}",
+                                    environment=f"other:{i}"))
     before = runs(workdir)
     done = harness(workdir, "bisect", "--axis", "probe", "-k", "probe::repro", "--good", "1.0",
                    "--bad", "1.7")

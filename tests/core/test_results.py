@@ -1,15 +1,15 @@
-"""``adopt``: a record's line made a ``CellResult`` in place; a line with exactly the fields
-skips the checks, any other goes the checked way."""
+"""``adopt``: a record's line made a ``CellResult``; a line with exactly the fields skips the
+checks, any other goes the checked way. The same type is what msgspec decodes a line into."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
 from typing import Any
 
+import msgspec
 import pytest
-from msgspec.structs import asdict
 
-from harness.core.results import CellResult, Outcome, adopt, as_rows, labels, logical_keys
+from harness.core import jsonio
+from harness.core.results import LINE, CellResult, Outcome, adopt, labels, logical_keys
 
 FULL = CellResult(run_id="r", cell_id="c1", environment="e", values={"torch": "2.1.2"},
                   env_key="k", backend="uv", case_id="case", variant="v", nodeid="t.py::t",
@@ -26,7 +26,7 @@ def line(**changes: Any) -> dict[str, Any]:
 def test_a_line_with_every_field_and_no_other_is_the_result_it_was() -> None:
     got = adopt(line())
     assert got == FULL and got.outcome is Outcome.FAIL
-    assert list(vars(got)) == [f.name for f in fields(CellResult)]
+    assert list(got.to_dict()) == list(LINE) == list(FULL.to_dict())
 
 
 def test_an_unknown_field_in_place_of_a_known_one_is_dropped_and_the_default_filled() -> None:
@@ -34,18 +34,19 @@ def test_an_unknown_field_in_place_of_a_known_one_is_dropped_and_the_default_fil
     row = line(extra="from a later harness")
     del row["caveat"]
     got = adopt(row)
-    assert got == FULL and "extra" not in vars(got) and got.caveat == ""
-    assert set(vars(got)) == {f.name for f in fields(CellResult)}
+    assert got == FULL and not hasattr(got, "extra") and got.caveat == ""
+    assert list(got.to_dict()) == list(LINE)
 
 
 @pytest.mark.parametrize("name", ["details", "node", "parent", "gpu"])
 def test_a_line_without_an_optional_field_gets_its_default(name: str) -> None:
     row = line()
     del row[name]
-    got = adopt(row)
-    assert set(vars(got)) == {f.name for f in fields(CellResult)}
     default: Any = {"details": {}, "node": "", "parent": "", "gpu": None}[name]
+    got = adopt(dict(row))
     assert getattr(got, name) == default
+    # msgspec, decoding the line against the schema, reads it the same
+    assert msgspec.json.decode(jsonio.dumps(row), type=CellResult) == got
 
 
 def test_a_line_without_a_required_field_is_refused() -> None:
@@ -57,14 +58,18 @@ def test_a_line_without_a_required_field_is_refused() -> None:
         adopt(line(outcome="NOT-AN-OUTCOME"))
 
 
-def test_a_result_as_a_row_holds_every_field_and_reads_the_same() -> None:
-    built = replace(FULL, outcome=Outcome.ERROR, fingerprint={})
+def test_one_type_from_run_to_report() -> None:
+    """The result run/ makes is the one a line decodes into: frozen, its fields checked."""
+    built = FULL.replace(outcome=Outcome.ERROR, fingerprint={})
     for result in (FULL, built, adopt(line(parent="s1"))):
-        (row,) = as_rows([result])
-        assert sorted(row.__struct_fields__) == sorted(f.name for f in fields(CellResult))
-        assert asdict(row) == vars(result)  # every field, as the result holds it
-        assert (row.unbuilt, row.logical_key) == (result.unbuilt, result.logical_key)
-    assert as_rows([built])[0].unbuilt and not as_rows([FULL])[0].unbuilt
+        decoded = msgspec.json.decode(jsonio.dumps(result.to_dict()), type=CellResult)
+        assert decoded == result and decoded.to_dict() == result.to_dict()
+        assert (decoded.unbuilt, decoded.logical_key) == (result.unbuilt, result.logical_key)
+    assert built.unbuilt and not FULL.unbuilt
+    with pytest.raises(AttributeError):
+        FULL.outcome = Outcome.PASS  # type: ignore[misc]
+    with pytest.raises(msgspec.ValidationError, match="environment"):
+        msgspec.json.decode(jsonio.dumps(line(environment=7)), type=CellResult)
 
 
 class Tagged(str):
@@ -74,8 +79,8 @@ class Tagged(str):
 
 def test_logical_keys_made_together_are_each_ones_logical_key() -> None:
     """In C for texts; a number or a str subclass (its own __str__) as the f-string writes it."""
-    odd = [replace(FULL, case_id=Tagged("c")), replace(FULL, variant=1),  # type: ignore[arg-type]
-           replace(FULL, variant=True), FULL]  # type: ignore[arg-type]
+    odd = [FULL.replace(case_id=Tagged("c")), FULL.replace(variant=1),
+           FULL.replace(variant=True), FULL]
     assert logical_keys(odd) == [r.logical_key for r in odd]
     assert logical_keys(odd)[0][1].startswith("tagged!::")
     assert labels([FULL, FULL]) == [FULL.logical_key[1]] * 2

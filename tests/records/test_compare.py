@@ -3,11 +3,10 @@ the bump replaced."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from harness.core.results import CellResult, Outcome
 from harness.records import table

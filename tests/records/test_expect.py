@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -8,20 +11,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core.errors import SpecError, UsageError
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
 from harness.matrix.load import parse_matrix
 from harness.records.baseline import Baseline, baseline_from, load_baseline
 from harness.records.expect import (
+    Judgement,
     Key,
-    Verdict,
-    exit_code,
-    judge,
+    _exit_code,
+    _Judge,
+    _summary,
     judged_exit,
     judged_lines,
     judged_report,
     judged_summary,
-    summary_lines,
 )
 from harness.records.store import RunStore
 from tests.conftest import ROOT, examples, report_dir, write_matrix
@@ -34,6 +37,36 @@ def result(env: str, variant: str, outcome: Outcome, reason: str = "",
                       values={}, env_key="k", backend="uv", case_id="case", variant=variant,
                       nodeid=f"test_case.py::test_{variant}", hardware_target=hardware,
                       outcome=outcome, reason=reason)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """A cell's judgement, one by one (what the judging counts without making one a cell)."""
+
+    result: CellResult
+    expected: frozenset[Outcome]  # empty: any fine outcome
+    status: str  # expected | new failure | fixed | changed | not run
+    why: str = ""  # the rule's why, or "baseline <source>"
+
+    @property
+    def deviates(self) -> bool:
+        return self.status in ("new failure", "fixed", "changed")
+
+
+def judge(results: list[CellResult], rules: Sequence[Rule] = (),
+          baseline: Baseline | None = None) -> list[Verdict]:
+    return [Verdict(result=r, expected=j.expected, why=j.why, status=j.status)
+            for r, j in _Judge(rules, baseline).each(counted(results))]
+
+
+def exit_code(verdicts: Sequence[Verdict], fail_on: str) -> int:
+    return _exit_code(((v.result.outcome, v.status) for v in verdicts), fail_on)
+
+
+def summary_lines(verdicts: Sequence[Verdict], *, limit: int = 20) -> list[str]:
+    cells = Counter(Judgement(v.result.outcome, v.expected, v.why, v.status) for v in verdicts)
+    return _summary(cells, [(v.result, v.expected, v.status) for v in verdicts if v.deviates],
+                    limit)
 
 
 def rule(outcome: Outcome, **kw: str) -> Rule:

@@ -4,7 +4,7 @@ environment before the tests themselves."""
 from __future__ import annotations
 
 from harness.core.results import CellResult, Outcome
-from harness.records.expect import judge, summary_lines
+from tests.records.test_expect import judge, summary_lines
 
 
 def result(env: str, variant: str, outcome: Outcome, parent: str = "") -> CellResult:

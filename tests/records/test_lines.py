@@ -1,20 +1,19 @@
-"""A record read straight into rows (``lines.result_rows``, what a report's site half reads)
-is, value for value and type for type, what the store's reading gives as rows; any record it
-cannot read so (a line the harness would not write) is left to the store (None)."""
+"""A record decoded by msgspec (``lines.result_rows``, what a report's site half reads) is,
+value for value and type for type, what the store's reading gives; any record it cannot read
+so (a line that does not fit the schema) is left to the store (None)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from msgspec.structs import astuple
+from msgspec.structs import astuple, replace
 
 from harness.core import jsonio
-from harness.core.results import CellResult, Outcome, ResultRow, as_rows
+from harness.core.results import LINE, CellResult, Outcome
 from harness.records import codec
 from harness.records.layout import BY_REFERENCE
 from harness.records.lines import result_rows
@@ -37,20 +36,20 @@ def _line(**changes: object) -> bytes:
     return json.dumps(row).encode()
 
 
-def text(rows: list[ResultRow]) -> bytes:
+def text(rows: list[CellResult]) -> bytes:
     """Rows as JSON text, types told apart (1 and 1.0, True and 1: equal in Python)."""
     return jsonio.dumps([[repr(value) for value in astuple(row)] for row in rows])
 
 
 def by_store(store: RunStore) -> bytes:
-    return text(as_rows(store.results()))
+    return text(store.results())
 
 
 def test_a_line_is_every_field_of_a_result_in_its_order() -> None:
-    """A row's fields are a result's, in its order but the two it may share, held last
-    (compat.json writes a cell's own after the rest)."""
-    order = [f.name for f in fields(CellResult) if f.name not in BY_REFERENCE]
-    assert ResultRow.__struct_fields__ == (*order, *BY_REFERENCE)
+    """A result's fields are its line's, in the line's order but the two it may share, held
+    last (compat.json writes a cell's own after the rest)."""
+    order = [name for name in LINE if name not in BY_REFERENCE]
+    assert CellResult.__struct_fields__ == (*order, *BY_REFERENCE)
     assert BY_REFERENCE == ("fingerprint", "hardware")  # the two result_rows puts in place
 
 
@@ -78,8 +77,6 @@ def test_a_record_the_harness_wrote_is_read_into_the_rows_the_store_gives(
     ("a torn last line", b'{"run_id": "r", "cell_id": "c'),
     ("a blank line", b""),
     ("fields it does not know", _line(note="by hand")),
-    ("a field missing", json.dumps({k: v for k, v in json.loads(_line()).items()
-                                    if k != "log"}).encode()),
     ("a number where text goes", _line(environment=7)),
     ("an attempt as text", _line(attempt="2")),
     ("NaN", _line(duration=float("nan"))),
@@ -108,6 +105,8 @@ def test_a_line_the_harness_would_not_write_leaves_the_record_to_the_store(
                                                         hardware=None)),
     ("the same cell again", _line(cell_id="c1", outcome="PASS", attempt=2)),
     ("a key twice", _line()[:-1] + b', "variant": "w"}'),
+    ("an optional field missing", json.dumps({k: v for k, v in json.loads(_line()).items()
+                                              if k != "log"}).encode()),
     ("integers past 64 bits, a long fraction", _line(details={"n": 2 ** 70, "x": -2 ** 70},
                                                      duration=0.12345678901234567890)),
 ])

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import gc
+import threading
 from pathlib import Path
 
 import pytest
 
 from harness.core.errors import StoreError
-from harness.core.results import Outcome, ResultRow
-from harness.records import table
+from harness.core.results import Outcome
+from harness.records import merge, table
 from harness.records.merge import _link, _Read, merge_runs
 from harness.records.store import RunStore
 from tests.records.test_merge_verbatim import CELLS, record, result
@@ -50,6 +51,37 @@ def test_a_link_that_cannot_be_made_is_raised(tmp_path: Path) -> None:
     (tmp_path / "merged").write_text("a file where the logs' folder should go")
     with pytest.raises(NotADirectoryError):
         _link(str(src), str(tmp_path / "merged" / "logs" / "a.log"))
+
+
+def test_logs_are_linked_and_an_earlier_merge_removed_beside_the_merge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a thread of their own, done when the merge returns; what fails there is raised."""
+    sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
+    threads: set[int] = set()
+    link, remove = merge._link, merge._remove_replaced
+
+    def linking(src: str, target: str) -> None:
+        threads.add(threading.get_ident())
+        link(src, target)
+
+    def removing(reports_dir: Path) -> None:
+        threads.add(threading.get_ident())
+        remove(reports_dir)
+
+    monkeypatch.setattr(merge, "_link", linking)
+    monkeypatch.setattr(merge, "_remove_replaced", removing)
+    first = merge_runs(sources, out, run_id="m").store.run_dir
+    merge_runs(sources, out, run_id="m")
+    assert threads and threading.get_ident() not in threads
+    assert all((first / r.log).is_file() for r in RunStore(first).results() if r.log)
+    assert not (out / ".replaced").exists()
+
+    def failing(src: str, target: str) -> None:
+        raise PermissionError(f"{target}: read-only")
+
+    monkeypatch.setattr(merge, "_link", failing)
+    with pytest.raises(PermissionError, match="read-only"):
+        merge_runs(sources, out, run_id="m")
 
 
 def test_merging_again_under_a_name_replaces_the_earlier_merge_whole(tmp_path: Path) -> None:
@@ -124,10 +156,10 @@ def test_a_folder_that_cannot_be_made_puts_the_earlier_merge_back(
 
 def test_the_lines_a_merge_passes_through_are_not_walked_by_the_cycle_collector(
         tmp_path: Path) -> None:
-    """Rows decoded without a result (``ResultRow``) are never in a cycle: untracked, so a
-    100,000-cell merge with the collector on does not walk them at every collection."""
+    """Results are never in a cycle: untracked, so a 100,000-cell merge with the collector
+    on does not walk them at every collection."""
     merged = merge_runs(shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out",
-                        run_id="m", make_results=False)
-    rows = [r for r in merged.written if isinstance(r, ResultRow)]
+                        run_id="m")
+    rows = merged.written
     assert len(rows) == len(CELLS)
     assert not any(gc.is_tracked(r) for r in rows)

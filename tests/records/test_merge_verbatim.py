@@ -7,19 +7,21 @@ older formats or by hand, a secret of this machine's."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from harness.core import jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.core.rules import Rule
-from harness.records import codec, table
+from harness.records import codec, merge, table
 from harness.records.expect import judged_summary
 from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
 from harness.records.select import choose_records
@@ -107,8 +109,14 @@ def shared_text(store: RunStore) -> bytes | None:
     return path.read_bytes() if path.exists() else None
 
 
+#: A line's optional fields and their defaults: a line without one means the same.
+OPTIONAL = {f.name: f.default_factory() if f.default is msgspec.NODEFAULT else f.default
+            for f in msgspec.structs.fields(CellResult) if not f.required}
+
+
 def rows(store: RunStore) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (store.run_dir / "results.jsonl").read_bytes().splitlines()]
+    return [{**OPTIONAL, **json.loads(x)}
+            for x in (store.run_dir / "results.jsonl").read_bytes().splitlines()]
 
 
 def assert_merged_as_reference(sources: list[RunStore], tmp: Path) -> RunStore:
@@ -122,13 +130,13 @@ def assert_merged_as_reference(sources: list[RunStore], tmp: Path) -> RunStore:
     assert out.attempts() == ref.attempts()
     # What the report is made from: what was written (read back, if a secret was redacted).
     held = ref.results() if out.redactor.secrets else results
-    assert text(merged.results) == text(held) and merged.cells == len(results)
+    assert text(merged.written) == text(held) and merged.cells == len(results)
     assert merged.conflicts == warned == conflicts
     assert merged.missing == sum(r.outcome is Outcome.MISSING for r in results)
     for res in results:  # every log a line names came along, with its content
         if res.log:
             assert (out.run_dir / res.log).read_bytes().startswith(b"log of ")
-    assert_lines_only_as_results(sources, tmp, merged)
+    assert_decoded_as_through_orjson(sources, tmp, merged)
     return out
 
 
@@ -136,36 +144,41 @@ def assert_table_as_from_the_record(merged: MergeReport) -> None:
     """The table a merge writes from what it hands on (``commands.records``: the lines as
     decoded, the names they hold) is the table made from the merged record, row for row."""
     run_dir = merged.store.run_dir
-    assert table.write(run_dir, merged.written, table.stamp(run_dir), names=merged.shared)
+    assert table.write(run_dir, merged.written, table.stamp(run_dir))
     written = table.current(run_dir)
     (run_dir / table.CELLS).unlink()
     assert written is not None and written.data == table.read(run_dir).data
 
 
-#: What counting and judging read of a result (``core.results.Judged``).
+#: What counting and judging read of a result.
 JUDGED = ("cell_id", "parent", "environment", "case_id", "variant", "hardware_target",
           "outcome", "reason", "logical_key")
 
 
-def assert_lines_only_as_results(sources: list[RunStore], tmp: Path, merged: MergeReport
-                                 ) -> None:
-    """The merge for a caller that needs no results (``--no-report``): the same record, byte
-    for byte, plan and shared values included; the same verdicts and the same table from
-    what it hands on, where it made no result of a line passed through."""
-    lines = merge_runs(sources, tmp / "lines", run_id="merged", warn=lambda _: None,
-                       make_results=False)
-    assert lines.results == [] and lines.cells == merged.cells
+class _Refusing:
+    def decode(self, _: bytes) -> None:
+        raise msgspec.DecodeError("refused")
+
+
+def assert_decoded_as_through_orjson(sources: list[RunStore], tmp: Path, merged: MergeReport
+                                     ) -> None:
+    """The merge with every line read by orjson and ``adopt`` (msgspec refusing each): the
+    same record, byte for byte, plan and shared values included; the same verdicts and the
+    same table from what it hands on."""
+    with mock.patch.object(merge, "DECODER", _Refusing()):
+        lines = merge_runs(sources, tmp / "lines", run_id="merged", warn=lambda _: None)
+    assert lines.cells == merged.cells
     assert (lines.missing, lines.conflicts) == (merged.missing, merged.conflicts)
     for name in ("results.jsonl", "shared.jsonl", "plan.json", "cases.json"):
         one, other = merged.store.run_dir / name, lines.store.run_dir / name
         assert (one.read_bytes() if one.exists() else None) == (
             other.read_bytes() if other.exists() else None), name
-    made = merged.results
-    assert [[getattr(r, f) for f in JUDGED] for r in lines.judged] == [
+    made = merged.written
+    assert [[getattr(r, f) for f in JUDGED] for r in lines.written] == [
         [getattr(r, f) for f in JUDGED] for r in made]
     rules = [Rule(outcomes=frozenset({Outcome.FAIL}), why="known", case="case::v1"),
              Rule(outcomes=frozenset({Outcome.NOT_RUN}), why="no GPU", reason="GPU")]
-    assert judged_summary(lines.judged, rules, limit=3) == judged_summary(made, rules, limit=3)
+    assert judged_summary(lines.written, rules, limit=3) == judged_summary(made, rules, limit=3)
     # The table from what it hands on: as from the record.
     assert_table_as_from_the_record(lines)
 
@@ -418,9 +431,11 @@ def test_a_line_passed_through_without_a_result_is_one_orjson_reads_the_same(
     add_line(three, {**named, "cell_id": CELLS[5]["cell_id"], "details": {"loss": 1e300}})
     path = three.run_dir / "results.jsonl"
     path.write_bytes(path.read_bytes().replace(b"1e+300", b"1e400"))
-    lines = merge_runs([three], tmp_path / "again", make_results=False).written
-    assert [type(r).__name__ for r in lines[:4]] == [
-        "ResultRow", "ResultRow", "CellResult", "CellResult"]
+    again = merge_runs([three], tmp_path / "again")
+    lines = again.written
+    written = (again.store.run_dir / "results.jsonl").read_bytes().split(b"\n")
+    assert written[:2] == path.read_bytes().split(b"\n")[:2]  # as the shard wrote them
+    assert lines[3].hardware == {} and written[3] != path.read_bytes().split(b"\n")[3]
     assert lines[4].outcome is Outcome.MISSING  # its only line unreadable
     assert isinstance(lines[5], CellResult) and lines[5].details == {"loss": float("inf")}
     assert_merged_as_reference([RunStore(three.run_dir)], tmp_path / "three")
@@ -490,6 +505,8 @@ def test_a_line_nested_deeper_than_msgspec_goes_is_read_as_orjson_reads_it(
     line = json.dumps({**rows(one)[0], "cell_id": CELLS[1]["cell_id"], "log": None,
                        "details": "here"}, separators=(",", ":"))
     add_line(one, line.replace('"here"', "[" * 1015 + "1" + "]" * 1015).encode() + b"\n")
-    written = [(merge_runs([one], tmp_path / str(flag), make_results=flag).store.run_dir
-                / "results.jsonl").read_bytes() for flag in (True, False)]
+    out = merge_runs([one], tmp_path / "a").store
+    with mock.patch.object(merge, "DECODER", _Refusing()):
+        orjson_only = merge_runs([one], tmp_path / "b").store
+    written = [(s.run_dir / "results.jsonl").read_bytes() for s in (out, orjson_only)]
     assert written[0] == written[1] and written[0].count(b"[" * 1015) == 1

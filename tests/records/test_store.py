@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module

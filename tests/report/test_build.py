@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.core.results import CellResult, Outcome, as_rows
+from harness.core.results import CellResult, Outcome
 from harness.publish import publish_report
 from harness.records import bisects, history, reportinput, runs, table
 from harness.records.store import RunStore
@@ -47,9 +47,6 @@ def test_each_log_is_linked_from_the_report_where_it_is_there(tmp_path: Path) ->
     names = [store.log_names()]
     assert dict(zip(want, _links([(store, c) for c in cells], [store], names, out),
                     strict=True)) == want
-    # The same from rows (the report's halves read rows).
-    assert _links([(store, r) for r in as_rows(cells)], [store], names, out) == list(
-        want.values())
     assert (out / want["5"]).resolve() == elsewhere.resolve()
 
 

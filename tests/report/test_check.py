@@ -91,7 +91,7 @@ def test_a_model_changed_to_contradict_its_record_is_caught(tmp_path: Path) -> N
     """A changed verdict, count, table cell, grid cell and "what changed" line: each caught."""
     before = RunStore.create(tmp_path / "reports", {"planned": [], "environments": {}},
                              run_id="before", cases=CASES)
-    before.extend([replace(r, outcome=Outcome.FAIL) if r.outcome is Outcome.PASS else r
+    before.extend([r.replace(outcome=Outcome.FAIL) if r.outcome is Outcome.PASS else r
                    for r in MERGEKIT[:4]])
     store, out = reported(tmp_path, MERGEKIT, previous=before)
     report, site = model(store, out, before)
@@ -192,18 +192,17 @@ def test_a_probes_bisect_is_said_under_the_grid_and_checked_against_its_probes_r
     """A bisect of a probe (the numpy bridge: first in torch 2.1.0 with numpy 2) joins the
     capability grid in compat.md and probes.html; the check reads it back from the probe's
     own run, so a finding its run does not show is caught."""
-    from dataclasses import replace
 
     from harness.records.bisects import BisectRecord, write_bisect
 
     reports = tmp_path / "reports"
     probe = RunStore.create(reports, {"planned": [], "environments": {}}, run_id="probe",
                             cases=CASES)
-    probe.extend([replace(result("2.1.0", "2.4.6", "probes::numpy_bridge", Outcome.PASS),
+    probe.extend([result("2.1.0", "2.4.6", "probes::numpy_bridge", Outcome.PASS).replace(
                           run_id="probe")])
     night = [result("2.0.1", "2.4.6", "probes::numpy_bridge", Outcome.REPRODUCED),
              result("2.2.2", "2.4.6", "probes::numpy_bridge", Outcome.PASS)]
-    night = [replace(r, signature="numpy-abi") if r.outcome is Outcome.REPRODUCED else r
+    night = [r.replace(signature="numpy-abi") if r.outcome is Outcome.REPRODUCED else r
              for r in night]
     write_bisect(reports, BisectRecord(
         bisect_id="b", axis="torch", case="probes", variant="numpy_bridge", hardware="cpu",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from harness.core.results import CellResult, Outcome, as_rows
+from harness.core import jsonio
+from harness.core.results import CellResult, Outcome
 from harness.report.junit import write_junit
 from tests.conftest import examples
 
@@ -67,12 +69,17 @@ def test_any_text_in_a_record_stays_well_formed_xml_and_reads_back(tmp_path: Pat
     assert props["caveat"] == "x\ny" and props["outcome"] == "FAIL"
 
 
-def test_rows_write_the_same_file_as_results(tmp_path: Path) -> None:
-    """The report writes JUnit from ``as_rows``: byte for byte what the results give."""
+def decoded(results: list[CellResult]) -> list[CellResult]:
+    """Results as their lines decode (msgspec, against the schema), each its own objects."""
+    return [msgspec.json.decode(jsonio.dumps(r.to_dict()), type=CellResult) for r in results]
+
+
+def test_decoded_lines_write_the_same_file_as_results(tmp_path: Path) -> None:
+    """JUnit from results decoded from their lines: byte for byte what the results give."""
     results = [cell("b", Outcome.FAIL, caveat="fp8 off"), cell("a", Outcome.FLAKY),
                cell("c", Outcome.SKIP, log="logs/c.log"), cell("d", Outcome.PASS)]
     one = write_junit(results, "n", tmp_path / "from-results.xml").read_bytes()
-    assert write_junit(as_rows(results), "n", tmp_path / "from-rows.xml").read_bytes() == one
+    assert write_junit(decoded(results), "n", tmp_path / "from-rows.xml").read_bytes() == one
     assert b"fp8 off" in one and b'name="mergekit_fp16::a"' in one
 
 
@@ -133,10 +140,10 @@ def test_testcases_are_what_writing_each_alone_gives(tmp_path: Path,
                                                      cells: list[CellResult]) -> None:
     """Every outcome (FLAKY's reason as a property), reasons, signatures, logs, caveats and
     ids of any text, shared by several cells or not, a suite's tests with their session's log
-    or another, from results and from rows."""
+    or another, from results and from their lines decoded."""
     want = reference_lines(cells, "n")
     assert write_junit(cells, "n", tmp_path / "a.xml").read_text(encoding="utf-8") == want
-    assert write_junit(as_rows(cells), "n", tmp_path / "b.xml").read_text(
+    assert write_junit(decoded(cells), "n", tmp_path / "b.xml").read_text(
         encoding="utf-8") == want
 
 

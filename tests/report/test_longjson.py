@@ -4,7 +4,6 @@ values per cell), what cells share written once and every cell read back whole."
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.core import jsonio
-from harness.core.results import CellResult, Outcome, as_rows
+from harness.core.results import LINE, CellResult, Outcome
 from harness.records.lines import DECODER
 from harness.report.longjson import write_long_json
 from tests.conftest import examples
@@ -71,10 +70,8 @@ def results(draw: st.DrawFn) -> list[CellResult]:
             details=draw(DETAILS), duration=draw(NUMBER), log=None,
             finished_at=draw(NUMBER), node=node,
             gpu=draw(st.none() | st.just(1)) if node == "a" else None))
-    for r in made:
-        if r.fingerprint is COPY:
-            object.__setattr__(r, "fingerprint", json.loads(json.dumps(FP_A)))
-    return made
+    return [r.replace(fingerprint=json.loads(json.dumps(FP_A))) if r.fingerprint is COPY else r
+            for r in made]
 
 
 COPY: dict[str, Any] = {"copy": "of FP_A"}  # drawn: made an equal copy of FP_A
@@ -88,12 +85,11 @@ def test_every_cell_reads_back_whole_from_the_table(tmp_path: Path,
     """Each cell's every field, its fingerprint and machine shared or its own (fingerprints
     equal but not the same object, machines whose keys read alike: node "a#1" and node "a"
     on GPU 1), floats past 1e16, integers past 64 bits, texts that look like numbers; from
-    rows sharing objects (``as_rows``) and from rows decoded line by line (each its own)."""
+    results sharing objects and from results decoded line by line (each its own)."""
     want = [as_json(r) for r in cells]
-    decoded = [DECODER.decode(jsonio.dumps({f.name: getattr(r, f.name)
-                                            for f in fields(CellResult)}))
+    decoded = [DECODER.decode(jsonio.dumps({name: getattr(r, name) for name in LINE}))
                for r in cells]
-    for rows in (as_rows(cells), decoded):
+    for rows in (cells, decoded):
         path = tmp_path / "compat.json"
         write_long_json(path, {"run_id": "n"}, rows, {"since": None})
         assert read_back(path) == want
@@ -110,7 +106,7 @@ def test_field_names_are_written_once_and_pandas_reads_the_table(tmp_path: Path)
         fingerprint=FP_A, hardware=HW, node="n", duration=0.01, parent="s")
         for i in range(12001)]  # three blocks of 5,000
     path = tmp_path / "compat.json"
-    write_long_json(path, {"run_id": "n"}, as_rows(cells), {})
+    write_long_json(path, {"run_id": "n"}, cells, {})
     text = path.read_bytes()
     assert text.count(b'"cell_id"') == 1 and text.count(b'"cuda_available"') == 1
     assert read_back(path) == [as_json(r) for r in cells]
@@ -142,5 +138,5 @@ def test_values_orjson_refuses_are_written_as_json_writes_them(tmp_path: Path) -
             "fingerprint": FP_A, "hardware": HW, "node": "n", "duration": 1e-7,
             **(odd if i == 3 else {})}) for i in range(6)]
         path = tmp_path / "compat.json"
-        write_long_json(path, {"run_id": "n"}, as_rows(cells), {"since": None})
+        write_long_json(path, {"run_id": "n"}, cells, {"since": None})
         assert read_back(path) == [as_json(r) for r in cells], odd.keys()

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from dataclasses import replace
+import msgspec
+from msgspec.structs import replace
 
-from harness.core.results import CellResult, Outcome, as_rows
+from harness.core import jsonio
+from harness.core.results import CellResult, Outcome
 from harness.report.site.model import build_site, spec_versions
 
 CASES = {
@@ -210,9 +212,9 @@ def test_the_packages_a_case_is_about_lead_its_table_and_verdict() -> None:
         assert table.rows[0].label.startswith(label)
 
 
-def test_the_site_is_the_same_from_results_and_from_their_rows() -> None:
-    """The report builds its model from ``as_rows`` (tuples read faster than 100,000
-    objects' dicts): every table, verdict, badge and grid cell as from the results."""
+def test_the_site_is_the_same_from_results_and_from_their_lines_decoded() -> None:
+    """Results as run/ makes them and as their lines decode (msgspec, against the schema):
+    every table, verdict, badge and grid cell the same."""
     results = [cell("t-2.0.1", "repro", Outcome.REPRODUCED),
                cell("t-2.0.1", "workaround[bfloat16]", Outcome.PASS),
                cell("t-2.2.2", "repro", Outcome.PASS),
@@ -224,5 +226,6 @@ def test_the_site_is_the_same_from_results_and_from_their_rows() -> None:
     args = (envs("t-2.0.1", "t-2.2.2", "t-2.3.0"), CASES, [{"run_id": "r", "created": 1}],
             {"t-2.0.1/repro/cpu": "logs/a.log"})
     from_results = build_site(results, *args)
-    assert build_site(as_rows(results), *args) == from_results
+    decoded = [msgspec.json.decode(jsonio.dumps(r.to_dict()), type=CellResult) for r in results]
+    assert build_site(decoded, *args) == from_results
     assert from_results.failures and from_results.grid and from_results.unbuildable

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from harness.core.results import Outcome, ResultLike, logical_keys
+from harness.core.results import CellResult, Outcome, logical_keys
 from harness.records import history
 from harness.records.reportinput import Earlier
 from harness.report.site.model import PROBES, Site, css
@@ -89,7 +89,7 @@ def turns(strip: Strip) -> tuple[int, ...]:
     return tuple(found)
 
 
-def page(rows: Sequence[ResultLike], site: Site, earlier: history.History,
+def page(rows: Sequence[CellResult], site: Site, earlier: history.History,
          runs: Sequence[Run]) -> HistoryPage:
     """``runs``: the earlier runs' columns, then the report's. Past ``MAX_ROWS`` cells, the
     ``MAX_ROWS`` that changed last."""
@@ -136,7 +136,7 @@ def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[i
     return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
 
 
-def load(rows: Sequence[ResultLike], site: Site, earlier: Earlier, out_dir: Path,
+def load(rows: Sequence[CellResult], site: Site, earlier: Earlier, out_dir: Path,
          run_ids: Sequence[str]) -> HistoryPage:
     """The page of a report in ``out_dir``, with the runs of its line before it."""
     found = earlier.history

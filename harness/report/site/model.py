@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from harness.core.results import Outcome, ResultLike, as_mapping, counted
+from harness.core.results import CellResult, Outcome, as_mapping, counted
 from harness.records.damaged import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, varying, version_sort_key
@@ -21,7 +21,7 @@ from harness.report.site.versions import PRIORITY, combinations, varying, versio
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
 K = TypeVar("K")
-R = TypeVar("R", bound=ResultLike)
+R = TypeVar("R", bound=CellResult)
 SHORT = {**{o: str(o) for o in Outcome}, Outcome.REPRODUCED: "REPRO", Outcome.NOT_RUN: "not run"}
 
 
@@ -174,7 +174,7 @@ def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[str, str]:
+def row_versions(env: Mapping[str, Any], results: Sequence[CellResult]) -> dict[str, str]:
     """The spec's pins, replaced by what was really installed where the environment built."""
     versions = spec_versions(env)
     for r in results:
@@ -187,7 +187,7 @@ def row_versions(env: Mapping[str, Any], results: Sequence[ResultLike]) -> dict[
     return {k: v for k, v in versions.items() if k not in _NOT_SHOWN}
 
 
-def unbuildable(results: Sequence[ResultLike]) -> str | None:
+def unbuildable(results: Sequence[CellResult]) -> str | None:
     """Why an environment never built (every cell that ran unbuilt): its first reason line."""
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     if ran and all(r.unbuilt for r in ran):
@@ -195,7 +195,7 @@ def unbuildable(results: Sequence[ResultLike]) -> str | None:
     return None
 
 
-def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping[str, Any]],
+def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping[str, Any]],
                cases: Mapping[str, Mapping[str, Any]], meta: Sequence[Mapping[str, Any]],
                links: Mapping[str, str], changes: Sequence[dict[str, Any]] = (),
                since: str | None = None, bisects: Mapping[str, Sequence[str]] | None = None,
@@ -218,7 +218,7 @@ def build_site(results: Sequence[ResultLike], environments: Mapping[str, Mapping
                              for c, rs in by_case.items() if c in suites))
 
 
-def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) -> Header:
+def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
     import time
 
     targets = sorted({r.hardware_target for r in results})
@@ -248,7 +248,7 @@ def _header(results: Sequence[ResultLike], meta: Sequence[Mapping[str, Any]]) ->
                                  for k, v in (m.get("set") or {}).items())))
 
 
-def _failure_table(case: str, results: Sequence[ResultLike],
+def _failure_table(case: str, results: Sequence[CellResult],
                    versions: Mapping[str, dict[str, str]],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
                    links: Mapping[str, str], bisected: Sequence[str] = ()) -> FailureTable:
@@ -315,7 +315,7 @@ def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
         order.index(k) if k in order else len(order), k)))
 
 
-def _verdict(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
+def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
              varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
              broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
     """Which versions the failure reproduces on, whether each workaround helps, what was not
@@ -382,7 +382,7 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
     return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
-def _workaround(variant: str, results: Sequence[ResultLike],
+def _workaround(variant: str, results: Sequence[CellResult],
                 versions: Mapping[str, dict[str, str]], key: str | None,
                 tested: Sequence[str] | None) -> str:
     """Whether a workaround helps, by the versions of the table's rows."""
@@ -391,7 +391,7 @@ def _workaround(variant: str, results: Sequence[ResultLike],
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
         return f"{variant}: not run ({why})" if why else f"{variant}: not run"
 
-    def value(r: ResultLike) -> str:
+    def value(r: CellResult) -> str:
         return versions[r.environment].get(key, "—") if key else r.environment
 
     good = {value(r) for r in ran if r.outcome.passed}
@@ -419,7 +419,7 @@ def probe_packages(cases: Mapping[str, Mapping[str, Any]], variant: str) -> tupl
     return tuple(sorted(named, key=lambda n: n != "torch")) or ("torch",)
 
 
-def _grid(results: Sequence[ResultLike], versions: Mapping[str, dict[str, str]],
+def _grid(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
           cases: Mapping[str, Mapping[str, Any]], bisected: Sequence[str] = ()) -> Grid:
     hardware = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN}))

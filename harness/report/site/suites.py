@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import combinations as subsets
 from typing import Any
 
-from harness.core.results import Outcome, ResultLike
+from harness.core.results import CellResult, Outcome
 from harness.report.site.versions import by_priority, combinations, varying, version_sort_key
 
 #: How a test's outcome reads in a claim; the order is which kind a claim speaks of first.
@@ -104,14 +104,14 @@ class SuiteTable:
         return re.sub(r"[^a-z0-9_-]+", "-", self.suite.lower())
 
 
-def suite_names(results: Sequence[ResultLike], cases: Mapping[str, Mapping[str, Any]]
+def suite_names(results: Sequence[CellResult], cases: Mapping[str, Mapping[str, Any]]
                 ) -> set[str]:
     """The case ids that are test suites: declared so, or seen with a session."""
     return ({str(m.get("case")) for m in cases.values() if m.get("suite")}
             | {r.case_id for r in results if r.parent or r.variant == SESSION})
 
 
-def suite_table(suite: str, results: Sequence[ResultLike],
+def suite_table(suite: str, results: Sequence[CellResult],
                 versions: Mapping[str, dict[str, str]],
                 cases: Mapping[str, Mapping[str, Any]], links: Mapping[str, str]
                 ) -> SuiteTable:
@@ -132,7 +132,7 @@ def suite_table(suite: str, results: Sequence[ResultLike],
                          or k[0]) for k in keys}
     order = sorted(keys, key=lambda k: ([version_sort_key(rows[k].get(p, "")) for p in varying],
                                         k))
-    by_test: dict[str, dict[tuple[str, str], ResultLike]] = defaultdict(dict)
+    by_test: dict[str, dict[tuple[str, str], CellResult]] = defaultdict(dict)
     for t in tests:
         by_test[t.variant][(t.environment, t.hardware_target)] = t
     same: Counter[str] = Counter()
@@ -186,7 +186,7 @@ def decide(words: Mapping[tuple[str, str], str], rows: Mapping[tuple[str, str], 
     return Claim(word=said, columns=tuple(columns[k].name for k in hit))
 
 
-def _totals(session: ResultLike, column: Column, links: Mapping[str, str]) -> Totals:
+def _totals(session: CellResult, column: Column, links: Mapping[str, str]) -> Totals:
     suite = session.details.get("suite") or {}
     counts = suite.get("counts") or {}
     imported = "; ".join(
