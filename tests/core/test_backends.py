@@ -9,7 +9,7 @@ import pytest
 from harness.core import backends
 from harness.core.backends import BackendInfo
 from harness.core.errors import SpecError, UsageError
-from harness.envs import BACKENDS, get_backend
+from harness.envs import backend_class, get_backend
 from harness.envs.host import HostBackend
 from harness.envs.preflight import resolve_env
 from harness.matrix.load import parse_matrix
@@ -47,7 +47,8 @@ def test_a_registered_name_is_accepted_listed_and_found(tmp_path: Path) -> None:
         parse_matrix(MATRIX.replace("conda", "mamba"), file="matrix.yaml", base=tmp_path)
     with pytest.raises(UsageError, match=r"valid: conda, docker, host, uv$"):
         get_backend("mamba", tmp_path)
-    assert sorted(BACKENDS) == ["conda", "docker", "host", "uv"]
+    assert backends.backend_names() == ("conda", "docker", "host", "uv")
+    assert backend_class("conda") is HostBackend
     assert isinstance(get_backend("conda", tmp_path), HostBackend)
     # local: --find-links folders reach it, as they reach uv's.
     make_wheel(tmp_path, "flashinfer-python", "0.2.3", {"flashinfer/__init__.py": ""})
