@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,32 +18,15 @@ from harness.core.rules import Rule
 from harness.records import reportinput, table
 from harness.records.baseline import Baseline
 from harness.records.compare import match_previous
-from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.records.table import Row
 from harness.report.data import Cells as _Cells
-from harness.report.data import Report, long_columns
+from harness.report.data import Report
 from harness.report.data import summary_line as summary_line
 from harness.report.writers import write_all
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-def merged_results(stores: Sequence[RunStore]) -> list[tuple[RunStore, CellResult]]:
-    """Every cell once across the records, chosen as ``harness merge`` chooses."""
-    if len(stores) == 1:
-        return [(stores[0], r) for r in stores[0].results()]
-    return list(choose_records(stores)[0].values())
-
-
-def results_frame(results: Sequence[CellResult],
-                  logs: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """The long table as a pandas frame, for a notebook."""
-    import pandas as pd
-
-    links = logs or {}
-    return pd.DataFrame(long_columns(results, [links.get(r.cell_id, "") for r in results]))
-
+    pass
 
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                  baseline: Baseline | None = None, previous: RunStore | None = None,

@@ -15,8 +15,6 @@ from harness.records.table import rows_of
 from harness.report.build import (
     diff_runs,
     long_columns,
-    merged_results,
-    results_frame,
     summary_line,
     write_report,
 )
@@ -103,9 +101,6 @@ def test_summary_line_counts_cells_and_environments() -> None:
                result("c", "2.15.0", "workaround", Outcome.NOT_RUN)]
     assert summary_line(long_columns(results)) == (
         "3 cells in 2 environments: 1 PASS, 1 REPRODUCED, 1 NOT_RUN")
-    frame = results_frame(results)  # the same table, for a notebook
-    assert list(frame["outcome"]) == ["REPRODUCED", "PASS", "NOT_RUN"]
-    assert list(frame["axis:torch"]) == ["2.0.1", "2.15.0", "2.15.0"]
 
 
 def test_write_report_writes_four_formats(tmp_path: Path) -> None:
@@ -279,7 +274,7 @@ def test_each_cell_keeps_its_first_place_and_its_last_attempt_as_one_record_choo
     assert [(r.cell_id, r.outcome) for r in got] == [
         ("a", Outcome.REPRODUCED), ("b", Outcome.PASS), ("c", Outcome.SKIP)]
     chosen = list(choose_records([store])[0].values())
-    assert merged_results([store]) == chosen and [r for _, r in chosen] == got
+    assert [r for _, r in chosen] == got
 
 
 def test_shared_values_are_read_as_json_reads_them_line_by_line(tmp_path: Path) -> None:
