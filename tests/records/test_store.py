@@ -12,12 +12,8 @@ from harness.records import codec as store_module
 from harness.records.select import choose_records
 from harness.records.store import RunStore, read_shared
 from harness.records.table import rows_of
-from harness.report.build import (
-    diff_runs,
-    long_columns,
-    summary_line,
-    write_report,
-)
+from harness.report.build import diff_runs, summary_line, write_report
+from harness.report.data import long_columns
 
 
 def result(cell: str, env: str, variant: str, outcome: Outcome) -> CellResult:
