@@ -89,6 +89,9 @@ _CREATED: list[str] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     _check_every_report()
+    # The suite starts hundreds of interpreters (workers, `harness` processes) on the same
+    # sources: they keep their bytecode and rewritten asserts, whatever the shell exports.
+    os.environ["PYTHONDONTWRITEBYTECODE"] = ""  # empty: unset, to Python
     # Set once, in the main process, before pytest-xdist starts its workers (they inherit it).
     if not os.environ.get(REPORT_VAR):
         fd, path = tempfile.mkstemp(prefix="harness-test-report-", suffix=".txt")

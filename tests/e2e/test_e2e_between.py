@@ -19,6 +19,7 @@ from harness.records.bisects import FOLDER
 from harness.records.store import RunStore
 from tests.conftest import ROOT, report_line, write_matrix
 from tests.e2e.test_e2e_bisect import CASE
+from tests.inproc import harness_main
 from tests.packages import make_wheel
 
 # x and y are top-level (an axis, a `packages:` pin); x brings dep, whose version follows x's.
@@ -129,8 +130,10 @@ def test_an_answer_no_trial_could_settle_is_inconclusive(workdir: Path, ends: No
         assert "mlcompat-between" in trial["reason"], trial
 
 
-def test_the_same_run_twice_is_refused(workdir: Path, ends: None) -> None:
-    done = harness(workdir, "bisect", "--between", "good", "good", "-k", "between_x::repro")
+def test_the_same_run_twice_is_refused(workdir: Path, ends: None,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    done = harness_main(capsys, "--reports", str(workdir / "reports"), "bisect", "--between",
+                        "good", "good", "-k", "between_x::repro", cwd=workdir)
     assert done.returncode == 2
     assert done.stderr.startswith("harness: error: --between names run good twice")
 

@@ -16,6 +16,7 @@ import pytest
 from harness.records.bisects import read_bisects
 from harness.records.store import RunStore
 from tests.conftest import ROOT, write_matrix
+from tests.inproc import Ran, harness_main
 from tests.packages import make_wheel
 
 VERSIONS = [f"1.{i}" for i in range(8)]
@@ -77,6 +78,15 @@ def harness(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "harness", "--reports",
                            str(workdir / "reports"), *args, *wheels], cwd=workdir, env=env,
                           capture_output=True, text=True, check=False, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def here(capsys: pytest.CaptureFixture[str], workdir: Path, *args: str) -> Ran:
+    """``harness`` in this process, for a command that builds nothing (plan, lock)."""
+    done = harness_main(capsys, "--reports", str(workdir / "reports"), *args, "--find-links",
+                        str(workdir / "wheels"), cwd=workdir,
+                        env={"HARNESS_CACHE_DIR": str(workdir / "cache")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -163,19 +173,20 @@ def test_a_bump_in_one_line_says_what_changed(workdir: Path, night: RunStore) ->
     assert "bumped" not in night_md
 
 
-def test_a_query_axis_against_the_local_index_and_the_lock(workdir: Path) -> None:
+def test_a_query_axis_against_the_local_index_and_the_lock(
+        workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     matrix = workdir / "query.yaml"
     write_matrix(matrix, MATRIX.replace('probe: ["1.0", "1.7"]',
                                         'probe: {releases: ">=1.2,<1.6", pick: all}'))
-    plan = harness(workdir, "plan", "-m", str(matrix))
+    plan = here(capsys, workdir, "plan", "-m", str(matrix))
     assert "4 cells in 4 environments" in plan.stdout
     locked = json.loads((workdir / "query.lock.json").read_text())
     assert locked["resolutions"][0]["versions"] == ["1.2", "1.3", "1.4", "1.5"]
     (workdir / "wheels" / "mlcompat_bisect_probe-1.3-py3-none-any.whl").rename(
         workdir / "moved.whl")  # a release leaves the index: the lock still plans it
     try:
-        assert "4 cells" in harness(workdir, "plan", "-m", str(matrix), "--offline").stdout
-        relocked = harness(workdir, "lock", "-m", str(matrix))
+        assert "4 cells" in here(capsys, workdir, "plan", "-m", str(matrix), "--offline").stdout
+        relocked = here(capsys, workdir, "lock", "-m", str(matrix))
         assert "gone: mlcompat-bisect-probe 1.3" in relocked.stdout
     finally:
         (workdir / "moved.whl").rename(

@@ -21,8 +21,7 @@ from tests.conftest import PY, ROOT
 from tests.packages import make_wheel
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
+def make_folder(tmp_path: Path) -> Path:
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     for version in ("1.0", "2.0"):
@@ -33,8 +32,7 @@ def folder(tmp_path: Path) -> Path:
     return wheels
 
 
-@pytest.fixture
-def base(tmp_path: Path, folder: Path) -> Path:
+def make_base(tmp_path: Path, folder: Path) -> Path:
     """A base interpreter with basepkg 1.0 and pytest, as a GPU host has torch and pytest."""
     root = tmp_path / "base"
     uv = [sys.executable, "-m", "uv"]
@@ -42,6 +40,25 @@ def base(tmp_path: Path, folder: Path) -> Path:
                    check=True, env=uv_environ())
     install(root, "basepkg==1.0", "pytest", folder=folder)
     return root / "bin" / "python"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return make_folder(tmp_path)
+
+
+@pytest.fixture
+def base(tmp_path: Path, folder: Path) -> Path:
+    """A base of the test's own, for the tests that change it."""
+    return make_base(tmp_path, folder)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One base and its wheels, for the tests that leave both as they found them."""
+    root = tmp_path_factory.mktemp("overlay")
+    wheels = make_folder(root)
+    return make_base(root, wheels), wheels
 
 
 def install(root: Path, *requirements: str, folder: Path) -> None:
@@ -62,7 +79,8 @@ def run_in(python: str, code: str) -> str:
 
 
 def test_an_overlay_adds_only_its_own_packages_and_inherits_the_rest(
-        tmp_path: Path, base: Path, folder: Path) -> None:
+        tmp_path: Path, shared: tuple[Path, Path]) -> None:
+    base, folder = shared
     backend = UvBackend(tmp_path / "cache")
     env = backend.realize(overlay(base, folder, "toppkg"))
     assert env.built
@@ -90,7 +108,8 @@ def test_an_unchanged_base_rebuilds_nothing_and_a_changed_one_rebuilds_the_overl
 
 
 def test_an_overlay_may_shadow_an_inherited_package_and_says_so(
-        tmp_path: Path, base: Path, folder: Path) -> None:
+        tmp_path: Path, shared: tuple[Path, Path]) -> None:
+    base, folder = shared
     env = UvBackend(tmp_path / "cache").realize(overlay(base, folder, "basepkg==2.0"))
     assert run_in(env.python, "import basepkg; print(basepkg.VERSION)") == "2.0"
     assert env.fingerprint["packages"]["basepkg"] == "2.0"  # what imports, not what is below
@@ -108,8 +127,9 @@ def test_an_overlay_never_replaces_the_bases_torch_stack(tmp_path: Path, base: P
         UvBackend(tmp_path / "cache").realize(overlay(base, folder, "triton==3.1.0"))
 
 
-def test_offline_a_missing_wheel_is_an_error_that_names_it(tmp_path: Path, base: Path,
-                                                           folder: Path) -> None:
+def test_offline_a_missing_wheel_is_an_error_that_names_it(
+        tmp_path: Path, shared: tuple[Path, Path]) -> None:
+    base, folder = shared
     with pytest.raises(EnvBuildError, match=r"nothere was not found in the provided package "
                                             r"locations"):
         UvBackend(tmp_path / "cache").realize(overlay(base, folder, "toppkg", "nothere"))
@@ -132,12 +152,13 @@ def harness(tmp_path: Path, *args: str, netns: bool = False) -> subprocess.Compl
 
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace (unshare -n)")
-def test_a_wheelhouse_then_a_run_with_no_network_at_all(tmp_path: Path, base: Path,
-                                                        folder: Path) -> None:
+def test_a_wheelhouse_then_a_run_with_no_network_at_all(
+        tmp_path: Path, shared: tuple[Path, Path]) -> None:
     """``harness wheelhouse`` gathers what the overlays add (six from PyPI, toppkg from a
     folder; not what the base has); then the whole run happens in a network namespace with
     nothing but loopback: the overlay builds from the wheelhouse, its case runs, and the
     environment that needs a wheel the wheelhouse lacks is ERROR, naming it."""
+    base, folder = shared
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "pytest.ini").write_text("[pytest]\n")

@@ -13,7 +13,7 @@ import pytest
 from harness.core.errors import EnvBuildError, EnvImportError
 from harness.core.matrix import BuildSetting, EnvSpec
 from harness.envs import uv
-from harness.envs.base import LaunchRequest, read_fingerprint
+from harness.envs.base import Environment, LaunchRequest, read_fingerprint
 from harness.envs.uv import UvBackend, check_nvcc
 from tests.conftest import PY
 from tests.packages import make_sdist, make_wheel
@@ -45,6 +45,14 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def hello(tmp_path_factory: pytest.TempPathFactory,
+          wheelhouse: Path) -> tuple[UvBackend, Environment]:
+    """One environment with hello-harness, for the tests that only launch in it."""
+    backend = UvBackend(tmp_path_factory.mktemp("hello") / "cache")
+    return backend, backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+
+
 def spec(name: str, requirements: tuple[str, ...], folder: Path,
          builds: tuple[BuildSetting, ...] = ()) -> EnvSpec:
     return EnvSpec(name=name, origin="test", values=(), backend="uv", python=PY,
@@ -71,10 +79,9 @@ def test_a_source_build_uses_each_environments_own_build_dependency(
     assert built == {"1.0": "1.0", "2.0": "2.0"}
 
 
-def test_cells_find_the_environments_own_executables_first(tmp_path: Path,
-                                                            wheelhouse: Path) -> None:
-    backend = UvBackend(tmp_path / "cache")
-    env = backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+def test_cells_find_the_environments_own_executables_first(
+        tmp_path: Path, hello: tuple[UvBackend, Environment]) -> None:
+    backend, env = hello
     log = tmp_path / "cell.log"
     request = LaunchRequest(
         argv=("-c", "import shutil; print(shutil.which('hello-harness'))"),
@@ -85,12 +92,11 @@ def test_cells_find_the_environments_own_executables_first(tmp_path: Path,
 
 
 def test_cells_of_an_environment_built_against_a_fetched_toolkit_load_its_libraries(
-        tmp_path: Path, wheelhouse: Path) -> None:
+        tmp_path: Path, hello: tuple[UvBackend, Environment]) -> None:
     """TE's core library has no RUNPATH and loads before torch has loaded cuBLAS: a cell gets
     the environment's own nvidia/*/lib on the loader path, and the toolkit as CUDA_HOME unless
     the matrix's env: names another."""
-    backend = UvBackend(tmp_path / "cache")
-    env = backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+    backend, env = hello
     (site,) = Path(env.location).glob("lib/python*/site-packages")
     (site / "nvidia" / "cublas" / "lib").mkdir(parents=True)
     built = replace(env, fingerprint={**env.fingerprint, "cuda_home": "/cache/cuda-12.4"})
@@ -229,11 +235,10 @@ def test_a_failed_source_build_leads_with_the_compilers_first_error(tmp_path: Pa
 
 
 def test_cells_keep_bytecode_in_the_environment_not_beside_the_sources(
-        tmp_path: Path, wheelhouse: Path) -> None:
+        tmp_path: Path, hello: tuple[UvBackend, Environment]) -> None:
     """uv installs no .pyc: a cell that may not write any compiles torch again every time.
     The environment keeps what its processes compiled, in a folder of its own."""
-    backend = UvBackend(tmp_path / "cache")
-    env = backend.realize(spec("hello", ("hello-harness",), wheelhouse))
+    backend, env = hello
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "mine.py").write_text("X = 1\n")
