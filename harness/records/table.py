@@ -31,24 +31,29 @@ from harness.records.lines import result_rows
 from harness.records.store import RunStore
 
 CELLS = "cells.sqlite"
-FORMAT = "2"
+FORMAT = "3"
 #: What ``Row.versions`` names the freeze hash by (beside the fingerprint's key versions).
 FREEZE = "(freeze)"
+_CHECKED = "text not null check (outcome in ({}))".format(", ".join(f"'{o}'" for o in Outcome))
 #: Every column of ``cells``, in order, with its SQL type and constraint.
 COLUMNS = (
     ("run_id", "text not null"), ("cell_id", "text not null"),
     ("environment", "text not null"), ("case_id", "text not null"),
-    ("variant", "text not null"), ("hardware_target", "text not null"),
-    ("outcome", "text not null check (outcome in ({}))".format(
-        ", ".join(f"'{o}'" for o in Outcome))),
+    ("variant", "text not null"), ("hardware_target", "text not null"), ("outcome", _CHECKED),
     ("signature", "text"), ("reason", "text not null"), ("duration", "real not null"),
     ("attempt", "integer not null"), ("finished_at", "real not null"),
-    ("env_key", "text not null"), ("backend", "text not null"), ("nodeid", "text not null"),
+    ("env_key", "text not null"), ("backend", "text not null"), ("nodeid", "text"),
     ("node", "text not null"), ("gpu", "integer"), ("log", "text"),
     ("infra", "integer not null check (infra in (0, 1))"), ("parent", "text not null"),
     ("caveat", "text not null"), ("axes", "text not null"), ("versions", "text not null"),
     ("freeze_sha256", "text"))
 NAMES = tuple(name for name, _ in COLUMNS)
+#: The columns an environment's cells share: kept once, in ``environments``.
+SHARED = ("run_id", "environment", "env_key", "backend", "axes", "versions", "freeze_sha256")
+_OWN = tuple(n for n in NAMES if n not in SHARED)
+_SHARED_AT, _OWN_AT = (itemgetter(*map(NAMES.index, names)) for names in (SHARED, _OWN))
+_NODEID, _VARIANT = _OWN.index("nodeid"), _OWN.index("variant")
+_TYPES = dict(COLUMNS)
 #: The columns a cell's logical key is made of; with its outcome.
 KEYED = ("environment", "case_id", "variant", "hardware_target")
 OUTCOMES = (*KEYED, "outcome")
@@ -56,12 +61,20 @@ DURATIONS = ("cell_id", "duration")
 #: What ``Cells.rows`` reads.
 ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
         "freeze_sha256")
+# ``results``: a cell's own columns, its environment's by number; a suite's test, whose node
+# id is its variant, holds none (null). ``cells``: the view of every column.
 SCHEMA = (
     "create table meta (name text primary key, value text not null) strict;\n"
-    "create table cells (\n  place integer primary key,\n  "
-    + ",\n  ".join(f"{n} {t}" for n, t in COLUMNS) + "\n) strict;\n"
-    # Each cell's outcome in the record's order, apart from its wide row (history's read).
-    "create index cells_outcomes on cells (place, outcome);\n")
+    "create table environments (\n  env integer primary key,\n  "
+    + ",\n  ".join(f"{n} {_TYPES[n]}" for n in SHARED) + "\n) strict;\n"
+    "create table results (\n  place integer primary key,\n  "
+    "env integer not null references environments,\n  "
+    + ",\n  ".join(f"{n} {_TYPES[n]}" for n in _OWN) + "\n) strict;\n"
+    # Each cell's outcome in the record's order, apart from its row (history's read).
+    "create index results_outcomes on results (place, outcome);\n"
+    "create view cells as select place, "
+    + ", ".join("coalesce(nodeid, variant) as nodeid" if n == "nodeid" else n for n in NAMES)
+    + " from results join environments using (env);\n")
 
 Key = tuple[str, str, str]
 Stamp = tuple[int, int]  # the record's size and modification time (ns)
@@ -245,13 +258,12 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
         with contextlib.closing(sqlite3.connect(tmp)) as db:
             db.execute("pragma journal_mode = off")
             db.executescript(SCHEMA)
-            insert = (f"insert into cells ({', '.join(NAMES)}) "
-                      f"values ({', '.join('?' * len(NAMES))})")
             try:
-                db.executemany(insert, _records(results, names))
+                _insert(db, _records(results, names))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
-                db.execute("delete from cells")
-                db.executemany(insert, map(_escaped, _records(results, names)))
+                db.execute("delete from results")
+                db.execute("delete from environments")
+                _insert(db, map(_escaped, _records(results, names)))
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
@@ -263,6 +275,25 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
         tmp.unlink(missing_ok=True)
         return False
     return True
+
+
+def _insert(db: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Rows of ``NAMES`` into ``results``, each distinct environment's columns once."""
+    envs: dict[tuple[Any, ...], int] = {}
+
+    def own(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        shared = _SHARED_AT(row)
+        found = envs.get(shared)
+        if found is None:
+            found = envs[shared] = len(envs)
+        mine = _OWN_AT(row)
+        return (found, *mine) if mine[_NODEID] != mine[_VARIANT] else (
+            found, *mine[:_NODEID], None, *mine[_NODEID + 1:])
+
+    db.executemany(f"insert into results (env, {', '.join(_OWN)}) "
+                   f"values ({', '.join('?' * (len(_OWN) + 1))})", map(own, rows))
+    db.executemany(f"insert into environments values ({', '.join('?' * (len(SHARED) + 1))})",
+                   ((env, *shared) for shared, env in envs.items()))
 
 
 def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
@@ -280,8 +311,8 @@ def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | N
     when = " ".join(f"when '{o}' then '{letter[o]}'" for o in Outcome)
     # A scan of the index is in place order: the rows are joined as it meets them (a
     # subquery ordering them first takes twice as long).
-    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from cells "
-                   "indexed by cells_outcomes")
+    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from results "
+                   "indexed by results_outcomes")
     if found is None:
         return None
     return found[1], (found[0][0][0] or "") if found[0] else ""
