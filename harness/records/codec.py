@@ -18,22 +18,29 @@ _IOV_MAX = 1024  # pieces a writev takes (Linux's UIO_MAXIOV)
 def append(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:
     """Append on an O_APPEND descriptor, then one fsync (unless ``sync`` is False): a kill at
     any point leaves whole lines and at most a torn tail, which reading skips. ``data`` in
-    pieces (a merge's lines, as the shards wrote them) is written as they are, never joined
-    into one more copy."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pieces (a merge's lines, as the shards wrote them) is written as they are, not joined."""
+    fd = _opened(path)
     try:
-        pieces = [data] if isinstance(data, bytes) else data
-        for start in range(0, len(pieces), _IOV_MAX):
-            batch = pieces[start:start + _IOV_MAX]
-            done = os.writev(fd, batch)
-            if done < sum(map(len, batch)):  # a large write may be partial
-                view = memoryview(b"".join(batch))[done:]
-                while view:
-                    view = view[os.write(fd, view):]
+        _write(fd, data)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _opened(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+def _write(fd: int, data: bytes | Sequence[bytes]) -> None:
+    pieces = [data] if isinstance(data, bytes) else data
+    for start in range(0, len(pieces), _IOV_MAX):
+        batch = pieces[start:start + _IOV_MAX]
+        done = os.writev(fd, batch)
+        if done < sum(map(len, batch)):  # a large write may be partial
+            view = memoryview(b"".join(batch))[done:]
+            while view:
+                view = view[os.write(fd, view):]
 
 
 SYNC_LINES = 500  # lines appended between two fsyncs of a batched file, at most
@@ -41,33 +48,43 @@ SYNC_SECONDS = 1.0  # and seconds since the first of them
 
 
 class Batched:
-    """Appends to one file as ``append`` does, each write at once (a kill -9 of this process
-    loses none of it: the kernel holds it, whole lines and at most a torn tail), and fsyncs
-    (what only a crash of the machine could lose) once per SYNC_LINES lines, at a write
-    SYNC_SECONDS after the first unsynced one, and on ``sync``: a suite's thousands of tests
-    are not an fsync each."""
+    """Appends to one file, on one descriptor kept open, each write at once (a kill -9 of
+    this process loses none of it: the kernel holds it), and fsyncs (what only a crash of the
+    machine could lose) once per SYNC_LINES lines, at a write SYNC_SECONDS after the first
+    unsynced one, and on ``sync``: a suite's thousands of tests are not an fsync each."""
 
     def __init__(self, path: Path, lines: int = SYNC_LINES,
                  seconds: float = SYNC_SECONDS) -> None:
         self.path, self.lines, self.seconds = path, lines, seconds
+        self.fd: int | None = None  # open from the first append to ``sync``
         self.pending = 0  # lines written since the last fsync
         self.since = 0.0  # when the first of them was written (monotonic)
 
     def append(self, data: bytes | Sequence[bytes]) -> None:
+        if self.fd is None:
+            self.fd = _opened(self.path)
         if not self.pending:
             self.since = time.monotonic()
         pieces = [data] if isinstance(data, bytes) else data
         self.pending += sum(piece.count(b"\n") for piece in pieces)
-        due = self.pending >= self.lines or time.monotonic() - self.since >= self.seconds
-        append(self.path, data, sync=due)
-        if due:
+        _write(self.fd, pieces)
+        if self.pending >= self.lines or time.monotonic() - self.since >= self.seconds:
+            os.fsync(self.fd)
             self.pending = 0
 
     def sync(self) -> None:
-        """What was written, on the disk (at the end of a run, or when it is stopped)."""
-        if self.pending:
-            append(self.path, b"")  # nothing more written; the fsync
-            self.pending = 0
+        """What was written, on the disk, and the file closed (at the end of a run, or when
+        it is stopped; a later append opens it again)."""
+        if self.fd is not None:
+            if self.pending:
+                os.fsync(self.fd)
+                self.pending = 0
+            os.close(self.fd)
+            self.fd = None
+
+    def __del__(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
 
 
 #: How much of a record is read and decoded at once: a large record whole, as one JSON text,

@@ -61,6 +61,7 @@ DURATIONS = ("cell_id", "duration")
 #: What ``Cells.rows`` reads.
 ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
         "freeze_sha256")
+_ROWS_AT = itemgetter(*map(NAMES.index, ROWS))
 # ``results``: a cell's own columns, its environment's by number; a suite's test, whose node
 # id is its variant, holds none (null). ``cells``: the view of every column.
 SCHEMA = (
@@ -157,39 +158,9 @@ class Cells:
         return out
 
 
-def versions_of(fingerprint: Any) -> dict[str, str]:
-    """A fingerprint's key versions, as text (anything but a mapping says nothing)."""
-    return {str(k): str(v) for k, v in as_mapping(as_mapping(fingerprint).get("key")).items()}
-
-
-def freeze_of(fingerprint: Any) -> str | None:
-    freeze = as_mapping(fingerprint).get("freeze_sha256")
-    return str(freeze) if freeze else None
-
-
-def rows_of(results: Iterable[Tabled]) -> list[Row]:
-    """``results`` as the rows their table would read back (a run in memory, compared). A
-    fingerprint's versions are worked out once (an environment's cells share it), and equal
-    axis values are one mapping."""
-    seen: dict[int, tuple[Any, dict[str, str]]] = {}
-    axes: dict[str, dict[str, str]] = {}
-    out = []
-    for r in results:
-        fp = r.fingerprint
-        found = seen.get(id(fp))
-        if found is None or found[0] is not fp:
-            versions = versions_of(fp)
-            freeze = freeze_of(fp)
-            if freeze:
-                versions[FREEZE] = freeze
-            found = seen[id(fp)] = (fp, versions)
-        text = _text(r.values)
-        values = axes.get(text)
-        if values is None:
-            values = axes[text] = json.loads(text)
-        out.append(Row(r.environment, r.case_id, r.variant, r.hardware_target, r.cell_id,
-                       r.outcome, r.signature, float(r.duration), values, found[1]))
-    return out
+def rows_of(results: Sequence[Tabled]) -> list[Row]:
+    """``results`` as the rows their table would read back (a run in memory, compared)."""
+    return Cells(ROWS, list(map(_ROWS_AT, _records(results)))).rows()
 
 
 def stamp(run_dir: Path) -> Stamp | None:
@@ -211,20 +182,26 @@ def _text(value: Any) -> str:
 def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
              ) -> Iterator[tuple[Any, ...]]:
     """Each result as a tuple of ``NAMES`` (``names``: what a fingerprint held by its name in
-    shared.jsonl stands for). An environment's cells share one fingerprint object: its
-    versions are worked out once."""
+    shared.jsonl stands for). The cells of an environment share their fingerprint and axis
+    values: each object's text is worked out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
+    axes: dict[int, tuple[Any, str]] = {}
     for r in results:
         fp = r.fingerprint
         if fp.__class__ is str:
             fp = (names or {}).get(fp, {})
         found = seen.get(id(fp))
         if found is None or found[0] is not fp:
-            found = seen[id(fp)] = (fp, _text(versions_of(fp)), freeze_of(fp))
+            freeze = as_mapping(fp).get("freeze_sha256")
+            found = seen[id(fp)] = (fp, _text(as_mapping(as_mapping(fp).get("key"))),
+                                    str(freeze) if freeze else None)
+        values = axes.get(id(r.values))
+        if values is None or values[0] is not r.values:
+            values = axes[id(r.values)] = (r.values, _text(r.values))
         yield (r.run_id, r.cell_id, r.environment, r.case_id, r.variant, r.hardware_target,
                str(r.outcome), r.signature, r.reason, float(r.duration), r.attempt,
                float(r.finished_at), r.env_key, r.backend, r.nodeid, r.node, r.gpu, r.log,
-               int(r.infra), r.parent, r.caveat, _text(r.values), found[1], found[2])
+               int(r.infra), r.parent, r.caveat, values[1], found[1], found[2])
 
 
 def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
