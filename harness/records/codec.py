@@ -87,9 +87,8 @@ class Batched:
             os.close(self.fd)
 
 
-#: How much of a record is read and decoded at once: a large record whole, as one JSON text,
-#: is several copies of it in memory at once; small blocks also stay below glibc's mmap
-#: threshold, so they are not pinned in the heap by the small objects made after them.
+#: How much of a record is read and decoded at once: a large record whole is several copies
+#: of it in memory; small blocks stay below glibc's mmap threshold (not pinned in the heap).
 CHUNK = 1 << 20
 
 
@@ -99,11 +98,9 @@ def read_lines(path: Path, size: int | None = None) -> list[Any]:
 
 
 def read_record(path: Path, size: int | None = None) -> tuple[list[Any], bool]:
-    """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
-    (one decode per chunk, not one per line), line by line only in a
-    chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped.
-    ``size``: its first bytes alone (what it held then, however much has been added).
-    With them, whether every line but a blank one was read (none torn, none not JSON)."""
+    """The values of a JSON-lines file, decoded a MiB of whole lines at a time, line by line
+    only where that fails (a torn or blank line skipped), and whether every line but a blank
+    one was read. ``size``: its first bytes alone (what it held then)."""
     data: list[Any] = []
     whole = True
     rest = b""

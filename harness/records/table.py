@@ -1,15 +1,10 @@
 """A run's table: one row per cell's last attempt, in ``cells.sqlite`` beside the record.
 
-``results.jsonl`` stays the record while a run runs (appended, crash-safe, every attempt);
-when a run or a merge ends its table is written once (``write``), as an SQLite database:
-the file pandas (``read_sql``), DuckDB and the ``sqlite3`` shell read as it is
-(docs/record.md has the schema). Every reader of runs across runs (what changed, history,
-baselines, durations) reads it here (``read``).
-
-The table's ``meta`` keeps the size and modification time of the record it was made from:
-a run folder with no table, or a record written since (resumed, merged again), is converted
-on first read, its lines checked as ``RunStore`` reads them (a damaged line is named and
-counted, and no table is kept, so that each reader says so).
+``results.jsonl`` stays the record while a run runs; when a run or a merge ends, its table is
+written once (``write``) as an SQLite database that pandas, DuckDB and ``sqlite3`` read as it
+is (docs/record.md has the schema). Every reader of runs across runs reads it here (``read``).
+A table made from an older state of the record (or none) is made again on first read, the
+record's lines checked as ``RunStore`` reads them (a damaged line named; then no table kept).
 """
 
 from __future__ import annotations
@@ -221,11 +216,9 @@ def _digest(results: Sequence[Keyed]) -> str:
 
 def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
           names: Mapping[str, Any] | None = None) -> bool:
-    """The run's table, written from ``results`` (each cell's last attempt, in the record's
-    order), made from the record as ``made_from`` found it (taken before the record was
-    read); ``names``: as ``_records``'. Atomic: a temporary database renamed over the old
-    one, so a kill leaves the old table or the new one. Whether it was written (a read-only
-    run folder keeps none)."""
+    """The run's table of ``results`` (each cell's last attempt, in order), made from the
+    record as ``made_from`` found it; ``names``: as ``_records``'. Atomic (renamed over the
+    old one). Whether it was written (a read-only run folder keeps none)."""
     if made_from is None:
         return False
     path = run_dir / CELLS
@@ -296,9 +289,7 @@ def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | N
 
 
 def logical_keys(run_dir: Path) -> list[Key] | None:
-    """Each cell's logical key in the record's order, from the run's current table: rows
-    that are the keys, joined in SQL (``Cells.logical_keys`` of the columns, without them);
-    None where there is no current table."""
+    """Each cell's logical key in order, joined in SQL; None where no table is current."""
     found = _query(run_dir, "select environment, case_id || '::' || variant, hardware_target "
                    "from cells order by place")
     return found[0] if found is not None else None
@@ -325,9 +316,8 @@ def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool]
 
 def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
     """The cells whose outcome or versions differ between two runs' current tables, as
-    (old, new) rows, where the runs hold the same logical keys in the same order, each once
-    (a nightly against the night before): compared in SQL, place by place, a row made only
-    for a cell that changed. None where that is not so."""
+    (old, new) rows, compared in SQL place by place: None unless the runs hold the same
+    logical keys in the same order, each once (a nightly against the night before)."""
     old, new = current(old_dir, ()), current(new_dir, ())
     if (old is None or new is None or not old.keys_digest or old.keys_digest != new.keys_digest
             or not (old.keys_unique and new.keys_unique)):
