@@ -215,7 +215,8 @@ class _Session:
             case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
             outcome=outcome, reason=reason, fingerprint=self.fingerprint, parent=cell.cell_id,
             **fields, **self.place)
-        self.children[nodeid] = CellRun(result=result, log_name=self.log_name)
+        # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).
+        self.children[nodeid] = CellRun(result=result, log_name=self.log_name, env_built=False)
 
     def summary(self, processes: int) -> CellResult:
         """The session's own result: FAIL when a test failed or did not collect, ERROR when
