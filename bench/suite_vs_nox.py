@@ -155,7 +155,9 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] =
 def folder_size(runs: Path) -> tuple[int, dict[str, int]]:
     """The newest run folder under ``runs``: its bytes on disk (a small file takes a block,
     as ``du`` counts it), in all and by part (a file of report/, else a top-level entry)."""
-    run = max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+    # By name (a run id starts with its time): a report's reading of an earlier run (its
+    # table made again) touches that folder, so the newest by mtime may be another run.
+    run = max(runs.iterdir())
     parts: dict[str, int] = {}
     for path in run.rglob("*"):
         if path.is_file():
