@@ -111,6 +111,8 @@ def generate_suite(folder: Path, tests: int) -> None:
     """``tests`` trivial tests, ``PER_FILE`` a module, each module named apart (no package:
     pytest's default import mode needs unique basenames)."""
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("test_gen_*.py"):  # a larger suite's, in a kept work folder
+        stale.unlink()
     for start in range(0, tests, PER_FILE):
         body = "".join(f"\n\ndef test_{i}():\n    assert {i} + 1 == {i + 1}\n"
                        for i in range(start, min(start + PER_FILE, tests)))
