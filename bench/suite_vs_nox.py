@@ -111,6 +111,8 @@ def generate_suite(folder: Path, tests: int) -> None:
     """``tests`` trivial tests, ``PER_FILE`` a module, each module named apart (no package:
     pytest's default import mode needs unique basenames)."""
     folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("test_gen_*.py"):  # a larger suite's, in a kept work folder
+        stale.unlink()
     for start in range(0, tests, PER_FILE):
         body = "".join(f"\n\ndef test_{i}():\n    assert {i} + 1 == {i + 1}\n"
                        for i in range(start, min(start + PER_FILE, tests)))
@@ -155,7 +157,9 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str], ok: tuple[int, ...] =
 def folder_size(runs: Path) -> tuple[int, dict[str, int]]:
     """The newest run folder under ``runs``: its bytes on disk (a small file takes a block,
     as ``du`` counts it), in all and by part (a file of report/, else a top-level entry)."""
-    run = max(runs.iterdir(), key=lambda p: p.stat().st_mtime)
+    # By name (a run id starts with its time): a report's reading of an earlier run (its
+    # table made again) touches that folder, so the newest by mtime may be another run.
+    run = max(runs.iterdir())
     parts: dict[str, int] = {}
     for path in run.rglob("*"):
         if path.is_file():

@@ -18,22 +18,29 @@ _IOV_MAX = 1024  # pieces a writev takes (Linux's UIO_MAXIOV)
 def append(path: Path, data: bytes | Sequence[bytes], *, sync: bool = True) -> None:
     """Append on an O_APPEND descriptor, then one fsync (unless ``sync`` is False): a kill at
     any point leaves whole lines and at most a torn tail, which reading skips. ``data`` in
-    pieces (a merge's lines, as the shards wrote them) is written as they are, never joined
-    into one more copy."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pieces (a merge's lines, as the shards wrote them) is written as they are, not joined."""
+    fd = _opened(path)
     try:
-        pieces = [data] if isinstance(data, bytes) else data
-        for start in range(0, len(pieces), _IOV_MAX):
-            batch = pieces[start:start + _IOV_MAX]
-            done = os.writev(fd, batch)
-            if done < sum(map(len, batch)):  # a large write may be partial
-                view = memoryview(b"".join(batch))[done:]
-                while view:
-                    view = view[os.write(fd, view):]
+        _write(fd, data)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _opened(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+def _write(fd: int, data: bytes | Sequence[bytes]) -> None:
+    pieces = [data] if isinstance(data, bytes) else data
+    for start in range(0, len(pieces), _IOV_MAX):
+        batch = pieces[start:start + _IOV_MAX]
+        done = os.writev(fd, batch)
+        if done < sum(map(len, batch)):  # a large write may be partial
+            view = memoryview(b"".join(batch))[done:]
+            while view:
+                view = view[os.write(fd, view):]
 
 
 SYNC_LINES = 500  # lines appended between two fsyncs of a batched file, at most
@@ -41,38 +48,47 @@ SYNC_SECONDS = 1.0  # and seconds since the first of them
 
 
 class Batched:
-    """Appends to one file as ``append`` does, each write at once (a kill -9 of this process
-    loses none of it: the kernel holds it, whole lines and at most a torn tail), and fsyncs
-    (what only a crash of the machine could lose) once per SYNC_LINES lines, at a write
-    SYNC_SECONDS after the first unsynced one, and on ``sync``: a suite's thousands of tests
-    are not an fsync each."""
+    """Appends to one file, on one descriptor kept open, each write at once (a kill -9 of
+    this process loses none of it: the kernel holds it), and fsyncs (what only a crash of the
+    machine could lose) once per SYNC_LINES lines, at a write SYNC_SECONDS after the first
+    unsynced one, and on ``sync``: a suite's thousands of tests are not an fsync each."""
 
     def __init__(self, path: Path, lines: int = SYNC_LINES,
                  seconds: float = SYNC_SECONDS) -> None:
         self.path, self.lines, self.seconds = path, lines, seconds
+        self.fd: int | None = None  # open from the first append to ``sync``
         self.pending = 0  # lines written since the last fsync
         self.since = 0.0  # when the first of them was written (monotonic)
 
     def append(self, data: bytes | Sequence[bytes]) -> None:
+        if self.fd is None:
+            self.fd = _opened(self.path)
         if not self.pending:
             self.since = time.monotonic()
         pieces = [data] if isinstance(data, bytes) else data
         self.pending += sum(piece.count(b"\n") for piece in pieces)
-        due = self.pending >= self.lines or time.monotonic() - self.since >= self.seconds
-        append(self.path, data, sync=due)
-        if due:
+        _write(self.fd, pieces)
+        if self.pending >= self.lines or time.monotonic() - self.since >= self.seconds:
+            os.fsync(self.fd)
             self.pending = 0
 
     def sync(self) -> None:
-        """What was written, on the disk (at the end of a run, or when it is stopped)."""
-        if self.pending:
-            append(self.path, b"")  # nothing more written; the fsync
-            self.pending = 0
+        """What was written, on the disk, and the file closed (at the end of a run, or when
+        it is stopped; a later append opens it again)."""
+        if self.fd is not None:
+            if self.pending:
+                os.fsync(self.fd)
+                self.pending = 0
+            os.close(self.fd)
+            self.fd = None
+
+    def __del__(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
 
 
-#: How much of a record is read and decoded at once: a large record whole, as one JSON text,
-#: is several copies of it in memory at once; small blocks also stay below glibc's mmap
-#: threshold, so they are not pinned in the heap by the small objects made after them.
+#: How much of a record is read and decoded at once: a large record whole is several copies
+#: of it in memory; small blocks stay below glibc's mmap threshold (not pinned in the heap).
 CHUNK = 1 << 20
 
 
@@ -82,11 +98,9 @@ def read_lines(path: Path, size: int | None = None) -> list[Any]:
 
 
 def read_record(path: Path, size: int | None = None) -> tuple[list[Any], bool]:
-    """The values of a JSON-lines file, read and decoded a MiB of whole lines at a time
-    (one decode per chunk, not one per line), line by line only in a
-    chunk where that fails: a line torn by a kill mid-write, or a blank one, is skipped.
-    ``size``: its first bytes alone (what it held then, however much has been added).
-    With them, whether every line but a blank one was read (none torn, none not JSON)."""
+    """The values of a JSON-lines file, decoded a MiB of whole lines at a time, line by line
+    only where that fails (a torn or blank line skipped), and whether every line but a blank
+    one was read. ``size``: its first bytes alone (what it held then)."""
     data: list[Any] = []
     whole = True
     rest = b""

@@ -75,6 +75,7 @@ class RunStore:
         self._tail_ended = False  # whether the record ends in a newline: checked once
         self._recorded = Batched(self.run_dir / RESULTS)  # what ``record`` appends
         self._events = Batched(self.run_dir / EVENTS)  # the events of what it records
+        self._logs: set[str] = set()  # the logs ``record`` wrote
 
     @classmethod
     def create(cls, reports_dir: Path, meta: dict[str, Any], *, run_id: str | None = None,
@@ -180,7 +181,9 @@ class RunStore:
             atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
                                self.redactor.data(run.log))
             log = f"logs/{stem}.log"
-        elif run.log_name and (self.run_dir / "logs" / f"{stem}.log").is_file():
+            self._logs.add(log)
+        elif run.log_name and (f"logs/{stem}.log" in self._logs
+                               or (self.run_dir / "logs" / f"{stem}.log").is_file()):
             log = f"logs/{stem}.log"  # a suite's test: its session's log, written already
         for child in run.children:  # a suite's tests, pointing at their session's log
             self._keep(child, log)
@@ -188,9 +191,10 @@ class RunStore:
 
     def _keep(self, run: CellRun, log: str | None) -> CellResult:
         """The run's events and fingerprint, then its result line (pointing at ``log``)."""
-        result = CellResult.from_dict(self.redactor.obj(run.result.to_dict()))
+        row = self.redactor.obj(run.result.to_dict())
         if log is not None:
-            result = result.replace(log=log)
+            row["log"] = log
+        result = CellResult.from_dict(row)
         if run.events:  # one file for the run: a suite's thousands of tests are not a file each
             self._events.append(b"".join(
                 jsonio.dumps({"cell_id": result.cell_id, "attempt": result.attempt,

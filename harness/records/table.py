@@ -1,15 +1,10 @@
 """A run's table: one row per cell's last attempt, in ``cells.sqlite`` beside the record.
 
-``results.jsonl`` stays the record while a run runs (appended, crash-safe, every attempt);
-when a run or a merge ends its table is written once (``write``), as an SQLite database:
-the file pandas (``read_sql``), DuckDB and the ``sqlite3`` shell read as it is
-(docs/record.md has the schema). Every reader of runs across runs (what changed, history,
-baselines, durations) reads it here (``read``).
-
-The table's ``meta`` keeps the size and modification time of the record it was made from:
-a run folder with no table, or a record written since (resumed, merged again), is converted
-on first read, its lines checked as ``RunStore`` reads them (a damaged line is named and
-counted, and no table is kept, so that each reader says so).
+``results.jsonl`` stays the record while a run runs; when a run or a merge ends, its table is
+written once (``write``) as an SQLite database that pandas, DuckDB and ``sqlite3`` read as it
+is (docs/record.md has the schema). Every reader of runs across runs reads it here (``read``).
+A table made from an older state of the record (or none) is made again on first read, the
+record's lines checked as ``RunStore`` reads them (a damaged line named; then no table kept).
 """
 
 from __future__ import annotations
@@ -31,24 +26,29 @@ from harness.records.lines import result_rows
 from harness.records.store import RunStore
 
 CELLS = "cells.sqlite"
-FORMAT = "2"
+FORMAT = "3"
 #: What ``Row.versions`` names the freeze hash by (beside the fingerprint's key versions).
 FREEZE = "(freeze)"
+_CHECKED = "text not null check (outcome in ({}))".format(", ".join(f"'{o}'" for o in Outcome))
 #: Every column of ``cells``, in order, with its SQL type and constraint.
 COLUMNS = (
     ("run_id", "text not null"), ("cell_id", "text not null"),
     ("environment", "text not null"), ("case_id", "text not null"),
-    ("variant", "text not null"), ("hardware_target", "text not null"),
-    ("outcome", "text not null check (outcome in ({}))".format(
-        ", ".join(f"'{o}'" for o in Outcome))),
+    ("variant", "text not null"), ("hardware_target", "text not null"), ("outcome", _CHECKED),
     ("signature", "text"), ("reason", "text not null"), ("duration", "real not null"),
     ("attempt", "integer not null"), ("finished_at", "real not null"),
-    ("env_key", "text not null"), ("backend", "text not null"), ("nodeid", "text not null"),
+    ("env_key", "text not null"), ("backend", "text not null"), ("nodeid", "text"),
     ("node", "text not null"), ("gpu", "integer"), ("log", "text"),
     ("infra", "integer not null check (infra in (0, 1))"), ("parent", "text not null"),
     ("caveat", "text not null"), ("axes", "text not null"), ("versions", "text not null"),
     ("freeze_sha256", "text"))
 NAMES = tuple(name for name, _ in COLUMNS)
+#: The columns an environment's cells share: kept once, in ``environments``.
+SHARED = ("run_id", "environment", "env_key", "backend", "axes", "versions", "freeze_sha256")
+_OWN = tuple(n for n in NAMES if n not in SHARED)
+_SHARED_AT, _OWN_AT = (itemgetter(*map(NAMES.index, names)) for names in (SHARED, _OWN))
+_NODEID, _VARIANT = _OWN.index("nodeid"), _OWN.index("variant")
+_TYPES = dict(COLUMNS)
 #: The columns a cell's logical key is made of; with its outcome.
 KEYED = ("environment", "case_id", "variant", "hardware_target")
 OUTCOMES = (*KEYED, "outcome")
@@ -56,12 +56,21 @@ DURATIONS = ("cell_id", "duration")
 #: What ``Cells.rows`` reads.
 ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
         "freeze_sha256")
+_ROWS_AT = itemgetter(*map(NAMES.index, ROWS))
+# ``results``: a cell's own columns, its environment's by number; a suite's test, whose node
+# id is its variant, holds none (null). ``cells``: the view of every column.
 SCHEMA = (
     "create table meta (name text primary key, value text not null) strict;\n"
-    "create table cells (\n  place integer primary key,\n  "
-    + ",\n  ".join(f"{n} {t}" for n, t in COLUMNS) + "\n) strict;\n"
-    # Each cell's outcome in the record's order, apart from its wide row (history's read).
-    "create index cells_outcomes on cells (place, outcome);\n")
+    "create table environments (\n  env integer primary key,\n  "
+    + ",\n  ".join(f"{n} {_TYPES[n]}" for n in SHARED) + "\n) strict;\n"
+    "create table results (\n  place integer primary key,\n  "
+    "env integer not null references environments,\n  "
+    + ",\n  ".join(f"{n} {_TYPES[n]}" for n in _OWN) + "\n) strict;\n"
+    # Each cell's outcome in the record's order, apart from its row (history's read).
+    "create index results_outcomes on results (place, outcome);\n"
+    "create view cells as select place, "
+    + ", ".join("coalesce(nodeid, variant) as nodeid" if n == "nodeid" else n for n in NAMES)
+    + " from results join environments using (env);\n")
 
 Key = tuple[str, str, str]
 Stamp = tuple[int, int]  # the record's size and modification time (ns)
@@ -144,39 +153,9 @@ class Cells:
         return out
 
 
-def versions_of(fingerprint: Any) -> dict[str, str]:
-    """A fingerprint's key versions, as text (anything but a mapping says nothing)."""
-    return {str(k): str(v) for k, v in as_mapping(as_mapping(fingerprint).get("key")).items()}
-
-
-def freeze_of(fingerprint: Any) -> str | None:
-    freeze = as_mapping(fingerprint).get("freeze_sha256")
-    return str(freeze) if freeze else None
-
-
-def rows_of(results: Iterable[Tabled]) -> list[Row]:
-    """``results`` as the rows their table would read back (a run in memory, compared). A
-    fingerprint's versions are worked out once (an environment's cells share it), and equal
-    axis values are one mapping."""
-    seen: dict[int, tuple[Any, dict[str, str]]] = {}
-    axes: dict[str, dict[str, str]] = {}
-    out = []
-    for r in results:
-        fp = r.fingerprint
-        found = seen.get(id(fp))
-        if found is None or found[0] is not fp:
-            versions = versions_of(fp)
-            freeze = freeze_of(fp)
-            if freeze:
-                versions[FREEZE] = freeze
-            found = seen[id(fp)] = (fp, versions)
-        text = _text(r.values)
-        values = axes.get(text)
-        if values is None:
-            values = axes[text] = json.loads(text)
-        out.append(Row(r.environment, r.case_id, r.variant, r.hardware_target, r.cell_id,
-                       r.outcome, r.signature, float(r.duration), values, found[1]))
-    return out
+def rows_of(results: Sequence[Tabled]) -> list[Row]:
+    """``results`` as the rows their table would read back (a run in memory, compared)."""
+    return Cells(ROWS, list(map(_ROWS_AT, _records(results)))).rows()
 
 
 def stamp(run_dir: Path) -> Stamp | None:
@@ -198,20 +177,26 @@ def _text(value: Any) -> str:
 def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
              ) -> Iterator[tuple[Any, ...]]:
     """Each result as a tuple of ``NAMES`` (``names``: what a fingerprint held by its name in
-    shared.jsonl stands for). An environment's cells share one fingerprint object: its
-    versions are worked out once."""
+    shared.jsonl stands for). The cells of an environment share their fingerprint and axis
+    values: each object's text is worked out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
+    axes: dict[int, tuple[Any, str]] = {}
     for r in results:
         fp = r.fingerprint
         if fp.__class__ is str:
             fp = (names or {}).get(fp, {})
         found = seen.get(id(fp))
         if found is None or found[0] is not fp:
-            found = seen[id(fp)] = (fp, _text(versions_of(fp)), freeze_of(fp))
+            freeze = as_mapping(fp).get("freeze_sha256")
+            found = seen[id(fp)] = (fp, _text(as_mapping(as_mapping(fp).get("key"))),
+                                    str(freeze) if freeze else None)
+        values = axes.get(id(r.values))
+        if values is None or values[0] is not r.values:
+            values = axes[id(r.values)] = (r.values, _text(r.values))
         yield (r.run_id, r.cell_id, r.environment, r.case_id, r.variant, r.hardware_target,
                str(r.outcome), r.signature, r.reason, float(r.duration), r.attempt,
                float(r.finished_at), r.env_key, r.backend, r.nodeid, r.node, r.gpu, r.log,
-               int(r.infra), r.parent, r.caveat, _text(r.values), found[1], found[2])
+               int(r.infra), r.parent, r.caveat, values[1], found[1], found[2])
 
 
 def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -231,11 +216,9 @@ def _digest(results: Sequence[Keyed]) -> str:
 
 def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
           names: Mapping[str, Any] | None = None) -> bool:
-    """The run's table, written from ``results`` (each cell's last attempt, in the record's
-    order), made from the record as ``made_from`` found it (taken before the record was
-    read); ``names``: as ``_records``'. Atomic: a temporary database renamed over the old
-    one, so a kill leaves the old table or the new one. Whether it was written (a read-only
-    run folder keeps none)."""
+    """The run's table of ``results`` (each cell's last attempt, in order), made from the
+    record as ``made_from`` found it; ``names``: as ``_records``'. Atomic (renamed over the
+    old one). Whether it was written (a read-only run folder keeps none)."""
     if made_from is None:
         return False
     path = run_dir / CELLS
@@ -245,13 +228,12 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
         with contextlib.closing(sqlite3.connect(tmp)) as db:
             db.execute("pragma journal_mode = off")
             db.executescript(SCHEMA)
-            insert = (f"insert into cells ({', '.join(NAMES)}) "
-                      f"values ({', '.join('?' * len(NAMES))})")
             try:
-                db.executemany(insert, _records(results, names))
+                _insert(db, _records(results, names))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
-                db.execute("delete from cells")
-                db.executemany(insert, map(_escaped, _records(results, names)))
+                db.execute("delete from results")
+                db.execute("delete from environments")
+                _insert(db, map(_escaped, _records(results, names)))
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
@@ -263,6 +245,25 @@ def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
         tmp.unlink(missing_ok=True)
         return False
     return True
+
+
+def _insert(db: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Rows of ``NAMES`` into ``results``, each distinct environment's columns once."""
+    envs: dict[tuple[Any, ...], int] = {}
+
+    def own(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        shared = _SHARED_AT(row)
+        found = envs.get(shared)
+        if found is None:
+            found = envs[shared] = len(envs)
+        mine = _OWN_AT(row)
+        return (found, *mine) if mine[_NODEID] != mine[_VARIANT] else (
+            found, *mine[:_NODEID], None, *mine[_NODEID + 1:])
+
+    db.executemany(f"insert into results (env, {', '.join(_OWN)}) "
+                   f"values ({', '.join('?' * (len(_OWN) + 1))})", map(own, rows))
+    db.executemany(f"insert into environments values ({', '.join('?' * (len(SHARED) + 1))})",
+                   ((env, *shared) for shared, env in envs.items()))
 
 
 def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
@@ -280,17 +281,15 @@ def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | N
     when = " ".join(f"when '{o}' then '{letter[o]}'" for o in Outcome)
     # A scan of the index is in place order: the rows are joined as it meets them (a
     # subquery ordering them first takes twice as long).
-    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from cells "
-                   "indexed by cells_outcomes")
+    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from results "
+                   "indexed by results_outcomes")
     if found is None:
         return None
     return found[1], (found[0][0][0] or "") if found[0] else ""
 
 
 def logical_keys(run_dir: Path) -> list[Key] | None:
-    """Each cell's logical key in the record's order, from the run's current table: rows
-    that are the keys, joined in SQL (``Cells.logical_keys`` of the columns, without them);
-    None where there is no current table."""
+    """Each cell's logical key in order, joined in SQL; None where no table is current."""
     found = _query(run_dir, "select environment, case_id || '::' || variant, hardware_target "
                    "from cells order by place")
     return found[0] if found is not None else None
@@ -317,9 +316,8 @@ def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool]
 
 def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
     """The cells whose outcome or versions differ between two runs' current tables, as
-    (old, new) rows, where the runs hold the same logical keys in the same order, each once
-    (a nightly against the night before): compared in SQL, place by place, a row made only
-    for a cell that changed. None where that is not so."""
+    (old, new) rows, compared in SQL place by place: None unless the runs hold the same
+    logical keys in the same order, each once (a nightly against the night before)."""
     old, new = current(old_dir, ()), current(new_dir, ())
     if (old is None or new is None or not old.keys_digest or old.keys_digest != new.keys_digest
             or not (old.keys_unique and new.keys_unique)):

@@ -80,7 +80,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
 def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
     """``runs``, the first of which says whether the environment was built for them."""
     for run in runs:
-        yield replace(run, env_built=built)
+        yield run if run.env_built is built else replace(run, env_built=built)
         built = False
 
 

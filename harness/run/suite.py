@@ -120,6 +120,9 @@ class _Session:
 
     def __init__(self, cell: Cell, env: Environment, place: dict[str, Any]) -> None:
         self.cell, self.env, self.place = cell, env, place
+        # One of each for all its tests: the record names a fingerprint it met already
+        # without encoding it again.
+        self.values, self.fingerprint = dict(env.spec.values), env.summary
         self.started_at = time.time()
         self.collected: list[str] = []  # pytest's node ids, in its order
         self.collect_errors: dict[str, str] = {}
@@ -208,11 +211,12 @@ class _Session:
         fields.setdefault("details", {"pytest": pytest_word})
         result = CellResult(
             cell_id=suite_cell_id(env.spec, suite, name, cell.hardware), environment=env.spec.name,
-            values=dict(env.spec.values), env_key=env.spec.key, backend=env.spec.backend,
+            values=self.values, env_key=env.spec.key, backend=env.spec.backend,
             case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
-            outcome=outcome, reason=reason, fingerprint=env.summary, parent=cell.cell_id,
+            outcome=outcome, reason=reason, fingerprint=self.fingerprint, parent=cell.cell_id,
             **fields, **self.place)
-        self.children[nodeid] = CellRun(result=result, log_name=self.log_name)
+        # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).
+        self.children[nodeid] = CellRun(result=result, log_name=self.log_name, env_built=False)
 
     def summary(self, processes: int) -> CellResult:
         """The session's own result: FAIL when a test failed or did not collect, ERROR when

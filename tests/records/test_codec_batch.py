@@ -77,6 +77,28 @@ def test_a_line_written_a_while_after_the_last_fsync_is_fsynced_with_it(
     assert codec.read_lines(tmp_path / RESULTS) == [{"n": 1}, {"n": 2}, {"n": 3}]
 
 
+def test_a_batched_file_is_opened_once_until_synced(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    real = os.open
+
+    def counted(path: str, *args: int) -> int:
+        opened.append(str(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(os, "open", counted)
+    batched = codec.Batched(tmp_path / RESULTS)
+    for n in range(100):
+        batched.append(b'{"n": %d}\n' % n)
+    assert opened == [str(tmp_path / RESULTS)]
+    batched.sync()
+    assert batched.fd is None
+    batched.append(b'{"n": 100}\n')  # after a sync: opened again
+    batched.sync()
+    assert len(opened) == 2
+    assert codec.read_lines(tmp_path / RESULTS) == [{"n": n} for n in range(101)]
+
+
 class NoCells:
     """An executor given no cell (all of them ran on hardware this machine lacks)."""
 

@@ -89,7 +89,7 @@ def test_the_table_is_read_while_current_and_made_again_when_the_record_grows(
     with sqlite3.connect(run / CELLS) as db:
         assert dict(db.execute("select name, value from meta"))["record_size"] == str(
             record.st_size)
-        db.execute("update cells set outcome = 'FAIL'")
+        db.execute("update results set outcome = 'FAIL'")
     # the table is what is read, by history and by the rest
     assert run_outcomes(run) == {("a", "case::x", "cpu"): F}
     assert load(tmp_path, last=1).cells == {("a", "case::x", "cpu"): (F,)}

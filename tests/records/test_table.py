@@ -111,9 +111,9 @@ def test_the_table_refuses_an_outcome_the_harness_does_not_know(tmp_path: Path) 
     table.read(store.run_dir)
     with sqlite3.connect(store.run_dir / table.CELLS) as db:
         with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
-            db.execute("update cells set outcome = 'GREAT'")
+            db.execute("update results set outcome = 'GREAT'")
         with pytest.raises(sqlite3.IntegrityError, match="duration"):
-            db.execute("update cells set duration = 'slow'")  # STRICT: a type a column
+            db.execute("update results set duration = 'slow'")  # STRICT: a type a column
 
 
 def test_versions_and_axis_values_are_queryable_as_json(tmp_path: Path) -> None:
@@ -148,4 +148,35 @@ def test_text_utf8_cannot_hold_is_kept_as_its_escape(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, {})
     store.extend([replace(cell(store.run_id, "a", Outcome.PASS), reason="x\udc80")])
     assert table.read(store.run_dir).column("reason") == ["x\\udc80"]
+    assert table.current(store.run_dir) is not None
+
+
+def test_an_environments_columns_are_kept_once_and_the_view_gives_every_column(
+        tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {})
+    store.extend([replace(cell(store.run_id, f"t{i}", Outcome.PASS), variant=f"t.py::t{i}",
+                          nodeid=f"t.py::t{i}") for i in range(3)]
+                 + [cell(store.run_id, "a", Outcome.FAIL)])
+    table.read(store.run_dir)
+    with sqlite3.connect(store.run_dir / table.CELLS) as db:
+        assert db.execute("select count(*) from environments").fetchone() == (1,)
+        # a suite's test, whose node id is its variant, holds none of its own
+        assert db.execute("select nodeid from results order by place").fetchall() == [
+            (None,), (None,), (None,), ("n",)]
+        found = db.execute("select * from cells order by place")
+        assert tuple(d[0] for d in found.description) == ("place", *table.NAMES)
+        rows = found.fetchall()
+    assert [r[table.NAMES.index("nodeid") + 1] for r in rows] == [
+        "t.py::t0", "t.py::t1", "t.py::t2", "n"]
+    assert {r[table.NAMES.index("env_key") + 1] for r in rows} == {"k"}
+
+
+def test_a_table_of_the_format_before_is_made_again(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {})
+    store.extend([cell(store.run_id, "a", Outcome.FAIL)])
+    table.read(store.run_dir)
+    with sqlite3.connect(store.run_dir / table.CELLS) as db:
+        db.execute("update meta set value = '2' where name = 'format'")
+    assert table.current(store.run_dir) is None
+    assert table.read(store.run_dir).column("outcome") == ["FAIL"]
     assert table.current(store.run_dir) is not None

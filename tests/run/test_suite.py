@@ -97,6 +97,10 @@ def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(
     for child in run.children:
         assert child.result.parent == run.result.cell_id
         assert child.result.cell_id == suite_cell_id(env, "mine", child.result.variant, "cpu")
+    # Its tests share one fingerprint summary and one mapping of axis values: the record
+    # names a value it met already without encoding it again.
+    assert len({id(c.result.fingerprint) for c in run.children}) == 1
+    assert len({id(c.result.values) for c in run.children}) == 1
 
 
 def test_the_installed_package_is_imported_and_a_shadowing_folder_is_an_error(
