@@ -84,7 +84,7 @@ from harness.plan.cases import collect_cases
 from harness.plan.cells import Cell, Plan
 from harness.plan.shard import make_shards
 from harness.records import table as run_table
-from harness.records.layout import CASES, FORMAT, META, PLAN, RESULTS, SHARED
+from harness.records.store import CASES, FORMAT, META, PLAN, RESULTS, SHARED
 from harness.workflow import RunOptions, RunState, load_spec, open_store, plan_cells
 
 HARDWARE = ("cpu", "sm_80", "sm_90")

@@ -17,8 +17,7 @@ from harness.core import atomic
 from harness.core.results import CellResult, counted
 from harness.records import table
 from harness.records.compare import bumped, new_releases, pinned_releases
-from harness.records.runs import previous_run
-from harness.records.store import RunStore
+from harness.records.store import RunStore, previous_run
 from harness.report.build import diff_runs, prepare, write
 from harness.report.ci import publish, status_badge
 

@@ -42,8 +42,7 @@ from harness.records.bisects import (
     write_bisect,
     write_finding,
 )
-from harness.records.runs import newest_first
-from harness.records.store import RunStore
+from harness.records.store import RunStore, newest_first
 from harness.workflow import RunOptions, RunState, execute, load_spec, plan_cells, probe_targets
 
 

@@ -9,7 +9,7 @@ from harness.core.errors import UsageError
 from harness.plan.shard import parse_shard
 from harness.planning import run_options
 from harness.records.baseline import load_baseline, resolve_baseline
-from harness.records.layout import RUN_ID
+from harness.records.store import RUN_ID
 from harness.workflow import RunState, execute
 
 

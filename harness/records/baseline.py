@@ -12,8 +12,7 @@ from typing import Any
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome
 from harness.records import table
-from harness.records.runs import latest_run, lineage
-from harness.records.store import RunStore
+from harness.records.store import RunStore, latest_run, lineage
 from harness.records.table import Row
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.core.results import Outcome
 from harness.records import table
-from harness.records.runs import lineage, run_folders, run_metas, run_order
+from harness.records.store import lineage, ordered_metas, run_order
 from harness.records.table import Key
 
 #: One letter an outcome, as a strip shows it.
@@ -116,7 +116,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     keys in the same order share their keys' digest: only the first has its keys read).
     ``line``: the matrix and kind to follow; ``before``: only runs made before this one;
     ``quiet``: damaged lines left out without a word (a report's page)."""
-    every = run_metas(folder)
+    every = ordered_metas(folder, required=True)
     if before is not None:  # a report's page: what came before its run, whatever came after
         mine = run_order(before)
         every = [(p, m) for p, m in every if run_order(p) < mine]
@@ -177,7 +177,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
 
 def prune(folder: Path, *, keep: int) -> list[Path]:
     """Remove all but the newest ``keep`` run folders; returns what was removed."""
-    old = run_folders(folder)[:-keep]
+    old = [path for path, _ in ordered_metas(folder, required=True)][:-keep]
     for path in old:
         shutil.rmtree(path)
     return old

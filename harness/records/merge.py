@@ -31,13 +31,24 @@ from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Outcome, adopt
-from harness.records import damaged
 from harness.records.expect import recorded_rules
-from harness.records.layout import FULL_PLAN, META, RESULTS
-from harness.records.lines import DECODER, REFUSED, in_place
-from harness.records.runs import run_kind
 from harness.records.select import choose
-from harness.records.store import PlanText, RunStore, check_run_id, content_name, read_shared
+from harness.records.store import (
+    DECODER,
+    FULL_PLAN,
+    META,
+    REFUSED,
+    RESULTS,
+    PlanText,
+    RunStore,
+    check_run_id,
+    content_name,
+    in_place,
+    read_shared,
+    run_kind,
+    scan_damaged,
+    warn_damaged,
+)
 from harness.run.classify import Ending, classify
 
 #: Links made in one batch of the thread (each batch handed over as the merge goes on).
@@ -280,8 +291,8 @@ class _Read(RunStore):
                     secrets and (b"\\" in line or any(x in line for x in secrets))):
                 self.kept[result.cell_id] = (result, line, names)  # (a secret escaped?)
         if read != sum(map(bool, map(bytes.strip, data.split(b"\n")))):
-            self.damaged = damaged.scan(self.run_dir / RESULTS, len(data))
-            damaged.warn(self.damaged)
+            self.damaged = scan_damaged(self.run_dir / RESULTS, len(data))
+            warn_damaged(self.damaged)
         return list(by_cell.values())
 
     def _usable(self, names: tuple[str, ...]) -> bool:

@@ -13,10 +13,8 @@ from harness.records import history, table
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of
 from harness.records.compare import bumped
 from harness.records.expect import recorded_rules
-from harness.records.lines import result_rows
-from harness.records.runs import lineage, previous_run, read_meta
 from harness.records.select import choose_records, merged_cases, merged_environments
-from harness.records.store import RunStore
+from harness.records.store import RunStore, lineage, previous_run, read_meta, result_rows
 
 #: Runs on the history page, the report's own included.
 HISTORY_RUNS = 30

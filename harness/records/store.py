@@ -1,4 +1,4 @@
-"""Run folders: a record that describes itself, appended as results arrive.
+"""Run folders: a record that describes itself, appended as results arrive, and read back.
 
 A run folder holds ``run.json`` (ids, time, filters, shard, executor, environments asked for,
 expectations), ``plan.json`` (its cells; a shard's ``full_plan.json`` too), ``cases.json``
@@ -17,34 +17,44 @@ import copy
 import hashlib
 import json
 import os
+import re
+import secrets
+import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgspec
 import orjson
+from msgspec.structs import force_setattr
 
 from harness.core import atomic, jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
-from harness.core.results import CellResult, CellRun, Outcome, adopt
-from harness.records import damaged
+from harness.core.results import CellResult, CellRun, Outcome, adopt, damage
+from harness.records import codec
 from harness.records.codec import Batched, append, read_record
-from harness.records.damaged import Damaged
-from harness.records.layout import (
-    BY_REFERENCE,
-    CASES,
-    FORMAT,
-    FULL_PLAN,
-    META,
-    PLAN,
-    RESULTS,
-    RUN_ID,
-    SHARED,
-    new_run_id,
-)
-from harness.records.runs import latest_run
+
+RESULTS = "results.jsonl"
+META = "run.json"
+CASES = "cases.json"
+PLAN = "plan.json"
+FULL_PLAN = "full_plan.json"
+SHARED = "shared.jsonl"
+# run.json's "format": 2 added logical keys, case metadata, attempts, relative logs; 3 moves
+# the plan out of run.json (reading a run's metadata must not parse it); 4 writes each line's
+# fingerprint and machine once, to shared.jsonl.
+FORMAT = 4
+#: The fields a line may hold by reference (the hash of a value in shared.jsonl).
+BY_REFERENCE = ("fingerprint", "hardware")
+#: What a run was for (run.json ``kind``): a scheduled run of the matrix, a bisect's probe, a
+#: ``--set`` bump. Records written before it read as nightly.
+KINDS = ("nightly", "trial", "bump")
+NIGHTLY = "nightly"
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 EVENTS = "events.jsonl"  # what cells' processes said, a line per event (``RunStore.record``)
 
@@ -82,7 +92,7 @@ class RunStore:
                cases: dict[str, Any] | None = None, redactor: Redactor | None = None
                ) -> RunStore:
         """A new run folder. ``run_id`` names it (a CI job names its shard)."""
-        run_id = check_run_id(run_id or new_run_id())
+        run_id = check_run_id(run_id or time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2))
         store = cls(reports_dir / "runs" / run_id, redactor)
         if (store.run_dir / META).exists():
             raise UsageError(f"run {run_id!r} already exists under {reports_dir / 'runs'}; "
@@ -292,7 +302,7 @@ class RunStore:
         return frozen
 
     def attempts(self) -> list[CellResult]:
-        """Every recorded attempt, in order. A damaged line (``records.damaged``) is left out,
+        """Every recorded attempt, in order. A damaged line (``scan_damaged``) is left out,
         kept in ``damaged`` and warned of."""
         self.damaged = []
         try:
@@ -310,13 +320,17 @@ class RunStore:
             except (ValueError, KeyError, TypeError, AttributeError):
                 whole = False  # not a result line (a hand edit)
         if not whole:
-            self.damaged = damaged.scan(self.run_dir / RESULTS, self.upto)
+            self.damaged = scan_damaged(self.run_dir / RESULTS, self.upto)
             if not self.quiet:
-                damaged.warn(self.damaged)
+                warn_damaged(self.damaged)
         return out
 
     def results(self) -> list[CellResult]:
-        """Every cell once: its last attempt."""
+        """Every cell once: its last attempt (decoded by msgspec where every line fits)."""
+        rows = result_rows(self)
+        if rows is not None:
+            self.damaged = []
+            return rows
         # A cell keeps its first attempt's place and its last attempt's record.
         return list({record.cell_id: record for record in self.attempts()}.values())
 
@@ -375,3 +389,204 @@ def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
         except (ValueError, TypeError):
             continue
         yield str(digest), value, line
+
+
+def result_rows(store: RunStore) -> list[CellResult] | None:
+    """``store.results()`` (up to ``store.upto``), decoded by msgspec a block at a time; None
+    where a line does not fit the schema (torn, blank, by hand): then read by ``attempts``."""
+    rows: list[CellResult] = []
+    try:
+        with open(store.run_dir / RESULTS, "rb") as fh:
+            rest, left = b"", store.upto
+            while block := fh.read(codec.CHUNK if left is None else min(codec.CHUNK, left)):
+                if left is not None:
+                    left -= len(block)
+                pieces = block.split(b"\n")
+                pieces[0] = rest + pieces[0]  # the line the block before ended in
+                rest = pieces.pop()
+                rows += map(DECODER.decode, pieces)
+            if rest:  # a last line without its newline: read, as the store reads it
+                rows.append(DECODER.decode(rest))
+    except FileNotFoundError:
+        return []
+    except REFUSED:
+        return None
+    ids = list(map(_CELL_ID, rows))
+    if len(set(ids)) < len(ids):  # a cell retried: at its first place, its last attempt
+        rows = list(dict(zip(ids, rows, strict=True)).values())
+    in_place(rows, {digest: value for digest, value, _ in read_shared(store.run_dir)})
+    return rows
+
+
+DECODER = msgspec.json.Decoder(CellResult)
+#: What ``DECODER`` raises for a line it does not take (RecursionError: nested deeper than
+#: msgspec goes, where orjson still reads it).
+REFUSED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+_CELL_ID = attrgetter("cell_id")
+
+
+def in_place(rows: Iterable[CellResult], shared: Mapping[str, Any]) -> None:
+    """The shared values that lines just decoded name, put in place as ``attempts`` does
+    (``{}`` for a name shared.jsonl lacks)."""
+    for row in rows:
+        if row.fingerprint.__class__ is str:
+            force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
+        if row.hardware.__class__ is str:
+            force_setattr(row, "hardware", shared.get(row.hardware, {}))
+
+
+class Damaged(NamedTuple):
+    """A line of a record that is no result (torn, not JSON, a field of another type, an
+    outcome the harness does not know): left out by every reader, named and counted."""
+
+    path: Path
+    line: int  # from 1
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: line {self.line}: {self.why}"
+
+
+#: How many damaged lines of one reading are named; the rest are counted.
+NAMED = 10
+_WARNED: set[Damaged] = set()  # (a command reading one record twice says each once)
+
+
+def scan_damaged(path: Path, size: int | None = None) -> list[Damaged]:
+    """Each damaged line of the record at ``path`` (``size``: its first bytes alone), as
+    readers leave them out; a blank line is none (line by line: read only where one is)."""
+    with open(path, "rb") as fh:
+        data = fh.read() if size is None else fh.read(size)
+    found = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            why = damage(json.loads(line))
+        except ValueError:
+            why = "torn (its end never written)" if number > data.count(b"\n") else "not JSON"
+        if why is not None:
+            found.append(Damaged(path, number, why))
+    return found
+
+
+def warn_damaged(found: Sequence[Damaged]) -> None:
+    """A warning on stderr for each of the first ``NAMED`` (once a process), then a count."""
+    found = [d for d in found if d not in _WARNED]
+    _WARNED.update(found)
+    for damaged in found[:NAMED]:
+        print(f"harness: warning: {damaged}; the line is left out", file=sys.stderr)
+    if len(found) > NAMED:
+        print(f"harness: warning: {len(found) - NAMED} more damaged lines left out",
+              file=sys.stderr)
+
+
+def said(count: int) -> str:
+    """The report header's words for ``count`` damaged lines ("" for none)."""
+    return f"{count} damaged line{'s' if count != 1 else ''} left out" if count else ""
+
+
+# The one definition of run order: a run's place is when it was created (run.json
+# ``created``), ties broken by its id; not a file's mtime, which a copy or a restore changes.
+
+
+def read_meta(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's run.json, or None where there is no readable one."""
+    try:
+        meta = jsonio.loads((run_dir / META).read_bytes())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _created(meta: dict[str, Any] | None) -> float:
+    """When a run was created, from its run.json (-1: not a readable run folder)."""
+    try:
+        return float(meta.get("created") or 0.0) if meta is not None else -1.0
+    except (TypeError, ValueError):
+        return -1.0
+
+
+def run_order(run_dir: Path) -> tuple[float, str]:
+    """A run's place among runs: its creation time, then its id (the tie-break)."""
+    return _created(read_meta(run_dir)), run_dir.name
+
+
+def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
+    """The run folders under ``folder`` (none if missing), oldest first; ``with_results``:
+    only those that recorded a result."""
+    return [path for path, _ in ordered_metas(folder, with_results=with_results)]
+
+
+def ordered_metas(folder: Path, *, with_results: bool = False, required: bool = False
+                  ) -> list[tuple[Path, dict[str, Any]]]:
+    """``ordered_runs``, each with its run.json (read once); ``required``: a UsageError where
+    there is no such folder (``harness history``)."""
+    if not folder.is_dir():
+        if required:
+            raise UsageError(f"no folder of runs at {folder}")
+        return []
+    found = []
+    for path in folder.iterdir():
+        if with_results and not (path / RESULTS).is_file():
+            continue
+        meta = read_meta(path)
+        when = _created(meta)
+        if meta is not None and when >= 0:
+            found.append(((when, path.name), path, meta))
+    return [(p, m) for _, p, m in sorted(found, key=lambda f: f[0])]
+
+
+def run_kind(meta: dict[str, Any] | None) -> str:
+    """What a run was for (``KINDS``); a record without a kind is a nightly."""
+    kind = (meta or {}).get("kind")
+    return kind if kind in KINDS else NIGHTLY
+
+
+def lineage(meta: dict[str, Any] | None) -> tuple[str, str]:
+    """The line of runs a run belongs to: its matrix file (normalised) and its kind."""
+    matrix = (meta or {}).get("matrix")
+    return (os.path.normpath(str(matrix)) if matrix else "", run_kind(meta))
+
+
+def latest_run(reports_dir: Path, line: tuple[str, str] | None = None) -> Path | None:
+    """The newest run under ``reports_dir``; ``line``: of that matrix and kind (``lineage``)."""
+    runs = [p for p, meta in ordered_metas(reports_dir / "runs")
+            if line is None or lineage(meta) == line]
+    return runs[-1] if runs else None
+
+
+def newest_first(reports_dir: Path) -> Iterator[Path]:
+    """Runs that recorded results, newest first (where earlier durations are looked up)."""
+    yield from reversed(ordered_runs(reports_dir / "runs", with_results=True))
+
+
+def previous_run(reports_dir: Path, current: Path) -> Path | None:
+    """The newest nightly run of the same matrix created before ``current`` that covered the
+    same slice (filters and shard); a bump (``--set``) is compared with the newest run of its
+    slice without one, else the newest full run. Never a trial or a bump."""
+    meta = read_meta(current)
+    mine, scope = run_order(current), _scope(meta)
+    here = current.resolve()
+    line = (lineage(meta)[0], NIGHTLY)
+    earlier = [(p, m) for p, m in ordered_metas(reports_dir / "runs", with_results=True)
+               if p.resolve() != here and (_created(m), p.name) < mine and lineage(m) == line]
+    wanted = [scope]
+    if meta and meta.get("set"):
+        wanted = [_scope({**meta, "set": {}}), _scope({})]
+    scopes = {p: _scope(m) for p, m in earlier}
+    for want in wanted:
+        found = [p for p, _ in earlier if scopes[p] == want]
+        if found:
+            return found[-1]
+    return None
+
+
+def _scope(meta: dict[str, Any] | None) -> str:
+    """What part of the matrix a run covered: its filters, shard and what --set replaced."""
+    if meta is None:
+        return "?"
+    filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}
+    # Older records have no "set": the same scope as an empty one (dropped when empty).
+    sets = meta.get("set") or {}
+    return json.dumps([filters, meta.get("shard")] + ([sets] if sets else []), sort_keys=True)

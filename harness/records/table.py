@@ -21,9 +21,7 @@ from typing import Any, NamedTuple
 
 from harness.core import atomic
 from harness.core.results import CellResult, Keyed, Outcome, as_mapping, logical_key
-from harness.records.layout import RESULTS
-from harness.records.lines import result_rows
-from harness.records.store import RunStore
+from harness.records.store import RESULTS, RunStore, result_rows
 
 CELLS = "cells.sqlite"
 FORMAT = "3"

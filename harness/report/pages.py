@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import atomic
-from harness.records.damaged import warn as warn_damaged
+from harness.records.store import warn_damaged
 from harness.report.data import Report, heatmap, long_columns
 from harness.report.site import history_page
 from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text

@@ -17,8 +17,7 @@ import pytest
 
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.records import codec
-from harness.records.layout import RESULTS
-from harness.records.store import RunStore
+from harness.records.store import RESULTS, RunStore
 from harness.run.dispatch import dispatch
 from tests.conftest import ROOT
 

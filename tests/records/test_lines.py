@@ -15,9 +15,7 @@ from msgspec.structs import astuple, replace
 from harness.core import jsonio
 from harness.core.results import LINE, CellResult, Outcome
 from harness.records import codec
-from harness.records.layout import BY_REFERENCE
-from harness.records.lines import result_rows
-from harness.records.store import RunStore
+from harness.records.store import BY_REFERENCE, RunStore, result_rows
 from tests.conftest import examples
 from tests.records.test_table import results
 

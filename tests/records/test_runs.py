@@ -8,8 +8,7 @@ from pathlib import Path
 
 from harness.records import history
 from harness.records.baseline import resolve_baseline
-from harness.records.runs import latest_run, newest_first, ordered_runs, previous_run
-from harness.records.store import RunStore
+from harness.records.store import RunStore, latest_run, newest_first, ordered_runs, previous_run
 
 
 def make_run(reports: Path, run_id: str, created: float, *, filters: dict[str, object] | None
@@ -68,5 +67,5 @@ def test_a_bump_is_compared_with_its_slice_unbumped_else_the_full_run(tmp_path: 
 def test_history_reads_runs_in_the_same_order(tmp_path: Path) -> None:
     for name, when in (("c", 300.0), ("a", 100.0), ("b", 200.0)):
         make_run(tmp_path, name, when)
-    assert [p.name for p in history.run_folders(tmp_path / "runs")] == ["a", "b", "c"]
+    assert [p.name for p in ordered_runs(tmp_path / "runs")] == ["a", "b", "c"]
     assert [p.name for p in history.prune(tmp_path / "runs", keep=2)] == ["a"]

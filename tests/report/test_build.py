@@ -14,7 +14,8 @@ import pytest
 
 from harness.core.results import CellResult, Outcome
 from harness.publish import publish_report
-from harness.records import bisects, history, reportinput, runs, table
+from harness.records import bisects, history, reportinput, table
+from harness.records import store as run_store
 from harness.records.store import RunStore
 from harness.report import writers
 from harness.report.build import _links, write_report
@@ -118,7 +119,7 @@ def test_a_published_report_reads_its_records_in_one_call(
             monkeypatch.setattr(RunStore, name, again)
         monkeypatch.setattr(RunStore, "meta", property(again))
         for module, names in ((table, ("read", "changed", "current", "stamp")),
-                              (history, ("load",)), (runs, ("previous_run", "read_meta")),
+                              (history, ("load",)), (run_store, ("previous_run", "read_meta")),
                               (bisects, ("read_bisects",))):
             for name in names:
                 monkeypatch.setattr(module, name, again)

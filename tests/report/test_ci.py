@@ -51,7 +51,7 @@ def test_the_step_summary_and_annotations_name_what_changed_since_the_last_run(
 def test_the_previous_run_is_the_newest_earlier_run_of_the_same_slice(tmp_path: Path) -> None:
     import json
 
-    from harness.records.runs import previous_run
+    from harness.records.store import previous_run
 
     def run(name: str, created: float, keyword: str | None = None) -> Path:
         folder = tmp_path / "runs" / name

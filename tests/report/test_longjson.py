@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from harness.core import jsonio
 from harness.core.results import LINE, CellResult, Outcome
-from harness.records.lines import DECODER
+from harness.records.store import DECODER
 from harness.report.longjson import write_long_json
 from tests.conftest import examples
 

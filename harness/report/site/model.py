@@ -13,7 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.results import CellResult, Outcome, as_mapping, counted
-from harness.records.damaged import said
+from harness.records.store import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
 from harness.report.site.versions import PRIORITY, combinations, varying, version_sort_key
 
