@@ -59,7 +59,7 @@ class RunOptions:
     fail_on: str = DEFAULT_FAIL_ON  # what makes the exit code 1 (core.defaults.FAIL_ON)
     baseline: str | None = None  # a baseline file or a run: what each cell is expected to be
     sets: tuple[tuple[str, str], ...] = ()  # --set KEY=VALUE: axis values replaced or added
-    kind: str | None = None  # the record's kind (records.layout.KINDS); None: by ``sets``
+    kind: str | None = None  # the record's kind (records.store.KINDS); None: by ``sets``
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:

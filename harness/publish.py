@@ -73,7 +73,7 @@ def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, An
 def _against_previous(store: RunStore, reports_dir: Path,
                       results: Sequence[CellResult] | None = None
                       ) -> tuple[RunStore | None, list[CellResult], list[dict[str, Any]]]:
-    """The run before ``store`` (``records.runs.previous_run``), ``store``'s results, and
+    """The run before ``store`` (``records.store.previous_run``), ``store``'s results, and
     what changed since (a bump's cells against the cells it replaced)."""
     found = previous_run(reports_dir, store.run_dir)
     before = RunStore(found) if found else None

@@ -30,7 +30,7 @@ from harness.planning import (
 )
 from harness.publish import publish_ci, publish_report
 from harness.records import expect, table
-from harness.records.baseline import load_baseline
+from harness.records.expect import load_baseline
 from harness.records.store import RunStore, is_done, newest_first
 from harness.run.cell import static_result
 from harness.run.classify import Ending, classify

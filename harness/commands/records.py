@@ -12,10 +12,16 @@ from harness.core.errors import UsageError
 from harness.core.results import CellResult
 from harness.publish import publish_ci, publish_report, write_status
 from harness.records import history, table
-from harness.records.baseline import Baseline, baseline_from, load_baseline, resolve_baseline
-from harness.records.expect import judged_exit, judged_lines
+from harness.records.compare import choose_records
+from harness.records.expect import (
+    Baseline,
+    baseline_from,
+    judged_exit,
+    judged_lines,
+    load_baseline,
+    resolve_baseline,
+)
 from harness.records.merge import merge_runs
-from harness.records.select import choose_records
 from harness.records.store import RunStore
 from harness.records.table import Row
 from harness.report.build import write_report

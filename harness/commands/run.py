@@ -8,7 +8,7 @@ from pathlib import Path
 from harness.core.errors import UsageError
 from harness.plan.shard import parse_shard
 from harness.planning import run_options
-from harness.records.baseline import load_baseline, resolve_baseline
+from harness.records.expect import load_baseline, resolve_baseline
 from harness.records.store import RUN_ID
 from harness.workflow import RunState, execute
 

@@ -31,8 +31,8 @@ from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Outcome, adopt
+from harness.records.compare import choose
 from harness.records.expect import recorded_rules
-from harness.records.select import choose
 from harness.records.store import (
     DECODER,
     FULL_PLAN,

@@ -3,6 +3,7 @@ for its inputs once, and works on what it got."""
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +12,9 @@ from typing import Any
 from harness.core.results import CellResult
 from harness.records import history, table
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of
-from harness.records.compare import bumped
+from harness.records.compare import bumped, choose_records
 from harness.records.expect import recorded_rules
-from harness.records.select import choose_records, merged_cases, merged_environments
-from harness.records.store import RunStore, lineage, previous_run, read_meta, result_rows
+from harness.records.store import RunStore, lineage, previous_run, read_meta
 
 #: Runs on the history page, the report's own included.
 HISTORY_RUNS = 30
@@ -76,8 +76,11 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
     tabled = len(stores) == 1 and table.current(stores[0].run_dir, ()) is not None
     return ReportInput(
         stores=tuple(stores), metas=tuple(metas),
-        made_from=stamps[0] if len(stores) == 1 else None, cases=merged_cases(stores),
-        environments=merged_environments(metas), rules=tuple(recorded_rules(metas)),
+        made_from=stamps[0] if len(stores) == 1 else None,
+        # What the records keep of each case and environment, once each (the last one's).
+        cases=dict(sorted(ChainMap(*[s.cases for s in reversed(stores)]).items())),
+        environments=dict(ChainMap(*[m.get("environments") or {} for m in reversed(metas)])),
+        rules=tuple(recorded_rules(metas)),
         moved=tuple(moved), pairs=pairs,
         plan=None if len(stores) == 1 and metas[0].get("ordered_cells") == len(pairs)
         else tuple(c["cell_id"] for s in stores for c in s.planned()),
@@ -89,19 +92,11 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
 
 def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
            ) -> tuple[tuple[RunStore, CellResult], ...]:
-    """Each cell once as a row, with its record: one record's read straight into rows where
-    it can be, else its results (or ``given``), else chosen as ``harness merge`` chooses."""
-    if given is None and len(stores) == 1:
-        rows = result_rows(stores[0])
-        if rows is not None:
-            return tuple((stores[0], r) for r in rows)
-    if given is not None and len(stores) == 1:
-        pairs = [(stores[0], r) for r in given]
-    elif len(stores) == 1:
-        pairs = [(stores[0], r) for r in stores[0].results()]
-    else:
-        pairs = list(choose_records(stores)[0].values())
-    return tuple(pairs)
+    """Each cell once, with its record: one record's results (or ``given``), else chosen as
+    ``harness merge`` chooses."""
+    if len(stores) == 1:
+        return tuple((stores[0], r) for r in (stores[0].results() if given is None else given))
+    return tuple(choose_records(stores)[0].values())
 
 
 def _bisects(run_dir: Path) -> tuple[BisectRecord, ...]:

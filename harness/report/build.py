@@ -16,8 +16,8 @@ from harness.core.results import (
 )
 from harness.core.rules import Rule
 from harness.records import reportinput, table
-from harness.records.baseline import Baseline
 from harness.records.compare import match_previous
+from harness.records.expect import Baseline
 from harness.records.store import RunStore
 from harness.records.table import Row
 from harness.report.data import Cells as _Cells

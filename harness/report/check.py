@@ -12,8 +12,7 @@ from typing import Any
 
 from harness.core.results import CellResult, Outcome, counted
 from harness.records.bisects import probe_result, read_bisects, reports_dir_of, sentence
-from harness.records.compare import match_previous
-from harness.records.select import choose_records
+from harness.records.compare import choose_records, match_previous
 from harness.records.store import RunStore
 from harness.report.build import moved_class, prepare
 from harness.report.data import Report

@@ -20,9 +20,8 @@ from harness.core.results import (
     logical_keys,
 )
 from harness.core.rules import Rule
-from harness.records.baseline import Baseline
 from harness.records.bisects import BisectRecord, sentence
-from harness.records.expect import Judgement, judged_report
+from harness.records.expect import Baseline, Judgement, judged_report
 from harness.records.reportinput import Earlier
 from harness.records.store import RunStore
 from harness.records.table import Stamp

@@ -14,17 +14,19 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
 from harness.matrix.load import parse_matrix
-from harness.records.baseline import Baseline, baseline_from, load_baseline
 from harness.records.expect import (
+    Baseline,
     Judgement,
     Key,
     _exit_code,
     _Judge,
     _summary,
+    baseline_from,
     judged_exit,
     judged_lines,
     judged_report,
     judged_summary,
+    load_baseline,
 )
 from harness.records.store import RunStore
 from tests.conftest import ROOT, examples, report_dir, write_matrix

@@ -22,9 +22,9 @@ from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.core.rules import Rule
 from harness.records import codec, merge, table
+from harness.records.compare import choose_records
 from harness.records.expect import judged_summary
 from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
-from harness.records.select import choose_records
 from harness.records.store import RunStore
 from tests.conftest import examples
 

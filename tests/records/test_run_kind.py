@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.core.results import Outcome
 from harness.records import history
-from harness.records.baseline import resolve_baseline
+from harness.records.expect import resolve_baseline
 from harness.records.store import RunStore, lineage, previous_run, read_meta, run_kind
 from harness.workflow import RunOptions, RunState, execute
 from tests.conftest import PY, write_matrix

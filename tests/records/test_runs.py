@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from harness.records import history
-from harness.records.baseline import resolve_baseline
+from harness.records.expect import resolve_baseline
 from harness.records.store import RunStore, latest_run, newest_first, ordered_runs, previous_run
 
 

@@ -9,7 +9,7 @@ from msgspec.structs import replace
 
 from harness.core.results import CellResult, Outcome
 from harness.records import codec as store_module
-from harness.records.select import choose_records
+from harness.records.compare import choose_records
 from harness.records.store import RunStore, read_shared
 from harness.records.table import rows_of
 from harness.report.build import diff_runs, summary_line, write_report

@@ -8,7 +8,7 @@ from harness import workflow
 from harness.core.results import CellResult, Outcome
 from harness.planning import RunOptions, RunState, shard_durations
 from harness.publish import _against_previous
-from harness.records.baseline import load_baseline
+from harness.records.expect import load_baseline
 from harness.records.store import RunStore
 from harness.records.table import CELLS
 

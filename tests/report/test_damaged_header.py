@@ -1,4 +1,4 @@
-"""The report header's count of a record's damaged lines (``records.damaged``): said after
+"""The report header's count of a record's damaged lines (``records.store.Damaged``): said after
 the cells that ran, in the site, its markdown and the summary; nothing for none."""
 
 from __future__ import annotations

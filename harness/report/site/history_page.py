@@ -1,4 +1,4 @@
-"""history.html: each cell over the last runs of its line (``records.runs.lineage``) as a
+"""history.html: each cell over the last runs of its line (``records.store.lineage``) as a
 strip of outcome colours, newest right, the flaky ones marked, and where each first changed."""
 
 from __future__ import annotations

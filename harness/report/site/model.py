@@ -126,7 +126,7 @@ class Header:
     counts: tuple[tuple[str, int], ...]
     # A bump's ``--set`` (run.json ``set``): environments named for other versions hold these.
     sets: tuple[str, ...] = ()
-    damaged: int = 0  # the record's lines left out (``records.damaged``)
+    damaged: int = 0  # the record's lines left out (``records.store.Damaged``)
 
     @property
     def left_out(self) -> str:
