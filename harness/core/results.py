@@ -81,7 +81,7 @@ class CellResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     @property
     def unbuilt(self) -> bool:
         """Its environment never built: ERROR with no fingerprint (nothing was imported)."""
-        return unbuilt(self.outcome, self.fingerprint)
+        return self.outcome is Outcome.ERROR and not self.fingerprint
 
     @property
     def logical_key(self) -> tuple[str, str, str]:
@@ -132,11 +132,6 @@ def labels(results: Sequence[Keyed]) -> list[str]:
     return [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
 
 
-def unbuilt(outcome: Outcome, fingerprint: dict[str, Any]) -> bool:
-    """ERROR with no fingerprint: the environment never built (``CellResult.unbuilt``)."""
-    return outcome is Outcome.ERROR and not fingerprint
-
-
 class Keyed(Protocol):
     """A result or a table's row, as far as every reader of one reads it: what its logical
     key is made of. Readers' protocols add what each reads."""
@@ -160,15 +155,6 @@ def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
     consistency check all count this way."""
     sessions = {r.parent for r in results if r.parent}
     return [r for r in results if r.cell_id not in sessions] if sessions else results
-
-
-class DamagedLineError(KeyError):
-    """A record's line that is no result as the harness writes it (``why``: ``damage``'s
-    words)."""
-
-    @property
-    def why(self) -> str:
-        return str(self.args[0])
 
 
 def damage(row: Any) -> str | None:
@@ -211,12 +197,12 @@ def _plain(row: dict[str, Any]) -> bool:
 
 def adopt(row: dict[str, Any]) -> CellResult:
     """A decoded line (changed in place) as a result: unknown keys dropped, defaults filled.
-    ``DamagedLineError`` where the row is no result (``damage``)."""
+    A KeyError where the row is no result (its words: ``damage``'s)."""
     # A line the harness wrote holds every field and no other, each of its type.
     if row.keys() != FIELDS or not _plain(row):
         found = damage(row)
         if found is not None:
-            raise DamagedLineError(found)
+            raise KeyError(found)
         for name in row.keys() - FIELDS:
             del row[name]
     row["outcome"] = _OUTCOMES[row["outcome"]]

@@ -161,11 +161,6 @@ class RunStore:
         data: dict[str, Any] = _load(path) if path.is_file() else {}
         return data
 
-    def environments(self) -> dict[str, dict[str, Any]]:
-        """What each environment held, by environment key."""
-        return {p.stem: json.loads(p.read_text())
-                for p in sorted((self.run_dir / "envs").glob("*.json"))}
-
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})
 
@@ -333,10 +328,6 @@ class RunStore:
             return rows
         # A cell keeps its first attempt's place and its last attempt's record.
         return list({record.cell_id: record for record in self.attempts()}.values())
-
-    def done_cells(self) -> set[str]:
-        """Cells that need no re-run on resume (``is_done``)."""
-        return {r.cell_id for r in self.results() if is_done(r)}
 
     def log_names(self) -> frozenset[str]:
         """The file names in logs/ (listed once, not a stat per cell)."""

@@ -17,7 +17,7 @@ import pytest
 
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.records import codec
-from harness.records.store import RESULTS, RunStore
+from harness.records.store import RESULTS, RunStore, is_done
 from harness.run.dispatch import dispatch
 from tests.conftest import ROOT
 
@@ -160,4 +160,4 @@ def test_kill_9_keeps_every_result_reported_done_in_whole_lines(
     lines = (run / RESULTS).read_bytes().split(b"\n")
     whole = [json.loads(line) for line in lines[:-1]]  # each line up to the last newline
     assert [row["cell_id"] for row in whole[:reported]] == done
-    assert set(done) <= RunStore(run).done_cells()
+    assert set(done) <= {r.cell_id for r in RunStore(run).results() if is_done(r)}
