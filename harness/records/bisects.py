@@ -41,10 +41,6 @@ class BisectRecord:
     created: float = 0.0
     package: str = ""  # the axis's distribution, as the report's tables name it
 
-    @property
-    def exact(self) -> bool:
-        return not self.untested
-
     def to_dict(self) -> dict[str, Any]:
         return {"format": BISECT_FORMAT, **asdict(self)}
 

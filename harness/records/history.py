@@ -104,11 +104,6 @@ class History:
             for k, outcomes in self.rows(changed_only=changed_only)]}
 
 
-def run_outcomes(run_dir: Path, *, quiet: bool = False) -> dict[Key, Outcome]:
-    """Each cell's last attempt in one record, by logical key (from its table)."""
-    return table.read(run_dir, table.OUTCOMES, quiet=quiet).outcomes()
-
-
 def load(folder: Path, *, last: int = 10, keyword: str | None = None,
          line: tuple[str, str] | None = None, before: Path | None = None,
          quiet: bool = False) -> History:

@@ -74,6 +74,7 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
     pairs, earlier = _pairs(stores, given), _earlier(stores[0].run_dir)
     # Asked after the reads above, which may have made it.
     tabled = len(stores) == 1 and table.current(stores[0].run_dir, ()) is not None
+    where = reports_dir_of(stores[0].run_dir)
     return ReportInput(
         stores=tuple(stores), metas=tuple(metas),
         made_from=stamps[0] if len(stores) == 1 else None,
@@ -87,7 +88,7 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
         log_names=tuple(s.log_names() for s in stores), previous=previous, changed=changed,
         before=table.read(previous.run_dir, table.ROWS).rows()
         if previous is not None and changed is None else None,
-        bisects=_bisects(stores[0].run_dir), earlier=earlier, tabled=tabled)
+        bisects=tuple(read_bisects(where)) if where else (), earlier=earlier, tabled=tabled)
 
 
 def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
@@ -97,11 +98,6 @@ def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
     if len(stores) == 1:
         return tuple((stores[0], r) for r in (stores[0].results() if given is None else given))
     return tuple(choose_records(stores)[0].values())
-
-
-def _bisects(run_dir: Path) -> tuple[BisectRecord, ...]:
-    where = reports_dir_of(run_dir)
-    return tuple(read_bisects(where)) if where else ()
 
 
 def _earlier(run_dir: Path) -> Earlier:

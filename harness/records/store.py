@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgspec
 import orjson
@@ -135,8 +135,7 @@ class RunStore:
 
     @property
     def meta(self) -> dict[str, Any]:
-        data: dict[str, Any] = _load(self.run_dir / META)
-        return data
+        return cast("dict[str, Any]", _load(self.run_dir / META))
 
     def planned(self) -> list[dict[str, Any]]:
         """The cells this run was to run (a shard: its own), in plan order."""
@@ -147,19 +146,15 @@ class RunStore:
         return self._plan(FULL_PLAN, "full_plan")
 
     def _plan(self, name: str, key: str) -> list[dict[str, Any]] | None:
-        path = self.run_dir / name
-        if path.is_file():
-            data: list[dict[str, Any]] = _load(path)
-            return data
-        found: list[dict[str, Any]] | None = self.meta.get(key)  # format 2 kept it inline
-        return found
+        path = self.run_dir / name  # (format 2 kept the plan inline, in run.json)
+        return cast("list[dict[str, Any]] | None",
+                    _load(path) if path.is_file() else self.meta.get(key))
 
     @property
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        data: dict[str, Any] = _load(path) if path.is_file() else {}
-        return data
+        return cast("dict[str, Any]", _load(path) if path.is_file() else {})
 
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})

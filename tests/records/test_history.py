@@ -80,8 +80,10 @@ def test_the_table_is_read_while_current_and_made_again_when_the_record_grows(
         tmp_path: Path) -> None:
     import sqlite3
 
-    from harness.records.history import run_outcomes
-    from harness.records.table import CELLS
+    from harness.records.table import CELLS, OUTCOMES, read
+
+    def run_outcomes(run: Path) -> dict[tuple[str, str, str], Outcome]:
+        return read(run, OUTCOMES).outcomes()
 
     run = write_run(tmp_path, "n1", 1.0, {("a", "x"): P})
     assert run_outcomes(run) == {("a", "case::x", "cpu"): P}
