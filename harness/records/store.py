@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 import msgspec
-import orjson
 from msgspec.structs import force_setattr
 
 from harness.core import atomic, jsonio
@@ -364,14 +363,9 @@ def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
         raw = (run_dir / SHARED).read_bytes()
     except FileNotFoundError:
         return
-    # Its numbers checked once, not a line at a time.
-    loads = orjson.loads if jsonio.plain_numbers(raw) else jsonio.loads
-    for line in raw.splitlines():
+    for line, pair, _ in jsonio.loads_lines(raw):
         try:
-            try:
-                digest, value = loads(line)
-            except orjson.JSONDecodeError:  # what json reads otherwise (NaN): as json does
-                digest, value = jsonio.loads(line)
+            digest, value = pair
         except (ValueError, TypeError):
             continue
         yield str(digest), value, line
