@@ -1,6 +1,6 @@
-"""A record decoded by msgspec (``lines.result_rows``, what a report's site half reads) is,
-value for value and type for type, what the store's reading gives; any record it cannot read
-so (a line that does not fit the schema) is left to the store (None)."""
+"""A record decoded by msgspec (``store.result_rows``, what ``RunStore.results`` reads first)
+is, value for value and type for type, what the store's line-by-line reading gives; any
+record it cannot read so (a line that does not fit the schema) is left to that (None)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def text(rows: list[CellResult]) -> bytes:
 
 
 def by_store(store: RunStore) -> bytes:
-    return text(store.results())
+    """The record read line by line (``attempts``), each cell once as ``results`` gives it."""
+    return text(list({r.cell_id: r for r in store.attempts()}.values()))
 
 
 def test_a_line_is_every_field_of_a_result_in_its_order() -> None:
