@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
 from packaging.version import InvalidVersion, Version
@@ -34,11 +34,6 @@ class ReleaseQuery:
         parts += [f"latest={self.latest}"] if self.latest is not None else []
         parts += [name for name in ("pre", "yanked", "sdist") if getattr(self, name)]
         return " ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dist": self.dist, "releases": self.releases, "pick": self.pick,
-                "latest": self.latest, "pre": self.pre, "yanked": self.yanked,
-                "sdist": self.sdist}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +66,7 @@ class Resolution:
     source: str = "index"  # "index": asked now; "lock": read from the lock file
 
     def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query.to_dict(), "text": self.query.text,
+        return {"query": asdict(self.query), "text": self.query.text,
                 "python": self.target.python, "platform": self.target.platform,
                 "indexes": list(self.target.indexes), "find_links": list(self.target.find_links),
                 "offline": self.target.offline, "versions": list(self.versions),
