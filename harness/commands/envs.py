@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from fnmatch import fnmatchcase
 
 from packaging.utils import canonicalize_name
@@ -70,7 +70,7 @@ def _check(args: argparse.Namespace) -> int:
                                 platform=args.platform or DEFAULT_PLATFORM, jobs=args.jobs,
                                 skip_builds=frozenset(_skip_builds(args)), on_done=progress)
     if args.format == "json":
-        print(json.dumps([c.to_dict() for c in checks], indent=1))
+        print(json.dumps([asdict(c) for c in checks], indent=1))
     else:
         print(render_table(checks))
         print(summary(checks))

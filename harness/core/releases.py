@@ -107,9 +107,8 @@ def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> 
     """The item in force at release ``value``: the newest at most ``value``, else the oldest;
     for a value that is no version (``*``, ``<2``), the newest."""
     ranked = sorted(items, key=lambda item: release_order(version_of(item)))
-    try:
-        target = Version(value.lstrip("="))
-    except InvalidVersion:
+    target = parsed(value.lstrip("="))
+    if target is None:
         return ranked[-1]
     below = [i for i in ranked if release_order(version_of(i)) <= (1, target)]
     return below[-1] if below else ranked[0]
@@ -117,7 +116,13 @@ def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> 
 
 def release_order(text: str) -> tuple[int, Any]:
     """A sort key: versions in order, after anything that is not one (``*``, ``<2``)."""
+    version = parsed(str(text).lstrip("="))
+    return (0, str(text)) if version is None else (1, version)
+
+
+def parsed(text: str) -> Version | None:
+    """``text`` as a version; None when it is not one."""
     try:
-        return (1, Version(str(text).lstrip("=")))
+        return Version(text)
     except InvalidVersion:
-        return (0, str(text))
+        return None

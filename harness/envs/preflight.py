@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +51,6 @@ class EnvCheck:
     @property
     def ok(self) -> bool:
         return "no" not in (self.resolves, self.builds, self.imports)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],

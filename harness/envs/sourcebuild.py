@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from harness.core import atomic
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec, requirement_name
+from harness.core.releases import parsed
 from harness.envs.base import locked, purelib
 from harness.inenv import harness_probe
 
@@ -67,11 +67,9 @@ def check_nvcc(spec: EnvSpec, found: str | None) -> None:
                 f"{_major(spec.cuda)}.x (torch refuses another major); this machine has {found}")
 
 
-def _major(version: str) -> int | None:
-    try:
-        return Version(version).major
-    except InvalidVersion:
-        return None
+def _major(text: str) -> int | None:
+    version = parsed(text)
+    return version.major if version else None
 
 
 def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]]:
