@@ -21,12 +21,13 @@ from harness.envs.overlay import read_packages
 from harness.envs.preflight import (
     DEFAULT_PLATFORM,
     EnvCheck,
+    EnvWheels,
+    build_wheelhouse,
     check_environments,
     render_table,
     summary,
+    wheelhouse_summary,
 )
-from harness.envs.wheelhouse import EnvWheels, build_wheelhouse
-from harness.envs.wheelhouse import summary as wheelhouse_summary
 from harness.matrix.load import load_matrix
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 

@@ -94,12 +94,8 @@ class UvBackend(Backend):
         shutil.rmtree(path, ignore_errors=True)  # a venv without its marker is half-built
         started = time.time()
         python = str(path / "bin" / "python")
-        shadows: dict[str, str] = {}
-        toolchain: dict[str, str] = {}
-        if base is not None:
-            shadows = self._build_overlay(spec, path, base)
-        else:
-            toolchain = self._build_venv(spec, path)
+        shadows = self._build_overlay(spec, path, base) if base else {}
+        toolchain = {} if base else self._build_venv(spec, path)
         cuda_home = toolchain.get("CUDA_HOME")  # a toolkit the harness fetched, from now on
         if handover is not None:  # what launch reads; the rest of the fingerprint follows
             handover(Environment(spec=spec, location=str(path), python=python, built=True,

@@ -272,8 +272,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
         writer.write(event="start", nodeid=item.nodeid, time=time.time())
     yield
     result = classify(item, state.get("phases", {}))
-    declared = [str(m.args[0]) for m in item.iter_markers("caveat") if m.args]
-    caveat_text = state.get("caveat") or (declared[0] if declared else "")
+    caveat_text = state.get("caveat") or next(
+        (str(m.args[0]) for m in item.iter_markers("caveat") if m.args), "")
     if caveat_text and result["outcome"] == "PASS":
         result["caveat"] = caveat_text
     if writer:
