@@ -168,10 +168,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requires(req): what the case needs (harness_case)")
-    config.addinivalue_line("markers", "reproduces(sig): a documented failure (harness_case)")
-    config.addinivalue_line("markers", "caveat(text): why a PASS is not a fix (harness_case)")
-    config.addinivalue_line("markers", "isolate: needs a pytest process of its own")
+    for marker in ("requires(req): what the case needs (harness_case)",
+                   "reproduces(sig): a documented failure (harness_case)",
+                   "caveat(text): why a PASS is not a fix (harness_case)",
+                   "isolate: needs a pytest process of its own"):
+        config.addinivalue_line("markers", marker)
     path = config.getoption("--harness-events")
     config.stash[_WRITER] = Events(path) if path else None
 
