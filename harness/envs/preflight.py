@@ -281,9 +281,9 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     args = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--dest", str(folder), "--python-version", python,
             "--implementation", "cp", *(f"--find-links={d}" for d in find_links),
-            *(f"--extra-index-url={u}" for u in index_urls)]
-    for tag in PIP_PLATFORMS.get(platform, [platform.replace("-", "_")]):
-        args += ["--platform", tag]
+            *(f"--extra-index-url={u}" for u in index_urls),
+            *(f"--platform={tag}" for tag in PIP_PLATFORMS.get(platform,
+                                                               [platform.replace("-", "_")]))]
     env = {**uv.uv_environ(), "PYTHONPATH": ""}
     with contextlib.suppress(HarnessError):  # a TLS-intercepting proxy's CA, as for uv
         env.setdefault("PIP_CERT", str(find_ca_bundle()))
