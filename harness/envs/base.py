@@ -311,17 +311,14 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     # The axes' pins and the `packages:` entries alike.
     problems += filter(None, (_unmet(text, packages) for text in spec.requirements))
     torch = fingerprint.get("torch") or {}
+    built = torch.get("cuda")
     if torch.get("import_error"):
         problems.append(f"torch does not import: {torch['import_error']}")
-    if spec.cuda and torch and not torch.get("import_error"):
-        built = torch.get("cuda")
-        if spec.cuda == "cpu" and built:
-            problems.append(f"asked a CPU build, got a CUDA {built} build "
-                            f"(torch {torch.get('version')})")
-        elif spec.cuda != "cpu" and not (built and built.split(".")[:2] ==
-                                         spec.cuda.split(".")[:2]):
-            got = f"a CUDA {built} build" if built else "a CPU build"
-            problems.append(f"asked CUDA {spec.cuda}, got {got} (torch {torch.get('version')})")
+    elif spec.cuda and torch and (bool(built) if spec.cuda == "cpu" else not built or
+                                  built.split(".")[:2] != spec.cuda.split(".")[:2]):
+        asked = "a CPU build" if spec.cuda == "cpu" else f"CUDA {spec.cuda}"
+        got = f"a CUDA {built} build" if built else "a CPU build"
+        problems.append(f"asked {asked}, got {got} (torch {torch.get('version')})")
     return problems
 
 
