@@ -66,12 +66,9 @@ class Resolution:
     source: str = "index"  # "index": asked now; "lock": read from the lock file
 
     def to_dict(self) -> dict[str, Any]:
-        return {"query": asdict(self.query), "text": self.query.text,
-                "python": self.target.python, "platform": self.target.platform,
-                "indexes": list(self.target.indexes), "find_links": list(self.target.find_links),
-                "offline": self.target.offline, "versions": list(self.versions),
-                "left_out": dict(self.left_out), "resolved_at": self.resolved_at,
-                "source": self.source}
+        return {"query": asdict(self.query), "text": self.query.text, **asdict(self.target),
+                "versions": list(self.versions), "left_out": dict(self.left_out),
+                "resolved_at": self.resolved_at, "source": self.source}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resolution:
