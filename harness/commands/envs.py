@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from fnmatch import fnmatchcase
 
 from packaging.utils import canonicalize_name
@@ -21,12 +21,13 @@ from harness.envs.overlay import read_packages
 from harness.envs.preflight import (
     DEFAULT_PLATFORM,
     EnvCheck,
+    EnvWheels,
+    build_wheelhouse,
     check_environments,
     render_table,
     summary,
+    wheelhouse_summary,
 )
-from harness.envs.wheelhouse import EnvWheels, build_wheelhouse
-from harness.envs.wheelhouse import summary as wheelhouse_summary
 from harness.matrix.load import load_matrix
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 
@@ -70,7 +71,7 @@ def _check(args: argparse.Namespace) -> int:
                                 platform=args.platform or DEFAULT_PLATFORM, jobs=args.jobs,
                                 skip_builds=frozenset(_skip_builds(args)), on_done=progress)
     if args.format == "json":
-        print(json.dumps([c.to_dict() for c in checks], indent=1))
+        print(json.dumps([asdict(c) for c in checks], indent=1))
     else:
         print(render_table(checks))
         print(summary(checks))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -43,10 +43,6 @@ class BuildSetting:
 
     def applies_to(self, requirement_names: set[str]) -> bool:
         return bool({self.dist, *self.via} & requirement_names)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dist": self.dist, "via": self.via, "isolation": self.isolation,
-                "requires": self.requires, "env": self.env, "nvcc": self.nvcc}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +108,7 @@ class EnvSpec:
                 "requirements": list(self.requirements), "index_urls": list(self.index_urls),
                 "cuda": self.cuda, "image": self.image, "env": dict(self.env_vars),
                 "hardware": list(self.hardware), "timeout": self.timeout, "base": self.base,
-                "builds": [b.to_dict() for b in self.builds]}
+                "builds": [asdict(b) for b in self.builds]}
 
     @property
     def source_builds(self) -> tuple[BuildSetting, ...]:
@@ -130,7 +126,7 @@ class EnvSpec:
         if self.cuda:
             content["cuda"] = self.cuda
         if self.builds:  # only when set: environments without them keep their keys
-            content["builds"] = [b.to_dict() for b in self.builds]
+            content["builds"] = [asdict(b) for b in self.builds]
         blob = json.dumps(content, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -204,10 +200,9 @@ def memory_bytes(text: str) -> int:
 
 def short_value(value: str) -> str:
     """How a pin reads in names and tables: a URL shrinks to its ref, ``git@v0.10``."""
-    if "://" not in value:
+    scheme, sep, path = value.partition("://")
+    if not sep:
         return value
-    scheme = value.split("://", 1)[0]
-    path = value.split("://", 1)[1]
     if "@" in path.rsplit("/", 1)[-1]:
         ref = path.rsplit("@", 1)[1]
         if re.fullmatch(r"[0-9a-f]{40}", ref):  # a full commit reads as git does: 12 digits

@@ -11,7 +11,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -53,7 +52,7 @@ class Registry:
             return path
         return None
 
-    def done(self, path: Path | None, pgid: int, token: str) -> None:
+    def done(self, path: Path | None, token: str) -> None:
         """The cell or build ended: kill what is left of its group, forget it."""
         kill_members(token)
         if path is not None:
@@ -112,37 +111,24 @@ def new_token() -> str:
     return secrets.token_hex(8)
 
 
-def members(token: str) -> list[int]:
-    """Every process with ``HARNESS_GROUP=token`` in its environment, whatever its group now
-    (a daemon that called ``setsid`` keeps the variable)."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("HARNESS_GROUP") == token:
-                found.append(proc.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-            continue
-    return found
-
-
 def kill_members(token: str) -> list[int]:
-    """SIGKILL every process carrying the token until none is left (one that forked meanwhile
-    is found the next round); the pids killed."""
-    killed: list[int] = []
-    for _ in range(5):
-        found = [pid for pid in members(token) if pid != os.getpid()]
+    """SIGKILL every process with ``HARNESS_GROUP=token`` in its environment, whatever its
+    group now (a daemon that called ``setsid`` keeps it), until none is left; the pids killed."""
+    killed: set[int] = set()
+    for _ in range(5):  # one that forked meanwhile is found the next round
+        found = [p for p in psutil.process_iter() if p.pid != os.getpid() and _carries(p, token)]
         if not found:
             break
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-        psutil.wait_procs([p for p in map(_process, found) if p is not None], timeout=1)
-    return sorted(set(killed))
+        for proc in found:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                killed.add(proc.pid)
+        psutil.wait_procs(found, timeout=1)
+    return sorted(killed)
 
 
-def _process(pid: int) -> psutil.Process | None:
+def _carries(proc: psutil.Process, token: str) -> bool:
     try:
-        return psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return None
+        return proc.environ().get("HARNESS_GROUP") == token
+    except (psutil.Error, OSError):
+        return False

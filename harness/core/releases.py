@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
 from packaging.version import InvalidVersion, Version
@@ -34,11 +34,6 @@ class ReleaseQuery:
         parts += [f"latest={self.latest}"] if self.latest is not None else []
         parts += [name for name in ("pre", "yanked", "sdist") if getattr(self, name)]
         return " ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dist": self.dist, "releases": self.releases, "pick": self.pick,
-                "latest": self.latest, "pre": self.pre, "yanked": self.yanked,
-                "sdist": self.sdist}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,12 +66,9 @@ class Resolution:
     source: str = "index"  # "index": asked now; "lock": read from the lock file
 
     def to_dict(self) -> dict[str, Any]:
-        return {"query": self.query.to_dict(), "text": self.query.text,
-                "python": self.target.python, "platform": self.target.platform,
-                "indexes": list(self.target.indexes), "find_links": list(self.target.find_links),
-                "offline": self.target.offline, "versions": list(self.versions),
-                "left_out": dict(self.left_out), "resolved_at": self.resolved_at,
-                "source": self.source}
+        return {"query": asdict(self.query), "text": self.query.text, **asdict(self.target),
+                "versions": list(self.versions), "left_out": dict(self.left_out),
+                "resolved_at": self.resolved_at, "source": self.source}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resolution:
@@ -112,9 +104,8 @@ def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> 
     """The item in force at release ``value``: the newest at most ``value``, else the oldest;
     for a value that is no version (``*``, ``<2``), the newest."""
     ranked = sorted(items, key=lambda item: release_order(version_of(item)))
-    try:
-        target = Version(value.lstrip("="))
-    except InvalidVersion:
+    target = parsed(value.lstrip("="))
+    if target is None:
         return ranked[-1]
     below = [i for i in ranked if release_order(version_of(i)) <= (1, target)]
     return below[-1] if below else ranked[0]
@@ -122,7 +113,13 @@ def in_force(items: Sequence[T], value: str, version_of: Callable[[T], str]) -> 
 
 def release_order(text: str) -> tuple[int, Any]:
     """A sort key: versions in order, after anything that is not one (``*``, ``<2``)."""
+    version = parsed(str(text).lstrip("="))
+    return (0, str(text)) if version is None else (1, version)
+
+
+def parsed(text: str) -> Version | None:
+    """``text`` as a version; None when it is not one."""
     try:
-        return (1, Version(str(text).lstrip("=")))
+        return Version(text)
     except InvalidVersion:
-        return (0, str(text))
+        return None

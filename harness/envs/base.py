@@ -89,7 +89,7 @@ class LocalProcess:
     """A process in its own session, so a kill takes its whole group (workers, compilers).
     When it ends, what it left running in its group goes too (a case's ``sleep &``)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], registry: Registry | None = None,
+    def __init__(self, popen: subprocess.Popen[Any], registry: Registry | None = None,
                  token: str = "", record: Path | None = None) -> None:
         self.popen = popen
         self.registry, self.token, self.record = registry, token, record
@@ -101,15 +101,12 @@ class LocalProcess:
 
     def wait(self, timeout: float | None = None) -> int | None:
         try:
-            return self._ended(self.popen.wait(timeout))
+            code = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
-
-    def _ended(self, code: int | None) -> int | None:
-        if code is not None and not self._cleaned:
-            self._cleaned = True
-            if self.registry is not None:
-                self.registry.done(self.record, self.popen.pid, self.token)
+        if not self._cleaned and self.registry is not None:
+            self.registry.done(self.record, self.token)
+        self._cleaned = True
         return code
 
 
@@ -132,22 +129,27 @@ def _child_setup(memory: int | None) -> Callable[[], None]:
     return setup
 
 
+def start_group(argv: list[str], env: dict[str, str], registry: Registry | None, kind: str,
+                what: str, **popen: Any) -> LocalProcess:
+    """``argv`` in a session of its own, its group recorded in ``registry`` (``reaper``)."""
+    token = new_token()
+    proc = subprocess.Popen(argv, env={**env, "HARNESS_GROUP": token}, start_new_session=True,
+                            **popen)
+    record = registry.add(proc.pid, token, kind, what) if registry else None
+    return LocalProcess(proc, registry, token, record)
+
+
 def launch_local(python: str, request: LaunchRequest, registry: Registry | None = None
                  ) -> LocalProcess:
-    token = new_token()  # the machine's variables, less the harness's secrets
-    env = {**passed(os.environ), **request.env, "HARNESS_GROUP": token}
+    env = {**passed(os.environ), **request.env}  # the machine's variables, less its secrets
     toolkit = harness_probe.cuda_home()
     if toolkit and "CUDA_HOME" not in env:  # for JIT builds: torch's guess fails on wrappers
         env["CUDA_HOME"] = toolkit
     with open(request.log, "ab") as log:
-        popen = subprocess.Popen(
-            [python, *request.argv], cwd=request.cwd, env=env, stdout=log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_child_setup(request.memory),  # two syscalls: safe under threads
-        )
-    record = registry.add(popen.pid, token, "cell", " ".join(request.argv[-3:])) if registry \
-        else None
-    return LocalProcess(popen, registry, token, record)
+        return start_group([python, *request.argv], env, registry, "cell",
+                           " ".join(request.argv[-3:]), cwd=request.cwd,
+                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           preexec_fn=_child_setup(request.memory))  # safe under threads
 
 
 @dataclass(frozen=True)
@@ -183,7 +185,8 @@ class Backend(ABC):
         with locked(lock) if lock is not None else contextlib.nullcontext():
             env = self._find(spec, place)
             if env is None:
-                with watched(spec, _paths(place)):
+                parts = place if isinstance(place, tuple) else (place,)
+                with watched(spec, [str(p) for p in parts if isinstance(p, Path)]):
                     env = self._build(spec, place, handover)
         problems = drift(spec, env.fingerprint)
         if problems:
@@ -241,12 +244,6 @@ class Backend(ABC):
     def remove_location(self, location: str) -> None:
         """Remove a listed environment by its ``location`` (what ``envs prune`` calls)."""
         shutil.rmtree(location, ignore_errors=True)
-
-
-def _paths(place: Any) -> list[str]:
-    """The folders a backend's place names: what its build's commands name."""
-    parts = place if isinstance(place, tuple) else (place,)
-    return [str(p) for p in parts if isinstance(p, Path)]
 
 
 def bytecode_variables(location: str | Path) -> dict[str, str]:
@@ -314,17 +311,14 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     # The axes' pins and the `packages:` entries alike.
     problems += filter(None, (_unmet(text, packages) for text in spec.requirements))
     torch = fingerprint.get("torch") or {}
+    built = torch.get("cuda")
     if torch.get("import_error"):
         problems.append(f"torch does not import: {torch['import_error']}")
-    if spec.cuda and torch and not torch.get("import_error"):
-        built = torch.get("cuda")
-        if spec.cuda == "cpu" and built:
-            problems.append(f"asked a CPU build, got a CUDA {built} build "
-                            f"(torch {torch.get('version')})")
-        elif spec.cuda != "cpu" and not (built and built.split(".")[:2] ==
-                                         spec.cuda.split(".")[:2]):
-            got = f"a CUDA {built} build" if built else "a CPU build"
-            problems.append(f"asked CUDA {spec.cuda}, got {got} (torch {torch.get('version')})")
+    elif spec.cuda and torch and (bool(built) if spec.cuda == "cpu" else not built or
+                                  built.split(".")[:2] != spec.cuda.split(".")[:2]):
+        asked = "a CPU build" if spec.cuda == "cpu" else f"CUDA {spec.cuda}"
+        got = f"a CUDA {built} build" if built else "a CPU build"
+        problems.append(f"asked {asked}, got {got} (torch {torch.get('version')})")
     return problems
 
 
@@ -364,11 +358,15 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
     beside the lock, so a waiter says whom it waits for; it gives up after ``timeout``."""
     lock = FileLock(path)
     holder = path.with_name(path.name + ".holder")
+    me = f"pid {os.getpid()} on {socket.gethostname()}"
     try:
         lock.acquire(timeout=min(notice, timeout))
     except Timeout:
-        who = _holder(holder)
-        if not who.startswith(_me()):  # another thread of this run: nothing to tell
+        try:
+            who = holder.read_text().strip() or "another process"
+        except OSError:
+            who = "another process (it did not say who)"
+        if not who.startswith(me):  # another thread of this run: nothing to tell
             print(f"harness: waiting for {path}, held by {who}", file=sys.stderr, flush=True)
         try:
             lock.acquire(timeout=max(0.0, timeout - notice))
@@ -377,7 +375,7 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
                                 "process is gone, remove the lock file") from None
     try:
         with contextlib.suppress(OSError):
-            holder.write_text(f"{_me()} since {time.strftime('%H:%M:%S')}: "
+            holder.write_text(f"{me} since {time.strftime('%H:%M:%S')}: "
                               f"{' '.join(sys.argv)[:200]}")
         yield
     finally:
@@ -385,47 +383,35 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
         lock.release()
 
 
-def _me() -> str:
-    return f"pid {os.getpid()} on {socket.gethostname()}"
-
-
-def _holder(path: Path) -> str:
-    try:
-        return path.read_text().strip() or "another process"
-    except OSError:
-        return "another process (it did not say who)"
-
-
 #: Seconds between a source build's progress lines: a CI log silent for 40 minutes reads as hung.
 BUILD_EVERY = 60.0
 
 
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 @contextlib.contextmanager
-def watched(spec: EnvSpec, places: Sequence[str], *, every: float | None = None,
-            say: Callable[[str], None] = _stderr) -> Iterator[None]:
+def watched(spec: EnvSpec, places: Sequence[str]) -> Iterator[None]:
     """Around the build of ``spec``, if it builds from source: what and why when it starts,
-    how long and the step it is in (``current_step``) every ``every`` seconds, and its end."""
+    how long and the step it is in (``current_step``) every BUILD_EVERY seconds, and its end."""
     if not spec.source_builds:
         yield
         return
     what = ", ".join(b.dist for b in spec.source_builds)
+    started, stop = time.monotonic(), threading.Event()
+
+    def say(text: str) -> None:
+        print(f"environment {spec.name}: {text}", file=sys.stderr, flush=True)
+
+    def took() -> str:
+        minutes, secs = divmod(int(time.monotonic() - started), 60)
+        return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
     why = ("--refresh asked for a new build" if spec.refresh_before else
            "not built on this machine yet")
-    say(f"environment {spec.name}: building {what} from source (the matrix's build: "
-        f"setting; {why})")
-    started, stop = time.monotonic(), threading.Event()
-    interval = BUILD_EVERY if every is None else every
+    say(f"building {what} from source (the matrix's build: setting; {why})")
 
     def beat() -> None:
-        while not stop.wait(interval):
+        while not stop.wait(BUILD_EVERY):
             step = current_step(places)
-            say(f"environment {spec.name}: still building {what} from source, "
-                f"{_elapsed(time.monotonic() - started)}"
-                + (f"; now: {step}" if step else ""))
+            say(f"still building {what} from source, {took()}" + (f"; now: {step}" if step else ""))
 
     ticker = threading.Thread(target=beat, name=f"build progress {spec.name}", daemon=True)
     ticker.start()
@@ -436,13 +422,7 @@ def watched(spec: EnvSpec, places: Sequence[str], *, every: float | None = None,
     finally:
         stop.set()
         ticker.join()
-        say(f"environment {spec.name}: building {what} from source {ended} after "
-            f"{_elapsed(time.monotonic() - started)}")
-
-
-def _elapsed(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+        say(f"building {what} from source {ended} after {took()}")
 
 
 def current_step(places: Sequence[str]) -> str | None:

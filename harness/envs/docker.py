@@ -125,9 +125,8 @@ class DockerBackend(Backend):
                 volumes={**{str(m): {"bind": str(m), "mode": "ro"} for m in request.mounts},
                          **({str(request.queue): {"bind": str(request.queue), "mode": "rw"}}
                             if request.queue else {}),
-                         str(request.cases_dir): {"bind": CASES, "mode": "ro"},
-                         str(INENV_DIR): {"bind": INENV, "mode": "ro"},
-                         str(request.work_dir): {"bind": RUN, "mode": "rw"}},
+                         **{host: {"bind": inside, "mode": "rw" if inside == RUN else "ro"}
+                            for host, inside in paths.items()}},
                 network_disabled=not env.spec.network, mem_limit=env.spec.memory or DEFAULT_MEMORY,
                 # No swap: past the limit the kernel kills the cell (out of memory).
                 memswap_limit=env.spec.memory or DEFAULT_MEMORY,

@@ -158,50 +158,33 @@ def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str,
         hint = " (run: harness images bootstrap)" if plan.base == LOCAL_BASE else ""
         raise EnvBuildError(f"base image {plan.base} is not on this host{hint}") from None
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="harness-build-") as tmp:
-        context = Path(tmp)
-        (context / "Dockerfile").write_text(plan.dockerfile)
+    started, steps, cached, rebuilt, current = time.monotonic(), 0, 0, [], ""
+    with tempfile.TemporaryDirectory(prefix="harness-build-") as tmp, \
+            open(log_path, "w", encoding="utf-8") as log:
+        (Path(tmp) / "Dockerfile").write_text(plan.dockerfile)
         for name, source in plan.files:
-            shutil.copy2(source, context / name)
-        report = _stream_build(client, context, plan, log_path, labels,
-                               nocache=refresh_before is not None)
-    return BuildReport(tag=plan.tag, built=True, steps=report[0], cached_steps=report[1],
-                       rebuilt=tuple(report[2]), seconds=round(time.monotonic() - started, 1))
-
-
-def _stream_build(client: Any, context: Path, plan: ImagePlan, log_path: Path,
-                  labels: dict[str, str], *, nocache: bool = False
-                  ) -> tuple[int, int, list[str]]:
-    steps, cached, rebuilt, current = 0, 0, [], ""
-    with open(log_path, "w", encoding="utf-8") as log:
+            shutil.copy2(source, Path(tmp) / name)
         # Host networking: the build reaches the index as this host does (its proxy).
-        stream = client.api.build(path=str(context), tag=plan.tag, rm=True, forcerm=True,
-                                  decode=True, pull=False, network_mode="host", labels=labels,
-                                  nocache=nocache)
-        for chunk in stream:
+        for chunk in client.api.build(path=tmp, tag=plan.tag, rm=True, forcerm=True,
+                                      decode=True, pull=False, network_mode="host",
+                                      labels=labels, nocache=refresh_before is not None):
             text = chunk.get("stream", "")
-            if text:
-                log.write(text)
-                log.flush()  # a hung build shows how far it got
-                if text.startswith("Step "):
-                    steps += 1
-                    current = text.split(" : ", 1)[-1].strip()
-                    if not current.startswith("FROM "):  # referenced, not built
-                        rebuilt.append(current)
-                elif "Using cache" in text and rebuilt and rebuilt[-1] == current:
-                    cached += 1
-                    rebuilt.pop()
+            log.write(text + (chunk["error"] + "\n" if "error" in chunk else ""))
+            log.flush()  # a hung build shows how far it got
             if "error" in chunk:
-                log.write(chunk["error"] + "\n")
-                log.flush()
-                raise EnvBuildError(f"image build failed ({log_path}): " + _tail(log_path))
-    return steps, cached, rebuilt
-
-
-def _tail(path: Path, lines: int = 6) -> str:
-    text = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    return " | ".join(text[-lines:])
+                said = [ln for ln in log_path.read_text(errors="replace").splitlines()
+                        if ln.strip()]
+                raise EnvBuildError(f"image build failed ({log_path}): " + " | ".join(said[-6:]))
+            if text.startswith("Step "):
+                steps += 1
+                current = text.split(" : ", 1)[-1].strip()
+                if not current.startswith("FROM "):  # referenced, not built
+                    rebuilt.append(current)
+            elif "Using cache" in text and rebuilt and rebuilt[-1] == current:
+                cached += 1
+                rebuilt.pop()
+    return BuildReport(tag=plan.tag, built=True, steps=steps, cached_steps=cached,
+                       rebuilt=tuple(rebuilt), seconds=round(time.monotonic() - started, 1))
 
 
 def bootstrap_base(client: Any, *, tag: str = LOCAL_BASE, suite: str = "bookworm",

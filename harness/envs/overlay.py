@@ -16,9 +16,9 @@ from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import EnvBuildError, UsageError
+from harness.core.releases import parsed
 from harness.envs.base import purelib, read_fingerprint
 
 PTH_NAME = "_harness_base.pth"
@@ -97,7 +97,7 @@ def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
     """``uv pip compile`` arguments that resolve against a base: a metadata-only wheel per
     package, the kept ones constrained, every version preferred (``read_resolution``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    usable = {n: str(v) for n, v in ((n, _version(v)) for n, v in packages.items()) if v}
+    usable = {n: str(v) for n, v in ((n, parsed(v)) for n, v in packages.items()) if v}
     for name, version in usable.items():
         _stand_in_wheel(folder, name, version)
     constraints = folder / "base-constraints.txt"
@@ -156,16 +156,9 @@ def shadowed(pins: list[str], base: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
-
-
 def _same(have: str | None, pinned: str | None) -> bool:
     """Equal as versions (1.00 is 1.0); a URL pin (no version) is never the base's."""
-    a, b = _version(have or ""), _version(pinned or "")
+    a, b = parsed(have or ""), parsed(pinned or "")
     return have is not None and pinned is not None and (a == b if a and b else have == pinned)
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -21,7 +20,8 @@ from typing import Any
 from harness.core import atomic
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec
-from harness.core.reaper import Registry, new_token
+from harness.core.reaper import Registry
+from harness.core.releases import release_order
 from harness.envs import overlay, sourcebuild
 from harness.envs.base import (
     Backend,
@@ -32,6 +32,7 @@ from harness.envs.base import (
     bytecode_variables,
     launch_local,
     read_fingerprint,
+    start_group,
 )
 from harness.envs.overlay import Base
 from harness.envs.sourcebuild import check_nvcc  # (tests import it from here)
@@ -93,12 +94,8 @@ class UvBackend(Backend):
         shutil.rmtree(path, ignore_errors=True)  # a venv without its marker is half-built
         started = time.time()
         python = str(path / "bin" / "python")
-        shadows: dict[str, str] = {}
-        toolchain: dict[str, str] = {}
-        if base is not None:
-            shadows = self._build_overlay(spec, path, base)
-        else:
-            toolchain = self._build_venv(spec, path)
+        shadows = self._build_overlay(spec, path, base) if base else {}
+        toolchain = {} if base else self._build_venv(spec, path)
         cuda_home = toolchain.get("CUDA_HOME")  # a toolkit the harness fetched, from now on
         if handover is not None:  # what launch reads; the rest of the fingerprint follows
             handover(Environment(spec=spec, location=str(path), python=python, built=True,
@@ -226,17 +223,8 @@ def find_interpreter(version: str) -> str:
             return found.stdout.strip()
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
     candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
-                        key=lambda p: _release(p.parts[-3]))
+                        key=lambda p: release_order(p.parts[-3]))
     return str(candidates[-1]) if candidates else version
-
-
-def _release(text: str) -> tuple[int, ...]:
-    """``3.10.13`` -> (3, 10, 13, 1); a pre-release (``3.10.0rc1``) sorts below its release."""
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)(.*)", text)
-    if not match:
-        return (0,)
-    major, minor, patch, rest = match.groups()
-    return (int(major), int(minor), int(patch), 0 if rest else 1)
 
 
 def install_args(spec: EnvSpec) -> list[str]:
@@ -323,32 +311,27 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, registry: Registry | None = None) -> str:
     """Run uv in a session of its own (a timeout kills its compilers too); its stdout, or
     EnvBuildError with the end of what it said."""
-    token = new_token()
     try:
-        proc = subprocess.Popen([_uv_binary(), *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                env={**uv_environ(), **(variables or {}),
-                                     "HARNESS_GROUP": token})
+        group = start_group([_uv_binary(), *args], {**uv_environ(), **(variables or {})},
+                            registry, "build", " ".join(["uv", *args]), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise EnvBuildError(f"uv failed to start: {exc}") from exc
-    record = registry.add(proc.pid, token, "build", " ".join(["uv", *args])) if registry else None
+    proc = group.popen
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        group.kill()
         proc.communicate()
         raise EnvBuildError(f"uv {args[0]} for {spec.name} ran over {timeout:g} s; "
                             "killed with everything it started") from None
     finally:
         if proc.poll() is None:  # Ctrl-C while waiting: leave nothing behind
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        if registry is not None:
-            registry.done(record, proc.pid, token)
+            group.kill()
+        group.wait()  # forgets the group, killing what it left running
     if proc.returncode != 0:
         # What uv's last lines of a build do not say.
         cause = sourcebuild.first_compiler_error(stderr)
         lead = f"{cause}\n" if cause else ""
         raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}{uv_error(stderr)}")
-    return stdout
+    return str(stdout)

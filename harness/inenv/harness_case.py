@@ -3,6 +3,7 @@ inside an environment under test; stdlib + pytest only, put on PYTHONPATH there.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -167,10 +168,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requires(req): what the case needs (harness_case)")
-    config.addinivalue_line("markers", "reproduces(sig): a documented failure (harness_case)")
-    config.addinivalue_line("markers", "caveat(text): why a PASS is not a fix (harness_case)")
-    config.addinivalue_line("markers", "isolate: needs a pytest process of its own")
+    for marker in ("requires(req): what the case needs (harness_case)",
+                   "reproduces(sig): a documented failure (harness_case)",
+                   "caveat(text): why a PASS is not a fix (harness_case)",
+                   "isolate: needs a pytest process of its own"):
+        config.addinivalue_line("markers", marker)
     path = config.getoption("--harness-events")
     config.stash[_WRITER] = Events(path) if path else None
 
@@ -272,8 +274,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None
         writer.write(event="start", nodeid=item.nodeid, time=time.time())
     yield
     result = classify(item, state.get("phases", {}))
-    declared = [str(m.args[0]) for m in item.iter_markers("caveat") if m.args]
-    caveat_text = state.get("caveat") or (declared[0] if declared else "")
+    caveat_text = state.get("caveat") or next(
+        (str(m.args[0]) for m in item.iter_markers("caveat") if m.args), "")
     if caveat_text and result["outcome"] == "PASS":
         result["caveat"] = caveat_text
     if writer:
@@ -294,53 +296,40 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if session.config.option.collectonly:
         return True
     cell_ids: dict[str, str] = json.loads(os.environ.get("HARNESS_CELL_IDS") or "{}")
-    queue = _Queue(folder, session.config.getoption("--harness-token"), cell_ids,
-                   session.items)
+    token = session.config.getoption("--harness-token")
     drawers = session.config.getoption("--harness-drawers")
-    item = queue.take()
+    claims = [(i, os.path.join(folder, cell_ids[i.nodeid])) for i in session.items
+              if i.nodeid in cell_ids]  # in collection order
+    cursor = 0  # every claim before it is taken
+
+    def take() -> pytest.Item | None:
+        """Claim the first item no process has claimed; None when every one is."""
+        nonlocal cursor
+        for item, path in itertools.islice(claims, cursor, None):
+            cursor += 1
+            if claim(path, token):
+                return item
+        return None
+
+    def free_more_than(n: int) -> bool:  # looking no further than needed
+        free = (p for _, p in itertools.islice(claims, cursor, None) if not os.path.exists(p))
+        return next(itertools.islice(free, n, None), None) is not None
+
+    item = take()
     while item is not None:
-        nextitem = queue.take() if queue.free_more_than(drawers) else None
+        nextitem = take() if free_more_than(drawers) else None
         item.config.hook.pytest_runtest_protocol(item=item, nextitem=nextitem)
         if session.shouldfail:
             raise session.Failed(session.shouldfail)
         if session.shouldstop:
             raise session.Interrupted(session.shouldstop)
-        item = nextitem or queue.take()
+        item = nextitem or take()
     writer = session.config.stash[_WRITER]
     if writer:  # asked for, not collected (a conftest deselected it): no process can run it
         collected = {i.nodeid for i in session.items}
         writer.write(event="drained", time=time.time(),
                      missing=[n for n in cell_ids if n not in collected])
     return True
-
-
-class _Queue:
-    """The claims folder as one process sees it, taken in collection order."""
-
-    def __init__(self, folder: str, token: str, cell_ids: dict[str, str],
-                 items: list[pytest.Item]) -> None:
-        self.folder, self.token, self.cell_ids = folder, token, cell_ids
-        self.items = [i for i in items if i.nodeid in cell_ids]
-        self.cursor = 0  # every item before it is claimed
-
-    def _claim(self, item: pytest.Item) -> str:
-        return os.path.join(self.folder, self.cell_ids[item.nodeid])
-
-    def free_more_than(self, n: int) -> bool:
-        free = 0  # looking no further than needed
-        for item in self.items[self.cursor:]:
-            free += not os.path.exists(self._claim(item))
-            if free > n:
-                return True
-        return False
-
-    def take(self) -> pytest.Item | None:
-        """Claim the first item no process has claimed; None when every one is."""
-        while self.cursor < len(self.items):
-            self.cursor += 1
-            if claim(self._claim(self.items[self.cursor - 1]), self.token):
-                return self.items[self.cursor - 1]
-        return None
 
 
 def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:

@@ -59,15 +59,10 @@ def top_level_modules(dist_name: str) -> list[str]:
     dist = md.distribution(dist_name)
     text = dist.read_text("top_level.txt")
     if text:
-        names = [line.strip() for line in text.splitlines()]
-    else:
-        names = []
-        for path in dist.files or ():
-            parts = path.parts
-            if len(parts) > 1 and parts[1] == "__init__.py":
-                names.append(parts[0])
-            elif len(parts) == 1 and parts[0].endswith(".py"):
-                names.append(parts[0][:-3])
+        names = text.split()
+    else:  # a package's __init__.py, or a module at the top
+        names = [p.parts[0] if len(p.parts) > 1 else p.stem for p in dist.files or ()
+                 if p.parts[1:] == ("__init__.py",) or (len(p.parts) == 1 and p.suffix == ".py")]
     return sorted({n for n in names if n and n.isidentifier() and not n.startswith("_")})
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.errors import EnvBuildError
 from harness.envs.images import LOCAL_BASE, base_image, plan_image
 from harness.matrix.load import parse_matrix
 
@@ -99,3 +100,43 @@ def test_a_uv_shim_on_path_is_not_copied_into_images(tmp_path: Path,
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     found = find_uv_binary()
     assert found != shim and found.read_bytes()[:4] == b"\x7fELF"
+
+
+class _FakeEngine:
+    """What ensure_image asks of a Docker client: the base is there, the tag is not, and the
+    build streams ``chunks``."""
+
+    def __init__(self, base: str, chunks: list[dict[str, str]]) -> None:
+        self.base, self.chunks = base, chunks
+        self.built: list[dict[str, object]] = []
+        self.images, self.api = self, self
+
+    def get(self, tag: str) -> object:
+        import docker.errors
+
+        if tag != self.base:
+            raise docker.errors.ImageNotFound(tag)
+        return object()
+
+    def build(self, **options: object) -> list[dict[str, str]]:
+        self.built.append(options)
+        return self.chunks
+
+
+def test_a_build_reports_its_steps_from_cache_and_its_log(tmp_path: Path) -> None:
+    from harness.envs.images import ensure_image
+
+    built = plan(tmp_path, 'six: "1.16.0"')
+    engine = _FakeEngine(built.base, [
+        {"stream": "Step 1/3 : FROM base\n"}, {"stream": "Step 2/3 : RUN a\n"},
+        {"stream": " ---> Using cache\n"}, {"stream": "Step 3/3 : RUN b\n"},
+        {"stream": "b ran\n"}])
+    report = ensure_image(engine, built, tmp_path / "logs" / "b.log", {"x": "1"})
+    assert (report.built, report.steps, report.cached_steps, report.rebuilt) == (
+        True, 3, 1, ("RUN b",))
+    assert "b ran" in (tmp_path / "logs" / "b.log").read_text()
+    assert engine.built[0]["nocache"] is False and engine.built[0]["tag"] == built.tag
+
+    engine.chunks = [{"stream": "Step 1/2 : RUN c\n"}, {"error": "c: not found"}]
+    with pytest.raises(EnvBuildError, match=r"image build failed .*Step 1/2 : RUN c \| c: not"):
+        ensure_image(engine, built, tmp_path / "logs" / "c.log", {})

@@ -11,7 +11,7 @@ import pytest
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import BuildSetting, EnvSpec
 from harness.core.paths import default_cache_dir
-from harness.envs import sourcebuild, toolkit
+from harness.envs import sourcebuild
 
 CUBLAS = """
 #include <cublas_v2.h>
@@ -31,10 +31,10 @@ def spec(cuda: str | None, *, nvcc: str | None = ">=12.0") -> EnvSpec:
 
 
 def test_the_toolkit_is_chosen_by_the_environments_cuda_major() -> None:
-    assert toolkit.for_cuda("12.4").suite == "trixie"
-    assert toolkit.for_cuda("12.1").cuda == "12.4"  # any 12.x: torch checks the major
+    assert sourcebuild.for_cuda("12.4").suite == "trixie"
+    assert sourcebuild.for_cuda("12.1").cuda == "12.4"  # any 12.x: torch checks the major
     with pytest.raises(EnvBuildError, match=r"no Debian CUDA toolkit for CUDA 10\.2 here"):
-        toolkit.for_cuda("10.2")
+        sourcebuild.for_cuda("10.2")
 
 
 def test_one_architecture_the_newest_the_environment_targets() -> None:
@@ -55,7 +55,7 @@ def test_a_fitting_nvcc_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_debians_toolkit_compiles_cuda_with_cublas_here(tmp_path: Path) -> None:
     """Fetched once into the machine's cache (1.7 GB of packages, 4 GB unpacked), then an
     nvcc 12.4 that builds a CUDA program against cuBLAS for sm_90, with no GPU."""
-    root = toolkit.provide(toolkit.for_cuda("12.4"), default_cache_dir())
+    root = sourcebuild.provide(sourcebuild.for_cuda("12.4"), default_cache_dir())
     version = subprocess.run([str(root / "bin" / "nvcc"), "--version"], capture_output=True,
                              text=True, check=True).stdout
     assert "release 12.4" in version
