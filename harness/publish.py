@@ -20,7 +20,7 @@ from harness.records.compare import bumped, new_releases, pinned_releases
 from harness.records.runs import previous_run
 from harness.records.store import RunStore
 from harness.report.build import diff_runs, prepare, write
-from harness.report.ci import publish, status_badge
+from harness.report.ci import failure_annotations, status_badge, step_summary
 
 __all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
 
@@ -54,12 +54,18 @@ def publish_ci(store: RunStore, reports_dir: Path,
                results: Sequence[CellResult] | None = None) -> None:
     """Under CI: the step summary and the new-failure annotations, against the run before.
     ``results``: the record's, if the caller holds them (a merge: not read a second time)."""
-    if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    if not (target or actions):
         return
     before, results, changes = _against_previous(store, reports_dir, results)
-    releases = new_releases(store.meta, before.meta) if before else []
-    publish(store.run_id, results, changes, before.run_id if before else None, releases,
-            pinned_releases(store.meta.get("environments") or {}))
+    if target:
+        releases = new_releases(store.meta, before.meta) if before else []
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(step_summary(store.run_id, results, changes, before.run_id if before else None,
+                                  releases, pinned_releases(store.meta.get("environments") or {})))
+    for line in failure_annotations(changes) if actions else ():
+        print(line)
 
 
 def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, Any]:

@@ -15,7 +15,15 @@ from packaging.utils import canonicalize_name
 from harness.core.results import CellResult, Outcome, as_mapping, counted
 from harness.records.damaged import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
-from harness.report.site.versions import PRIORITY, combinations, varying, version_sort_key
+from harness.report.site.versions import (
+    PRIORITY,
+    by_priority,
+    combinations,
+    label,
+    slug,
+    varying,
+    version_sort_key,
+)
 
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
@@ -74,7 +82,7 @@ class FailureTable:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^a-z0-9_-]+", "-", self.case.lower())
+        return slug(self.case)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,7 +275,7 @@ def _failure_table(case: str, results: Sequence[CellResult],
     drawn = {r.hardware_target for r in results
              if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}
     drawn_hw = tuple(h for h in hardware if h in drawn)
-    varying = _varying([versions[e] for e in ran_envs], meta.get("about") or ())
+    vary = by_priority(varying(versions[e] for e in ran_envs), meta.get("about") or ())
     rows = []
     for env in ran_envs:
         cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
@@ -278,23 +286,23 @@ def _failure_table(case: str, results: Sequence[CellResult],
                     log=links.get(r.cell_id, ""),
                     # records before format 2 kept the caveat among the details
                     caveat=r.caveat or str(r.details.get("caveat", ""))))
-        label = " · ".join(f"{k} {versions[env].get(k, '—')}" for k in varying) or env
-        rows.append(Row(environment=env, versions=versions[env], label=label,
+        rows.append(Row(environment=env, versions=versions[env],
+                        label=label(versions[env], vary, env),
                         cells={h: tuple(b) for h, b in cells.items()}))
-    rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in varying],
+    rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in vary],
                                row.environment))
     table_broken = tuple((e, broken[e]) for e in envs if e in broken)
     not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
     tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
     not_tested = tuple(h for h in hardware if h not in tried)
-    verdict = _verdict([r for r in results if r.environment in ran_set], versions, varying,
+    verdict = _verdict([r for r in results if r.environment in ran_set], versions, vary,
                        repro, not_tested, table_broken) + tuple(bisected)
     return FailureTable(
         case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
         title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),
         signatures=tuple(sorted({s["name"] for m in cases.values() if m.get("case") == case
                                  for s in m.get("signatures") or ()})),
-        varying=varying, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
+        varying=vary, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
         not_run_rows=not_run_rows, not_tested=not_tested, unbuildable=table_broken)
 
 
@@ -305,14 +313,6 @@ _RST_CODE = re.compile(r"``([^`]+)``")
 def plain(text: str) -> str:
     """A docstring's line as the pages show it: reStructuredText's code and roles as markdown's."""
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
-
-
-def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
-             ) -> tuple[str, ...]:
-    """``varying``, the case's ``about`` first, then by ``PRIORITY``."""
-    order = [*about, *(p for p in PRIORITY if p not in about)]
-    return tuple(sorted(varying(rows), key=lambda k: (
-        order.index(k) if k in order else len(order), k)))
 
 
 def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
