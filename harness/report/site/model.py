@@ -295,8 +295,10 @@ def _failure_table(case: str, results: Sequence[CellResult],
     not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
     tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
     not_tested = tuple(h for h in hardware if h not in tried)
-    verdict = _verdict([r for r in results if r.environment in ran_set], versions, vary,
-                       repro, not_tested, table_broken) + tuple(bisected)
+    key = vary[0] if vary else None
+    value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
+    verdict = _verdict([r for r in results if r.environment in ran_set], value, key, repro,
+                       not_tested, table_broken) + tuple(bisected)
     return FailureTable(
         case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
         title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),
@@ -315,29 +317,23 @@ def plain(text: str) -> str:
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
 
 
-def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
-             varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
-             broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """Which versions the failure reproduces on, whether each workaround helps, what was not
-    tested."""
+def _verdict(results: Sequence[CellResult], value: Mapping[str, str], key: str | None,
+             repro: set[str], not_tested: tuple[str, ...], broken: tuple[tuple[str, str], ...]
+             ) -> tuple[str, ...]:
+    """Which values of ``key`` (each environment's: ``value``) the failure reproduces on,
+    whether each workaround helps, what was not tested."""
     parts: list[str] = []
-    affected: dict[str, set[str]] = defaultdict(set)  # package value -> envs
-    clean: dict[str, set[str]] = defaultdict(set)
-    key = varying[0] if varying else None
-
-    def value(env: str) -> str:
-        return versions[env].get(key, "—") if key else env
-
+    affected: set[str] = set()
+    clean: set[str] = set()
     by_env = group(results, lambda r: r.environment)
-    by_variant = group(results, lambda r: r.variant)
     for env, rs in by_env.items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
-            affected[value(env)].add(env)
+            affected.add(value[env])
         elif reps and all(r.outcome is Outcome.PASS for r in reps):
-            clean[value(env)].add(env)
+            clean.add(value[env])
     name = f"{key} " if key else ""
-    tested = [value(env) for env in by_env] if key else None
+    tested = [value[env] for env in by_env] if key else None
     if affected:
         parts.append(f"affected: {name}{version_list(affected, tested)}")
     if clean:
@@ -352,8 +348,9 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
         parts.append("the reproduction did not run to a verdict here (see the table)")
     elif repro and not results:
         parts.append("not run here")
-    for variant in sorted(by_variant.keys() - repro):
-        parts.append(_workaround(variant, by_variant[variant], versions, key, tested))
+    for variant, rs in sorted(group(results, lambda r: r.variant).items()):
+        if variant not in repro:
+            parts.append(_workaround(variant, rs, value, name, tested))
     if not_tested:
         parts.append(f"{'/'.join(not_tested)}: not tested this run")
     if broken:
@@ -382,26 +379,20 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
     return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
-def _workaround(variant: str, results: Sequence[CellResult],
-                versions: Mapping[str, dict[str, str]], key: str | None,
-                tested: Sequence[str] | None) -> str:
+def _workaround(variant: str, results: Sequence[CellResult], value: Mapping[str, str],
+                name: str, tested: Sequence[str] | None) -> str:
     """Whether a workaround helps, by the versions of the table's rows."""
     ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
     if not ran:
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
         return f"{variant}: not run ({why})" if why else f"{variant}: not run"
-
-    def value(r: CellResult) -> str:
-        return versions[r.environment].get(key, "—") if key else r.environment
-
-    good = {value(r) for r in ran if r.outcome.passed}
-    bad = {value(r) for r in ran if not r.outcome.passed}
+    good = {value[r.environment] for r in ran if r.outcome.passed}
+    bad = {value[r.environment] for r in ran if not r.outcome.passed}
     caveat = "; caveat: " + ran[0].caveat if any(r.caveat for r in ran) else ""
     if not bad:
         return f"{variant} works on every tested version{caveat}"
     if not good:
         return f"{variant} fails on every tested version"
-    name = f"{key} " if key else ""
     return (f"{variant} works on {name}{version_list(good, tested)}; "
             f"fails on {version_list(bad, tested)}{caveat}")
 

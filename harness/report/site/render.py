@@ -203,9 +203,7 @@ def summary_text(site: Site) -> str:
     lines = [_about(site.header), _coverage(site.header)]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
     for t in site.suites:
-        lines.append(f"suite {t.suite}: " + "; ".join(
-            f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
-            for row in t.totals) + f" — {len(t.differing)} tests differ")
+        lines.append(f"suite {t.suite}: {t.summary}")
     if site.since is not None and any("replaced" in c for c in site.changes):
         lines += _bump_changes(site)
     elif site.since is not None:

@@ -109,6 +109,12 @@ class SuiteTable:
     def slug(self) -> str:
         return slug(self.suite)
 
+    @property
+    def summary(self) -> str:
+        """Its totals in a line, as the index and summary.txt say them."""
+        return "; ".join(f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
+                         for row in self.totals) + f" — {len(self.differing)} tests differ"
+
 
 def suite_names(results: Sequence[CellResult], cases: Mapping[str, Mapping[str, Any]]
                 ) -> set[str]:
