@@ -1,9 +1,5 @@
 """A run's report published: written into the run's folder against the run before it,
-``reports/latest`` pointed at it, and under CI the step summary and the status badge.
-
-``harness run`` ends with it (``workflow.report``); ``merge``, ``report`` and ``history``
-import it without the run's own steps (the executors, the console, the environments).
-"""
+``reports/latest`` pointed at it, and under CI the step summary and the status badge."""
 
 from __future__ import annotations
 
@@ -28,17 +24,14 @@ __all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
 def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
                    previous: RunStore | None = None,
                    results: Sequence[CellResult] | None = None) -> dict[str, Path]:
-    """The run's report, into its own folder (``<run>/report``), compared with ``previous``
-    (default: the run before it of the same slice); ``reports/latest`` then points at it if
-    the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it).
-    ``results``: the record's, if the caller holds them (``write_report``)."""
+    """The run's report into ``<run>/report``, against ``previous`` (default: the run before
+    it); ``reports/latest`` points at it if the run covers the whole matrix."""
     out = store.run_dir / "report"
     report = prepare([store], out, baseline=baseline, previous=previous, results=results,
                      since_in=reports_dir)
     paths = write(report, out)
     meta = report.metas[0]
-    filters = meta.get("filters") or {}
-    if not meta.get("shard") and not any(filters.values()):
+    if not meta.get("shard") and not any((meta.get("filters") or {}).values()):
         point_latest(reports_dir, out)
     return paths
 
