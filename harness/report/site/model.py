@@ -84,6 +84,12 @@ class FailureTable:
     def slug(self) -> str:
         return slug(self.case)
 
+    @property
+    def caveats(self) -> list[tuple[str, str]]:
+        """Each (variant, caveat) of the table's badges, for compat.md's footnotes."""
+        return sorted({(b.variant, b.caveat) for row in self.rows for bs in row.cells.values()
+                       for b in bs if b.caveat})
+
 
 @dataclass(frozen=True, kw_only=True)
 class GridCell:
@@ -104,6 +110,12 @@ class GridCell:
         if not shown:
             return "o-skip"
         return shown[0] if len(shown) == 1 else "o-mixed"
+
+    @property
+    def text(self) -> str:
+        """What compat.md says of the cell."""
+        return " · ".join(f"{word}: {found}" for word, found in self.parts()) or (
+            f"untested ({self.untested})" if self.untested else "—")
 
     def parts(self) -> tuple[tuple[str, str], ...]:
         """``(word, combinations)`` for each kind found: what the page and compat.md say."""
