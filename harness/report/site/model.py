@@ -4,6 +4,7 @@ capability grid, the header, what changed): pure functions of the results, in a 
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -239,8 +240,6 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
 
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
-    import time
-
     targets = sorted({r.hardware_target for r in results})
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     tried = {r.hardware_target for r in ran}
@@ -284,9 +283,8 @@ def _failure_table(case: str, results: Sequence[CellResult],
                 and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
     ran_set = set(ran_envs)
     hardware = sorted({r.hardware_target for r in results})
-    drawn = {r.hardware_target for r in results
-             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}
-    drawn_hw = tuple(h for h in hardware if h in drawn)
+    drawn_hw = tuple(sorted({r.hardware_target for r in results
+                             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}))
     vary = by_priority(varying(versions[e] for e in ran_envs), meta.get("about") or ())
     rows = []
     for env in ran_envs:
