@@ -150,9 +150,13 @@ class Header:
     damaged: int = 0  # the record's lines left out (``records.damaged``)
 
     @property
-    def left_out(self) -> str:
-        """The coverage line's end for the damaged lines ("" for none)."""
-        return f"; {said(self.damaged)}" if self.damaged else ""
+    def coverage(self) -> str:
+        """The coverage line: what was tested, how many cells ran, the damaged lines left out."""
+        return (f"tested: {', '.join(self.tested) or 'nothing'}"
+                + (f"; not tested: {', '.join(self.not_tested)}" if self.not_tested else "")
+                + f" — {self.ran:,} of {self.cells:,} cells ran ("
+                + ", ".join(f"{n} {name}" for name, n in self.counts) + ")"
+                + (f"; {said(self.damaged)}" if self.damaged else ""))
 
 
 @dataclass(frozen=True, kw_only=True)

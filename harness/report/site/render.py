@@ -161,7 +161,7 @@ def markdown(site: Site) -> list[str]:
     env = _md_templates()
     counts = Counter(c["class"] for c in site.changes)
     return env.get_template("compat.md.j2").render(
-        site=site, about=_about(site.header), coverage=_coverage(site.header),
+        site=site, about=_about(site.header),
         change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
         symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME).split("\n")[:-1]
 
@@ -186,7 +186,7 @@ def _md_row(row: Row, hardware: Sequence[str]) -> str:
 
 def summary_text(site: Site) -> str:
     """What ``harness report`` prints: header, coverage, verdicts, what changed (50 first)."""
-    lines = [_about(site.header), _coverage(site.header)]
+    lines = [_about(site.header), site.header.coverage]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
     for t in site.suites:
         lines.append(f"suite {t.suite}: {t.summary}")
@@ -237,11 +237,6 @@ def _about(h: Header) -> str:
         f"bumped: --set {', '.join(h.sets)}" if h.sets else ""]))
 
 
-def _coverage(h: Header) -> str:
-    return (f"tested: {', '.join(h.tested) or 'nothing'}"
-            + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
-            + f" — {h.ran:,} of {h.cells:,} cells ran ("
-            + ", ".join(f"{n} {name}" for name, n in h.counts) + ")" + h.left_out)
 
 
 _SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
