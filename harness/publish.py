@@ -1,9 +1,5 @@
 """A run's report published: written into the run's folder against the run before it,
-``reports/latest`` pointed at it, and under CI the step summary and the status badge.
-
-``harness run`` ends with it (``workflow.report``); ``merge``, ``report`` and ``history``
-import it without the run's own steps (the executors, the console, the environments).
-"""
+``reports/latest`` pointed at it, and under CI the step summary and the status badge."""
 
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ from harness.records import table
 from harness.records.compare import bumped, new_releases, pinned_releases
 from harness.records.store import RunStore, previous_run
 from harness.report.build import diff_runs, prepare, write
-from harness.report.ci import publish, status_badge
+from harness.report.ci import failure_annotations, status_badge, step_summary
 
 __all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
 
@@ -27,17 +23,14 @@ __all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
 def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
                    previous: RunStore | None = None,
                    results: Sequence[CellResult] | None = None) -> dict[str, Path]:
-    """The run's report, into its own folder (``<run>/report``), compared with ``previous``
-    (default: the run before it of the same slice); ``reports/latest`` then points at it if
-    the run covers the whole matrix (a ``-k`` or ``--shard`` run never moves it).
-    ``results``: the record's, if the caller holds them (``write_report``)."""
+    """The run's report into ``<run>/report``, against ``previous`` (default: the run before
+    it); ``reports/latest`` points at it if the run covers the whole matrix."""
     out = store.run_dir / "report"
     report = prepare([store], out, baseline=baseline, previous=previous, results=results,
                      since_in=reports_dir)
     paths = write(report, out)
     meta = report.metas[0]
-    filters = meta.get("filters") or {}
-    if not meta.get("shard") and not any(filters.values()):
+    if not meta.get("shard") and not any((meta.get("filters") or {}).values()):
         point_latest(reports_dir, out)
     return paths
 
@@ -53,12 +46,18 @@ def publish_ci(store: RunStore, reports_dir: Path,
                results: Sequence[CellResult] | None = None) -> None:
     """Under CI: the step summary and the new-failure annotations, against the run before.
     ``results``: the record's, if the caller holds them (a merge: not read a second time)."""
-    if not (os.environ.get("GITHUB_STEP_SUMMARY") or os.environ.get("GITHUB_ACTIONS")):
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    if not (target or actions):
         return
     before, results, changes = _against_previous(store, reports_dir, results)
-    releases = new_releases(store.meta, before.meta) if before else []
-    publish(store.run_id, results, changes, before.run_id if before else None, releases,
-            pinned_releases(store.meta.get("environments") or {}))
+    if target:
+        releases = new_releases(store.meta, before.meta) if before else []
+        with open(target, "a", encoding="utf-8") as fh:
+            fh.write(step_summary(store.run_id, results, changes, before.run_id if before else None,
+                                  releases, pinned_releases(store.meta.get("environments") or {})))
+    for line in failure_annotations(changes) if actions else ():
+        print(line)
 
 
 def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
@@ -36,9 +36,11 @@ def step_summary(run_id: str, results: Sequence[CellResult],
                 lines += ["", f"**{title}**", ""]
                 lines += [f"- {c['environment']} `{c['case']}` @{c['hardware']}: "
                           f"{c['before']} → {c['after']}" for c in group[:50]]
-    url = _run_url()
-    if url:
-        lines += ["", f"Full table: the `compatibility-table` artifact of [this run]({url})."]
+    server, repo, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
+                                                     "GITHUB_RUN_ID"))
+    if server and repo and run:
+        lines += ["", "Full table: the `compatibility-table` artifact of "
+                  f"[this run]({server}/{repo}/actions/runs/{run})."]
     return "\n".join(lines) + "\n"
 
 
@@ -54,34 +56,10 @@ def status_badge(results: Sequence[CellResult], changes: Sequence[dict[str, Any]
             "color": "red" if new else "green" if works == ran else "yellow"}
 
 
-def failure_annotations(changes: Sequence[dict[str, Any]]) -> list[str]:
+def failure_annotations(changes: Sequence[dict[str, Any]]) -> Iterator[str]:
     """GitHub workflow commands: an error per new failure (one line each)."""
-    out = []
     for c in changes:
         if c["class"] == "new failure":
             text = (f"{c['environment']} {c['case']} @{c['hardware']}: {c['before']} -> "
                     f"{c['after']}").replace("%", "%25").replace("\n", " ")
-            out.append(f"::error title=New failure::{text}")
-    return out
-
-
-def publish(run_id: str, results: Sequence[CellResult], changes: Sequence[dict[str, Any]],
-            since: str | None, releases: Sequence[tuple[str, str]] = (),
-            pins: Mapping[str, Collection[tuple[str, str]]] | None = None) -> None:
-    """Write the summary and print the annotations when running under GitHub Actions."""
-    target = os.environ.get("GITHUB_STEP_SUMMARY")
-    if target:
-        with open(target, "a", encoding="utf-8") as fh:
-            fh.write(step_summary(run_id, results, changes, since, releases, pins))
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in failure_annotations(changes):
-            print(line)
-
-
-def _run_url() -> str | None:
-    parts = [os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY",
-                                          "GITHUB_RUN_ID")]
-    if not all(parts):
-        return None
-    server, repo, run = parts
-    return f"{server}/{repo}/actions/runs/{run}"
+            yield f"::error title=New failure::{text}"

@@ -131,9 +131,8 @@ _PLACE = {str(o): i for i, o in enumerate(Outcome)}
 
 
 def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[int, ...]]:
-    """A strip, whether it is flaky (two changes or a FLAKY run, at least), where it changed."""
-    found = turns(strip)
-    return strip, (len(found) > 1 or Outcome.FLAKY in strip) and earlier.flaky(strip), found
+    """A strip, whether it is flaky, where it changed."""
+    return strip, earlier.flaky(strip), turns(strip)
 
 
 def load(rows: Sequence[CellResult], site: Site, earlier: Earlier, out_dir: Path,

@@ -4,6 +4,7 @@ capability grid, the header, what changed): pure functions of the results, in a 
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -15,7 +16,15 @@ from packaging.utils import canonicalize_name
 from harness.core.results import CellResult, Outcome, as_mapping, counted
 from harness.records.store import said
 from harness.report.site.suites import SuiteTable, suite_names, suite_table
-from harness.report.site.versions import PRIORITY, combinations, varying, version_sort_key
+from harness.report.site.versions import (
+    PRIORITY,
+    by_priority,
+    combinations,
+    label,
+    slug,
+    varying,
+    version_sort_key,
+)
 
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
@@ -74,7 +83,13 @@ class FailureTable:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^a-z0-9_-]+", "-", self.case.lower())
+        return slug(self.case)
+
+    @property
+    def caveats(self) -> list[tuple[str, str]]:
+        """Each (variant, caveat) of the table's badges, for compat.md's footnotes."""
+        return sorted({(b.variant, b.caveat) for row in self.rows for bs in row.cells.values()
+                       for b in bs if b.caveat})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +111,12 @@ class GridCell:
         if not shown:
             return "o-skip"
         return shown[0] if len(shown) == 1 else "o-mixed"
+
+    @property
+    def text(self) -> str:
+        """What compat.md says of the cell."""
+        return " · ".join(f"{word}: {found}" for word, found in self.parts()) or (
+            f"untested ({self.untested})" if self.untested else "—")
 
     def parts(self) -> tuple[tuple[str, str], ...]:
         """``(word, combinations)`` for each kind found: what the page and compat.md say."""
@@ -129,9 +150,13 @@ class Header:
     damaged: int = 0  # the record's lines left out (``records.store.Damaged``)
 
     @property
-    def left_out(self) -> str:
-        """The coverage line's end for the damaged lines ("" for none)."""
-        return f"; {said(self.damaged)}" if self.damaged else ""
+    def coverage(self) -> str:
+        """The coverage line: what was tested, how many cells ran, the damaged lines left out."""
+        return (f"tested: {', '.join(self.tested) or 'nothing'}"
+                + (f"; not tested: {', '.join(self.not_tested)}" if self.not_tested else "")
+                + f" — {self.ran:,} of {self.cells:,} cells ran ("
+                + ", ".join(f"{n} {name}" for name, n in self.counts) + ")"
+                + (f"; {said(self.damaged)}" if self.damaged else ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,8 +244,6 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
 
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
-    import time
-
     targets = sorted({r.hardware_target for r in results})
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     tried = {r.hardware_target for r in ran}
@@ -264,10 +287,9 @@ def _failure_table(case: str, results: Sequence[CellResult],
                 and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
     ran_set = set(ran_envs)
     hardware = sorted({r.hardware_target for r in results})
-    drawn = {r.hardware_target for r in results
-             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}
-    drawn_hw = tuple(h for h in hardware if h in drawn)
-    varying = _varying([versions[e] for e in ran_envs], meta.get("about") or ())
+    drawn_hw = tuple(sorted({r.hardware_target for r in results
+                             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}))
+    vary = by_priority(varying(versions[e] for e in ran_envs), meta.get("about") or ())
     rows = []
     for env in ran_envs:
         cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
@@ -278,23 +300,25 @@ def _failure_table(case: str, results: Sequence[CellResult],
                     log=links.get(r.cell_id, ""),
                     # records before format 2 kept the caveat among the details
                     caveat=r.caveat or str(r.details.get("caveat", ""))))
-        label = " · ".join(f"{k} {versions[env].get(k, '—')}" for k in varying) or env
-        rows.append(Row(environment=env, versions=versions[env], label=label,
+        rows.append(Row(environment=env, versions=versions[env],
+                        label=label(versions[env], vary, env),
                         cells={h: tuple(b) for h, b in cells.items()}))
-    rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in varying],
+    rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in vary],
                                row.environment))
     table_broken = tuple((e, broken[e]) for e in envs if e in broken)
     not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
     tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
     not_tested = tuple(h for h in hardware if h not in tried)
-    verdict = _verdict([r for r in results if r.environment in ran_set], versions, varying,
-                       repro, not_tested, table_broken) + tuple(bisected)
+    key = vary[0] if vary else None
+    value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
+    verdict = _verdict([r for r in results if r.environment in ran_set], value, key, repro,
+                       not_tested, table_broken) + tuple(bisected)
     return FailureTable(
         case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
         title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),
         signatures=tuple(sorted({s["name"] for m in cases.values() if m.get("case") == case
                                  for s in m.get("signatures") or ()})),
-        varying=varying, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
+        varying=vary, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
         not_run_rows=not_run_rows, not_tested=not_tested, unbuildable=table_broken)
 
 
@@ -307,37 +331,23 @@ def plain(text: str) -> str:
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
 
 
-def _varying(rows: Sequence[Mapping[str, str]], about: Sequence[str] = ()
+def _verdict(results: Sequence[CellResult], value: Mapping[str, str], key: str | None,
+             repro: set[str], not_tested: tuple[str, ...], broken: tuple[tuple[str, str], ...]
              ) -> tuple[str, ...]:
-    """``varying``, the case's ``about`` first, then by ``PRIORITY``."""
-    order = [*about, *(p for p in PRIORITY if p not in about)]
-    return tuple(sorted(varying(rows), key=lambda k: (
-        order.index(k) if k in order else len(order), k)))
-
-
-def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str]],
-             varying: tuple[str, ...], repro: set[str], not_tested: tuple[str, ...],
-             broken: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
-    """Which versions the failure reproduces on, whether each workaround helps, what was not
-    tested."""
+    """Which values of ``key`` (each environment's: ``value``) the failure reproduces on,
+    whether each workaround helps, what was not tested."""
     parts: list[str] = []
-    affected: dict[str, set[str]] = defaultdict(set)  # package value -> envs
-    clean: dict[str, set[str]] = defaultdict(set)
-    key = varying[0] if varying else None
-
-    def value(env: str) -> str:
-        return versions[env].get(key, "—") if key else env
-
+    affected: set[str] = set()
+    clean: set[str] = set()
     by_env = group(results, lambda r: r.environment)
-    by_variant = group(results, lambda r: r.variant)
     for env, rs in by_env.items():
         reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
         if any(r.outcome is Outcome.REPRODUCED for r in reps):
-            affected[value(env)].add(env)
+            affected.add(value[env])
         elif reps and all(r.outcome is Outcome.PASS for r in reps):
-            clean[value(env)].add(env)
+            clean.add(value[env])
     name = f"{key} " if key else ""
-    tested = [value(env) for env in by_env] if key else None
+    tested = [value[env] for env in by_env] if key else None
     if affected:
         parts.append(f"affected: {name}{version_list(affected, tested)}")
     if clean:
@@ -352,8 +362,9 @@ def _verdict(results: Sequence[CellResult], versions: Mapping[str, dict[str, str
         parts.append("the reproduction did not run to a verdict here (see the table)")
     elif repro and not results:
         parts.append("not run here")
-    for variant in sorted(by_variant.keys() - repro):
-        parts.append(_workaround(variant, by_variant[variant], versions, key, tested))
+    for variant, rs in sorted(group(results, lambda r: r.variant).items()):
+        if variant not in repro:
+            parts.append(_workaround(variant, rs, value, name, tested))
     if not_tested:
         parts.append(f"{'/'.join(not_tested)}: not tested this run")
     if broken:
@@ -382,26 +393,20 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
     return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
-def _workaround(variant: str, results: Sequence[CellResult],
-                versions: Mapping[str, dict[str, str]], key: str | None,
-                tested: Sequence[str] | None) -> str:
+def _workaround(variant: str, results: Sequence[CellResult], value: Mapping[str, str],
+                name: str, tested: Sequence[str] | None) -> str:
     """Whether a workaround helps, by the versions of the table's rows."""
     ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
     if not ran:
         why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
         return f"{variant}: not run ({why})" if why else f"{variant}: not run"
-
-    def value(r: CellResult) -> str:
-        return versions[r.environment].get(key, "—") if key else r.environment
-
-    good = {value(r) for r in ran if r.outcome.passed}
-    bad = {value(r) for r in ran if not r.outcome.passed}
+    good = {value[r.environment] for r in ran if r.outcome.passed}
+    bad = {value[r.environment] for r in ran if not r.outcome.passed}
     caveat = "; caveat: " + ran[0].caveat if any(r.caveat for r in ran) else ""
     if not bad:
         return f"{variant} works on every tested version{caveat}"
     if not good:
         return f"{variant} fails on every tested version"
-    name = f"{key} " if key else ""
     return (f"{variant} works on {name}{version_list(good, tested)}; "
             f"fails on {version_list(bad, tested)}{caveat}")
 

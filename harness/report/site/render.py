@@ -10,7 +10,7 @@ import functools
 import re
 import secrets
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +19,8 @@ from markupsafe import Markup, escape
 from harness.core import jsonio
 from harness.core.results import Outcome
 from harness.report.site.heatmap import write_png
-from harness.report.site.model import Badge, FailureTable, Grid, Header, Site
-from harness.report.site.suites import PYTEST_WORDS, SuiteTable
+from harness.report.site.model import Badge, Grid, Header, Row, Site
+from harness.report.site.suites import PYTEST_WORDS
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -45,13 +45,15 @@ def failure_page(slug: str, index: int) -> str:
     return f"failure-{slug}.html" if index == 0 else f"failure-{slug}-{index + 1}.html"
 
 
-def _templates() -> Environment:
+def _templates(**options: Any) -> Environment:
+    """The templates, autoescaped unless ``options`` say otherwise."""
     # Imported here: the commands that only pass through this module do not load jinja2.
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                      autoescape=select_autoescape(["j2", "html"], default=True),
-                      undefined=StrictUndefined, keep_trailing_newline=True)
+                      undefined=StrictUndefined, keep_trailing_newline=True, **{
+                          "autoescape": select_autoescape(["j2", "html"], default=True),
+                          **options})
     env.filters["code"] = inline_code
     return env
 
@@ -154,58 +156,40 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     return paths
 
 
-def markdown(site: Site) -> Iterator[str]:
+def markdown(site: Site) -> list[str]:
     """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend."""
-    yield from ["# Compatibility report", "", _about(site.header), "", _coverage(site.header)]
-    if site.since is not None:
-        counts = Counter(c["class"] for c in site.changes)
-        yield from ["", f"Since `{site.since}`: "
-                    + (", ".join(f"{k}: {counts[k]}" for k in sorted(counts)) or "no change")
-                    + "."]
-        yield from [f"- {c['class']}: {c['environment']} `{c['case']}` @{c['hardware']}: "
-                    f"{c['before']} → {c['after']}" for c in site.changes
-                    if c["class"] in _NEWS][:50]
-    for f in site.failures:
-        yield ""
-        yield from _failure_md(f)
-    for t in site.suites:
-        yield ""
-        yield from suite_md(t)
-    if site.grid and site.grid.rows and not site.grid.hardware:
-        yield from ["", "## Capability grid", "", "No probe ran here."]
-    elif site.grid and site.grid.rows:
-        g = site.grid
-        yield from ["", "## Capability grid", "",
-                    "Where each probe works, where the capability is missing (its documented "
-                    "failure came), where it failed otherwise: the versions of the packages it "
-                    "is about.", "",
-                    "| probe | " + " | ".join(g.hardware) + " |",
-                    "|---|" + "---|" * len(g.hardware)]
-        for name, package, cells in g.rows:
-            shown = []
-            for hw in g.hardware:
-                c = cells[hw]
-                text = " · ".join(f"{word}: {found}" for word, found in c.parts())
-                shown.append(_cell(text or (f"untested ({c.untested})" if c.untested else "—")))
-            yield f"| {_cell(name)} ({package}) | " + " | ".join(shown) + " |"
-        if g.bisected:
-            yield ""
-            yield from [f"- {_cell(s)}" for s in g.bisected]
-    if site.unbuildable:
-        yield from ["", "## Environments that could not be built", ""]
-        yield from [f"- `{env}`: {_cell(why)}" for env, why in site.unbuildable]
-    yield from ["", "## Legend", ""]
-    yield from [f"- {SYMBOLS[o]} {o}" for o in Outcome]
+    env = _md_templates()
+    counts = Counter(c["class"] for c in site.changes)
+    return env.get_template("compat.md.j2").render(
+        site=site, about=_about(site.header),
+        change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
+        symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME).split("\n")[:-1]
+
+
+@functools.cache
+def _md_templates() -> Environment:
+    env = _templates(autoescape=False, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(cell=_cell, md_row=_md_row)
+    return env
+
+
+def _md_row(row: Row, hardware: Sequence[str]) -> str:
+    """A failure table's row in compat.md: each variant's outcome, linked to its log."""
+    cells = []
+    for hw in hardware:
+        texts = [(f"{b.variant}: {SYMBOLS[b.outcome]} {b.outcome}" + (" †" if b.caveat else ""),
+                  b.log) for b in row.cells[hw]]
+        cells.append("<br>".join(_cell(f"[{text}]({log})" if log else text)
+                                 for text, log in texts))
+    return f"| {_cell(row.label)} (`{row.environment}`) | " + " | ".join(cells) + " |"
 
 
 def summary_text(site: Site) -> str:
     """What ``harness report`` prints: header, coverage, verdicts, what changed (50 first)."""
-    lines = [_about(site.header), _coverage(site.header)]
+    lines = [_about(site.header), site.header.coverage]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
     for t in site.suites:
-        lines.append(f"suite {t.suite}: " + "; ".join(
-            f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
-            for row in t.totals) + f" — {len(t.differing)} tests differ")
+        lines.append(f"suite {t.suite}: {t.summary}")
     if site.since is not None and any("replaced" in c for c in site.changes):
         lines += _bump_changes(site)
     elif site.since is not None:
@@ -253,75 +237,9 @@ def _about(h: Header) -> str:
         f"bumped: --set {', '.join(h.sets)}" if h.sets else ""]))
 
 
-def _coverage(h: Header) -> str:
-    return (f"tested: {', '.join(h.tested) or 'nothing'}"
-            + (f"; not tested: {', '.join(h.not_tested)}" if h.not_tested else "")
-            + f" — {h.ran:,} of {h.cells:,} cells ran ("
-            + ", ".join(f"{n} {name}" for name, n in h.counts) + ")" + h.left_out)
-
-
-def _failure_md(f: FailureTable) -> list[str]:
-    links = ", ".join(f"<{u}>" for u in f.upstream)
-    lines = [f"## {f.case}: {_cell(f.failure)}", ""]
-    if links:
-        lines += [f"Upstream: {links}", ""]
-    lines += [f"**Verdict:** {_cell(' · '.join(f.verdict))}", ""]
-    if not f.rows:
-        return [*lines, "_No cell of this case ran here._"]
-    lines += ["| " + (" · ".join(f.varying) or "environment") + " | "
-              + " | ".join(f.hardware) + " |", "|---|" + "---|" * len(f.hardware)]
-    for row in f.rows:
-        cells = []
-        for hw in f.hardware:
-            texts = [(f"{b.variant}: {SYMBOLS[b.outcome]} {b.outcome}"
-                      + (" †" if b.caveat else ""), b.log) for b in row.cells[hw]]
-            cells.append("<br>".join(_cell(f"[{text}]({log})" if log else text)
-                                     for text, log in texts))
-        lines.append(f"| {_cell(row.label)} (`{row.environment}`) | " + " | ".join(cells) + " |")
-    caveats = sorted({(b.variant, b.caveat) for row in f.rows for bs in row.cells.values()
-                      for b in bs if b.caveat})
-    lines += ["", *[f"† {variant}: {_cell(text)}" for variant, text in caveats]] if caveats else []
-    notes = []
-    if f.not_run_rows:
-        notes.append(f"{f.not_run_rows} more environments not run this time")
-    notes += [f"could not build `{e}`: {_cell(why)}" for e, why in f.unbuildable]
-    return [*lines, *(["", "; ".join(notes) + "."] if notes else [])]
 
 
 _SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
-
-
-def suite_md(t: SuiteTable) -> list[str]:
-    """A test suite: its totals per environment, then the tests whose outcome differs."""
-    lines = [f"## Suite {t.suite}: `{t.target}`", ""]
-    words = PYTEST_WORDS
-    if t.totals:
-        lines += ["| environment | result | " + " | ".join(words) + " | imported |",
-                  "|---|---|" + "---|" * len(words) + "---|"]
-        for row in t.totals:
-            counts = dict(row.counts)
-            result = f"{SYMBOLS[row.outcome]} {row.outcome}" + (
-                f": {row.reason}" if row.reason else "")
-            lines.append(f"| {_cell(row.column.name)} (`{row.column.environment}`) | "
-                         f"{_cell(result)} | " + " | ".join(str(counts.get(w, 0)) for w in words)
-                         + f" | {_cell(row.imported) or '—'} |")
-    else:
-        lines.append("_No session of this suite ran here._")
-    if t.not_run:
-        lines += ["", "Not run: " + "; ".join(f"{_cell(c)} ({_cell(why)})"
-                                             for c, why in t.not_run) + "."]
-    same = ", ".join(f"{n} {_SAME.get(w, w)} everywhere" for w, n in t.same)
-    lines += ["", f"**Same in every environment:** {same or 'no test'}."]
-    if not t.differing:
-        return [*lines, "", "**Differing:** no test's outcome differs between environments."]
-    lines += ["", f"**Differing:** {len(t.differing)} tests.", "",
-              "| test | " + " | ".join(_cell(c.name) for c in t.columns) + " | decided by | "
-              "first lines |", "|---|" + "---|" * (len(t.columns) + 2)]
-    for d in t.differing:
-        marks = [f"{SYMBOLS[o]} {o}" if o is not None else "not collected" for o in d.outcomes]
-        lines.append(f"| `{_cell(d.test)}` | " + " | ".join(marks) + f" | {_cell(d.claim.text)} | "
-                     + ("<br>".join(_cell(line) for line in d.lines) or "—") + " |")
-    return lines
 
 
 def _cell(text: str) -> str:

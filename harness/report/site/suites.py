@@ -3,7 +3,6 @@ differs, each with the versions that decide it ("fails with numpy 2.4.6")."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,7 +10,14 @@ from itertools import combinations as subsets
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
-from harness.report.site.versions import by_priority, combinations, varying, version_sort_key
+from harness.report.site.versions import (
+    by_priority,
+    combinations,
+    label,
+    slug,
+    varying,
+    version_sort_key,
+)
 
 #: How a test's outcome reads in a claim; the order is which kind a claim speaks of first.
 WORDS = ("fails", "skipped", "not collected")
@@ -101,7 +107,13 @@ class SuiteTable:
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^a-z0-9_-]+", "-", self.suite.lower())
+        return slug(self.suite)
+
+    @property
+    def summary(self) -> str:
+        """Its totals in a line, as the index and summary.txt say them."""
+        return "; ".join(f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
+                         for row in self.totals) + f" — {len(self.differing)} tests differ"
 
 
 def suite_names(results: Sequence[CellResult], cases: Mapping[str, Mapping[str, Any]]
@@ -126,12 +138,11 @@ def suite_table(suite: str, results: Sequence[CellResult],
                                *((t.environment, t.hardware_target) for t in tests)]))
     hardware = {hw for _, hw in keys}
     rows = {k: {**versions.get(k[0], {}), "hardware": k[1]} for k in keys}
-    varying = _varying([rows[k] for k in keys], hardware)
-    columns = {k: Column(environment=k[0], hardware=k[1],
-                         label=" · ".join(f"{p} {rows[k].get(p, '—')}" for p in varying)
-                         or k[0]) for k in keys}
-    order = sorted(keys, key=lambda k: ([version_sort_key(rows[k].get(p, "")) for p in varying],
-                                        k))
+    vary = (*by_priority(varying(rows.values()) - {"hardware"}),
+            *(("hardware",) if len(hardware) > 1 else ()))
+    columns = {k: Column(environment=k[0], hardware=k[1], label=label(rows[k], vary, k[0]))
+               for k in keys}
+    order = sorted(keys, key=lambda k: ([version_sort_key(rows[k].get(p, "")) for p in vary], k))
     by_test: dict[str, dict[tuple[str, str], CellResult]] = defaultdict(dict)
     for t in tests:
         by_test[t.variant][(t.environment, t.hardware_target)] = t
@@ -145,7 +156,7 @@ def suite_table(suite: str, results: Sequence[CellResult],
             same[words.pop()] += 1
             continue
         claim = decide({k: word(got[k].outcome if k in got else None) for k in order},
-                       rows, varying, columns)
+                       rows, vary, columns)
         named = [got[k] for k in order if k in got and word(got[k].outcome) == claim.word]
         first = named[0] if named else None
         lines = tuple(dict.fromkeys(t.reason.splitlines()[0] for t in named if t.reason.strip()))
@@ -157,16 +168,11 @@ def suite_table(suite: str, results: Sequence[CellResult],
                                                                    s.hardware_target))))
     not_run = tuple((f"{s.environment} @{s.hardware_target}", s.reason)
                     for s in sessions if s.outcome is Outcome.NOT_RUN)
-    return SuiteTable(suite=suite, target=target, varying=varying,
+    return SuiteTable(suite=suite, target=target, varying=vary,
                       columns=tuple(columns[k] for k in order), totals=totals, not_run=not_run,
                       same=tuple(sorted(same.items(), key=lambda kv: WORDS.index(kv[0])
                                         if kv[0] in WORDS else -1)),
                       differing=tuple(differing))
-
-
-def _varying(rows: Sequence[Mapping[str, str]], hardware: set[str]) -> tuple[str, ...]:
-    vary = by_priority(varying(rows) - {"hardware"})
-    return (*vary, "hardware") if len(hardware) > 1 else tuple(vary)
 
 
 def decide(words: Mapping[tuple[str, str], str], rows: Mapping[tuple[str, str], dict[str, str]],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -15,10 +16,20 @@ PRIORITY = ("torch", "transformer-engine", "flash-attn", "transformers", "transf
             "python", "backend")
 
 
-def by_priority(names: Iterable[str]) -> list[str]:
-    """Package names as tables order them: ``PRIORITY`` first, then by name."""
-    return sorted(names, key=lambda k: (PRIORITY.index(k) if k in PRIORITY else len(PRIORITY),
-                                        k))
+def by_priority(names: Iterable[str], first: Sequence[str] = ()) -> tuple[str, ...]:
+    """Package names as tables order them: ``first``, then ``PRIORITY``, then by name."""
+    order = [*first, *(p for p in PRIORITY if p not in first)]
+    return tuple(sorted(names, key=lambda k: (order.index(k) if k in order else len(order), k)))
+
+
+def label(versions: Mapping[str, str], keys: Sequence[str], default: str) -> str:
+    """A row's or column's name: its versions of ``keys`` ("torch 2.0.1 · numpy 1.26.4")."""
+    return " · ".join(f"{k} {versions.get(k, '—')}" for k in keys) or default
+
+
+def slug(name: str) -> str:
+    """A page's file name part for a case or suite."""
+    return re.sub(r"[^a-z0-9_-]+", "-", name.lower())
 
 
 def varying(rows: Iterable[Mapping[str, str]]) -> set[str]:
