@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from itertools import islice, pairwise
@@ -73,8 +73,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         run_id = f"bisect-{stamp}-{axis}-{version}"
         print(f"bisect: probing {axis} {version} (run {run_id})", flush=True)
         execute(RunState(options=replace(options, sets=((axis, version),), run_id=run_id)))
-        result = _probe(version, _one(RunStore.open(options.reports_dir, run_id).results(),
-                                      spec), run_id)
+        found = cell_results(RunStore.open(options.reports_dir, run_id).results(),
+                             spec.case.case_id, spec.case.variant, spec.hardware)
+        if len(found) != 1:
+            raise UsageError(f"a probe ran {len(found)} cells of {spec.case.label}, not one")
+        result = _probe(version, found[0], run_id)
         said = "could not be built (skipped)" if result.skipped else result.shown
         print(f"bisect: {axis} {version}: {said}", flush=True)
         return result
@@ -129,19 +132,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 def _check_order(axis: str, good: str, bad: str) -> None:
     """--good and --bad are releases, --good the older: checked before anything is planned."""
-    low, high = _release("--good", axis, good), _release("--bad", axis, bad)
+    low, high = _version(good), _version(bad)
+    for flag, text, found in (("--good", good, low), ("--bad", bad, high)):
+        if found is None:
+            raise UsageError(f"{flag} {text}: not a release of {axis} (a version, like 2.2.2)")
+    assert low is not None and high is not None
     if low == high:
         raise UsageError(f"--good and --bad are both {axis} {good}: give two releases")
     if low > high:
         raise UsageError(f"--good {good} is newer than --bad {bad}: --good is the older "
                          f"release of {axis} (the search goes from it to --bad)")
-
-
-def _release(flag: str, axis: str, text: str) -> Version:
-    found = _version(text)
-    if found is None:
-        raise UsageError(f"{flag} {text}: not a release of {axis} (a version, like 2.2.2)")
-    return found
 
 
 def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str]]:
@@ -191,14 +191,6 @@ def _version(text: str) -> Version | None:
         return None
 
 
-def _one(results: Iterable[CellResult], like: Cell) -> CellResult:
-    """The result of the cell ``like`` stands for (the same but for the bisected axis)."""
-    found = cell_results(results, like.case.case_id, like.case.variant, like.hardware)
-    if len(found) != 1:
-        raise UsageError(f"a probe ran {len(found)} cells of {like.case.label}, not one")
-    return found[0]
-
-
 def _probe(version: str, result: CellResult, run_id: str) -> Probe:
     return Probe(version=version, outcome=str(result.outcome), signature=result.signature,
                  reason=result.reason.strip().splitlines()[0] if result.reason.strip() else "",
@@ -212,36 +204,37 @@ def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe
     state = plan_cells(probe_targets(load_spec(RunState(
         options=replace(options, sets=((axis, version),))))), notes=False)
     assert state.plan is not None
-    wanted = {c.cell_id for c in state.plan.cells if _neutral(c, axis) == _neutral(like, axis)}
-    for run_dir in newest_first(options.reports_dir):
-        store = RunStore(run_dir)
-        for result in store.results():
-            if result.cell_id in wanted and result.outcome is not Outcome.NOT_RUN:
-                found = _probe(version, result, store.run_id)
-                if not found.skipped:
-                    return found
-    return None
+    wanted = {c.cell_id: version for c in state.plan.cells
+              if _neutral(c, axis) == _neutral(like, axis)}
+    return next((found[0] for _, found in _recorded_runs(options, wanted) if found), None)
 
 
 def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[Probe, Probe]:
     """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest run."""
-    ids = {c.cell_id: dict(c.env.values)[axis] for c in cells}
-    for run_dir in newest_first(options.reports_dir):
-        store = RunStore(run_dir)
-        seen = [(ids[r.cell_id], r) for r in store.results()
-                if r.cell_id in ids and r.outcome is not Outcome.NOT_RUN]
-        probes = sorted((_probe(v, r, store.run_id) for v, r in seen),
+    for run_id, found in _recorded_runs(options, {c.cell_id: dict(c.env.values)[axis]
+                                                  for c in cells}):
+        probes = sorted((p for p in found if _version(p.version)),
                         key=lambda p: _version(p.version) or Version("0"))
-        probes = [p for p in probes if not p.skipped and _version(p.version)]
         for older, newer in pairwise(probes):
             if older.kind != newer.kind:
                 return older, newer
         if len(probes) > 1:
-            raise UsageError(f"in run {store.run_id}, {cells[0].case.label} gives "
+            raise UsageError(f"in run {run_id}, {cells[0].case.label} gives "
                              f"{probes[0].shown} at every {axis} it ran: nothing to bisect "
                              "(or give --good and --bad)")
     raise UsageError(f"no recent run has {cells[0].case.label} at two values of {axis}: run "
                      "the matrix first, or give --good and --bad")
+
+
+def _recorded_runs(options: RunOptions, versions: dict[str, str]
+                   ) -> Iterator[tuple[str, list[Probe]]]:
+    """Each run, newest first, with the built probes of the cells of ``versions`` (cell id ->
+    the axis's release) it ran."""
+    for run_dir in newest_first(options.reports_dir):
+        store = RunStore(run_dir)
+        probes = (_probe(versions[r.cell_id], r, store.run_id) for r in store.results()
+                  if r.cell_id in versions and r.outcome is not Outcome.NOT_RUN)
+        yield store.run_id, [p for p in probes if not p.skipped]
 
 
 def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str, *,
@@ -300,8 +293,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
         moving = {name for name, _, _ in subset}
         sets = tuple((name, new if name in moving else old) for name, old, new in changes)
         run_id = f"between-{stamp}-{count}"
-        print(f"bisect: trial {count}: " + (", ".join(f"{n} {o} -> {w}" for n, o, w in subset)),
-              flush=True)
+        print(f"bisect: trial {count}: {_moves(subset, ', ', '->')}", flush=True)
         execute(RunState(options=replace(
             options, sets=sets, run_id=run_id, only=filters, keyword=f"{good.case_id}::"
             f"{good.variant}", hardware=(good.hardware_target,))))
@@ -324,7 +316,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
               f"({total}); what it rests on could not be judged:")
         for subset in missing:
             why = said.get(subset)
-            shown = ", ".join(f"{n} {o} -> {w}" for n, o, w in subset) or "nothing moved"
+            shown = _moves(subset, ", ", "->") or "nothing moved"
             print(f"  {shown}: " + (f"{why['outcome']}: {_first_line(why['reason'])} "
                                      f"[{why['run_id']}]" if why else "not tried"))
     else:
@@ -363,8 +355,9 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _moves(changes: tuple[Change, ...]) -> str:
-    return " and ".join(f"{n} {o} → {w}" for n, o, w in changes)
+def _moves(changes: tuple[Change, ...], sep: str = " and ", arrow: str = "→") -> str:
+    return sep.join(f"{n} {o} {arrow} {w}" for n, o, w in changes)
+
 
 
 def _count(n: int, noun: str) -> str:
