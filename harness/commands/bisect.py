@@ -268,9 +268,8 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
     if good_kind == bad_kind:
         raise UsageError(f"{good.case_id}::{good.variant} is {good.outcome} in both runs: "
                          "nothing flips")
-    before, after = _packages(good_store, good), _packages(bad_store, bad)
-    top = _top_level(good_store, good) | _top_level(bad_store, bad)
-    changes, one_sided = top_level_changes(top, before, after)
+    (before, good_top), (after, bad_top) = _held(good_store, good), _held(bad_store, bad)
+    changes, one_sided = top_level_changes(good_top | bad_top, before, after)
     moved = sum(before.get(n) != after.get(n) for n in set(before) | set(after))
     print(f"bisect: {good.case_id}::{good.variant} @{good.hardware_target}: {good.outcome} in "
           f"{good_store.run_id}, {bad.outcome} in {bad_store.run_id}; "
@@ -364,12 +363,6 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _top_level(store: RunStore, result: CellResult) -> set[str]:
-    """The packages the run's matrix or ``--set`` chose for the cell's environment."""
-    env = (store.meta.get("environments") or {}).get(result.environment) or {}
-    return {requirement_name(r) for r in env.get("requirements") or ()}
-
-
 def _cell(store: RunStore, options: RunOptions) -> CellResult:
     """The one cell of ``store`` that -k, --hardware and --only (env=GLOB) select."""
     envs = [v.split("=", 1)[1] for v in options.only if v.startswith("env=")]
@@ -389,12 +382,15 @@ def _cell(store: RunStore, options: RunOptions) -> CellResult:
     return found[0]
 
 
-def _packages(store: RunStore, result: CellResult) -> dict[str, str]:
-    """Every package and version the cell's environment held (the run's envs/ record)."""
+def _held(store: RunStore, result: CellResult) -> tuple[dict[str, str], set[str]]:
+    """Every package and version the cell's environment held (the run's envs/ record), and
+    those the run's matrix or ``--set`` chose for it."""
     path = store.run_dir / "envs" / f"{result.env_key}.json"
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raise UsageError(f"run {store.run_id}: no record of what {result.environment} held "
                          f"({path.name})") from None
-    return {str(k): str(v) for k, v in (data.get("packages") or {}).items()}
+    env = (store.meta.get("environments") or {}).get(result.environment) or {}
+    return ({str(k): str(v) for k, v in (data.get("packages") or {}).items()},
+            {requirement_name(r) for r in env.get("requirements") or ()})
