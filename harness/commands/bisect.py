@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import replace
 from fnmatch import fnmatchcase
 from itertools import islice, pairwise
@@ -72,8 +72,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         run_id = f"bisect-{stamp}-{axis}-{version}"
         print(f"bisect: probing {axis} {version} (run {run_id})", flush=True)
         execute(RunState(options=replace(options, sets=((axis, version),), run_id=run_id)))
-        result = _probe(version, _one(RunStore.open(options.reports_dir, run_id).results(),
-                                      spec), run_id)
+        found = cell_results(RunStore.open(options.reports_dir, run_id).results(),
+                             spec.case.case_id, spec.case.variant, spec.hardware)
+        if len(found) != 1:
+            raise UsageError(f"a probe ran {len(found)} cells of {spec.case.label}, not one")
+        result = _probe(version, found[0], run_id)
         said = "could not be built (skipped)" if result.skipped else result.shown
         print(f"bisect: {axis} {version}: {said}", flush=True)
         return result
@@ -128,19 +131,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 def _check_order(axis: str, good: str, bad: str) -> None:
     """--good and --bad are releases, --good the older: checked before anything is planned."""
-    low, high = _release("--good", axis, good), _release("--bad", axis, bad)
+    low, high = _version(good), _version(bad)
+    for flag, text, found in (("--good", good, low), ("--bad", bad, high)):
+        if found is None:
+            raise UsageError(f"{flag} {text}: not a release of {axis} (a version, like 2.2.2)")
+    assert low is not None and high is not None
     if low == high:
         raise UsageError(f"--good and --bad are both {axis} {good}: give two releases")
     if low > high:
         raise UsageError(f"--good {good} is newer than --bad {bad}: --good is the older "
                          f"release of {axis} (the search goes from it to --bad)")
-
-
-def _release(flag: str, axis: str, text: str) -> Version:
-    found = _version(text)
-    if found is None:
-        raise UsageError(f"{flag} {text}: not a release of {axis} (a version, like 2.2.2)")
-    return found
 
 
 def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str]]:
@@ -190,14 +190,6 @@ def _version(text: str) -> Version | None:
         return None
 
 
-def _one(results: Iterable[CellResult], like: Cell) -> CellResult:
-    """The result of the cell ``like`` stands for (the same but for the bisected axis)."""
-    found = cell_results(results, like.case.case_id, like.case.variant, like.hardware)
-    if len(found) != 1:
-        raise UsageError(f"a probe ran {len(found)} cells of {like.case.label}, not one")
-    return found[0]
-
-
 def _probe(version: str, result: CellResult, run_id: str) -> Probe:
     return Probe(version=version, outcome=str(result.outcome), signature=result.signature,
                  reason=result.reason.strip().splitlines()[0] if result.reason.strip() else "",
@@ -211,36 +203,37 @@ def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe
     state = plan_cells(probe_targets(load_spec(RunState(
         options=replace(options, sets=((axis, version),))))), notes=False)
     assert state.plan is not None
-    wanted = {c.cell_id for c in state.plan.cells if _neutral(c, axis) == _neutral(like, axis)}
-    for run_dir in newest_first(options.reports_dir):
-        store = RunStore(run_dir)
-        for result in store.results():
-            if result.cell_id in wanted and result.outcome is not Outcome.NOT_RUN:
-                found = _probe(version, result, store.run_id)
-                if not found.skipped:
-                    return found
-    return None
+    wanted = {c.cell_id: version for c in state.plan.cells
+              if _neutral(c, axis) == _neutral(like, axis)}
+    return next((found[0] for _, found in _recorded_runs(options, wanted) if found), None)
 
 
 def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[Probe, Probe]:
     """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest run."""
-    ids = {c.cell_id: dict(c.env.values)[axis] for c in cells}
-    for run_dir in newest_first(options.reports_dir):
-        store = RunStore(run_dir)
-        seen = [(ids[r.cell_id], r) for r in store.results()
-                if r.cell_id in ids and r.outcome is not Outcome.NOT_RUN]
-        probes = sorted((_probe(v, r, store.run_id) for v, r in seen),
+    for run_id, found in _recorded_runs(options, {c.cell_id: dict(c.env.values)[axis]
+                                                  for c in cells}):
+        probes = sorted((p for p in found if _version(p.version)),
                         key=lambda p: _version(p.version) or Version("0"))
-        probes = [p for p in probes if not p.skipped and _version(p.version)]
         for older, newer in pairwise(probes):
             if older.kind != newer.kind:
                 return older, newer
         if len(probes) > 1:
-            raise UsageError(f"in run {store.run_id}, {cells[0].case.label} gives "
+            raise UsageError(f"in run {run_id}, {cells[0].case.label} gives "
                              f"{probes[0].shown} at every {axis} it ran: nothing to bisect "
                              "(or give --good and --bad)")
     raise UsageError(f"no recent run has {cells[0].case.label} at two values of {axis}: run "
                      "the matrix first, or give --good and --bad")
+
+
+def _recorded_runs(options: RunOptions, versions: dict[str, str]
+                   ) -> Iterator[tuple[str, list[Probe]]]:
+    """Each run, newest first, with the built probes of the cells of ``versions`` (cell id ->
+    the axis's release) it ran."""
+    for run_dir in newest_first(options.reports_dir):
+        store = RunStore(run_dir)
+        probes = (_probe(versions[r.cell_id], r, store.run_id) for r in store.results()
+                  if r.cell_id in versions and r.outcome is not Outcome.NOT_RUN)
+        yield store.run_id, [p for p in probes if not p.skipped]
 
 
 def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str, *,
@@ -274,9 +267,8 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
     if good_kind == bad_kind:
         raise UsageError(f"{good.case_id}::{good.variant} is {good.outcome} in both runs: "
                          "nothing flips")
-    before, after = _packages(good_store, good), _packages(bad_store, bad)
-    top = _top_level(good_store, good) | _top_level(bad_store, bad)
-    changes, one_sided = top_level_changes(top, before, after)
+    (before, good_top), (after, bad_top) = _held(good_store, good), _held(bad_store, bad)
+    changes, one_sided = top_level_changes(good_top | bad_top, before, after)
     moved = sum(before.get(n) != after.get(n) for n in set(before) | set(after))
     print(f"bisect: {good.case_id}::{good.variant} @{good.hardware_target}: {good.outcome} in "
           f"{good_store.run_id}, {bad.outcome} in {bad_store.run_id}; "
@@ -299,8 +291,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
         moving = {name for name, _, _ in subset}
         sets = tuple((name, new if name in moving else old) for name, old, new in changes)
         run_id = f"between-{stamp}-{count}"
-        print(f"bisect: trial {count}: " + (", ".join(f"{n} {o} -> {w}" for n, o, w in subset)),
-              flush=True)
+        print(f"bisect: trial {count}: {_moves(subset, ', ', '->')}", flush=True)
         execute(RunState(options=replace(
             options, sets=sets, run_id=run_id, only=filters, keyword=f"{good.case_id}::"
             f"{good.variant}", hardware=(good.hardware_target,))))
@@ -323,7 +314,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
               f"({total}); what it rests on could not be judged:")
         for subset in missing:
             why = said.get(subset)
-            shown = ", ".join(f"{n} {o} -> {w}" for n, o, w in subset) or "nothing moved"
+            shown = _moves(subset, ", ", "->") or "nothing moved"
             print(f"  {shown}: " + (f"{why['outcome']}: {_first_line(why['reason'])} "
                                      f"[{why['run_id']}]" if why else "not tried"))
     else:
@@ -362,18 +353,13 @@ def _first_line(text: str) -> str:
     return text.splitlines()[0] if text else ""
 
 
-def _moves(changes: tuple[Change, ...]) -> str:
-    return " and ".join(f"{n} {o} → {w}" for n, o, w in changes)
+def _moves(changes: tuple[Change, ...], sep: str = " and ", arrow: str = "→") -> str:
+    return sep.join(f"{n} {o} {arrow} {w}" for n, o, w in changes)
+
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _top_level(store: RunStore, result: CellResult) -> set[str]:
-    """The packages the run's matrix or ``--set`` chose for the cell's environment."""
-    env = (store.meta.get("environments") or {}).get(result.environment) or {}
-    return {requirement_name(r) for r in env.get("requirements") or ()}
 
 
 def _cell(store: RunStore, options: RunOptions) -> CellResult:
@@ -395,12 +381,15 @@ def _cell(store: RunStore, options: RunOptions) -> CellResult:
     return found[0]
 
 
-def _packages(store: RunStore, result: CellResult) -> dict[str, str]:
-    """Every package and version the cell's environment held (the run's envs/ record)."""
+def _held(store: RunStore, result: CellResult) -> tuple[dict[str, str], set[str]]:
+    """Every package and version the cell's environment held (the run's envs/ record), and
+    those the run's matrix or ``--set`` chose for it."""
     path = store.run_dir / "envs" / f"{result.env_key}.json"
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raise UsageError(f"run {store.run_id}: no record of what {result.environment} held "
                          f"({path.name})") from None
-    return {str(k): str(v) for k, v in (data.get("packages") or {}).items()}
+    env = (store.meta.get("environments") or {}).get(result.environment) or {}
+    return ({str(k): str(v) for k, v in (data.get("packages") or {}).items()},
+            {requirement_name(r) for r in env.get("requirements") or ()})

@@ -199,9 +199,7 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
     except (OSError, HarnessError) as exc:
         # No case ran: the machine could not start them (the driver retries).
         for cell in (cells if drawer is None else drawer.give_up()):
-            yield run_of(static_result(cell, classify(Ending(kind="cannot_start",
-                                                             reason=str(exc))),
-                                       fingerprint=env.summary, **place))
+            yield run_of(_ended(cell, env, place, {}, kind="cannot_start", reason=str(exc)))
         return
     watch = Watch(events_path, env.spec.timeout)
 
@@ -224,23 +222,26 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
     if ended.lost:
         for cell in (cells if drawer is None else drawer.held()):
             if cell.case.nodeid not in watch.finished:
-                yield run_of(static_result(cell, classify(Ending(
-                    kind="machine_lost", reason=ended.lost)), fingerprint=env.summary, **place))
+                yield run_of(_ended(cell, env, place, {}, kind="machine_lost", reason=ended.lost))
         return
     yield from finished()  # what it wrote between the last look and its end
     current = watch.current
     if current is not None and current in by_node:
-        yield run_of(_died(by_node[current], env, ended.code, watch, place),
+        # The case that was running when its process ended: it hung, or it took it down.
+        yield run_of(_ended(by_node[current], env, place, watch.hardware, kind="died",
+                            returncode=ended.code, timed_out=watch.timed_out, oom=watch.oom
+                            ).replace(duration=round(watch.since_start(current), 3)),
                      watch.events_of(current))
-    elif current is None and not watch.started and not watch.drained:
+    unreached: list[Cell] = []
+    if current is None and not watch.started and not watch.drained:
         # It reached no case at all: do not start another process for them.
-        for cell in (cells if drawer is None else drawer.give_up()):
-            yield run_of(_never_started(cell, env, ended.code, watch, tail(log_path), place))
+        unreached = list(cells if drawer is None else drawer.give_up())
     if drawer is not None and watch.missing:  # asked for, not collected: none can run it
-        for cell in cells:
-            if cell.case.nodeid in watch.missing and drawer.take(cell):
-                yield run_of(_never_started(cell, env, ended.code, watch, tail(log_path),
-                                            place))
+        unreached += [c for c in cells if c.case.nodeid in watch.missing and drawer.take(c)]
+    for cell in unreached:
+        yield run_of(_ended(cell, env, place, watch.hardware, kind="never_started",
+                            returncode=ended.code, reason=tail(log_path),
+                            timed_out=watch.timed_out))
 
 
 def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch,
@@ -254,22 +255,11 @@ def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch
                          finished_at=float(finish.get("time") or time.time()), **place)
 
 
-def _died(cell: Cell, env: Environment, returncode: int, watch: Watch,
-          place: dict[str, Any]) -> CellResult:
-    """The case that was running when its process ended: it hung, or it took it down."""
-    decision = classify(Ending(kind="died", returncode=returncode, timed_out=watch.timed_out,
-                               oom=watch.oom, memory=env.spec.memory,
-                               timeout=env.spec.timeout))
-    return static_result(cell, decision, fingerprint=env.summary, hardware=watch.hardware,
-                         duration=round(watch.since_start(cell.case.nodeid), 3), **place)
-
-
-def _never_started(cell: Cell, env: Environment, returncode: int, watch: Watch, tail: str,
-                   place: dict[str, Any]) -> CellResult:
-    decision = classify(Ending(kind="never_started", returncode=returncode, reason=tail,
-                               timed_out=watch.timed_out, timeout=env.spec.timeout))
-    return static_result(cell, decision, fingerprint=env.summary, hardware=watch.hardware,
-                         **place)
+def _ended(cell: Cell, env: Environment, place: dict[str, Any], hardware: dict[str, Any],
+           **ending: Any) -> CellResult:
+    """``cell``'s result for its process's end, ``ending`` (the fields of an ``Ending``)."""
+    decision = classify(Ending(memory=env.spec.memory, timeout=env.spec.timeout, **ending))
+    return static_result(cell, decision, fingerprint=env.summary, hardware=hardware, **place)
 
 
 def static_result(cell: Cell, decision: Decision, **fields: Any) -> CellResult:

@@ -208,9 +208,12 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                     stats.first_result_at = time.monotonic()
                 stats.results.append(result)
                 on_result(result)
+                # Every cell of the environment settled: "up to date" unless built or failed.
                 unsettled[cell.env.name] -= 1
-                if not unsettled[cell.env.name]:
-                    _say_up_to_date(stats, cell.env.name, on_note)
+                name = cell.env.name
+                if not unsettled[name] and name in (
+                        stats.envs_reused - stats.envs_built - stats.envs_failed):
+                    on_note(f"environment {name}: up to date, nothing rebuilt")
         finished = True
     finally:
         if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
@@ -249,9 +252,3 @@ def _count_env(stats: DispatchStats, run: CellRun, on_note: Callable[[str], None
         stats.envs_built.add(name)
     else:
         stats.envs_reused.add(name)
-
-
-def _say_up_to_date(stats: DispatchStats, name: str, on_note: Callable[[str], None]) -> None:
-    """Every cell of ``name`` settled: "up to date" unless it was built or failed."""
-    if name in stats.envs_reused - stats.envs_built - stats.envs_failed:
-        on_note(f"environment {name}: up to date, nothing rebuilt")

@@ -43,7 +43,6 @@ class Watch:
         # Tests started and not ended, with their start (one per xdist worker in a suite)
         self.running: dict[str, float] = {}
         self.last_activity = time.time()
-        self.started_at = self.last_activity
         self.hardware: dict[str, Any] = {}
         self.timed_out = False
         self.oom = False  # the backend saw its memory limit kill the process
@@ -96,9 +95,8 @@ class Watch:
         return time.time() > self.last_activity + self.timeout
 
     def since_start(self, nodeid: str) -> float:
-        start = next((e for e in self.events
-                      if e.get("event") == "start" and e.get("nodeid") == nodeid), None)
-        return time.time() - float(start["time"] if start else self.started_at)
+        """How long the running test ``nodeid`` has run."""
+        return time.time() - self.running[nodeid]
 
     def events_of(self, nodeid: str) -> tuple[dict[str, Any], ...]:
         return tuple(e for e in self.events

@@ -9,6 +9,7 @@ import io
 import ipaddress
 import os
 import re
+import shutil
 import tarfile
 import threading
 from collections import Counter
@@ -163,19 +164,14 @@ class RayExecutor(Partials):
             except Exception:  # shut down under us
                 return
             for generator in ready:
-                self._advance(generator)
-
-    def _advance(self, generator: Any) -> None:
-        futures = self._live[generator]
-        try:
-            run: CellRun = self.ray.get(next(generator))
-        except StopIteration:
-            self._settle(generator, None)
-            return
-        except Exception as exc:
-            self._settle(generator, exc)
-            return
-        self._deliver(run, futures)
+                try:
+                    run: CellRun = self.ray.get(next(generator))
+                except StopIteration:
+                    self._settle(generator, None)
+                except Exception as exc:
+                    self._settle(generator, exc)
+                else:
+                    self._deliver(run, self._live[generator])
 
     def _settle(self, generator: Any, exc: BaseException | None) -> None:
         """The batch ended: cells it did not report get the reason (a lost node)."""
@@ -252,7 +248,5 @@ def _unpack_cases(target: Path, blob: bytes) -> Path:
         try:
             staging.rename(target)
         except OSError:  # another worker on this node got there first
-            import shutil
-
             shutil.rmtree(staging, ignore_errors=True)
     return target
