@@ -3,7 +3,8 @@
 ``results`` is in pandas' "split" layout (``pandas.DataFrame(**data["results"])``). A
 fingerprint is written once per environment key (``fingerprints``) and a machine once per node
 or ``node#gpu`` (``machines``): a cell's own is null where it is its key's. A suite's test
-holds null in each column of ``INHERITED`` that is its session's (the row ``parent`` names).
+holds null in each column of ``INHERITED`` that is its session's (the row ``parent`` names),
+and a cell's ``nodeid`` is null where it is its ``variant`` (a suite's test's node id).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ COLUMNS = CellResult.__struct_fields__
 INHERITED = ("run_id", "environment", "values", "env_key", "backend", "case_id",
              "hardware_target", "node")
 _INHERITED = [COLUMNS.index(name) for name in INHERITED]
+_VARIANT, _NODEID = COLUMNS.index("variant"), COLUMNS.index("nodeid")
 
 
 def write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResult],
@@ -53,6 +55,8 @@ def write_long_json(path: Path, head: dict[str, Any], results: Sequence[CellResu
         # by its key, as a reader finds it (node "a#1" and node "a" on GPU 1 are one key)
         hardware = r.hardware if _own(r.hardware, machines.get(_machine(r.node, r.gpu))) else None
         values = [*astuple(r)[:-2], fingerprint, hardware]
+        if _same(values[_NODEID], values[_VARIANT]):
+            values[_NODEID] = None
         session = sessions.get(r.parent) if r.parent else None
         if session is not None:
             for i in _INHERITED:
