@@ -133,6 +133,7 @@ class _Session:
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
         self.exitstatus: int | None = None  # pytest's own, from the last process that said
+        self.decided: dict[tuple[str, str], Decision] = {}  # (outcome, reason) -> classified
         # A resumed session's tests recorded before: counted as they are, never run again
         # (keyed by their stable node id: pytest never names them in this session).
         for done in cell.resumed:
@@ -181,9 +182,12 @@ class _Session:
         watch.absorbed = len(watch.events)
 
     def finished(self, nodeid: str, finish: dict[str, Any], watch: Watch) -> None:
-        decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
-                                   reason=str(finish.get("reason", "")),
-                                   memory=self.env.spec.memory))
+        ending = (finish["outcome"], str(finish.get("reason", "")))
+        decision = self.decided.get(ending)
+        if decision is None:  # each way a test ends classified once (thousands pass alike)
+            decision = self.decided[ending] = classify(Ending(
+                kind="finished", reported=Outcome(ending[0]), reason=ending[1],
+                memory=self.env.spec.memory))
         details = {"pytest": finish.get("pytest")}
         if finish.get("worker"):  # the pytest-xdist worker that ran it
             details["worker"] = finish["worker"]
