@@ -269,14 +269,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     none); False when a test took it down and others may wait."""
     env, cell = session.env, session.cell
     events_path = scratch / "events.jsonl"
-    only_path = None
-    if only is not None:
-        only_path = scratch / "only.txt"
-        only_path.write_text("\n".join(only) + "\n", encoding="utf-8")
-    done_path = None
-    if done is not None:
-        done_path = scratch / "done.txt"
-        done_path.write_text("\n".join(done) + "\n", encoding="utf-8")
+    only_path, done_path = _listed(scratch / "only.txt", only), _listed(scratch / "done.txt", done)
     # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
     variables = {**cell_variables(cell, gpu, session.place["node"]),
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
@@ -328,6 +321,14 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
             oom=watch.oom, memory=env.spec.memory, timeout=timeout, reason=tail(log),
             collected=bool(session.collected)))
     return True
+
+
+def _listed(path: Path, nodeids: list[str] | None) -> Path | None:
+    """``nodeids`` written one a line to ``path`` for the plugin; None for none given."""
+    if nodeids is None:
+        return None
+    path.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+    return path
 
 
 def _take(session: _Session, watch: Watch) -> None:
