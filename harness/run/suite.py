@@ -208,17 +208,13 @@ class _Session:
     def add(self, nodeid: str, outcome: Outcome, reason: str, *, pytest_word: Any,
             **fields: Any) -> None:
         """A test's result. It keeps no events: its one event (how it ended) is its result."""
-        cell, env = self.cell, self.env
-        suite = cell.case.case_id
-        name = stable_nodeid(nodeid)
+        cell, suite, name = self.cell, self.cell.case.case_id, stable_nodeid(nodeid)
         fields.setdefault("finished_at", time.time())
         fields.setdefault("details", {"pytest": pytest_word})
-        result = CellResult(
-            cell_id=suite_cell_id(env.spec, suite, name, cell.hardware), environment=env.spec.name,
-            values=self.values, env_key=env.spec.key, backend=env.spec.backend,
-            case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
-            outcome=outcome, reason=reason, fingerprint=self.fingerprint, parent=cell.cell_id,
-            **fields, **self.place)
+        result = self._result(
+            cell_id=suite_cell_id(self.env.spec, suite, name, cell.hardware), case_id=suite,
+            variant=name, nodeid=name, outcome=outcome, reason=reason, parent=cell.cell_id,
+            **fields)
         # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).
         self.children[nodeid] = CellRun(result=result, log_name=self.log_name, env_built=False)
 
@@ -251,14 +247,19 @@ class _Session:
                              "imported": self.imported, "processes": processes,
                              "resumed": resumed,
                              "pytest_exit": self.exitstatus}}
-        cell, env = self.cell, self.env
-        return CellResult(
-            cell_id=cell.cell_id, environment=env.spec.name, values=dict(env.spec.values),
-            env_key=env.spec.key, backend=env.spec.backend, case_id=cell.case.case_id,
-            variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
-            outcome=outcome, reason=reason, fingerprint=env.summary, details=details,
+        case = self.cell.case
+        return self._result(
+            cell_id=self.cell.cell_id, case_id=case.case_id, variant=case.variant,
+            nodeid=case.nodeid, outcome=outcome, reason=reason, details=details,
             duration=round(time.time() - self.started_at, 3), finished_at=time.time(),
-            infra=decision.infra, **self.place)
+            infra=decision.infra)
+
+    def _result(self, **fields: Any) -> CellResult:
+        """A result in this session's environment, on its hardware, where it ran."""
+        spec = self.env.spec
+        return CellResult(environment=spec.name, values=self.values, env_key=spec.key,
+                          backend=spec.backend, hardware_target=self.cell.hardware,
+                          fingerprint=self.fingerprint, **fields, **self.place)
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
