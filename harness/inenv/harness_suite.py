@@ -102,21 +102,19 @@ class _Recorder:
                               reason=error_lines(report.longreprtext))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if getattr(self.config.option, "numprocesses", None):
-            return  # xdist's controller: its workers collect (below)
-        self.collected = True
-        packages = self.config.getoption("--harness-suite-package")
-        self.events.write(event="collected", time=time.time(),
-                          nodeids=[item.nodeid for item in session.items],
-                          imported=[imported_from(name) for name in packages])
+        if not getattr(self.config.option, "numprocesses", None):  # xdist's: its workers'
+            self._collected([item.nodeid for item in session.items])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # xdist's controller collects nothing itself; every worker collects the same tests.
+        self._collected(list(ids))
+
+    def _collected(self, nodeids: list[str]) -> None:
         if not self.collected:
             self.collected = True
             packages = self.config.getoption("--harness-suite-package")
-            self.events.write(event="collected", time=time.time(), nodeids=list(ids),
+            self.events.write(event="collected", time=time.time(), nodeids=nodeids,
                               imported=[imported_from(name) for name in packages])
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:

@@ -1,7 +1,8 @@
 """junit.xml: one testcase per cell, written as text a line each (ElementTree is slow).
 
 FAIL is a failure; ERROR, TIMEOUT, CRASH and MISSING errors; SKIP and NOT_RUN skipped; the rest
-pass. Every outcome but PASS, a signature, a log and a caveat are properties.
+pass. Every outcome but PASS, a signature, a log and a caveat are properties, and the cell id
+but a suite's test's (its name in its session's environment says which).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def _lines(results: Sequence[CellResult], name: str, keys: Sequence[tuple[str, s
         parts = [f'  <testcase classname="{classname}" name="{test}" time="{r.duration:.3f}">']
         if outcome is not Outcome.PASS:
             parts.append(_OUTCOME[outcome])
-        if r.cell_id:  # each its own: none made twice
+        # each its own (none made twice); a suite's test is found by its name in its session
+        if r.cell_id and r.parent not in session_logs:
             parts.append(_CELL_ID % r.cell_id if plain_ids else _property("cell_id", r.cell_id))
         if outcome is Outcome.FLAKY and reason:
             parts.append(prop("flaky", reason))
@@ -103,7 +105,10 @@ def _lines(results: Sequence[CellResult], name: str, keys: Sequence[tuple[str, s
         end = ends.get((outcome, reason))
         if end is None:
             end = ends[(outcome, reason)] = _end(outcome, reason)
-        parts.append(end)
+        if len(parts) == 1 and end == _PASSED:  # nothing inside: an empty element
+            parts[0] = parts[0][:-1] + "/>\n"
+        else:
+            parts.append(end)
         yield "".join(parts)
     yield "</testsuite>\n"
 
@@ -130,6 +135,9 @@ def _end(outcome: Outcome, reason: str) -> str:
     else:
         verdict = ""
     return f"{verdict}</testcase>\n"
+
+
+_PASSED = _end(Outcome.PASS, "")
 
 
 def write_junit(results: Sequence[CellResult], name: str, path: Path,

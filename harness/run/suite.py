@@ -133,6 +133,7 @@ class _Session:
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
         self.exitstatus: int | None = None  # pytest's own, from the last process that said
+        self.decided: dict[tuple[str, str], Decision] = {}  # (outcome, reason) -> classified
         # A resumed session's tests recorded before: counted as they are, never run again
         # (keyed by their stable node id: pytest never names them in this session).
         for done in cell.resumed:
@@ -181,9 +182,12 @@ class _Session:
         watch.absorbed = len(watch.events)
 
     def finished(self, nodeid: str, finish: dict[str, Any], watch: Watch) -> None:
-        decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
-                                   reason=str(finish.get("reason", "")),
-                                   memory=self.env.spec.memory))
+        ending = (finish["outcome"], str(finish.get("reason", "")))
+        decision = self.decided.get(ending)
+        if decision is None:  # each way a test ends classified once (thousands pass alike)
+            decision = self.decided[ending] = classify(Ending(
+                kind="finished", reported=Outcome(ending[0]), reason=ending[1],
+                memory=self.env.spec.memory))
         details = {"pytest": finish.get("pytest")}
         if finish.get("worker"):  # the pytest-xdist worker that ran it
             details["worker"] = finish["worker"]
@@ -204,17 +208,13 @@ class _Session:
     def add(self, nodeid: str, outcome: Outcome, reason: str, *, pytest_word: Any,
             **fields: Any) -> None:
         """A test's result. It keeps no events: its one event (how it ended) is its result."""
-        cell, env = self.cell, self.env
-        suite = cell.case.case_id
-        name = stable_nodeid(nodeid)
+        cell, suite, name = self.cell, self.cell.case.case_id, stable_nodeid(nodeid)
         fields.setdefault("finished_at", time.time())
         fields.setdefault("details", {"pytest": pytest_word})
-        result = CellResult(
-            cell_id=suite_cell_id(env.spec, suite, name, cell.hardware), environment=env.spec.name,
-            values=self.values, env_key=env.spec.key, backend=env.spec.backend,
-            case_id=suite, variant=name, nodeid=name, hardware_target=cell.hardware,
-            outcome=outcome, reason=reason, fingerprint=self.fingerprint, parent=cell.cell_id,
-            **fields, **self.place)
+        result = self._result(
+            cell_id=suite_cell_id(self.env.spec, suite, name, cell.hardware), case_id=suite,
+            variant=name, nodeid=name, outcome=outcome, reason=reason, parent=cell.cell_id,
+            **fields)
         # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).
         self.children[nodeid] = CellRun(result=result, log_name=self.log_name, env_built=False)
 
@@ -247,14 +247,19 @@ class _Session:
                              "imported": self.imported, "processes": processes,
                              "resumed": resumed,
                              "pytest_exit": self.exitstatus}}
-        cell, env = self.cell, self.env
-        return CellResult(
-            cell_id=cell.cell_id, environment=env.spec.name, values=dict(env.spec.values),
-            env_key=env.spec.key, backend=env.spec.backend, case_id=cell.case.case_id,
-            variant=cell.case.variant, nodeid=cell.case.nodeid, hardware_target=cell.hardware,
-            outcome=outcome, reason=reason, fingerprint=env.summary, details=details,
+        case = self.cell.case
+        return self._result(
+            cell_id=self.cell.cell_id, case_id=case.case_id, variant=case.variant,
+            nodeid=case.nodeid, outcome=outcome, reason=reason, details=details,
             duration=round(time.time() - self.started_at, 3), finished_at=time.time(),
-            infra=decision.infra, **self.place)
+            infra=decision.infra)
+
+    def _result(self, **fields: Any) -> CellResult:
+        """A result in this session's environment, on its hardware, where it ran."""
+        spec = self.env.spec
+        return CellResult(environment=spec.name, values=self.values, env_key=spec.key,
+                          backend=spec.backend, hardware_target=self.cell.hardware,
+                          fingerprint=self.fingerprint, **fields, **self.place)
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
@@ -265,14 +270,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     none); False when a test took it down and others may wait."""
     env, cell = session.env, session.cell
     events_path = scratch / "events.jsonl"
-    only_path = None
-    if only is not None:
-        only_path = scratch / "only.txt"
-        only_path.write_text("\n".join(only) + "\n", encoding="utf-8")
-    done_path = None
-    if done is not None:
-        done_path = scratch / "done.txt"
-        done_path.write_text("\n".join(done) + "\n", encoding="utf-8")
+    only_path, done_path = _listed(scratch / "only.txt", only), _listed(scratch / "done.txt", done)
     # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
     variables = {**cell_variables(cell, gpu, session.place["node"]),
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
@@ -324,6 +322,14 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
             oom=watch.oom, memory=env.spec.memory, timeout=timeout, reason=tail(log),
             collected=bool(session.collected)))
     return True
+
+
+def _listed(path: Path, nodeids: list[str] | None) -> Path | None:
+    """``nodeids`` written one a line to ``path`` for the plugin; None for none given."""
+    if nodeids is None:
+        return None
+    path.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+    return path
 
 
 def _take(session: _Session, watch: Watch) -> None:

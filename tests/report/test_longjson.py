@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from harness.core import jsonio
 from harness.core.results import LINE, CellResult, Outcome
 from harness.records.store import DECODER
-from harness.report.longjson import write_long_json
+from harness.report.longjson import INHERITED, write_long_json
 from tests.conftest import examples
 
 FP_A = {"python": "3.11", "torch": {"version": "2.0.0", "cuda_available": False}}
@@ -24,13 +24,20 @@ HW_GPU = {"gpus": [{"name": "A100", "memory": 1e16}], "cpu": "x86_64"}
 
 
 def read_back(path: Path) -> list[dict[str, Any]]:
-    """Each cell as a reader of the file makes it: its row by the columns, a fingerprint or
-    machine it does not keep of its own taken from its key's (or empty: it had none)."""
+    """Each cell as a reader of the file makes it: its row by the columns, a suite's test's
+    null columns its session's, a fingerprint or machine it does not keep of its own taken
+    from its key's (or empty: it had none)."""
     data = json.loads(path.read_bytes())
     table = data["results"]
+    rows = [dict(zip(table["columns"], values, strict=True)) for values in table["data"]]
+    sessions = {row["cell_id"]: row for row in rows}
     cells = []
-    for values in table["data"]:
-        cell = dict(zip(table["columns"], values, strict=True))
+    for cell in rows:
+        if cell["parent"] in sessions:
+            session = sessions[cell["parent"]]
+            cell.update({k: session[k] for k in INHERITED if cell[k] is None})
+        if cell["nodeid"] is None:
+            cell["nodeid"] = cell["variant"]
         machine = cell["node"] if cell["gpu"] is None else f"{cell['node']}#{cell['gpu']}"
         if cell["fingerprint"] is None:
             cell["fingerprint"] = data["fingerprints"].get(cell["env_key"], {})
@@ -59,8 +66,11 @@ def results(draw: st.DrawFn) -> list[CellResult]:
         env = draw(st.sampled_from(["k1", "k2"]))
         node = draw(st.sampled_from(["a", "a#1", "b"]))
         made.append(CellResult(
-            run_id="r", cell_id=f"c{i}", environment=f"e{env}", values={"torch": "2.0"},
-            env_key=env, backend="uv", case_id="case", variant="repro", nodeid="t.py::t",
+            run_id=draw(st.sampled_from(["r", "r2"])), cell_id=f"c{i}", environment=f"e{env}",
+            # a test's values as its session's (an equal object), or not
+            values=draw(st.sampled_from([{"torch": "2.0"}, {"torch": "2.1"}, {}])),
+            env_key=env, backend="uv", case_id="case", variant="repro",
+            nodeid=draw(st.sampled_from(["t.py::t", "repro"])),
             hardware_target="cpu", outcome=draw(st.sampled_from(list(Outcome))),
             reason=draw(st.text(alphabet='ab1e5,]}"\\\né', max_size=6)),
             signature=draw(st.none() | st.just("sig")),
@@ -69,7 +79,9 @@ def results(draw: st.DrawFn) -> list[CellResult]:
             hardware=draw(st.sampled_from([HW, HW_GPU, {}])),
             details=draw(DETAILS), duration=draw(NUMBER), log=None,
             finished_at=draw(NUMBER), node=node,
-            gpu=draw(st.none() | st.just(1)) if node == "a" else None))
+            gpu=draw(st.none() | st.just(1)) if node == "a" else None,
+            # a suite's test: its session's cell id (one before it, or none in the table)
+            parent=draw(st.sampled_from(["", "c0", "c1", "gone"])) if i > 1 else ""))
     return [r.replace(fingerprint=json.loads(json.dumps(FP_A))) if r.fingerprint is COPY else r
             for r in made]
 
@@ -82,7 +94,8 @@ COPY: dict[str, Any] = {"copy": "of FP_A"}  # drawn: made an equal copy of FP_A
 @given(cells=results())
 def test_every_cell_reads_back_whole_from_the_table(tmp_path: Path,
                                                     cells: list[CellResult]) -> None:
-    """Each cell's every field, its fingerprint and machine shared or its own (fingerprints
+    """Each cell's every field, a suite's test's columns its session's or its own, its
+    fingerprint and machine shared or its own (fingerprints
     equal but not the same object, machines whose keys read alike: node "a#1" and node "a"
     on GPU 1), floats past 1e16, integers past 64 bits, texts that look like numbers; from
     results sharing objects and from results decoded line by line (each its own)."""
@@ -98,26 +111,38 @@ def test_every_cell_reads_back_whole_from_the_table(tmp_path: Path,
 
 
 def test_field_names_are_written_once_and_pandas_reads_the_table(tmp_path: Path) -> None:
-    """A suite's thousands of tests: the names once, each fingerprint and machine once."""
-    cells = [CellResult(
-        run_id="r", cell_id=f"c{i}", environment="e", values={"torch": "2.0"}, env_key="k",
-        backend="uv", case_id="suite", variant=f"test_m.py::test_{i}",
-        nodeid=f"test_m.py::test_{i}", hardware_target="cpu", outcome=Outcome.PASS,
-        fingerprint=FP_A, hardware=HW, node="n", duration=0.01, parent="s")
-        for i in range(12001)]  # three blocks of 5,000
+    """A suite's thousands of tests: the names once, each fingerprint and machine once, what a
+    test shares with its session written in the session's row alone; pandas fills it back."""
+    session = CellResult(
+        run_id="r", cell_id="s", environment="e", values={"torch": "2.0"}, env_key="k",
+        backend="uv", case_id="suite", variant="(session)", nodeid="suite:suite",
+        hardware_target="cpu", outcome=Outcome.PASS, fingerprint=FP_A, hardware=HW, node="n")
+    cells = [session, *(session.replace(
+        cell_id=f"c{i}", values={"torch": "2.0"}, variant=f"test_m.py::test_{i}",
+        nodeid=f"test_m.py::test_{i}", duration=0.01, parent="s")
+        for i in range(12000))]  # three blocks of 5,000
     path = tmp_path / "compat.json"
     write_long_json(path, {"run_id": "n"}, cells, {})
     text = path.read_bytes()
     assert text.count(b'"cell_id"') == 1 and text.count(b'"cuda_available"') == 1
+    assert text.count(b'"uv"') == 1 and text.count(b'{"torch":"2.0"}') == 1
+    assert text.count(b'"test_m.py::test_5"') == 1  # the variant; the node id null
     assert read_back(path) == [as_json(r) for r in cells]
     frame = pd.DataFrame(**json.loads(text)["results"])
-    assert len(frame) == 12001 and list(frame["variant"][:2]) == [
+    assert len(frame) == 12001 and list(frame["variant"][1:3]) == [
         "test_m.py::test_0", "test_m.py::test_1"]
     assert set(frame["outcome"]) == {"PASS"} and frame["fingerprint"].isna().all()
-    # Within a tenth of the bytes of a row of values alone (no name, no shared value).
+    sessions = frame.set_index("cell_id")
+    for name in INHERITED:  # as docs/report.md shows a reader
+        frame[name] = frame[name].fillna(frame["parent"].map(sessions[name]))
+    frame["nodeid"] = frame["nodeid"].fillna(frame["variant"])
+    assert list(frame["nodeid"][:2]) == ["suite:suite", "test_m.py::test_0"]
+    assert set(frame["environment"]) == {"e"} and set(frame["run_id"]) == {"r"}
+    assert list(frame["values"][:2]) == [{"torch": "2.0"}] * 2
+    # Under three fifths of the bytes of a row of values alone (no name, no shared value).
     values = len(json.dumps([list(as_json(r).values())[:-2] for r in cells],
                             separators=(",", ":")))
-    assert len(text) < values * 1.1
+    assert len(text) < values * 0.6
 
 
 def test_values_orjson_refuses_are_written_as_json_writes_them(tmp_path: Path) -> None:
