@@ -30,8 +30,15 @@ from harness.core.matrix import (
     short_value,
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
-from harness.matrix.census import CaseCount, Count, cells_per_env, count_combos, over_limit
-from harness.matrix.expand import Follower, expand
+from harness.matrix.census import (
+    CaseCount,
+    Count,
+    Follower,
+    cells_per_env,
+    count_combos,
+    expand,
+    over_limit,
+)
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
 from harness.matrix.reader import Reader, kind
@@ -57,13 +64,7 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
     """``path``'s matrix; ``releases`` answers its queries (default: the lock, saved, then the
     index)."""
     path = Path(path)
-    if releases is None:
-        lock = Releases.for_matrix(path)
-        spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides,
-                           count_cases=count_cases)
-        if not overrides:  # a bump leaves the lock as it is
-            lock.save()
-        return spec
+    lock = Releases.for_matrix(path) if releases is None else None
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -74,8 +75,11 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
         line = data[: exc.start].count(b"\n") + 1
         raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
                         file=str(path), line=line) from None
-    return parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells,
-                        releases=releases, overrides=overrides, count_cases=count_cases)
+    spec = parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells,
+                        releases=lock or releases, overrides=overrides, count_cases=count_cases)
+    if lock is not None and not overrides:  # a bump leaves the lock as it is
+        lock.save()
+    return spec
 
 
 def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None,

@@ -18,8 +18,7 @@ from harness.core.atomic import write_text
 from harness.core.errors import UsageError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.releases import ReleaseQuery, Resolution, Target
-from harness.matrix.index import project_files
-from harness.matrix.releases import IndexFile, machine_platform, select, version_of
+from harness.matrix.releases import IndexFile, machine_platform, project_files, select, version_of
 from harness.matrix.sources import find_links_folders, offline_from_environment
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
