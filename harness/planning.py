@@ -152,7 +152,7 @@ def plan_cells(state: RunState, *, notes: bool = True) -> RunState:
                    state.spec.distributions)
     full = plan
     if state.options.shard:
-        plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))
+        plan = select_shard(plan, state.options.shard, shard_durations(state.options))
     return replace(state, plan=plan, full_plan=full)
 
 

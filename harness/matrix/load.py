@@ -41,9 +41,8 @@ from harness.matrix.census import (
 )
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
-from harness.matrix.reader import Reader, kind
+from harness.matrix.reader import KeyPath, Reader, Source, kind, load_source, value_limit
 from harness.matrix.releases import query_at
-from harness.matrix.yamlsrc import KeyPath, Source, load_source, value_limit
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",

@@ -65,11 +65,9 @@ def make_shards(plan: Plan, count: int, durations: Mapping[str, float] | None = 
     return shards
 
 
-def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None = None
-                 ) -> tuple[Plan, Shard]:
+def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None = None) -> Plan:
     index, count = parse_shard(shard)
-    chosen = make_shards(plan, count, durations)[index - 1]
-    return Plan(cells=chosen.cells), chosen
+    return Plan(cells=make_shards(plan, count, durations)[index - 1].cells)
 
 
 def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tuple[int, str]:
@@ -93,16 +91,11 @@ def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tup
 def shard_jobs(plan: Plan, count: int, durations: Mapping[str, float],
                runner_for: Callable[[str], list[str]]) -> list[dict[str, Any]]:
     """One CI job per non-empty shard (``harness plan --format gha``)."""
-    jobs = []
-    for shard in make_shards(plan, count, durations):
-        if not shard.cells:
-            continue
-        jobs.append({"shard": shard.label, "hardware": shard.hardware,
-                     "runs-on": runner_for(shard.hardware),
-                     "artifact": f"harness-shard-{shard.index}-of-{shard.count}",
-                     "cells": len(shard.cells),
-                     "environments": len({c.env.name for c in shard.cells})})
-    return jobs
+    return [{"shard": shard.label, "hardware": shard.hardware,
+             "runs-on": runner_for(shard.hardware),
+             "artifact": f"harness-shard-{shard.index}-of-{shard.count}",
+             "cells": len(shard.cells), "environments": len({c.env.name for c in shard.cells})}
+            for shard in make_shards(plan, count, durations) if shard.cells]
 
 
 def _weights(cells: Sequence[Cell], durations: Mapping[str, float]) -> dict[str, float]:
