@@ -173,11 +173,6 @@ def read_lock(path: Path) -> dict[Key, Resolution]:
 
 
 def _entries(resolutions: dict[Key, Resolution]) -> list[dict[str, Any]]:
-    out = []
-    for _, resolution in sorted(resolutions.items()):
-        entry = resolution.to_dict()
-        # Where this machine's packages came from is not what the query resolved to.
-        for name in ("source", "find_links", "offline"):
-            entry.pop(name)
-        out.append(entry)
-    return out
+    # Where this machine's packages came from is not what the query resolved to.
+    return [{k: v for k, v in r.to_dict().items() if k not in ("source", "find_links", "offline")}
+            for _, r in sorted(resolutions.items())]

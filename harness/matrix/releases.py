@@ -80,14 +80,8 @@ def select(query: ReleaseQuery, files: Iterable[IndexFile], target: Target, *,
     spec = SpecifierSet(query.releases)
     candidates = [v for v in by_version
                   if spec.contains(v, prereleases=query.pre) and (query.pre or not v.is_prerelease)]
-    usable, why_not = [], {}
-    for version in candidates:
-        reason = _unusable(by_version[version], query, target)
-        if reason:
-            why_not[version] = reason
-        else:
-            usable.append(version)
-    chosen = pick(query, usable)
+    why_not = {v: why for v in candidates if (why := _unusable(by_version[v], query, target))}
+    chosen = pick(query, [v for v in candidates if v not in why_not])
     # Reported: what the query would have taken were every release usable.
     left_out = [v for v in pick(query, candidates) if v in why_not]
     return Resolution(query=query, target=target, versions=tuple(str(v) for v in chosen),

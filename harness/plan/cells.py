@@ -46,10 +46,7 @@ class Plan:
 
     @property
     def environments(self) -> tuple[EnvSpec, ...]:
-        seen: dict[str, EnvSpec] = {}
-        for cell in self.cells:
-            seen.setdefault(cell.env.name, cell.env)
-        return tuple(seen.values())
+        return tuple({cell.env.name: cell.env for cell in self.cells}.values())
 
 
 def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
