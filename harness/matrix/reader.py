@@ -67,28 +67,25 @@ _EVENT_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
     """``text`` parsed safely; duplicate keys and more than ``max_values`` values refused."""
     well_formed = _count_values(text, file, max_values)
+    lines: dict[KeyPath, int] = {}
     try:
         # libyaml for a well-formed text; the pure-Python loader says where a malformed one fails
         loader = _EVENT_LOADER(text) if well_formed else yaml.SafeLoader(text)
-    except yaml.reader.ReaderError as exc:  # checked at once for the whole text
-        raise _reader_error(exc, text, file) from None
-    loader.name = file
-    try:
-        root = loader.get_single_node()
+        loader.name = file
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+        # The converter's constructor refuses a tag or value with a MarkedYAMLError too.
+        data = _Converter(file, lines, max_values).convert(root, ()) if root is not None else None
     except yaml.MarkedYAMLError as exc:
-        raise _yaml_error(exc, file) from None
-    except yaml.reader.ReaderError as exc:  # or as the stream is read
-        raise _reader_error(exc, text, file) from None
+        raise SpecError(f"malformed YAML: {exc.problem or exc.context or 'malformed YAML'}",
+                        file=file, line=_line(exc.problem_mark or exc.context_mark)) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (ESC, NUL, ...)
+        raise SpecError(f"malformed YAML: character {exc.character!r} is not allowed", file=file,
+                        line=text[: exc.position].count("\n") + 1) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"malformed YAML: {exc}", file=file, line=None) from None
-    finally:
-        loader.dispose()
-    lines: dict[KeyPath, int] = {}
-    try:
-        data = (_Converter(file, lines, max_values).convert(root, ()) if root is not None
-                else None)
-    except yaml.MarkedYAMLError as exc:  # a tag or value the safe constructor refuses
-        raise _yaml_error(exc, file) from None
     return Source(file=file, data=data, lines=lines)
 
 
@@ -136,19 +133,6 @@ def _count_values(text: str, file: str, limit: int) -> bool:
 
 def _line(mark: Any) -> int | None:
     return mark.line + 1 if mark is not None else None
-
-
-def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> SpecError:
-    """A character YAML does not allow (ESC, NUL, ...), at its line."""
-    return SpecError(f"malformed YAML: character {exc.character!r} is not allowed", file=file,
-                     line=text[: exc.position].count("\n") + 1)
-
-
-def _yaml_error(exc: yaml.MarkedYAMLError, file: str) -> SpecError:
-    mark = exc.problem_mark or exc.context_mark
-    line = mark.line + 1 if mark else None
-    problem = exc.problem or exc.context or "malformed YAML"
-    return SpecError(f"malformed YAML: {problem}", file=file, line=line)
 
 
 _STR = "tag:yaml.org,2002:str"
