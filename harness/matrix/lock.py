@@ -143,12 +143,9 @@ def check_sets(releases: Releases, sets: tuple[tuple[str, str], ...], envs: Iter
             continue
         names = {canonicalize_name(given),
                  canonicalize_name(requirement_name(distributions.get(given, given)))}
-        asked = set()
-        for env in envs:
-            for text in env.requirements:
-                req = Requirement(text)
-                if canonicalize_name(req.name) in names and str(req.specifier) == f"=={value}":
-                    asked.add((req.name, env.index_urls))
+        asked = {(req.name, env.index_urls) for env in envs
+                 for req in map(Requirement, env.requirements)
+                 if canonicalize_name(req.name) in names and str(req.specifier) == f"=={value}"}
         for dist, indexes in sorted(asked):
             releases.check_release(given, dist, version, indexes)
 
