@@ -151,12 +151,9 @@ def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = N
 
     def keep(cell: Cell) -> bool:
         values = dict(cell.env.values)
-        for axis, options in wanted.items():
-            if axis == "env":
-                if not any(fnmatchcase(cell.env.name, o) for o in options):
-                    return False
-            elif values.get(axis) not in options:
-                return False
+        if not all(any(fnmatchcase(cell.env.name, o) for o in options) if axis == "env"
+                   else values.get(axis) in options for axis, options in wanted.items()):
+            return False
         if keyword and not any(keyword in text or fnmatchcase(text, keyword)
                                for text in (cell.case.label, cell.case.nodeid)):
             return False
