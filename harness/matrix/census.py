@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import SpecError
 from harness.core.matrix import CaseSelector
 from harness.core.releases import release_order
 
@@ -100,10 +101,11 @@ class Count:
         return f"{self.n:,}" if self.exact else f"at least {self.n:,}"
 
 
-def over_limit(cells: Count, limit: int) -> str:
-    """The refusal of a matrix past the cell limit, wherever it is counted."""
-    return (f"the matrix expands to {cells} cells, over the limit of {limit:,} (raise it "
-            "with --max-cells)")
+def refuse_past(cells: Count, limit: int, file: str, line: int) -> None:
+    """Refuse a matrix past the cell limit, wherever it is counted."""
+    if cells.n > limit:
+        raise SpecError(f"the matrix expands to {cells} cells, over the limit of {limit:,} "
+                        "(raise it with --max-cells)", file=file, line=line)
 
 
 def cells_per_env(hardware: Sequence[str], cases: Sequence[CaseSelector],

@@ -30,15 +30,8 @@ from harness.core.matrix import (
     short_value,
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
-from harness.matrix.census import (
-    CaseCount,
-    Count,
-    Follower,
-    cells_per_env,
-    count_combos,
-    expand,
-    over_limit,
-)
+from harness.matrix import census
+from harness.matrix.census import CaseCount, Count, Follower, count_combos, expand, refuse_past
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
 from harness.matrix.reader import KeyPath, Reader, Source, kind, load_source, value_limit
@@ -111,11 +104,11 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     named_cells = sum((top.named_cells(("environments", n), defaults) for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
-        _refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
+        refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
     entries = [top.entry(("matrices", name), str(name), defaults, distributions)
                for name in matrices]
-    _refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
+    refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
     envs = [env for e in entries for env in top.environments(e, distributions, builds)]
     envs += [top.named_env(("environments", name), str(name), defaults, distributions, builds)
              for name in names]
@@ -162,11 +155,6 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
         seen[env.name] = env
 
 
-def _refuse_past(cells: Count, limit: int, file: str, line: int) -> None:
-    if cells.n > limit:
-        raise SpecError(over_limit(cells, limit), file=file, line=line)
-
-
 @dataclass(frozen=True, kw_only=True)
 class _Entry:
     """One entry of ``matrices:``, checked and counted, before its environments are made."""
@@ -199,7 +187,7 @@ class _Reader(Reader):
         cases: tuple[CaseSelector, ...] = settings.get("cases", ())
         suites: tuple[str, ...] = settings.get("suites", ())
         picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
-        return cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
+        return census.cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
 
     def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
         """A named environment's cells, from its targets, cases and suites alone."""

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import jsonio
-from harness.core.errors import SpecError, UsageError
+from harness.core.errors import UsageError
 from harness.core.matrix import CaseSelector, EnvSpec, MatrixSpec
 from harness.core.results import CellResult
-from harness.matrix.census import CaseCount, Count, over_limit
+from harness.matrix.census import CaseCount, Count, refuse_past
 from harness.plan.cases import CaseVariant, collect_cases, select_cases
 from harness.plan.suites import session_variant
 
@@ -68,9 +68,7 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
             per_env[kind] = len(_targets(env.hardware, present)) * (
                 len(_env_cases(env, cases)) + len(env.suites))
         count += per_env[kind]
-    if count > spec.max_cells:
-        raise SpecError(over_limit(Count(count), spec.max_cells), file=spec.file,
-                        line=spec.body_line or 1)
+    refuse_past(Count(count), spec.max_cells, spec.file, spec.body_line or 1)
     cells = []
     dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
     for env in spec.environments:
