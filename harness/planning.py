@@ -64,24 +64,18 @@ class RunOptions:
 
 def run_options(args: argparse.Namespace) -> RunOptions:
     """``RunOptions`` from a command's arguments (plan, run, bisect); what it lacks, the default."""
+    get = vars(args).get
     return RunOptions(matrix=args.matrix, reports_dir=args.reports, only=tuple(args.only),
                       keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
-                      max_cells=getattr(args, "max_cells", None),
-                      jobs=getattr(args, "jobs", 1), resume=getattr(args, "resume", None),
-                      run_id=getattr(args, "run_id", None),
-                      report=not getattr(args, "no_report", False),
+                      max_cells=get("max_cells"), jobs=get("jobs", 1), resume=get("resume"),
+                      run_id=get("run_id"), report=not get("no_report", False),
                       find_links=tuple(args.find_links), offline=args.offline,
-                      refresh=getattr(args, "refresh", False),
-                      executor=getattr(args, "executor", "local"),
-                      address=getattr(args, "address", None),
-                      retries=getattr(args, "retries", RETRIES),
-                      shard=getattr(args, "shard", None),
-                      durations_from=getattr(args, "durations_from", None),
-                      batch=not getattr(args, "isolate_cells", False),
-                      verbose=getattr(args, "verbose", False),
-                      fail_on=getattr(args, "fail_on", None) or DEFAULT_FAIL_ON,
-                      baseline=getattr(args, "baseline", None),
-                      sets=parse_sets(getattr(args, "sets", [])))
+                      refresh=get("refresh", False), executor=get("executor", "local"),
+                      address=get("address"), retries=get("retries", RETRIES),
+                      shard=get("shard"), durations_from=get("durations_from"),
+                      batch=not get("isolate_cells", False), verbose=get("verbose", False),
+                      fail_on=get("fail_on") or DEFAULT_FAIL_ON, baseline=get("baseline"),
+                      sets=parse_sets(get("sets", [])))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,7 +146,7 @@ def plan_cells(state: RunState, *, notes: bool = True) -> RunState:
                    state.spec.distributions)
     full = plan
     if state.options.shard:
-        plan, _ = select_shard(plan, state.options.shard, shard_durations(state.options))
+        plan = select_shard(plan, state.options.shard, shard_durations(state.options))
     return replace(state, plan=plan, full_plan=full)
 
 

@@ -30,13 +30,12 @@ from harness.core.matrix import (
     short_value,
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
-from harness.matrix.census import CaseCount, Count, cells_per_env, count_combos, over_limit
-from harness.matrix.expand import Follower, expand
+from harness.matrix import census
+from harness.matrix.census import CaseCount, Count, Follower, count_combos, expand, refuse_past
 from harness.matrix.lock import Releases
 from harness.matrix.overrides import apply_sets
-from harness.matrix.reader import Reader, kind
+from harness.matrix.reader import KeyPath, Reader, Source, kind, load_source, value_limit
 from harness.matrix.releases import query_at
-from harness.matrix.yamlsrc import KeyPath, Source, load_source, value_limit
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
@@ -57,13 +56,7 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
     """``path``'s matrix; ``releases`` answers its queries (default: the lock, saved, then the
     index)."""
     path = Path(path)
-    if releases is None:
-        lock = Releases.for_matrix(path)
-        spec = load_matrix(path, max_cells=max_cells, releases=lock, overrides=overrides,
-                           count_cases=count_cases)
-        if not overrides:  # a bump leaves the lock as it is
-            lock.save()
-        return spec
+    lock = Releases.for_matrix(path) if releases is None else None
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -74,8 +67,11 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
         line = data[: exc.start].count(b"\n") + 1
         raise SpecError(f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start}",
                         file=str(path), line=line) from None
-    return parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells,
-                        releases=releases, overrides=overrides, count_cases=count_cases)
+    spec = parse_matrix(text, file=str(path), base=path.parent, max_cells=max_cells,
+                        releases=lock or releases, overrides=overrides, count_cases=count_cases)
+    if lock is not None and not overrides:  # a bump leaves the lock as it is
+        lock.save()
+    return spec
 
 
 def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None,
@@ -108,11 +104,11 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     named_cells = sum((top.named_cells(("environments", n), defaults) for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
-        _refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
+        refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
     entries = [top.entry(("matrices", name), str(name), defaults, distributions)
                for name in matrices]
-    _refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
+    refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
     envs = [env for e in entries for env in top.environments(e, distributions, builds)]
     envs += [top.named_env(("environments", name), str(name), defaults, distributions, builds)
              for name in names]
@@ -159,11 +155,6 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
         seen[env.name] = env
 
 
-def _refuse_past(cells: Count, limit: int, file: str, line: int) -> None:
-    if cells.n > limit:
-        raise SpecError(over_limit(cells, limit), file=file, line=line)
-
-
 @dataclass(frozen=True, kw_only=True)
 class _Entry:
     """One entry of ``matrices:``, checked and counted, before its environments are made."""
@@ -196,7 +187,7 @@ class _Reader(Reader):
         cases: tuple[CaseSelector, ...] = settings.get("cases", ())
         suites: tuple[str, ...] = settings.get("suites", ())
         picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
-        return cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
+        return census.cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
 
     def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
         """A named environment's cells, from its targets, cases and suites alone."""

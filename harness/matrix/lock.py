@@ -18,8 +18,7 @@ from harness.core.atomic import write_text
 from harness.core.errors import UsageError
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.releases import ReleaseQuery, Resolution, Target
-from harness.matrix.index import project_files
-from harness.matrix.releases import IndexFile, machine_platform, select, version_of
+from harness.matrix.releases import IndexFile, machine_platform, project_files, select, version_of
 from harness.matrix.sources import find_links_folders, offline_from_environment
 
 LOCK_FORMAT = "ml-compat-harness lock 1"
@@ -144,12 +143,9 @@ def check_sets(releases: Releases, sets: tuple[tuple[str, str], ...], envs: Iter
             continue
         names = {canonicalize_name(given),
                  canonicalize_name(requirement_name(distributions.get(given, given)))}
-        asked = set()
-        for env in envs:
-            for text in env.requirements:
-                req = Requirement(text)
-                if canonicalize_name(req.name) in names and str(req.specifier) == f"=={value}":
-                    asked.add((req.name, env.index_urls))
+        asked = {(req.name, env.index_urls) for env in envs
+                 for req in map(Requirement, env.requirements)
+                 if canonicalize_name(req.name) in names and str(req.specifier) == f"=={value}"}
         for dist, indexes in sorted(asked):
             releases.check_release(given, dist, version, indexes)
 
@@ -174,11 +170,6 @@ def read_lock(path: Path) -> dict[Key, Resolution]:
 
 
 def _entries(resolutions: dict[Key, Resolution]) -> list[dict[str, Any]]:
-    out = []
-    for _, resolution in sorted(resolutions.items()):
-        entry = resolution.to_dict()
-        # Where this machine's packages came from is not what the query resolved to.
-        for name in ("source", "find_links", "offline"):
-            entry.pop(name)
-        out.append(entry)
-    return out
+    # Where this machine's packages came from is not what the query resolved to.
+    return [{k: v for k, v in r.to_dict().items() if k not in ("source", "find_links", "offline")}
+            for _, r in sorted(resolutions.items())]

@@ -99,10 +99,18 @@ def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
 
 def _set_in(holder: dict[str, Any], key: str, value: str) -> bool:
     """Replace ``key`` in ``holder`` and in its ``packages:``; whether it was in either."""
-    hit = _in_packages(holder, key, value)
+    packages = holder["packages"] if isinstance(holder.get("packages"), list) else []
+    hit = key in holder
+    for i, line in enumerate(packages):
+        try:
+            name = canonicalize_name(Requirement(str(line)).name)
+        except InvalidRequirement:
+            continue  # the loader says what is wrong with it, at its line
+        if name == canonicalize_name(key):
+            packages[i] = requirement_for(key, value)
+            hit = True
     if key in holder:
         holder[key] = value
-        hit = True
     return hit
 
 
@@ -160,23 +168,6 @@ def _version(text: str) -> Version | None:
         return Version(text.lstrip("="))
     except InvalidVersion:
         return None
-
-
-def _in_packages(holder: dict[str, Any], key: str, value: str) -> bool:
-    """Replace ``key``'s requirement in ``holder``'s ``packages:``; whether there was one."""
-    packages = holder.get("packages")
-    if not isinstance(packages, list):
-        return False
-    hit = False
-    for i, line in enumerate(packages):
-        try:
-            name = canonicalize_name(Requirement(str(line)).name)
-        except InvalidRequirement:
-            continue  # the loader says what is wrong with it, at its line
-        if name == canonicalize_name(key):
-            packages[i] = requirement_for(key, value)
-            hit = True
-    return hit
 
 
 def _add(data: dict[str, Any], key: str, value: str) -> None:

@@ -1,23 +1,190 @@
-"""Typed access to a parsed matrix.yaml: every value checked, every failure a one-line
-SpecError at its line. ``harness.matrix.load`` reads the matrix's structure with it."""
+"""matrix.yaml read safely, with the line of every key (hostile input: too many values, too deep,
+too long, self-containing aliases, merge keys refused), and typed access to it: every value
+checked, every failure a one-line SpecError at its line."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core import backends
+from harness.core.errors import SpecError
 from harness.core.matrix import BuildSetting, CaseSelector, SuiteSpec
 from harness.core.results import Outcome
 from harness.core.rules import Rule
 from harness.matrix.releases import valid_specifier
-from harness.matrix.yamlsrc import KeyPath, Source, format_path
+
+PathPart = str | int
+KeyPath = tuple[PathPart, ...]
+
+
+def format_path(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass(frozen=True)
+class Source:
+    """Parsed YAML plus where each key path came from."""
+
+    file: str
+    data: Any
+    lines: dict[KeyPath, int]
+
+    def line(self, path: KeyPath) -> int | None:
+        while path not in self.lines and path:
+            path = path[:-1]
+        return self.lines.get(path)  # a missing path: its nearest present parent's
+
+    def error(self, path: KeyPath, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=self.line(path), path=format_path(path))
+
+
+MAX_DEPTH = 64  # a matrix needs about 8
+MAX_CHARS = 10_000  # the longest value: a URL is a few hundred characters
+MAX_NODES = 50_000  # values a file may hold (aliases expanded) at least
+
+
+def value_limit(max_cells: int) -> int:
+    """Half the cell limit, ``MAX_NODES`` at least: ``--max-cells`` raises both."""
+    return max(MAX_NODES, max_cells // 2)
+
+
+#: libyaml's parser when PyYAML was built with it.
+_EVENT_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_source(text: str, file: str, *, max_values: int = MAX_NODES) -> Source:
+    """``text`` parsed safely; duplicate keys and more than ``max_values`` values refused."""
+    well_formed = _count_values(text, file, max_values)
+    lines: dict[KeyPath, int] = {}
+    try:
+        # libyaml for a well-formed text; the pure-Python loader says where a malformed one fails
+        loader = _EVENT_LOADER(text) if well_formed else yaml.SafeLoader(text)
+        loader.name = file
+        try:
+            root = loader.get_single_node()
+        finally:
+            loader.dispose()
+        # The converter's constructor refuses a tag or value with a MarkedYAMLError too.
+        data = _Converter(file, lines, max_values).convert(root, ()) if root is not None else None
+    except yaml.MarkedYAMLError as exc:
+        raise SpecError(f"malformed YAML: {exc.problem or exc.context or 'malformed YAML'}",
+                        file=file, line=_line(exc.problem_mark or exc.context_mark)) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (ESC, NUL, ...)
+        raise SpecError(f"malformed YAML: character {exc.character!r} is not allowed", file=file,
+                        line=text[: exc.position].count("\n") + 1) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"malformed YAML: {exc}", file=file, line=None) from None
+    return Source(file=file, data=data, lines=lines)
+
+
+def _count_values(text: str, file: str, limit: int) -> bool:
+    """Whether ``text`` is well-formed YAML; refused past ``limit`` values (keys apart),
+    ``MAX_DEPTH`` levels or ``MAX_CHARS`` a value."""
+    values = 0
+    # Per open collection: whether it is a mapping, and its nodes so far (every other a key).
+    open_: list[list[Any]] = []
+    try:
+        for event in yaml.parse(text, Loader=_EVENT_LOADER):
+            if isinstance(event, yaml.CollectionEndEvent):
+                open_.pop()
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            is_key = bool(open_) and open_[-1][0] and open_[-1][1] % 2 == 0
+            if open_:
+                open_[-1][1] += 1
+            if not is_key:
+                values += 1
+                if values > limit:
+                    raise SpecError(f"more than {limit:,} values, past the limit for a "
+                                    "matrix (raise it with --max-cells: half of it, "
+                                    f"{MAX_NODES:,} at least)", file=file,
+                                    line=_line(event.start_mark))
+            if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_CHARS:
+                raise SpecError(f"a value of {len(event.value):,} characters, over the limit "
+                                f"of {MAX_CHARS:,}", file=file, line=_line(event.start_mark))
+            if isinstance(event, yaml.CollectionStartEvent):
+                open_.append([isinstance(event, yaml.MappingStartEvent), 0])
+                if len(open_) > MAX_DEPTH:
+                    raise SpecError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                                    line=_line(event.start_mark))
+    except yaml.MarkedYAMLError as exc:
+        # libyaml's own cap (1,000 levels), met while it looks ahead past ours
+        if "nesting depth" in (exc.problem or ""):
+            raise SpecError(f"nested more than {MAX_DEPTH} levels deep", file=file,
+                            line=_line(exc.problem_mark)) from None
+        return False  # malformed: the loader below says where, in its own words
+    except yaml.YAMLError:
+        return False
+    return True
+
+
+def _line(mark: Any) -> int | None:
+    return mark.line + 1 if mark is not None else None
+
+
+_STR = "tag:yaml.org,2002:str"
+
+
+class _Converter:
+    def __init__(self, file: str, lines: dict[KeyPath, int], limit: int) -> None:
+        self.file, self.lines, self.limit = file, lines, limit
+        self.nodes = 0
+        self.constructor = yaml.SafeLoader("")  # one for every scalar
+        self.open: set[int] = set()  # nodes being converted: an alias back to one is a cycle
+
+    def error(self, node: yaml.Node, path: KeyPath, message: str) -> SpecError:
+        return SpecError(message, file=self.file, line=node.start_mark.line + 1,
+                         path=format_path(path))
+
+    def convert(self, node: yaml.Node, path: KeyPath) -> Any:
+        self.nodes += 1
+        if self.nodes > self.limit:
+            raise self.error(node, path, f"more than {self.limit:,} values once aliases are "
+                             "expanded")
+        if id(node) in self.open:
+            raise self.error(node, path, "an alias refers to a value that contains it")
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.SequenceNode):
+            self.open.add(id(node))
+            items = [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+            self.open.discard(id(node))
+            return items
+        if not isinstance(node, yaml.MappingNode):
+            return self.scalar(node)
+        self.open.add(id(node))
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise self.error(key_node, path, "merge keys (<<) are not supported; write the "
+                                 "keys out")
+            key = self.scalar(key_node)
+            if key in out:
+                raise self.error(key_node, (*path, key), f"duplicate key {key!r}")
+            out[key] = self.convert(value_node, (*path, key))
+            self.lines[(*path, key)] = key_node.start_mark.line + 1
+        self.open.discard(id(node))
+        return out
+
+    def scalar(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.error(node, (), "keys must be plain scalars")
+        if node.tag == _STR:  # most of a matrix: what the constructor would make of it
+            return node.value
+        return self.constructor.construct_object(node)
+
 
 MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
 _HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")

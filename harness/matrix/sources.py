@@ -23,14 +23,10 @@ OFFLINE_VAR = "HARNESS_OFFLINE"
 def find_links_folders(given: tuple[Path, ...]) -> tuple[Path, ...]:
     """``--find-links`` folders, then ``HARNESS_FIND_LINKS`` (os.pathsep-separated)."""
     from_env = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    folders = []
     for folder in (*given, *from_env):
         if not folder.is_dir():
             raise UsageError(f"--find-links {folder}: not a folder")
-        resolved = folder.resolve()
-        if resolved not in folders:
-            folders.append(resolved)
-    return tuple(folders)
+    return tuple(dict.fromkeys(folder.resolve() for folder in (*given, *from_env)))
 
 
 def wheels_by_name(folders: tuple[Path, ...], python: str) -> dict[str, Path]:

@@ -4,8 +4,9 @@ debugging (Zeller's ddmin) over the package changes between two runs."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
 from packaging.utils import canonicalize_name
@@ -32,8 +33,7 @@ class Probe:
         return self.outcome + (f" ({self.signature})" if self.signature else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "outcome": self.outcome, "signature": self.signature,
-                "reason": self.reason, "run_id": self.run_id, "skipped": self.skipped}
+        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +43,7 @@ class Boundary:
     last: Probe
     first: Probe
     probes: tuple[Probe, ...] = ()  # in the order they ran
-    untested: tuple[str, ...] = field(default_factory=tuple)
+    untested: tuple[str, ...] = ()
 
 
 def search(candidates: Sequence[str], good: Probe, bad: Probe,
@@ -123,12 +123,8 @@ def ddmin(changes: Sequence[T], flips: Callable[[tuple[T, ...]], bool | None]
 
 def _split(items: tuple[T, ...], n: int) -> list[tuple[T, ...]]:
     size, extra = divmod(len(items), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(items[start:end])
-        start = end
-    return [c for c in out if c]
+    ends = [i * size + min(i, extra) for i in range(n + 1)]
+    return [items[a:b] for a, b in itertools.pairwise(ends) if a < b]
 
 
 def top_level_changes(top: Iterable[str], before: Mapping[str, str], after: Mapping[str, str]

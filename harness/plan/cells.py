@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import jsonio
-from harness.core.errors import SpecError, UsageError
+from harness.core.errors import UsageError
 from harness.core.matrix import CaseSelector, EnvSpec, MatrixSpec
 from harness.core.results import CellResult
-from harness.matrix.census import CaseCount, Count, over_limit
+from harness.matrix.census import CaseCount, Count, refuse_past
 from harness.plan.cases import CaseVariant, collect_cases, select_cases
 from harness.plan.suites import session_variant
 
@@ -46,10 +46,7 @@ class Plan:
 
     @property
     def environments(self) -> tuple[EnvSpec, ...]:
-        seen: dict[str, EnvSpec] = {}
-        for cell in self.cells:
-            seen.setdefault(cell.env.name, cell.env)
-        return tuple(seen.values())
+        return tuple({cell.env.name: cell.env for cell in self.cells}.values())
 
 
 def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
@@ -71,9 +68,7 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
             per_env[kind] = len(_targets(env.hardware, present)) * (
                 len(_env_cases(env, cases)) + len(env.suites))
         count += per_env[kind]
-    if count > spec.max_cells:
-        raise SpecError(over_limit(Count(count), spec.max_cells), file=spec.file,
-                        line=spec.body_line or 1)
+    refuse_past(Count(count), spec.max_cells, spec.file, spec.body_line or 1)
     cells = []
     dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
     for env in spec.environments:
@@ -154,12 +149,9 @@ def filter_plan(plan: Plan, *, only: Sequence[str] = (), keyword: str | None = N
 
     def keep(cell: Cell) -> bool:
         values = dict(cell.env.values)
-        for axis, options in wanted.items():
-            if axis == "env":
-                if not any(fnmatchcase(cell.env.name, o) for o in options):
-                    return False
-            elif values.get(axis) not in options:
-                return False
+        if not all(any(fnmatchcase(cell.env.name, o) for o in options) if axis == "env"
+                   else values.get(axis) in options for axis, options in wanted.items()):
+            return False
         if keyword and not any(keyword in text or fnmatchcase(text, keyword)
                                for text in (cell.case.label, cell.case.nodeid)):
             return False

@@ -60,16 +60,14 @@ def make_shards(plan: Plan, count: int, durations: Mapping[str, float] | None = 
         for cells in bins:
             shards.append(Shard(index=len(shards) + 1, count=count, hardware=hw,
                                 cells=tuple(cells)))
-    while len(shards) < count:  # more shards than environments: the rest have nothing to do
-        shards.append(Shard(index=len(shards) + 1, count=count, hardware=kinds[-1], cells=()))
-    return shards
+    # More shards than environments: the rest have nothing to do.
+    return shards + [Shard(index=i + 1, count=count, hardware=kinds[-1], cells=())
+                     for i in range(len(shards), count)]
 
 
-def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None = None
-                 ) -> tuple[Plan, Shard]:
+def select_shard(plan: Plan, shard: str, durations: Mapping[str, float] | None = None) -> Plan:
     index, count = parse_shard(shard)
-    chosen = make_shards(plan, count, durations)[index - 1]
-    return Plan(cells=chosen.cells), chosen
+    return Plan(cells=make_shards(plan, count, durations)[index - 1].cells)
 
 
 def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tuple[int, str]:
@@ -93,16 +91,11 @@ def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tup
 def shard_jobs(plan: Plan, count: int, durations: Mapping[str, float],
                runner_for: Callable[[str], list[str]]) -> list[dict[str, Any]]:
     """One CI job per non-empty shard (``harness plan --format gha``)."""
-    jobs = []
-    for shard in make_shards(plan, count, durations):
-        if not shard.cells:
-            continue
-        jobs.append({"shard": shard.label, "hardware": shard.hardware,
-                     "runs-on": runner_for(shard.hardware),
-                     "artifact": f"harness-shard-{shard.index}-of-{shard.count}",
-                     "cells": len(shard.cells),
-                     "environments": len({c.env.name for c in shard.cells})})
-    return jobs
+    return [{"shard": shard.label, "hardware": shard.hardware,
+             "runs-on": runner_for(shard.hardware),
+             "artifact": f"harness-shard-{shard.index}-of-{shard.count}",
+             "cells": len(shard.cells), "environments": len({c.env.name for c in shard.cells})}
+            for shard in make_shards(plan, count, durations) if shard.cells]
 
 
 def _weights(cells: Sequence[Cell], durations: Mapping[str, float]) -> dict[str, float]:
@@ -119,14 +112,10 @@ def _apportion(totals: Mapping[str, float], count: int, groups: Mapping[str, int
     share = {hw: count * w / total for hw, w in totals.items()}
     out = {hw: max(1, min(groups[hw], int(s))) for hw, s in share.items()}
     order = sorted(totals, key=lambda hw: (-(share[hw] - int(share[hw])), hw))
-    while sum(out.values()) < count:
-        grown = False
-        for hw in order:
-            if sum(out.values()) < count and out[hw] < groups[hw]:
-                out[hw] += 1
-                grown = True
-        if not grown:
-            break  # every kind has a shard per environment: the rest stay empty
+    # Once a kind has a shard per environment, it takes no more: the rest stay empty.
+    while sum(out.values()) < count and (room := [hw for hw in order if out[hw] < groups[hw]]):
+        for hw in room[: count - sum(out.values())]:
+            out[hw] += 1
     while sum(out.values()) > count:
         hw = max((h for h in out if out[h] > 1), key=lambda h: (out[h] - share[h], h))
         out[hw] -= 1

@@ -3,6 +3,7 @@ which the run expands into one result per test."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -41,13 +42,8 @@ def rootdir(path: Path) -> Path:
     for candidate in (folder, *folder.parents):
         for name, section in CONFIG_FILES:
             file = candidate / name
-            if file.is_file() and (section is None or section in _text(file)):
-                return candidate
+            with contextlib.suppress(OSError):
+                if file.is_file() and (section is None
+                                       or section in file.read_text(errors="replace")):
+                    return candidate
     return folder
-
-
-def _text(file: Path) -> str:
-    try:
-        return file.read_text(errors="replace")
-    except OSError:
-        return ""

@@ -7,8 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.matrix.census import Count, count_combos
-from harness.matrix.expand import expand
+from harness.matrix.census import Count, count_combos, expand
 from tests.conftest import examples
 
 KEYS = ("a", "b", "c", "d")

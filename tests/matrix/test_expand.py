@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.matrix.expand import expand
+from harness.matrix.census import expand
 
 #: The expansion GitHub documents for its include example.
 GITHUB_INCLUDE_EXPANSION = [

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import UsageError
-from harness.matrix.index import project_files
-from harness.matrix.releases import IndexFile
+from harness.matrix.releases import IndexFile, project_files
 
 
 @pytest.fixture(autouse=True)

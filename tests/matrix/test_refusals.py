@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import CaseSelector
-from harness.matrix import yamlsrc
+from harness.matrix import reader
 from harness.matrix.census import CaseCount
 from harness.matrix.load import _Reader, parse_matrix
-from harness.matrix.yamlsrc import load_source, value_limit
+from harness.matrix.reader import load_source, value_limit
 from harness.plan.cases import CaseVariant, collect_cases, select_cases
 from harness.plan.cells import case_counter, make_plan
 from tests.conftest import ROOT, examples
@@ -138,7 +138,7 @@ def test_the_value_limit_follows_the_cell_limit_and_counts_no_key() -> None:
 
 def test_without_libyaml_the_pure_python_parser_counts_the_same(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(yamlsrc, "_EVENT_LOADER", yaml.SafeLoader)
+    monkeypatch.setattr(reader, "_EVENT_LOADER", yaml.SafeLoader)
 
     def items(n: int) -> str:  # the mapping, the list and n items: n + 2 values
         return "a: [" + ",".join("1" for _ in range(n)) + "]\n"

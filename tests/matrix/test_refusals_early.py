@@ -12,7 +12,7 @@ import yaml
 from harness.cli import main
 from harness.core.errors import SpecError
 from harness.matrix.load import _Reader, load_matrix, parse_matrix
-from harness.matrix.yamlsrc import load_source
+from harness.matrix.reader import load_source
 from harness.plan.cells import case_counter
 from tests.conftest import ROOT
 
