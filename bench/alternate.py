@@ -10,8 +10,8 @@ imports at each start, a cost the other side does not pay.
     python bench/alternate.py --old 00d2759 --cwd DATA --env HARNESS_MAX_CELLS=200000 \\
         --repeat 5 -- --reports reports report merged --out /tmp/out
 
-prints each run's wall seconds and both medians, the peak RSS, and the speed line before
-and after. ``DATA`` is where the command runs (a ``bench/scale.py --keep`` folder); its
+prints each run's wall seconds, both medians (wall and CPU), the peak RSS, and the speed line
+before and after. ``DATA`` is where the command runs (a ``bench/scale.py --keep`` folder); its
 ``cache`` folder is the harness's cache for both.
 """
 
@@ -67,6 +67,7 @@ def _alternate(old: Path, options: argparse.Namespace, args: list[str],
     print(f"old {options.old} against new (this checkout); {load_line()}")
     print(f"before: {speed_line()}")
     seconds: dict[str, list[float]] = {name: [] for name in sides}
+    cpu: dict[str, list[float]] = {name: [] for name in sides}
     peaks: dict[str, float] = {}
     for _ in range(options.repeat):
         for name, checkout in sides.items():
@@ -78,12 +79,13 @@ def _alternate(old: Path, options: argparse.Namespace, args: list[str],
                 print(f"{name}: the command failed: " + " | ".join(run.stderr_lines()[-3:]))
                 return 1
             seconds[name].append(run.figures.seconds)
+            cpu[name].append(run.figures.cpu)
             peaks[name] = max(peaks.get(name, 0.0), run.figures.peak_mib)
     print(f"after: {speed_line()}; {load_line()}")
     for name in sides:
         runs = " ".join(f"{s:.2f}" for s in sorted(seconds[name]))
         print(f"{name}: {runs}  median {statistics.median(seconds[name]):.2f} s, "
-              f"peak {peaks[name]:.0f} MiB")
+              f"CPU {statistics.median(cpu[name]):.2f} s, peak {peaks[name]:.0f} MiB")
     ratio = statistics.median(seconds["new"]) / statistics.median(seconds["old"])
     print(f"new / old: {ratio:.2f}")
     return 0

@@ -21,7 +21,8 @@ def test_alternate_runs_both_sides_and_leaves_no_checkout(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for side in ("old", "new"):
-        assert re.search(rf"^{side}: \d+\.\d\d \d+\.\d\d  median \d+\.\d\d s, peak \d+ MiB$",
+        assert re.search(rf"^{side}: \d+\.\d\d \d+\.\d\d  median \d+\.\d\d s, "
+                         r"CPU \d+\.\d\d s, peak \d+ MiB$",
                          proc.stdout, re.M), proc.stdout
     assert re.search(r"^new / old: \d+\.\d\d$", proc.stdout, re.M), proc.stdout
     assert "speed: " in proc.stdout
