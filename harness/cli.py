@@ -178,8 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", dest="keyword", help="show: cells whose case or environment matches")
     p.add_argument("--format", choices=("text", "json"), default="text")
 
-    p = sub.add_parser("envs", help="list, prune or check (preflight) environments")
-    p.add_argument("action", choices=("list", "prune", "check"))
+    p = sub.add_parser("envs", help="list, prune, check (preflight) or build the wheels of "
+                       "environments")
+    p.add_argument("action", choices=("list", "prune", "check", "build"))
     p.add_argument("-m", "--matrix", type=Path, default=Path("matrix.yaml"))
     p.add_argument("--all", action="store_true", help="prune: remove every environment")
     p.add_argument("--dry-run", action="store_true",
@@ -195,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check: the platform to resolve for (default: x86_64-manylinux_2_28)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("-j", "--jobs", type=int, default=4, help="check: resolves at a time")
+    p.add_argument("--into", type=Path, metavar="DIR",
+                   help="build: compile what the environments build from source into DIR, "
+                        "each wheel under its key, for runs with --find-links DIR")
+    p.add_argument("--arch", action="append", default=[], metavar="SM",
+                   help="build: a GPU architecture to compile for (sm_90; repeatable; default: "
+                        "each environment's hardware)")
     _find_links(p)
 
     p = sub.add_parser("images", help="docker images: bootstrap a local base image")

@@ -1,4 +1,4 @@
-"""Commands over environments: envs (list, prune, check), wheelhouse, images."""
+"""Commands over environments: envs (list, prune, check, build), wheelhouse, images."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ from harness.envs.images import LOCAL_BASE, bootstrap_base
 from harness.envs.overlay import read_packages
 from harness.envs.preflight import (
     DEFAULT_PLATFORM,
+    EnvBuilt,
     EnvCheck,
     EnvWheels,
     build_wheelhouse,
+    build_wheels,
     check_environments,
     render_table,
     summary,
@@ -36,6 +38,8 @@ def cmd_envs(args: argparse.Namespace) -> int:
     cache = default_cache_dir()
     if args.action == "check":
         return _check(args)
+    if args.action == "build":
+        return _build(args)
     if args.action == "list":
         listing = inventory.listing(cache)
         for e in listing:
@@ -76,6 +80,29 @@ def _check(args: argparse.Namespace) -> int:
         print(render_table(checks))
         print(summary(checks))
     return 0 if all(c.ok for c in checks) else 1
+
+
+def _build(args: argparse.Namespace) -> int:
+    if args.into is None:
+        raise UsageError("envs build needs --into DIR: the folder the wheels go to")
+    archs = tuple(a.removeprefix("sm_").rstrip("a") for a in args.arch)
+    if not all(a.isdigit() for a in archs):
+        raise UsageError(f"--arch {' '.join(args.arch)}: architectures are sm_80, sm_90, ...")
+    envs = [e for e in _selected_envs(args) if e.source_builds and REGISTRY[e.backend].installs]
+
+    def progress(report: EnvBuilt) -> None:
+        for entry, verb in [(e, "built") for e in report.built] + [(e, "kept") for e in
+                                                                   report.kept]:
+            print(f"{report.name}: {verb} {entry.wheel} in {entry.folder.name}", flush=True)
+        if report.error:
+            print(f"{report.name}: {report.error}", flush=True)
+
+    reports = build_wheels(envs, args.into, cache_dir=default_cache_dir(), archs=archs,
+                           platform=args.platform or DEFAULT_PLATFORM, on_done=progress)
+    print(f"{args.into}: {sum(len(r.built) for r in reports)} wheels built, "
+          f"{sum(len(r.kept) for r in reports)} already there, for {len(reports)} environments"
+          f" that build from source; {sum(bool(r.error) for r in reports)} failed")
+    return 1 if any(r.error for r in reports) else 0
 
 
 def _skip_builds(args: argparse.Namespace) -> list[str]:

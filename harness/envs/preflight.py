@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
@@ -29,7 +30,24 @@ from harness.envs import Backend, uv
 from harness.envs.base import locked
 from harness.envs.images import find_ca_bundle
 from harness.envs.overlay import added_by_overlay, find_base, read_resolution, resolution_args
-from harness.envs.sourcebuild import build_requirements, build_variables, no_isolation_args
+from harness.envs.sourcebuild import (
+    build_requirements,
+    build_variables,
+    check_nvcc,
+    compiler,
+    header_variables,
+    newest_arch,
+    no_isolation_args,
+)
+from harness.envs.wheelkey import (
+    Filed,
+    WheelKey,
+    filed,
+    holds,
+    torch_of,
+    wanted_key,
+    write_manifest,
+)
 
 #: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
@@ -114,14 +132,17 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
         env = replace(env, python=found.version)
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
-        reqs.write_text("\n".join([*env.requirements, uv.PYTEST_REQUIREMENT]) + "\n")
+        # What source builds compile against is installed first: it is in the resolution too.
+        reqs.write_text("\n".join([*env.requirements, uv.PYTEST_REQUIREMENT,
+                                   *build_requirements(env)]) + "\n")
         args = [uv._uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
                 "--no-annotate", "--python-version", env.python, "--python-platform",
                 platform, *uv.install_args(env)]
         if base is not None:
             args += resolution_args(base, Path(tmp) / "base")
         if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
-            args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env)]
+            args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env),
+                     *(f"--find-links={e.folder}" for e in filed(env.find_links))]
         proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
                               env={**uv.uv_environ(), **build_variables(env)},
                               timeout=RESOLVE_TIMEOUT)
@@ -238,6 +259,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                      on_done: Callable[[EnvWheels], None] = lambda _: None) -> list[EnvWheels]:
     folder.mkdir(parents=True, exist_ok=True)
     fetched: dict[tuple[str, str], str] = {}  # (pin, python) -> "" if in the folder, else why
+    keyed = filed([str(folder)])  # what `envs build --into` compiled
     out = []
     for env in envs:
         report = EnvWheels(name=env.name)
@@ -253,10 +275,12 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
         else:
             for pin in added_by_overlay(pins, base or {}):
                 key = (pin, env.python)  # a compiled wheel is per Python
+                if key not in fetched and holds(keyed, pin):
+                    fetched[key] = ""
                 if key not in fetched:
                     fetched[key] = fetch_wheel(pin, folder, python=env.python,
                                                platform=platform, find_links=env.find_links,
-                                               index_urls=env.index_urls)
+                                               index_urls=env.index_urls, offline=env.offline)
                 if fetched[key]:
                     report.missing[pin] = fetched[key]
                 else:
@@ -267,7 +291,8 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
 
 
 def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
-                find_links: tuple[str, ...] = (), index_urls: tuple[str, ...] = ()) -> str:
+                find_links: tuple[str, ...] = (), index_urls: tuple[str, ...] = (),
+                offline: bool = False) -> str:
     """Put the wheel for ``pin`` into ``folder``; "" when done, else why it could not be."""
     req = Requirement(pin)
     if req.url:
@@ -281,7 +306,7 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     args = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
             "--only-binary=:all:", "--dest", str(folder), "--python-version", python,
             "--implementation", "cp", *(f"--find-links={d}" for d in find_links),
-            *(f"--extra-index-url={u}" for u in index_urls),
+            *(["--no-index"] if offline else (f"--extra-index-url={u}" for u in index_urls)),
             *(f"--platform={tag}" for tag in PIP_PLATFORMS.get(platform,
                                                                [platform.replace("-", "_")]))]
     env = {**uv.uv_environ(), "PYTHONPATH": ""}
@@ -305,3 +330,91 @@ def wheelhouse_summary(reports: Sequence[EnvWheels], folder: Path) -> str:
     broken = sum(bool(r.error) for r in reports)
     return (f"{folder}: {count} wheels, {size:.1f} MiB, for {len(reports)} environments; "
             f"{missing} pins without a wheel, {broken} environments that do not resolve")
+
+
+@dataclass(kw_only=True)
+class EnvBuilt:
+    name: str
+    built: list[Filed] = field(default_factory=list)  # compiled here now
+    kept: list[Filed] = field(default_factory=list)  # already in the folder, key and all
+    error: str = ""
+
+
+def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
+                 archs: tuple[str, ...] = (), platform: str = DEFAULT_PLATFORM,
+                 on_done: Callable[[EnvBuilt], None] = lambda _: None) -> list[EnvBuilt]:
+    """Compile each distribution the environments build from source into a key folder of
+    ``folder``, for the SM numbers ``archs`` (default: each environment's GPU targets)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for env in envs:
+        report = EnvBuilt(name=env.name)
+        try:
+            pins = _compile(env, cache_dir=cache_dir, platform=platform)
+            python = _resolver_python(env, cache_dir)
+            torch = torch_of(uv._uv(["pip", "freeze", "--python", python], env))
+            chosen = archs or tuple(sorted({h.removeprefix("sm_").rstrip("a")
+                                            for h in env.hardware if h.startswith("sm_")},
+                                           key=int)) or (newest_arch(env),)
+            for setting in env.source_builds:
+                for pin in pins:
+                    if _named(pin) != canonicalize_name(setting.dist):
+                        continue
+                    key = wanted_key(env, setting, torch=torch, version=_version(pin),
+                                     archs=chosen if env.cuda else ())
+                    done = [e for e in filed([str(folder)]) if e.key == key or (
+                        e.pin == pin and e.key == replace(key, version=e.key.version))]
+                    if done:
+                        report.kept.append(done[0])
+                    else:
+                        report.built.append(_build_wheel(env, pin, python, key, folder,
+                                                         cache_dir))
+        except HarnessError as exc:
+            report.error = first_lines(str(exc))
+        on_done(report)
+        out.append(report)
+    return out
+
+
+def _named(pin: str) -> str:
+    return canonicalize_name(Requirement(pin.split(";", 1)[0]).name)
+
+
+def _version(pin: str) -> str:
+    """``==`` version of a pin; "" for a URL, whose version its wheel says."""
+    return next((str(s.version) for s in Requirement(pin.split(";", 1)[0]).specifier
+                 if s.operator == "=="), "")
+
+
+def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Path,
+                 cache_dir: Path) -> Filed:
+    """``pip wheel`` of one pin in the environment's build venv, filed under its key."""
+    nvcc, toolchain = compiler(env, cache_dir)
+    check_nvcc(env, nvcc)
+    variables = {**build_variables(env), **toolchain, **header_variables(python)}
+    if key.archs:
+        variables["NVTE_CUDA_ARCHS"] = ";".join(key.archs)
+        variables["TORCH_CUDA_ARCH_LIST"] = ";".join(f"{a[:-1]}.{a[-1]}" for a in key.archs)
+    with contextlib.suppress(HarnessError):  # a TLS-intercepting proxy's CA, as for uv
+        variables.setdefault("PIP_CERT", str(find_ca_bundle()))
+    uv._uv(["pip", "install", "--quiet", "--python", python, *uv.install_args(env), "pip"], env)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="harness-wheel-", dir=folder) as tmp:
+        sources = ["--no-index"] if env.offline else [
+            f"--extra-index-url={u}" for u in env.index_urls]
+        uv._uv(["wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", tmp, *sources,
+                *(f"--find-links={d}" for d in env.find_links), pin], env,
+               {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+               program=[python, "-m", "pip"])
+        wheel = next(Path(tmp).glob("*.whl"))
+        version = str(parse_wheel_filename(wheel.name)[1])
+        key = replace(key, version=version)
+        target = folder / key.folder
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir()
+        wheel.rename(target / wheel.name)
+    entry = Filed(key=key, folder=target, wheel=wheel.name, pin=pin, facts={
+        "mib": round((target / wheel.name).stat().st_size / 2**20, 1),
+        "seconds": round(time.monotonic() - started, 1), "nvcc": nvcc})
+    write_manifest(entry)
+    return entry

@@ -17,12 +17,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from packaging.utils import canonicalize_name
+
 from harness.core import atomic
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec
 from harness.core.reaper import Registry
 from harness.core.releases import release_order
-from harness.envs import overlay, sourcebuild
+from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
     Backend,
     Environment,
@@ -95,7 +97,7 @@ class UvBackend(Backend):
         started = time.time()
         python = str(path / "bin" / "python")
         shadows = self._build_overlay(spec, path, base) if base else {}
-        toolchain = {} if base else self._build_venv(spec, path)
+        toolchain, provenance = ({}, []) if base else self._build_venv(spec, path)
         cuda_home = toolchain.get("CUDA_HOME")  # a toolkit the harness fetched, from now on
         if handover is not None:  # what launch reads; the rest of the fingerprint follows
             handover(Environment(spec=spec, location=str(path), python=python, built=True,
@@ -110,6 +112,8 @@ class UvBackend(Backend):
                                       "shadowed": shadows}
         if cuda_home:
             fingerprint["cuda_home"] = cuda_home
+        if provenance:
+            fingerprint["provenance"] = provenance
         marker = {"key": spec.key, "name": spec.name, "requirements": list(spec.requirements),
                   "built_at": started, "build_seconds": round(time.time() - started, 1),
                   "fingerprint": fingerprint}
@@ -147,31 +151,49 @@ class UvBackend(Backend):
                           *install_args(spec), *added], spec)
         return overlay.shadowed(pins, base.packages)
 
-    def _build_venv(self, spec: EnvSpec, path: Path) -> dict[str, str]:
-        """Build the venv; the variables that chose its CUDA toolkit (none: the machine's)."""
+    def _build_venv(self, spec: EnvSpec, path: Path) -> tuple[dict[str, str], list[str]]:
+        """Build the venv; the variables that chose its CUDA toolkit (none: the machine's),
+        and where each distribution built from source came from."""
         python = str(path / "bin" / "python")
         interpreter = find_interpreter(spec.python)
         self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         variables: dict[str, str] = {}
         toolchain: dict[str, str] = {}
+        nvcc: str | None = None
+        choice = wheelkey.Choice(offered=(), refused=())
         if spec.source_builds:
-            nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
-            check_nvcc(spec, nvcc)
+            keyed = bool(wheelkey.filed(spec.find_links))
+            if not keyed:  # nvcc checked before minutes of installing torch
+                nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
+                check_nvcc(spec, nvcc)
             # What a package built without isolation compiles against goes in first.
             self._run_uv(["pip", "install", "--python", python, *install_args(spec),
                           *sourcebuild.build_requirements(spec)], spec)
+            freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+            if keyed:
+                choice = wheelkey.choose(spec, wheelkey.torch_of(freeze), wheelkey.gpu_archs())
+                offered = {e.key.dist for e in choice.offered}
+                if not {canonicalize_name(b.dist) for b in spec.source_builds} <= offered:
+                    nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
+                    check_nvcc(spec, nvcc)
             variables = {**sourcebuild.build_variables(spec), **toolchain,
                          **sourcebuild.header_variables(python)}
             # uv caches a wheel built from an sdist by the sdist alone (a TE built against
             # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
-            freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
             identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
             digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
             variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
         self._run_uv(["pip", "install", "--python", python, *install_args(spec),
+                      *(f"--find-links={e.folder}" for e in choice.offered),
                       *sourcebuild.no_isolation_args(spec), *spec.requirements,
                       PYTEST_REQUIREMENT], spec, variables)
-        return toolchain
+        if not spec.source_builds:
+            return toolchain, []
+        installed = dict(line.split("==", 1) for line in self._run_uv(
+            ["pip", "freeze", "--python", python], spec).splitlines() if "==" in line)
+        return toolchain, choice.provenance(
+            {canonicalize_name(k): v for k, v in installed.items()},
+            tuple(canonicalize_name(b.dist) for b in spec.source_builds))
 
     def _run_uv(self, args: list[str], spec: EnvSpec,
                 variables: dict[str, str] | None = None) -> str:
@@ -308,22 +330,25 @@ def uv_error(stderr: str, count: int = 6) -> str:
 
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
-        timeout: float = UV_TIMEOUT, *, registry: Registry | None = None) -> str:
-    """Run uv in a session of its own (a timeout kills its compilers too); its stdout, or
-    EnvBuildError with the end of what it said."""
+        timeout: float = UV_TIMEOUT, *, registry: Registry | None = None,
+        program: list[str] | None = None) -> str:
+    """Run uv (or ``program``, pip) in a session of its own (a timeout kills its compilers
+    too); its stdout, or EnvBuildError with the end of what it said."""
+    name = "pip" if program else "uv"
     try:
-        group = start_group([_uv_binary(), *args], {**uv_environ(), **(variables or {})},
-                            registry, "build", " ".join(["uv", *args]), text=True,
+        group = start_group([*(program or [_uv_binary()]), *args],
+                            {**uv_environ(), **(variables or {})}, registry, "build",
+                            " ".join([name, *args]), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
-        raise EnvBuildError(f"uv failed to start: {exc}") from exc
+        raise EnvBuildError(f"{name} failed to start: {exc}") from exc
     proc = group.popen
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         group.kill()
         proc.communicate()
-        raise EnvBuildError(f"uv {args[0]} for {spec.name} ran over {timeout:g} s; "
+        raise EnvBuildError(f"{name} {args[0]} for {spec.name} ran over {timeout:g} s; "
                             "killed with everything it started") from None
     finally:
         if proc.poll() is None:  # Ctrl-C while waiting: leave nothing behind
@@ -333,5 +358,6 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         # What uv's last lines of a build do not say.
         cause = sourcebuild.first_compiler_error(stderr)
         lead = f"{cause}\n" if cause else ""
-        raise EnvBuildError(f"uv {args[0]} failed for {spec.name}: {lead}{uv_error(stderr)}")
+        raise EnvBuildError(f"{name} {args[0]} failed for {spec.name}: "
+                            f"{lead}{uv_error(stderr)}")
     return str(stdout)

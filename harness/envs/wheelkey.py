@@ -1,0 +1,173 @@
+"""Wheels of source-only distributions, built once and filed in a wheel folder under a content
+key (``DIST-VERSION-DIGEST/`` beside a ``wheel-key.json``): only an environment whose key
+matches sees such a folder, so a wheel built against another torch is never installed."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from harness.core.matrix import BuildSetting, EnvSpec
+from harness.inenv import harness_probe
+
+MANIFEST = "wheel-key.json"
+#: Build variables that change how long a build takes, not what it makes.
+UNKEYED = frozenset({"MAX_JOBS"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelKey:
+    """What a compiled wheel fits: ``archs`` are the SM numbers it holds code for."""
+
+    dist: str
+    version: str
+    torch: str  # the torch it was compiled against ("2.5.1", "2.0.1+cu118"); "" for none
+    cuda: str
+    python: str
+    archs: tuple[str, ...]
+    settings: tuple[tuple[str, str], ...]
+
+    @property
+    def folder(self) -> str:
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return f"{self.dist}-{self.version}-{hashlib.sha256(blob).hexdigest()[:16]}"
+
+    def refusal(self, wanted: WheelKey, needs: frozenset[str]) -> str | None:
+        """Why this wheel does not fit an environment that would build ``wanted`` and runs on
+        GPUs of the SM numbers ``needs``; None when it fits."""
+        for name in ("torch", "cuda", "python"):
+            mine, theirs = getattr(self, name), getattr(wanted, name)
+            if mine != theirs:
+                return (f"built for {name} {mine or 'none'}, this environment has "
+                        f"{name} {theirs or 'none'}")
+        if self.settings != wanted.settings:
+            return (f"built with {_words(self.settings)}, this environment builds with "
+                    f"{_words(wanted.settings)}")
+        missing = sorted(needs - set(self.archs), key=int) if self.archs else []
+        if missing:
+            return (f"built for sm_{', sm_'.join(self.archs)}, not for this machine's "
+                    f"sm_{', sm_'.join(missing)}")
+        return None
+
+
+def _words(settings: tuple[tuple[str, str], ...]) -> str:
+    return " ".join(f"{k}={v}" for k, v in settings) or "no settings"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Filed:
+    """A wheel in a key folder, as its manifest says."""
+
+    key: WheelKey
+    folder: Path
+    wheel: str
+    pin: str = ""  # what the environment asked for (a git URL has no version before its build)
+    facts: dict[str, Any] = field(default_factory=dict)  # size, build seconds
+
+
+def wanted_key(spec: EnvSpec, setting: BuildSetting, *, torch: str, version: str = "",
+               archs: tuple[str, ...] = ()) -> WheelKey:
+    """The key of a wheel of ``setting.dist`` built in ``spec``'s environment."""
+    return WheelKey(dist=canonicalize_name(setting.dist), version=version, torch=torch,
+                    cuda=spec.cuda or "", python=spec.python, archs=archs,
+                    settings=tuple(sorted((k, v) for k, v in setting.env if k not in UNKEYED)))
+
+
+def torch_of(freeze: str) -> str:
+    """The torch version a ``pip freeze`` lists; "" when none."""
+    for line in freeze.splitlines():
+        name, sep, version = line.partition("==")
+        if sep and canonicalize_name(name) == "torch":
+            return version.strip()
+    return ""
+
+
+def filed(folders: tuple[str, ...] | list[str]) -> list[Filed]:
+    """Every keyed wheel in the given wheel folders (their key folders, one level down)."""
+    out = []
+    for folder in folders:
+        for manifest in sorted(Path(folder).glob(f"*/{MANIFEST}")):
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                data = json.loads(manifest.read_text())
+                key = WheelKey(**{**data["key"], "archs": tuple(data["key"]["archs"]),
+                                  "settings": tuple(map(tuple, data["key"]["settings"]))})
+                if (manifest.parent / data["wheel"]).is_file():
+                    out.append(Filed(key=key, folder=manifest.parent, wheel=data["wheel"],
+                                     pin=data.get("pin", ""), facts=data.get("facts", {})))
+    return out
+
+
+def write_manifest(entry: Filed) -> None:
+    data = {"key": asdict(entry.key), "wheel": entry.wheel, "pin": entry.pin,
+            "facts": entry.facts}
+    (entry.folder / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def holds(entries: list[Filed], pin: str) -> bool:
+    """Whether a keyed wheel was built for ``pin`` (its name and version, or its URL)."""
+    try:
+        req = Requirement(pin.split(";", 1)[0])
+    except InvalidRequirement:
+        return False
+    versions = {str(s.version) for s in req.specifier if s.operator == "=="}
+    name = canonicalize_name(req.name)
+    return any(e.pin == pin or (e.key.dist == name and e.key.version in versions)
+               for e in entries)
+
+
+def gpu_archs() -> frozenset[str]:
+    """The SM numbers of this machine's GPUs ("90"); none on a machine without one."""
+    with contextlib.suppress(Exception):  # no driver, no nvidia-smi: a CPU machine
+        return frozenset(str(g["arch"]).removeprefix("sm_").rstrip("a")
+                         for g in harness_probe.probe_gpus())
+    return frozenset()
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What a wheel folder offers one environment: the key folders to install from, and
+    each same-named wheel it refused, with why."""
+
+    offered: tuple[Filed, ...]
+    refused: tuple[tuple[Filed, str], ...]
+
+    def provenance(self, installed: dict[str, str], built: tuple[str, ...]) -> list[str]:
+        """A sentence per source-built distribution: from the wheel folder or built here."""
+        out = []
+        for dist in built:
+            version = installed.get(dist)
+            if version is None:
+                continue
+            took = [e for e in self.offered if e.key.dist == dist and e.key.version == version]
+            if took:
+                out.append(f"{dist} {version} from the wheel folder (key {took[0].folder.name})")
+                continue
+            why = [f"{e.folder.name}: {reason}" for e, reason in self.refused
+                   if e.key.dist == dist and e.key.version == version]
+            out.append(f"{dist} {version} built here" + (f"; refused {why[0]}" if why else ""))
+        return out
+
+
+def choose(spec: EnvSpec, torch: str, needs: frozenset[str]) -> Choice:
+    """The keyed wheels of ``spec.find_links`` that fit the environment (any version: the
+    resolver picks), and those of its source-built distributions that do not."""
+    settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s
+                                         for s in spec.source_builds}
+    offered, refused = [], []
+    for entry in filed(spec.find_links):
+        setting = settings.get(entry.key.dist)
+        if setting is None:
+            continue
+        why = entry.key.refusal(wanted_key(spec, setting, torch=torch), needs)
+        if why is None:
+            offered.append(entry)
+        else:
+            refused.append((entry, why))
+    return Choice(offered=tuple(offered), refused=tuple(refused))

@@ -1,0 +1,150 @@
+"""Wheels built once (``harness envs build --into DIR``) and taken by environments whose key
+matches: a real sdist with a C extension, compiled by a real compiler on the builder, installed
+with no compiler and no network on the "second machine"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from harness.envs.wheelkey import WheelKey
+from tests.conftest import ROOT
+from tests.packages import make_sdist, make_wheel
+
+KEY = WheelKey(dist="transformer-engine-torch", version="1.13.0", torch="2.4.1", cuda="12.4",
+               python="3.11", archs=("90",), settings=(("NVTE_FRAMEWORK", "pytorch"),))
+
+
+def test_a_wheel_built_for_another_torch_is_refused_in_one_line() -> None:
+    assert KEY.refusal(replace(KEY, torch="2.5.1", version="", archs=()), frozenset()) == (
+        "built for torch 2.4.1, this environment has torch 2.5.1")
+    assert KEY.refusal(replace(KEY, archs=()), frozenset({"90"})) is None
+    assert KEY.refusal(KEY, frozenset({"80", "90"})) == (
+        "built for sm_90, not for this machine's sm_80")
+    assert KEY.refusal(replace(KEY, settings=()), frozenset()) == (
+        "built with NVTE_FRAMEWORK=pytorch, this environment builds with no settings")
+    assert KEY.folder != replace(KEY, archs=("80", "90")).folder
+
+
+# setup.py imports torch (as TE's does), bakes its version in and compiles a C extension.
+SETUP = """\
+import pathlib
+import torch
+from setuptools import Extension, setup
+pathlib.Path("tinyext/_built.py").write_text(f"TORCH = {torch.__version__!r}\\n")
+setup(name="tinyext", version="1.0", packages=["tinyext"],
+      ext_modules=[Extension("tinyext._native", ["native.c"])])
+"""
+NATIVE = """\
+#include <Python.h>
+static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_native", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&m); }
+"""
+MATRIX = """\
+version: 1
+cases_dir: {cases}
+build:
+  tinyext:
+    isolation: false
+    requires: [torch, setuptools]
+environments:
+  tiny-torch241:
+    hardware: [cpu]
+    python: "3.11"
+    packages: ["torch==2.4.1", "tinyext==1.0"]
+    cases: [probes]
+  tiny-torch251:
+    hardware: [cpu]
+    python: "3.11"
+    packages: ["torch==2.5.1", "tinyext==1.0"]
+    cases: [probes]
+"""
+
+
+def _compilers(folder: Path, log: Path) -> dict[str, str]:
+    """PATH with gcc, cc and nvcc wrappers that write each call to ``log`` first."""
+    folder.mkdir()
+    for name in ("gcc", "cc", "g++", "c++", "nvcc"):
+        real = shutil.which(name)
+        shim = folder / name
+        shim.write_text(f"#!/bin/sh\necho {name} \"$@\" >> {log}\n"
+                        + (f"exec {real} \"$@\"\n" if real else "exit 1\n"))
+        shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{folder}:{os.environ['PATH']}"}
+
+
+def _harness(*args: str, cache: Path, env: dict[str, str], wrap: tuple[str, ...] = ()
+             ) -> subprocess.CompletedProcess[str]:
+    variables = {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_CACHE_DIR": str(cache),
+                 "UV_CACHE_DIR": str(cache / "uv-cache"), **env}
+    return subprocess.run([*wrap, sys.executable, "-m", "harness", *args], env=variables,
+                          capture_output=True, text=True, check=False, timeout=1200)
+
+
+def _provenance(cache: Path, name: str) -> list[str]:
+    (marker,) = (cache / "uv").glob(f"{name}-*/harness-env.json")
+    return list(json.loads(marker.read_text())["fingerprint"]["provenance"])
+
+
+@pytest.mark.slow
+def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
+        tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    index.mkdir()
+    for version in ("2.4.1", "2.5.1"):
+        make_wheel(index, "torch", version, {  # what the fingerprint asks of a torch
+            "torch/__init__.py": f"__version__ = {version!r}\nfrom . import cuda, version\n",
+            "torch/version.py": "cuda = None\n",
+            "torch/cuda.py": "def is_available():\n    return False\n"})
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--dest", str(index),
+                    "--only-binary=:all:", "setuptools", "pip", "pytest"], check=True)
+    make_sdist(index, "tinyext", "1.0", {"setup.py": SETUP, "native.c": NATIVE,
+                                         "tinyext/__init__.py": "from . import _native\n"})
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX.format(cases=ROOT / "cases"))
+    wheels = tmp_path / "wheels"
+    m = ("-m", str(matrix), "--offline")  # the fake torch, never PyPI's
+
+    # The builder: compiles, files the wheel under its key; a second run keeps it.
+    log = tmp_path / "builder.log"
+    builder = {"env": _compilers(tmp_path / "shims", log), "cache": tmp_path / "builder"}
+    done = _harness("envs", "build", "--into", str(wheels), *m, "--env", "tiny-torch241",
+                    "--find-links", str(index), **builder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 wheels built, 0 already there" in done.stdout, done.stdout
+    assert "gcc" in log.read_text()  # the wrappers do see a real build
+    (manifest,) = wheels.glob("tinyext-1.0-*/wheel-key.json")
+    assert json.loads(manifest.read_text())["key"]["torch"] == "2.4.1"
+    again = _harness("envs", "build", "--into", str(wheels), *m, "--env", "tiny-torch241",
+                     "--find-links", str(index), **builder)
+    assert "0 wheels built, 1 already there" in again.stdout, again.stdout + again.stderr
+    house = _harness("wheelhouse", str(wheels), *m, "--env", "tiny-torch241",
+                     "--find-links", str(index), **builder)
+    assert house.returncode == 0 and "0 pins without a wheel" in house.stdout, house.stdout
+
+    # The runner: a fresh cache, no route out, every compiler watched.
+    quiet = tmp_path / "runner.log"
+    runner = {"env": _compilers(tmp_path / "runner-shims", quiet), "cache": tmp_path / "runner"}
+    took = _harness("envs", "check", "--build", *m, "--env", "tiny-torch241",
+                    "--find-links", str(wheels), wrap=("unshare", "-n"), **runner)
+    assert took.returncode == 0, took.stdout + took.stderr
+    assert not quiet.exists(), quiet.read_text()
+    (said,) = _provenance(runner["cache"], "tiny-torch241")
+    assert said == f"tinyext 1.0 from the wheel folder (key {manifest.parent.name})"
+
+    # Another torch: the wheel is refused in one line, and the package is built here.
+    other = _harness("envs", "check", "--build", *m, "--env", "tiny-torch251",
+                     "--find-links", str(wheels), "--find-links", str(index), **runner)
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert _provenance(runner["cache"], "tiny-torch251") == [
+        f"tinyext 1.0 built here; refused {manifest.parent.name}: built for torch 2.4.1, "
+        "this environment has torch 2.5.1"]
+    assert "gcc" in quiet.read_text()
