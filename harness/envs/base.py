@@ -34,6 +34,7 @@ from harness.core.errors import BackendError, DriftError, EnvBuildError, EnvImpo
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.reaper import Registry, new_token
 from harness.core.redact import passed
+from harness.envs import wheelkey
 from harness.inenv import harness_fingerprint, harness_probe
 
 FINGERPRINT_SCRIPT = Path(harness_fingerprint.__file__)
@@ -406,7 +407,11 @@ def watched(spec: EnvSpec, places: Sequence[str]) -> Iterator[None]:
 
     why = ("--refresh asked for a new build" if spec.refresh_before else
            "not built on this machine yet")
-    say(f"building {what} from source (the matrix's build: setting; {why})")
+    if wheelkey.filed(spec.find_links):
+        say(f"installing {what}: from the wheel folder where a wheel fits, else built from "
+            f"source ({why})")
+    else:
+        say(f"building {what} from source (the matrix's build: setting; {why})")
 
     def beat() -> None:
         while not stop.wait(BUILD_EVERY):

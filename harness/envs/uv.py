@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -51,6 +52,7 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:60]
 
 
+_BUILT = re.compile(r"^\s*Built (\S+?)==", re.MULTILINE)  # uv's line for each sdist it built
 _WORDS = {"<=": "le", ">=": "ge", "==": "eq", "!=": "ne", "~=": "compat", "<": "lt", ">": "gt"}
 _OPERATOR = re.compile("|".join(map(re.escape, _WORDS)))
 
@@ -157,25 +159,31 @@ class UvBackend(Backend):
         python = str(path / "bin" / "python")
         interpreter = find_interpreter(spec.python)
         self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
-        variables: dict[str, str] = {}
-        toolchain: dict[str, str] = {}
-        nvcc: str | None = None
-        choice = wheelkey.Choice(offered=(), refused=())
-        if spec.source_builds:
-            keyed = bool(wheelkey.filed(spec.find_links))
-            if not keyed:  # nvcc checked before minutes of installing torch
-                nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
-                check_nvcc(spec, nvcc)
-            # What a package built without isolation compiles against goes in first.
-            self._run_uv(["pip", "install", "--python", python, *install_args(spec),
-                          *sourcebuild.build_requirements(spec)], spec)
-            freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+        install = ["pip", "install", "--python", python, *install_args(spec)]
+        if not spec.source_builds:
+            self._run_uv([*install, *spec.requirements, PYTEST_REQUIREMENT], spec)
+            return {}, []
+        keyed = bool(wheelkey.filed(spec.find_links))  # wheels `envs build` compiled
+        # nvcc checked before minutes of installing torch, unless a wheel may spare the build.
+        nvcc, toolchain = (None, {}) if keyed else self._compiler(spec)
+        # What a package built without isolation compiles against goes in first.
+        self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
+        freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+        choice = (wheelkey.choose(spec, wheelkey.torch_of(freeze), wheelkey.gpu_archs())
+                  if keyed else wheelkey.Choice(offered=(), refused=()))
+        wanted = [*(f"--find-links={e.folder}" for e in choice.offered),
+                  *sourcebuild.no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT]
+        prebuilt, said = False, ""
+        if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
+            with contextlib.suppress(EnvBuildError):
+                self._run_uv([*install, "--no-build", *wanted], spec)
+                prebuilt = True
+        if not prebuilt:
             if keyed:
-                choice = wheelkey.choose(spec, wheelkey.torch_of(freeze), wheelkey.gpu_archs())
-                offered = {e.key.dist for e in choice.offered}
-                if not {canonicalize_name(b.dist) for b in spec.source_builds} <= offered:
-                    nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
-                    check_nvcc(spec, nvcc)
+                why = "; ".join(sorted({why for _, why in choice.refused})) or "none of its key"
+                print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
+                      "building here", file=sys.stderr, flush=True)
+                nvcc, toolchain = self._compiler(spec)
             variables = {**sourcebuild.build_variables(spec), **toolchain,
                          **sourcebuild.header_variables(python)}
             # uv caches a wheel built from an sdist by the sdist alone (a TE built against
@@ -183,21 +191,22 @@ class UvBackend(Backend):
             identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
             digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
             variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
-        self._run_uv(["pip", "install", "--python", python, *install_args(spec),
-                      *(f"--find-links={e.folder}" for e in choice.offered),
-                      *sourcebuild.no_isolation_args(spec), *spec.requirements,
-                      PYTEST_REQUIREMENT], spec, variables)
-        if not spec.source_builds:
-            return toolchain, []
+            said = self._run_uv([*install, *wanted], spec, variables, said=True)
         installed = dict(line.split("==", 1) for line in self._run_uv(
             ["pip", "freeze", "--python", python], spec).splitlines() if "==" in line)
         return toolchain, choice.provenance(
             {canonicalize_name(k): v for k, v in installed.items()},
-            tuple(canonicalize_name(b.dist) for b in spec.source_builds))
+            tuple(canonicalize_name(b.dist) for b in spec.source_builds),
+            {canonicalize_name(name) for name in _BUILT.findall(said)})
+
+    def _compiler(self, spec: EnvSpec) -> tuple[str | None, dict[str, str]]:
+        nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
+        check_nvcc(spec, nvcc)
+        return nvcc, toolchain
 
     def _run_uv(self, args: list[str], spec: EnvSpec,
-                variables: dict[str, str] | None = None) -> str:
-        return _uv(args, spec, variables, registry=self.registry)
+                variables: dict[str, str] | None = None, *, said: bool = False) -> str:
+        return _uv(args, spec, variables, registry=self.registry, said=said)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables come first on PATH.
@@ -331,9 +340,9 @@ def uv_error(stderr: str, count: int = 6) -> str:
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, registry: Registry | None = None,
-        program: list[str] | None = None) -> str:
+        program: list[str] | None = None, said: bool = False) -> str:
     """Run uv (or ``program``, pip) in a session of its own (a timeout kills its compilers
-    too); its stdout, or EnvBuildError with the end of what it said."""
+    too); its stdout (``said``: and stderr), or EnvBuildError with the end of what it said."""
     name = "pip" if program else "uv"
     try:
         group = start_group([*(program or [_uv_binary()]), *args],
@@ -360,4 +369,4 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         lead = f"{cause}\n" if cause else ""
         raise EnvBuildError(f"{name} {args[0]} failed for {spec.name}: "
                             f"{lead}{uv_error(stderr)}")
-    return str(stdout)
+    return str(stdout) + (str(stderr) if said else "")

@@ -138,20 +138,20 @@ class Choice:
     offered: tuple[Filed, ...]
     refused: tuple[tuple[Filed, str], ...]
 
-    def provenance(self, installed: dict[str, str], built: tuple[str, ...]) -> list[str]:
-        """A sentence per source-built distribution: from the wheel folder or built here."""
+    def provenance(self, installed: dict[str, str], dists: tuple[str, ...],
+                   built: set[str]) -> list[str]:
+        """A sentence for each of ``dists`` installed from the wheel folder or ``built`` here."""
         out = []
-        for dist in built:
+        for dist in dists:
             version = installed.get(dist)
-            if version is None:
-                continue
             took = [e for e in self.offered if e.key.dist == dist and e.key.version == version]
             if took:
                 out.append(f"{dist} {version} from the wheel folder (key {took[0].folder.name})")
-                continue
-            why = [f"{e.folder.name}: {reason}" for e, reason in self.refused
-                   if e.key.dist == dist and e.key.version == version]
-            out.append(f"{dist} {version} built here" + (f"; refused {why[0]}" if why else ""))
+            elif dist in built:
+                why = [f"{e.folder.name}: {reason}" for e, reason in self.refused
+                       if e.key.dist == dist and e.key.version == version]
+                out.append(f"{dist} {version} built here" + (f"; refused {why[0]}" if why
+                                                              else ""))
         return out
 
 

@@ -148,3 +148,5 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
         f"tinyext 1.0 built here; refused {manifest.parent.name}: built for torch 2.4.1, "
         "this environment has torch 2.5.1"]
     assert "gcc" in quiet.read_text()
+    assert ("environment tiny-torch251: no wheel of the wheel folder fits (built for torch "
+            "2.4.1, this environment has torch 2.5.1): building here") in other.stderr
