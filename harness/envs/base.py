@@ -52,13 +52,14 @@ class Environment:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """The part of the fingerprint every result holds; the requirements as asked show
-        where a package came from (a git URL, a local wheel)."""
+        """The part of the fingerprint every result holds; the requirements as asked and the
+        provenance show where a package came from (a git URL, a local wheel, a wheel folder's
+        key, built here)."""
         fp = self.fingerprint
         return {"python": fp.get("python"), "key": fp.get("key", {}),
                 "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256"),
                 "requirements": list(self.spec.requirements),
-                **({"overlay": fp["overlay"]} if "overlay" in fp else {})}
+                **{k: fp[k] for k in ("overlay", "provenance") if k in fp}}
 
 
 @dataclass(frozen=True, kw_only=True)

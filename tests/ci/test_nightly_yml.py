@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,11 @@ WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
 def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     flow = yaml.safe_load(WORKFLOW.read_text())
     jobs = flow["jobs"]
-    assert list(jobs) == ["plan", "shard", "merge", "pages"]
-    assert jobs["shard"]["needs"] == "plan" and jobs["merge"]["needs"] == "shard"
+    assert list(jobs) == ["plan", "build", "shard", "merge", "pages"]
+    assert jobs["build"]["needs"] == "plan" and jobs["merge"]["needs"] == "shard"
+    # A failed build leaves each shard to build what it lacks: it still runs.
+    assert jobs["shard"]["needs"] == ["plan", "build"]
+    assert jobs["shard"]["if"] == "always() && needs.plan.result == 'success'"
     assert jobs["shard"]["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert jobs["shard"]["runs-on"] == "${{ matrix.runs-on }}"  # from `runners:`
     # Every harness command line in the workflow parses with the real CLI.
@@ -33,9 +37,9 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
                 for step in job["steps"] for line in str(step.get("run", "")).splitlines()
                 if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
                 or " harness " in f" {line}"]
-    # refresh the lock, plan, run a shard, merge, check its report, prune the history, show
-    # it, the badge's status
-    assert len(commands) == 8
+    # refresh the lock, plan, build the wheels, run a shard, merge, check its report, prune
+    # the history, show it, the badge's status
+    assert len(commands) == 9
     for command in commands:
         words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
         words = [w.strip('"') for w in words]
@@ -54,9 +58,14 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     cached = [s["with"]["path"] for s in jobs["merge"]["steps"]
               if "actions/cache" in s.get("uses", "")]
     assert cached == ["reports/runs", "reports/runs"]  # restored, then saved
+    # The build job saves its wheels under the key every shard restores them from.
+    saved = [s["with"] for s in jobs["build"]["steps"] if "actions/cache" in s.get("uses", "")]
+    restored = [s["with"] for s in jobs["shard"]["steps"] if "cache/restore" in s.get("uses", "")]
+    assert [w["path"] for w in saved] == ["wheels", "wheels"] and restored == saved[:1]
+    assert saved[0]["key"] == saved[1]["key"]
     # The lock refreshed once, in the plan job, is what every shard and the merge plan from.
     assert any(str(s.get("run", "")).startswith("harness lock") for s in jobs["plan"]["steps"])
-    for job in ("shard", "merge"):
+    for job in ("build", "shard", "merge"):
         assert any(s.get("with", {}).get("name") == "matrix-lock"
                    for s in jobs[job]["steps"] if "download-artifact" in s.get("uses", ""))
     # Pages only when asked: a fork's schedule publishes nothing.
@@ -130,3 +139,34 @@ def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_table
     merge.mkdir()
     subprocess.run(["bash", "-e", "-c", unpack["run"]], cwd=merge, env=env, check=True)
     assert list((merge / "shards").iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_build_and_shard_steps_as_written_take_the_wheel_without_building(
+        tmp_path: Path) -> None:
+    """The build job's step and the shard job's step, run as written (bash, the harness on
+    PATH) on a small matrix: the shard's environment installs the built wheel, and its
+    record says so; a second machine's caches stand for the GPU runner's."""
+    from tests.envs.test_wheelkey import MATRIX, tiny_index
+
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    build = next(s for s in jobs["build"]["steps"] if "harness envs build" in str(s.get("run")))
+    shard = next(s for s in jobs["shard"]["steps"] if "harness run" in str(s.get("run")))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "matrix.yaml").write_text(  # one environment: tiny-torch241
+        MATRIX.format(cases=ROOT / "cases").split("  tiny-torch251:")[0])
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "HARNESS_OFFLINE": "1", "HARNESS_FIND_LINKS": str(tiny_index(tmp_path / "index")),
+           "SHARD": "1/1", "RUN_ID": "harness-shard-1-of-1"}
+    for step, machine in ((build, "builder"), (shard, "runner")):
+        caches = {"HARNESS_CACHE_DIR": str(tmp_path / machine),
+                  "UV_CACHE_DIR": str(tmp_path / machine / "uv-cache")}
+        done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=work, env={**env, **caches},
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "no wheel of the wheel folder fits" not in done.stderr
+    (key,) = (work / "wheels").glob("tinyext-1.0-*")
+    results = RunStore(work / "reports" / "runs" / "harness-shard-1-of-1").results()
+    assert results and {tuple(r.fingerprint.get("provenance", ())) for r in results} == {
+        (f"tinyext 1.0 from the wheel folder (key {key.name})",)}

@@ -94,20 +94,25 @@ def _provenance(cache: Path, name: str) -> list[str]:
     return list(json.loads(marker.read_text())["fingerprint"]["provenance"])
 
 
-@pytest.mark.slow
-def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
-        tmp_path: Path) -> None:
-    index = tmp_path / "index"
-    index.mkdir()
+def tiny_index(folder: Path) -> Path:
+    """A fake torch in two versions, the tinyext sdist, and the wheels its builds need."""
+    folder.mkdir()
     for version in ("2.4.1", "2.5.1"):
-        make_wheel(index, "torch", version, {  # what the fingerprint asks of a torch
+        make_wheel(folder, "torch", version, {  # what the fingerprint asks of a torch
             "torch/__init__.py": f"__version__ = {version!r}\nfrom . import cuda, version\n",
             "torch/version.py": "cuda = None\n",
             "torch/cuda.py": "def is_available():\n    return False\n"})
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--dest", str(index),
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--dest", str(folder),
                     "--only-binary=:all:", "setuptools", "pip", "pytest"], check=True)
-    make_sdist(index, "tinyext", "1.0", {"setup.py": SETUP, "native.c": NATIVE,
-                                         "tinyext/__init__.py": "from . import _native\n"})
+    make_sdist(folder, "tinyext", "1.0", {"setup.py": SETUP, "native.c": NATIVE,
+                                          "tinyext/__init__.py": "from . import _native\n"})
+    return folder
+
+
+@pytest.mark.slow
+def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
+        tmp_path: Path) -> None:
+    index = tiny_index(tmp_path / "index")
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(MATRIX.format(cases=ROOT / "cases"))
     wheels = tmp_path / "wheels"
