@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.core.results import CellResult, Outcome, counted
+from harness.core.results import CellResult, Outcome, as_mapping, counted
 from harness.records.bisects import probe_result, read_bisects, reports_dir_of, sentence
 from harness.records.compare import choose_records, match_previous
 from harness.records.store import RunStore
@@ -52,6 +52,11 @@ def check(site: Site, results: Sequence[CellResult],
     if {e for e, _ in site.unbuildable} != broken:
         problems.append(f"says {sorted(e for e, _ in site.unbuildable)} could not build; the "
                         f"record: {sorted(broken)}")
+    recorded = {env: said for env, rs in by_env.items() for r in rs
+                if (said := tuple(as_mapping(r.fingerprint).get("provenance") or ()))}
+    if dict(site.provenance) != recorded:
+        problems.append(f"says packages came from {dict(site.provenance)}; the record: "
+                        f"{recorded}")
     problems += _same_set("failure tables", [t.case for t in site.failures],
                           set(by_case) - suites - {PROBES})
     problems += _same_set("suite tables", [t.suite for t in site.suites], suites & set(by_case))

@@ -229,3 +229,22 @@ def test_a_probes_bisect_is_said_under_the_grid_and_checked_against_its_probes_r
     problems = check_run([store], out)
     assert problems == [f"grid: says {said!r}, which no bisect of probes shows in its probes' "
                         "runs"]
+
+
+def test_where_packages_built_from_source_came_from_is_said_and_checked(tmp_path: Path) -> None:
+    took = "tinyext 1.0 from the wheel folder (key tinyext-1.0-e1db90aa188b71d6)"
+    results = [r.replace(fingerprint={**r.fingerprint, "provenance": [took]})
+               if r.values["torch"] == "2.0.1" else r for r in MERGEKIT]
+    store, out = reported(tmp_path, results)
+    assert check_run([store], out) == []
+    report, site = model(store, out)
+    env = "uv:torch=2.0.1,numpy=1.26.4"
+    assert dict(site.provenance) == {env: (took,), "uv:torch=2.0.1,numpy=2.4.6": (took,)}
+    assert f"- `{env}`: {took}" in (out / "compat.md").read_text()
+    assert f"<li><code>{env}</code>: {took}</li>" in (out / "index.html").read_text()
+    dropped = replace(site, provenance=site.provenance[1:])
+    (problem,) = problems_of(report, dropped)
+    assert problem.startswith("says packages came from {"), problem
+    # A report of environments that built nothing from source says nothing of it.
+    store, out = reported(tmp_path / "plain", MERGEKIT)
+    assert "built from source" not in (out / "compat.md").read_text()

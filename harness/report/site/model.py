@@ -169,6 +169,9 @@ class Site:
     since: str | None = None
     links: dict[str, str] = field(default_factory=dict)  # cell id -> log link
     suites: tuple[SuiteTable, ...] = ()  # one per test suite
+    # Environments built from source: where each such package came from (a wheel folder's
+    # key, built here, an image pulled), as their build recorded it.
+    provenance: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def group(results: Iterable[R], key: Callable[[R], K]) -> dict[K, list[R]]:
@@ -240,7 +243,18 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
                 since=since, links=dict(links),
                 suites=tuple(suite_table(c, rs, versions, cases, links)
-                             for c, rs in by_case.items() if c in suites))
+                             for c, rs in by_case.items() if c in suites),
+                provenance=tuple(sorted((env, said) for env, rs in by_env.items()
+                                        if (said := provenance(rs)))))
+
+
+def provenance(results: Sequence[CellResult]) -> tuple[str, ...]:
+    """Where an environment's packages came from, as the first result that says it."""
+    for r in results:
+        said = as_mapping(r.fingerprint).get("provenance")
+        if said:
+            return tuple(map(str, said))
+    return ()
 
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
