@@ -96,15 +96,17 @@ def newest_arch(spec: EnvSpec) -> str:
 
 
 def runtime_variables(location: str | Path, cuda_home: str | None,
-                      inherited: str = "") -> dict[str, str]:
-    """Built against a fetched toolkit: it as ``CUDA_HOME`` and the venv's ``nvidia/*/lib``
-    ahead of ``inherited`` on the loader path (TE's library has no RUNPATH); else empty."""
-    if not cuda_home:
+                      inherited: str = "", prebuilt: bool = False) -> dict[str, str]:
+    """Built against a fetched toolkit (or from wheels compiled elsewhere, ``prebuilt``): the
+    venv's ``nvidia/*/lib`` ahead of ``inherited`` on the loader path (TE's library has no
+    RUNPATH), and the toolkit as ``CUDA_HOME``; else empty."""
+    if not cuda_home and not prebuilt:
         return {}
     libs = sorted(str(p) for p in Path(location).glob("lib/python*/site-packages/nvidia/*/lib")
                   if p.is_dir())
     loader = os.pathsep.join(part for part in (*libs, inherited) if part)
-    return {"CUDA_HOME": cuda_home, **({"LD_LIBRARY_PATH": loader} if loader else {})}
+    return {**({"CUDA_HOME": cuda_home} if cuda_home else {}),
+            **({"LD_LIBRARY_PATH": loader} if loader else {})}
 
 
 #: Headers no CUDA toolkit brings, from the environment's own PyPI packages (TE includes both).

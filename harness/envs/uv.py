@@ -106,7 +106,8 @@ class UvBackend(Backend):
                                  fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
         # Read as a cell sees the environment; importing leaves its bytecode for the cells.
         runtime = sourcebuild.runtime_variables(path, cuda_home,
-                                                os.environ.get("LD_LIBRARY_PATH", ""))
+                                                os.environ.get("LD_LIBRARY_PATH", ""),
+                                                wheelkey.took_wheels(provenance))
         fingerprint = read_fingerprint(python, spec,
                                        variables={**runtime, **bytecode_variables(path)})
         if base is not None:
@@ -216,8 +217,9 @@ class UvBackend(Backend):
         # Built against a fetched toolkit: it, unless the matrix's `env:` names another.
         home = env.fingerprint.get("cuda_home")
         inherited = variables.get("LD_LIBRARY_PATH", os.environ.get("LD_LIBRARY_PATH", ""))
-        runtime = sourcebuild.runtime_variables(env.location, str(home) if home else None,
-                                                inherited)
+        runtime = sourcebuild.runtime_variables(
+            env.location, str(home) if home else None, inherited,
+            wheelkey.took_wheels(env.fingerprint.get("provenance") or ()))
         variables = {**runtime, **variables, **{k: v for k, v in runtime.items()
                                                   if k == "LD_LIBRARY_PATH"},
                      **bytecode_variables(env.location)}

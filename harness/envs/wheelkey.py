@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from harness.core.matrix import BuildSetting, EnvSpec
 from harness.inenv import harness_probe
 
 MANIFEST = "wheel-key.json"
+FROM_FOLDER = "from the wheel folder"
 #: Build variables that change how long a build takes, not what it makes.
 UNKEYED = frozenset({"MAX_JOBS"})
 
@@ -146,13 +148,18 @@ class Choice:
             version = installed.get(dist)
             took = [e for e in self.offered if e.key.dist == dist and e.key.version == version]
             if took:
-                out.append(f"{dist} {version} from the wheel folder (key {took[0].folder.name})")
+                out.append(f"{dist} {version} {FROM_FOLDER} (key {took[0].folder.name})")
             elif dist in built:
                 why = [f"{e.folder.name}: {reason}" for e, reason in self.refused
                        if e.key.dist == dist and e.key.version == version]
                 out.append(f"{dist} {version} built here" + (f"; refused {why[0]}" if why
                                                               else ""))
         return out
+
+
+def took_wheels(provenance: Sequence[str]) -> bool:
+    """Whether an environment installed a compiled wheel of a wheel folder."""
+    return any(FROM_FOLDER in line for line in provenance)
 
 
 def choose(spec: EnvSpec, torch: str, needs: frozenset[str]) -> Choice:

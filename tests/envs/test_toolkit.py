@@ -91,6 +91,9 @@ def test_an_environment_built_against_a_fetched_toolkit_loads_its_own_cuda_libra
         str(site / "cudnn" / "lib"), "/opt/x"]  # the machine's path after the env's own
     # Any other environment: the machine's toolkit and driver stay in charge.
     assert sourcebuild.runtime_variables(tmp_path / "env", None, "/opt/x") == {}
+    # Compiled elsewhere (a wheel folder's TE): the env's own libraries, the machine's toolkit.
+    took = sourcebuild.runtime_variables(tmp_path / "env", None, "/opt/x", prebuilt=True)
+    assert took == {"LD_LIBRARY_PATH": got["LD_LIBRARY_PATH"]}
 
 
 def test_a_build_gets_the_environments_own_cudnn_and_nccl_headers(tmp_path: Path) -> None:
