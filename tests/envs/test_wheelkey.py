@@ -69,7 +69,7 @@ environments:
 """
 
 
-def _compilers(folder: Path, log: Path) -> dict[str, str]:
+def compiler_shims(folder: Path, log: Path) -> dict[str, str]:
     """PATH with gcc, cc and nvcc wrappers that write each call to ``log`` first."""
     folder.mkdir()
     for name in ("gcc", "cc", "g++", "c++", "nvcc"):
@@ -120,7 +120,7 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
 
     # The builder: compiles, files the wheel under its key; a second run keeps it.
     log = tmp_path / "builder.log"
-    builder = {"env": _compilers(tmp_path / "shims", log), "cache": tmp_path / "builder"}
+    builder = {"env": compiler_shims(tmp_path / "shims", log), "cache": tmp_path / "builder"}
     done = _harness("envs", "build", "--into", str(wheels), *m, "--env", "tiny-torch241",
                     "--find-links", str(index), **builder)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -137,7 +137,7 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
 
     # The runner: a fresh cache, no route out, every compiler watched.
     quiet = tmp_path / "runner.log"
-    runner = {"env": _compilers(tmp_path / "runner-shims", quiet), "cache": tmp_path / "runner"}
+    runner = {"env": compiler_shims(tmp_path / "runner-shims", quiet), "cache": tmp_path / "runner"}
     took = _harness("envs", "check", "--build", *m, "--env", "tiny-torch241",
                     "--find-links", str(wheels), wrap=("unshare", "-n"), **runner)
     assert took.returncode == 0, took.stdout + took.stderr
