@@ -70,12 +70,13 @@ environments:
 
 
 def compiler_shims(folder: Path, log: Path) -> dict[str, str]:
-    """PATH with gcc, cc and nvcc wrappers that write each call to ``log`` first."""
+    """PATH with gcc, cc and nvcc wrappers that write each call to ``log`` first (but a
+    ``--version``: the machine's probe asks nvcc that)."""
     folder.mkdir()
     for name in ("gcc", "cc", "g++", "c++", "nvcc"):
         real = shutil.which(name)
         shim = folder / name
-        shim.write_text(f"#!/bin/sh\necho {name} \"$@\" >> {log}\n"
+        shim.write_text(f"#!/bin/sh\n[ \"$*\" = --version ] || echo {name} \"$@\" >> {log}\n"
                         + (f"exec {real} \"$@\"\n" if real else "exit 1\n"))
         shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     return {"PATH": f"{folder}:{os.environ['PATH']}"}
