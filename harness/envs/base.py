@@ -408,16 +408,17 @@ def watched(spec: EnvSpec, places: Sequence[str]) -> Iterator[None]:
 
     why = ("--refresh asked for a new build" if spec.refresh_before else
            "not built on this machine yet")
-    if wheelkey.filed(spec.find_links):
-        say(f"installing {what}: from the wheel folder where a wheel fits, else built from "
-            f"source ({why})")
+    keyed = bool(wheelkey.filed(spec.find_links))
+    doing = f"installing {what}" if keyed else f"building {what} from source"
+    if keyed:
+        say(f"{doing}: from the wheel folder where a wheel fits, else built from source ({why})")
     else:
-        say(f"building {what} from source (the matrix's build: setting; {why})")
+        say(f"{doing} (the matrix's build: setting; {why})")
 
     def beat() -> None:
         while not stop.wait(BUILD_EVERY):
             step = current_step(places)
-            say(f"still building {what} from source, {took()}" + (f"; now: {step}" if step else ""))
+            say(f"still {doing}, {took()}" + (f"; now: {step}" if step else ""))
 
     ticker = threading.Thread(target=beat, name=f"build progress {spec.name}", daemon=True)
     ticker.start()
@@ -428,7 +429,7 @@ def watched(spec: EnvSpec, places: Sequence[str]) -> Iterator[None]:
     finally:
         stop.set()
         ticker.join()
-        say(f"building {what} from source {ended} after {took()}")
+        say(f"{doing} {ended} after {took()}")
 
 
 def current_step(places: Sequence[str]) -> str | None:

@@ -109,6 +109,17 @@ def runtime_variables(location: str | Path, cuda_home: str | None,
             **({"LD_LIBRARY_PATH": loader} if loader else {})}
 
 
+def own_cuda_home(spec: EnvSpec, location: str | Path) -> str | None:
+    """For an environment whose compiled packages came from elsewhere, on a machine without a
+    toolkit of its CUDA major: its own ``nvidia/`` packages as ``CUDA_HOME`` (TE finds NVRTC
+    under it); None where the machine's toolkit fits."""
+    found = harness_probe.nvcc_version()
+    if not spec.cuda or spec.cuda == "cpu" or (found and _major(found) == _major(spec.cuda)):
+        return None
+    nvidia = next(Path(location).glob("lib/python*/site-packages/nvidia"), None)
+    return str(nvidia) if nvidia else None
+
+
 #: Headers no CUDA toolkit brings, from the environment's own PyPI packages (TE includes both).
 PIP_HEADERS = ("cudnn", "nccl")
 

@@ -101,6 +101,8 @@ class UvBackend(Backend):
         shadows = self._build_overlay(spec, path, base) if base else {}
         toolchain, provenance = ({}, []) if base else self._build_venv(spec, path)
         cuda_home = toolchain.get("CUDA_HOME")  # a toolkit the harness fetched, from now on
+        if wheelkey.took_wheels(provenance) and not cuda_home:
+            cuda_home = sourcebuild.own_cuda_home(spec, path)
         if handover is not None:  # what launch reads; the rest of the fingerprint follows
             handover(Environment(spec=spec, location=str(path), python=python, built=True,
                                  fingerprint={"cuda_home": cuda_home} if cuda_home else {}))
