@@ -44,7 +44,7 @@ from harness.envs.wheelkey import (
     WheelKey,
     filed,
     holds,
-    torch_of,
+    pinned_torch,
     wanted_key,
     write_manifest,
 )
@@ -352,7 +352,7 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
         try:
             pins = _compile(env, cache_dir=cache_dir, platform=platform)
             python = _resolver_python(env, cache_dir)
-            torch = torch_of(uv._uv(["pip", "freeze", "--python", python], env))
+            torch = pinned_torch(uv._uv(["pip", "freeze", "--python", python], env).splitlines())
             chosen = archs or tuple(sorted({h.removeprefix("sm_").rstrip("a")
                                             for h in env.hardware if h.startswith("sm_")},
                                            key=int)) or (newest_arch(env),)

@@ -166,41 +166,43 @@ class UvBackend(Backend):
         if not spec.source_builds:
             self._run_uv([*install, *spec.requirements, PYTEST_REQUIREMENT], spec)
             return {}, []
-        keyed = bool(wheelkey.filed(spec.find_links))  # wheels `envs build` compiled
-        # nvcc checked before minutes of installing torch, unless a wheel may spare the build.
-        nvcc, toolchain = (None, {}) if keyed else self._compiler(spec)
-        # What a package built without isolation compiles against goes in first.
-        self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
-        freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
-        choice = (wheelkey.choose(spec, wheelkey.torch_of(freeze), wheelkey.gpu_archs())
-                  if keyed else wheelkey.Choice(offered=(), refused=()))
+        # Wheels `envs build` compiled for this environment's torch, if it pins one.
+        torch = wheelkey.pinned_torch(spec.requirements)
+        choice = (wheelkey.choose(spec, torch, wheelkey.gpu_archs()) if torch
+                  else wheelkey.Choice(offered=(), refused=()))
         wanted = [*(f"--find-links={e.folder}" for e in choice.offered),
                   *sourcebuild.no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT]
-        prebuilt, said = False, ""
         if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
             with contextlib.suppress(EnvBuildError):
-                self._run_uv([*install, "--no-build", *wanted], spec)
-                prebuilt = True
-        if not prebuilt:
-            if keyed:
-                why = "; ".join(sorted({why for _, why in choice.refused})) or "none of its key"
-                print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
-                      "building here", file=sys.stderr, flush=True)
-                nvcc, toolchain = self._compiler(spec)
-            variables = {**sourcebuild.build_variables(spec), **toolchain,
-                         **sourcebuild.header_variables(python)}
-            # uv caches a wheel built from an sdist by the sdist alone (a TE built against
-            # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
-            identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
-            digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-            variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
-            said = self._run_uv([*install, *wanted], spec, variables, said=True)
+                self._run_uv([*install, "--no-build", *wanted,
+                              *sourcebuild.build_requirements(spec)], spec)
+                return {}, self._provenance(spec, python, choice, "")
+        if choice.offered or choice.refused:
+            why = "; ".join(sorted({why for _, why in choice.refused})) or "not all of it"
+            print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
+                  "building here", file=sys.stderr, flush=True)
+        nvcc, toolchain = self._compiler(spec)  # checked before minutes of installing torch
+        # What a package built without isolation compiles against goes in first.
+        self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
+        variables = {**sourcebuild.build_variables(spec), **toolchain,
+                     **sourcebuild.header_variables(python)}
+        # uv caches a wheel built from an sdist by the sdist alone (a TE built against
+        # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
+        freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+        identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
+        said = self._run_uv([*install, *wanted], spec, variables, said=True)
+        return toolchain, self._provenance(spec, python, choice, said)
+
+    def _provenance(self, spec: EnvSpec, python: str, choice: wheelkey.Choice,
+                    said: str) -> list[str]:
+        """Where each source-built distribution came from; ``said``: what uv's install said."""
         installed = dict(line.split("==", 1) for line in self._run_uv(
             ["pip", "freeze", "--python", python], spec).splitlines() if "==" in line)
-        return toolchain, choice.provenance(
-            {canonicalize_name(k): v for k, v in installed.items()},
-            tuple(canonicalize_name(b.dist) for b in spec.source_builds),
-            {canonicalize_name(name) for name in _BUILT.findall(said)})
+        return choice.provenance({canonicalize_name(k): v for k, v in installed.items()},
+                                 tuple(canonicalize_name(b.dist) for b in spec.source_builds),
+                                 {canonicalize_name(name) for name in _BUILT.findall(said)})
 
     def _compiler(self, spec: EnvSpec) -> tuple[str | None, dict[str, str]]:
         nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)

@@ -82,12 +82,15 @@ def wanted_key(spec: EnvSpec, setting: BuildSetting, *, torch: str, version: str
                     settings=tuple(sorted((k, v) for k, v in setting.env if k not in UNKEYED)))
 
 
-def torch_of(freeze: str) -> str:
-    """The torch version a ``pip freeze`` lists; "" when none."""
-    for line in freeze.splitlines():
-        name, sep, version = line.partition("==")
-        if sep and canonicalize_name(name) == "torch":
-            return version.strip()
+def pinned_torch(requirements: Sequence[str]) -> str:
+    """The torch release ``requirements`` (or a ``pip freeze``) pin with ``==``, without its
+    local label (the key's CUDA tells the builds apart); "" when none."""
+    for line in requirements:
+        with contextlib.suppress(InvalidRequirement):
+            req = Requirement(line)
+            pins = [s.version for s in req.specifier if s.operator in ("==", "===")]
+            if canonicalize_name(req.name) == "torch" and len(pins) == 1 and "*" not in pins[0]:
+                return pins[0].split("+")[0]
     return ""
 
 
