@@ -361,7 +361,7 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                     if _named(pin) != canonicalize_name(setting.dist):
                         continue
                     key = wanted_key(env, setting, torch=torch, version=_version(pin),
-                                     archs=chosen if env.cuda else ())
+                                     archs=chosen if env.cuda not in (None, "", "cpu") else ())
                     done = [e for e in filed([str(folder)]) if e.key == key or (
                         e.pin == pin and e.key == replace(key, version=e.key.version))]
                     if done:
