@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask the index again for the matrix's release queries, and rebuild "
                         "every environment once, so '*' and range pins take the newest "
                         "releases (what resolved is in the run record)")
+    p.add_argument("--registry", metavar="HOST[:PORT]/NAME",
+                   help="docker environments: pull each image from this registry, or build it "
+                        "and push it there (tagged by its content key; also HARNESS_REGISTRY)")
     _expectations(p, DEFAULT_FAIL_ON)
 
     p = sub.add_parser("bisect", help="the first release of an axis where one cell's "

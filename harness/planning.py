@@ -49,6 +49,7 @@ class RunOptions:
     verbose: bool = False  # every NOT_RUN cell on a line of its own
     find_links: tuple[Path, ...] = ()
     offline: bool = False
+    registry: str | None = None  # Docker images pulled from and pushed to (HOST[:PORT]/NAME)
     refresh: bool = False
     executor: str = "local"
     shard: str | None = None  # "I/N": only this shard of the plan
@@ -70,6 +71,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
                       max_cells=get("max_cells"), jobs=get("jobs", 1), resume=get("resume"),
                       run_id=get("run_id"), report=not get("no_report", False),
                       find_links=tuple(args.find_links), offline=args.offline,
+                      registry=get("registry"),
                       refresh=get("refresh", False), executor=get("executor", "local"),
                       address=get("address"), retries=get("retries", RETRIES),
                       shard=get("shard"), durations_from=get("durations_from"),
@@ -108,7 +110,8 @@ def load_spec(state: RunState) -> RunState:
                  *(line for r in matrix.resolutions for line in r.lines()
                    if r.source != "lock" or r.left_out)]:
         print(f"harness: {line}", file=sys.stderr)
-    spec = with_find_links(matrix, tuple(map(Path, releases.find_links)), offline=offline)
+    spec = with_find_links(matrix, tuple(map(Path, releases.find_links)), offline=offline,
+                           registry=options.registry)
     if options.refresh:
         now = time.time()
         spec = replace(spec, environments=tuple(replace(e, refresh_before=now)

@@ -97,6 +97,7 @@ class EnvSpec:
     # Set per run and not in the key: where packages come from, not what is installed.
     find_links: tuple[str, ...] = ()  # local wheel folders
     offline: bool = False  # install from find_links only; never touch an index
+    registry: str | None = None  # HOST[:PORT]/NAME: Docker images pulled from and pushed to
     retries: int = 0  # a failed cell is run again this many times; failed-then-passed: FLAKY
     # Rebuild if built before this time (--refresh): once per machine, not per worker.
     refresh_before: float | None = None

@@ -73,15 +73,17 @@ class DockerBackend(Backend):
         report = images.ensure_image(self.client, plan, self.root / "logs" / f"{digest}.log",
                                      {LABEL: "1", f"{LABEL}.env": spec.name[:200],
                                       f"{LABEL}.key": spec.key},
-                                     refresh_before=spec.refresh_before)
-        fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json",
-                                        fresh=report.built)
+                                     refresh_before=spec.refresh_before,
+                                     registry=spec.registry)
+        fingerprint = self._fingerprint(plan.tag, self.root / f"{digest}.json", report)
         return Environment(spec=spec, location=plan.tag, python=PYTHON,
                            fingerprint=fingerprint, built=report.built)
 
-    def _fingerprint(self, tag: str, cache: Path, *, fresh: bool) -> dict[str, Any]:
-        """What is installed, read inside a container of the image (cached per image)."""
-        if cache.is_file() and not fresh:
+    def _fingerprint(self, tag: str, cache: Path, report: images.BuildReport
+                     ) -> dict[str, Any]:
+        """What is installed, read inside a container of the image, and where the image came
+        from (cached per image until it is built, pulled or pushed again)."""
+        if cache.is_file() and not (report.built or report.pulled or report.pushed):
             cached: dict[str, Any] = json.loads(cache.read_text())
             return cached
         script = f"{INENV}/{FINGERPRINT_SCRIPT.name}"
@@ -103,7 +105,7 @@ class DockerBackend(Backend):
         if code != 0:
             raise DriftError(f"cannot fingerprint image {tag}: "
                              + " | ".join(err.strip().splitlines()[-3:]))
-        data: dict[str, Any] = json.loads(out)
+        data: dict[str, Any] = {**json.loads(out), "origin": report.origin}
         atomic.write_text(cache, json.dumps(data, indent=1))
         return data
 

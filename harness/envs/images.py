@@ -17,7 +17,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from harness.core.errors import EnvBuildError, UsageError
+from harness.core.errors import BackendError, EnvBuildError, UsageError, one_line
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.envs.sourcebuild import build_requirements, no_isolation_args
 from harness.envs.uv import PYTEST_REQUIREMENT, index_args
@@ -136,21 +136,39 @@ class BuildReport:
     cached_steps: int = 0
     rebuilt: tuple[str, ...] = ()  # the Dockerfile instructions that ran (not from cache)
     seconds: float = 0.0
+    remote: str = ""  # REGISTRY:TAG, with a registry
+    pulled: bool = False
+    pushed: bool = False
+
+    @property
+    def origin(self) -> list[str]:
+        """Where the image came from, for its fingerprint."""
+        where = (f"image pulled from {self.remote}" if self.pulled else
+                 "image built here" if self.built else "image already on this host")
+        return [where + (f", pushed to {self.remote}" if self.pushed else "")]
 
 
 def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str],
-                 *, refresh_before: float | None = None) -> BuildReport:
+                 *, refresh_before: float | None = None, registry: str | None = None
+                 ) -> BuildReport:
     """Build ``plan`` unless its tag exists (built after ``refresh_before``, if given), every
-    line of the build to ``log_path``."""
+    line of the build to ``log_path``. With ``registry``: pulled from there if it has the
+    image, else built and pushed there."""
     import docker.errors
 
+    remote = f"{registry}:{plan.tag.rsplit(':', 1)[1]}" if registry else ""
     try:
         image = client.images.get(plan.tag)
         built_at = float(image.labels.get(f"{LABEL}.built_at", 0) or 0)
         if refresh_before is None or built_at >= refresh_before:
-            return BuildReport(tag=plan.tag, built=False)
+            # A pull or a push leaves the remote tag: without it, the registry lacks the image.
+            pushed = bool(remote) and remote not in image.tags and transfer(
+                client, "push", remote, plan.tag)
+            return BuildReport(tag=plan.tag, built=False, remote=remote, pushed=pushed)
     except docker.errors.ImageNotFound:
         pass
+    if remote and refresh_before is None and transfer(client, "pull", remote, plan.tag):
+        return BuildReport(tag=plan.tag, built=False, remote=remote, pulled=True)
     labels = {**labels, f"{LABEL}.built_at": f"{time.time():.3f}"}
     try:
         client.images.get(plan.base)
@@ -184,7 +202,36 @@ def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str,
                 cached += 1
                 rebuilt.pop()
     return BuildReport(tag=plan.tag, built=True, steps=steps, cached_steps=cached,
-                       rebuilt=tuple(rebuilt), seconds=round(time.monotonic() - started, 1))
+                       rebuilt=tuple(rebuilt), seconds=round(time.monotonic() - started, 1),
+                       remote=remote, pushed=bool(remote) and transfer(client, "push", remote,
+                                                                       plan.tag))
+
+
+def transfer(client: Any, verb: str, remote: str, tag: str) -> bool:
+    """Pull ``remote`` as ``tag`` or push ``tag`` as ``remote``; False when the registry lacks
+    it. A failure (a registry that does not answer) is one line naming it."""
+    import docker.errors
+
+    repository, _, version = remote.rpartition(":")
+    if verb == "push":
+        client.api.tag(tag, repository, version)
+    said = ""
+    try:
+        for chunk in getattr(client.api, verb)(repository, tag=version, stream=True,
+                                               decode=True):
+            said = chunk.get("error") or said
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        said = str(exc.explanation or exc)
+    if said:
+        if verb == "push":  # the remote tag says the registry has the image: not so
+            with contextlib.suppress(docker.errors.APIError):
+                client.api.remove_image(remote)
+        raise BackendError(one_line(f"cannot {verb} {remote}: {said}"))
+    if verb == "pull":
+        client.api.tag(remote, *tag.rsplit(":", 1))
+    return True
 
 
 def bootstrap_base(client: Any, *, tag: str = LOCAL_BASE, suite: str = "bookworm",

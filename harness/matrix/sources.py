@@ -1,9 +1,10 @@
-"""Local wheel folders (``--find-links``, ``HARNESS_FIND_LINKS``): a URL requirement with a wheel
-there is installed from that wheel instead."""
+"""Where environments come from: wheel folders (``--find-links``, ``HARNESS_FIND_LINKS``; a URL
+requirement with a wheel there is installed from it) and an image registry (``--registry``)."""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from harness.core.matrix import EnvSpec, MatrixSpec
 
 ENV_VAR = "HARNESS_FIND_LINKS"
 OFFLINE_VAR = "HARNESS_OFFLINE"
+REGISTRY_VAR = "HARNESS_REGISTRY"
+REGISTRY_FORM = re.compile(r"[\w.-]+(:\d+)?(/[a-z0-9._-]+)+")
 
 
 def find_links_folders(given: tuple[Path, ...]) -> tuple[Path, ...]:
@@ -51,13 +54,17 @@ def _fits(tag: Tag, python: str) -> bool:
     return tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
 
 
-def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: bool = False
-                    ) -> MatrixSpec:
-    """Point the local installers at ``folders``; ``offline``: at nothing else."""
-    if not folders and not offline:
+def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: bool = False,
+                    registry: str | None = None) -> MatrixSpec:
+    """Point the local installers at ``folders`` (``offline``: at nothing else), and the Docker
+    backend at ``registry`` (default: ``HARNESS_REGISTRY``)."""
+    registry = registry or os.environ.get(REGISTRY_VAR) or None
+    if registry and not REGISTRY_FORM.fullmatch(registry):
+        raise UsageError(f"registry {registry!r}: not HOST[:PORT]/NAME (lowercase, no tag)")
+    if not folders and not offline and not registry:
         return spec
-    envs = tuple(_env_with(env, folders, offline) if REGISTRY[env.backend].local else env
-                 for env in spec.environments)
+    envs = tuple(replace(_env_with(env, folders, offline) if REGISTRY[env.backend].local
+                         else env, registry=registry) for env in spec.environments)
     return replace(spec, environments=envs)
 
 
