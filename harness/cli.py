@@ -56,6 +56,12 @@ def _find_links(p: argparse.ArgumentParser) -> None:
                         "missing wheel is that environment's ERROR (also HARNESS_OFFLINE=1)")
 
 
+def _registry(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry", metavar="HOST[:PORT]/NAME",
+                   help="docker environments: pull each image from this registry, or build it "
+                        "and push it there (tagged by its content key; also HARNESS_REGISTRY)")
+
+
 def _expectations(p: argparse.ArgumentParser, fail_on: str | None) -> None:
     p.add_argument("--fail-on", choices=FAIL_ON, default=fail_on,
                    help="exit 1 when: new = a cell fails that was not expected to (matrix "
@@ -122,9 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask the index again for the matrix's release queries, and rebuild "
                         "every environment once, so '*' and range pins take the newest "
                         "releases (what resolved is in the run record)")
-    p.add_argument("--registry", metavar="HOST[:PORT]/NAME",
-                   help="docker environments: pull each image from this registry, or build it "
-                        "and push it there (tagged by its content key; also HARNESS_REGISTRY)")
+    _registry(p)
     _expectations(p, DEFAULT_FAIL_ON)
 
     p = sub.add_parser("bisect", help="the first release of an axis where one cell's "
@@ -205,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", action="append", default=[], metavar="SM",
                    help="build: a GPU architecture to compile for (sm_90; repeatable; default: "
                         "each environment's hardware)")
+    _registry(p)
     _find_links(p)
 
     p = sub.add_parser("images", help="docker images: bootstrap a local base image")

@@ -120,7 +120,8 @@ def _skip_builds(args: argparse.Namespace) -> list[str]:
 def _selected_envs(args: argparse.Namespace) -> list[EnvSpec]:
     """The matrix's environments (sources applied), filtered by ``--env`` globs."""
     spec = with_find_links(load_matrix(args.matrix), find_links_folders(tuple(args.find_links)),
-                           offline=offline_from_environment(args.offline))
+                           offline=offline_from_environment(args.offline),
+                           registry=vars(args).get("registry"))
     envs = [e for e in spec.environments
             if not args.env or any(fnmatchcase(e.name, g) for g in args.env)]
     if not envs:

@@ -105,7 +105,7 @@ class DockerBackend(Backend):
         if code != 0:
             raise DriftError(f"cannot fingerprint image {tag}: "
                              + " | ".join(err.strip().splitlines()[-3:]))
-        data: dict[str, Any] = {**json.loads(out), "origin": report.origin}
+        data: dict[str, Any] = {**json.loads(out), "provenance": report.origin}
         atomic.write_text(cache, json.dumps(data, indent=1))
         return data
 

@@ -63,6 +63,8 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     restored = [s["with"] for s in jobs["shard"]["steps"] if "cache/restore" in s.get("uses", "")]
     assert [w["path"] for w in saved] == ["wheels", "wheels"] and restored == saved[:1]
     assert saved[0]["key"] == saved[1]["key"]
+    shard = next(s for s in jobs["shard"]["steps"] if "harness run" in str(s.get("run")))
+    assert shard["env"]["HARNESS_REGISTRY"] == "${{ vars.HARNESS_REGISTRY }}"  # images
     # The lock refreshed once, in the plan job, is what every shard and the merge plan from.
     assert any(str(s.get("run", "")).startswith("harness lock") for s in jobs["plan"]["steps"])
     for job in ("build", "shard", "merge"):

@@ -169,8 +169,8 @@ class Site:
     since: str | None = None
     links: dict[str, str] = field(default_factory=dict)  # cell id -> log link
     suites: tuple[SuiteTable, ...] = ()  # one per test suite
-    # Environments built from source: where each such package came from (a wheel folder's
-    # key, built here, an image pulled), as their build recorded it.
+    # Where each environment's compiled packages or image came from (a wheel folder's key,
+    # built here, an image pulled from a registry), as its build recorded it.
     provenance: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
