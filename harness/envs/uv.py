@@ -177,8 +177,10 @@ class UvBackend(Backend):
                 self._run_uv([*install, "--no-build", *wanted,
                               *sourcebuild.build_requirements(spec)], spec)
                 return {}, self._provenance(spec, python, choice, "")
-        if choice.offered or choice.refused:
-            why = "; ".join(sorted({why for _, why in choice.refused})) or "not all of it"
+        if spec.find_links:  # a runner given wheels says why it compiles all the same
+            why = ("; ".join(sorted({why for _, why in choice.refused})) if choice.refused
+                   else "not all of it" if choice.offered else "none for its key" if torch
+                   else "its torch is not pinned with ==")
             print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
                   "building here", file=sys.stderr, flush=True)
         nvcc, toolchain = self._compiler(spec)  # checked before minutes of installing torch

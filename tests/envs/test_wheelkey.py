@@ -156,3 +156,12 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
     assert "gcc" in quiet.read_text()
     assert ("environment tiny-torch251: no wheel of the wheel folder fits (built for torch "
             "2.4.1, this environment has torch 2.5.1): building here") in other.stderr
+    # A wheel folder without that key (a cache missed): said as well, never silent.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missed = _harness("envs", "check", "--build", *m, "--env", "tiny-torch251", "--find-links",
+                      str(empty), "--find-links", str(index), env=runner["env"],
+                      cache=tmp_path / "runner2")
+    assert missed.returncode == 0, missed.stdout + missed.stderr
+    assert ("environment tiny-torch251: no wheel of the wheel folder fits (none for its key): "
+            "building here") in missed.stderr
