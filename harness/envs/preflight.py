@@ -44,6 +44,7 @@ from harness.envs.wheelkey import (
     WheelKey,
     filed,
     holds,
+    pin_parts,
     pinned_torch,
     wanted_key,
     write_manifest,
@@ -358,9 +359,10 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                                            key=int)) or (newest_arch(env),)
             for setting in env.source_builds:
                 for pin in pins:
-                    if _named(pin) != canonicalize_name(setting.dist):
+                    name, version = pin_parts(pin)
+                    if name != canonicalize_name(setting.dist):
                         continue
-                    key = wanted_key(env, setting, torch=torch, version=_version(pin),
+                    key = wanted_key(env, setting, torch=torch, version=version,
                                      archs=chosen if env.cuda not in (None, "", "cpu") else ())
                     done = [e for e in filed([str(folder)]) if e.key == key or (
                         e.pin == pin and e.key == replace(key, version=e.key.version))]
@@ -374,16 +376,6 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
         on_done(report)
         out.append(report)
     return out
-
-
-def _named(pin: str) -> str:
-    return canonicalize_name(Requirement(pin.split(";", 1)[0]).name)
-
-
-def _version(pin: str) -> str:
-    """``==`` version of a pin; "" for a URL, whose version its wheel says."""
-    return next((str(s.version) for s in Requirement(pin.split(";", 1)[0]).specifier
-                 if s.operator == "=="), "")
 
 
 def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Path,

@@ -115,16 +115,21 @@ def write_manifest(entry: Filed) -> None:
     (entry.folder / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
 
 
-def holds(entries: list[Filed], pin: str) -> bool:
-    """Whether a keyed wheel was built for ``pin`` (its name and version, or its URL)."""
+def pin_parts(pin: str) -> tuple[str, str]:
+    """A resolution line's distribution and ``==`` version ("" for a URL, whose version its
+    wheel says); ("", "") when it is no requirement."""
     try:
         req = Requirement(pin.split(";", 1)[0])
     except InvalidRequirement:
-        return False
-    versions = {str(s.version) for s in req.specifier if s.operator == "=="}
-    name = canonicalize_name(req.name)
-    return any(e.pin == pin or (e.key.dist == name and e.key.version in versions)
-               for e in entries)
+        return "", ""
+    return canonicalize_name(req.name), next(
+        (str(s.version) for s in req.specifier if s.operator == "=="), "")
+
+
+def holds(entries: list[Filed], pin: str) -> bool:
+    """Whether a keyed wheel was built for ``pin`` (its name and version, or its URL)."""
+    name, version = pin_parts(pin)
+    return any(e.pin == pin or (e.key.dist, e.key.version) == (name, version) for e in entries)
 
 
 def gpu_archs() -> frozenset[str]:
