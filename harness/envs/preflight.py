@@ -394,7 +394,9 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
     with tempfile.TemporaryDirectory(prefix="harness-wheel-", dir=folder) as tmp:
         sources = ["--no-index"] if env.offline else [
             f"--extra-index-url={u}" for u in env.index_urls]
-        uv._uv(["wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", tmp, *sources,
+        # pip's wheel cache keys a build by its sdist alone: one against torch 2.2 would serve 2.3.
+        uv._uv(["wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir", "--wheel-dir",
+                tmp, *sources,
                 *(f"--find-links={d}" for d in env.find_links), pin], env,
                {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
                program=[python, "-m", "pip"])

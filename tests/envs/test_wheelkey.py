@@ -10,6 +10,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -165,3 +166,23 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
     assert missed.returncode == 0, missed.stdout + missed.stderr
     assert ("environment tiny-torch251: no wheel of the wheel folder fits (none for its key): "
             "building here") in missed.stderr
+
+
+@pytest.mark.slow
+def test_each_wheel_is_compiled_against_its_own_environments_torch(tmp_path: Path) -> None:
+    """pip keeps a wheel it built from an sdist and serves it again for the same sdist: the
+    torch 2.5.1 environment would get the wheel compiled against torch 2.4.1."""
+    index = tiny_index(tmp_path / "index")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(MATRIX.format(cases=ROOT / "cases"))
+    wheels = tmp_path / "wheels"
+    done = _harness("envs", "build", "--into", str(wheels), "-m", str(matrix), "--offline",
+                    "--find-links", str(index), cache=tmp_path / "builder",
+                    env={"PIP_CACHE_DIR": str(tmp_path / "pip-cache")})
+    assert done.returncode == 0 and "2 wheels built" in done.stdout, done.stdout + done.stderr
+    baked = {}
+    for manifest in wheels.glob("tinyext-1.0-*/wheel-key.json"):
+        data = json.loads(manifest.read_text())
+        with zipfile.ZipFile(manifest.parent / data["wheel"]) as wheel:
+            baked[data["key"]["torch"]] = wheel.read("tinyext/_built.py").decode().strip()
+    assert baked == {"2.4.1": "TORCH = '2.4.1'", "2.5.1": "TORCH = '2.5.1'"}
