@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
 from harness.core.matrix import EnvSpec
+from harness.core.reaper import Registry
 from harness.envs import Backend, uv
 from harness.envs.base import locked
 from harness.envs.images import find_ca_bundle
@@ -399,7 +400,7 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
                 tmp, *sources,
                 *(f"--find-links={d}" for d in env.find_links), pin], env,
                {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-               program=[python, "-m", "pip"])
+               program=[python, "-m", "pip"], registry=Registry(cache_dir))  # Ctrl-C: ninja's too
         wheel = next(Path(tmp).glob("*.whl"))
         version = str(parse_wheel_filename(wheel.name)[1])
         key = replace(key, version=version)
