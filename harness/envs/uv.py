@@ -183,7 +183,8 @@ class UvBackend(Backend):
                    else "its torch is not pinned with ==")
             print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
                   "building here", file=sys.stderr, flush=True)
-        nvcc, toolchain = self._compiler(spec)  # checked before minutes of installing torch
+        nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
+        check_nvcc(spec, nvcc)  # before minutes of installing torch
         # What a package built without isolation compiles against goes in first.
         self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
         variables = {**sourcebuild.build_variables(spec), **toolchain,
@@ -205,11 +206,6 @@ class UvBackend(Backend):
         return choice.provenance({canonicalize_name(k): v for k, v in installed.items()},
                                  tuple(canonicalize_name(b.dist) for b in spec.source_builds),
                                  {canonicalize_name(name) for name in _BUILT.findall(said)})
-
-    def _compiler(self, spec: EnvSpec) -> tuple[str | None, dict[str, str]]:
-        nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
-        check_nvcc(spec, nvcc)
-        return nvcc, toolchain
 
     def _run_uv(self, args: list[str], spec: EnvSpec,
                 variables: dict[str, str] | None = None, *, said: bool = False) -> str:
