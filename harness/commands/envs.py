@@ -30,6 +30,7 @@ from harness.envs.preflight import (
     summary,
     wheelhouse_summary,
 )
+from harness.envs.wheelkey import url_sources
 from harness.matrix.load import load_matrix
 from harness.matrix.sources import find_links_folders, offline_from_environment, with_find_links
 
@@ -88,7 +89,8 @@ def _build(args: argparse.Namespace) -> int:
     archs = tuple(a.removeprefix("sm_").rstrip("a") for a in args.arch)
     if not all(a.isdigit() for a in archs):
         raise UsageError(f"--arch {' '.join(args.arch)}: architectures are sm_80, sm_90, ...")
-    envs = [e for e in _selected_envs(args) if e.source_builds and REGISTRY[e.backend].installs]
+    envs = [e for e in _selected_envs(args)
+            if (e.source_builds or url_sources(e)) and REGISTRY[e.backend].installs]
 
     def progress(report: EnvBuilt) -> None:
         for entry, verb in [(e, "built") for e in report.built] + [(e, "kept") for e in

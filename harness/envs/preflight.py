@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
-from harness.core.matrix import EnvSpec
+from harness.core.matrix import BuildSetting, EnvSpec
 from harness.core.reaper import Registry
 from harness.envs import Backend, uv
 from harness.envs.base import locked
@@ -43,10 +43,13 @@ from harness.envs.sourcebuild import (
 from harness.envs.wheelkey import (
     Filed,
     WheelKey,
+    choose,
     filed,
     holds,
+    isolated_key,
     pin_parts,
     pinned_torch,
+    url_sources,
     wanted_key,
     write_manifest,
 )
@@ -135,7 +138,10 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
         # What source builds compile against is installed first: it is in the resolution too.
-        reqs.write_text("\n".join([*env.requirements, uv.PYTEST_REQUIREMENT,
+        # A URL the environment names goes by a keyed wheel built from it, where one fits.
+        requirements = choose(env, pinned_torch(env.requirements), frozenset()).swapped(
+            env.requirements) if env.find_links else env.requirements
+        reqs.write_text("\n".join([*requirements, uv.PYTEST_REQUIREMENT,
                                    *build_requirements(env)]) + "\n")
         args = [uv._uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
                 "--no-annotate", "--python-version", env.python, "--python-platform",
@@ -204,8 +210,9 @@ def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
             return str(python)
         shutil.rmtree(root, ignore_errors=True)  # a half-made one from a run that failed
         uv._uv(["venv", "--quiet", "--python", uv.find_interpreter(env.python), str(root)], env)
-        uv._uv(["pip", "install", "--quiet", "--python", str(python), *uv.install_args(env),
-                *requires], env)
+        if requires:
+            uv._uv(["pip", "install", "--quiet", "--python", str(python),
+                    *uv.install_args(env), *requires], env)
         (root / "ready").write_text("")
     return str(python)
 
@@ -358,20 +365,27 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
             chosen = archs or tuple(sorted({h.removeprefix("sm_").rstrip("a")
                                             for h in env.hardware if h.startswith("sm_")},
                                            key=int)) or (newest_arch(env),)
-            for setting in env.source_builds:
-                for pin in pins:
-                    name, version = pin_parts(pin)
-                    if name != canonicalize_name(setting.dist):
-                        continue
+            settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s
+                                                 for s in env.source_builds}
+            urls = url_sources(env)
+            for pin in pins:
+                name, version = pin_parts(pin)
+                setting = settings.get(name)
+                if setting is not None:
                     key = wanted_key(env, setting, torch=torch, version=version,
                                      archs=chosen if env.cuda not in (None, "", "cpu") else ())
-                    done = [e for e in filed([str(folder)]) if e.key == key or (
-                        e.pin == pin and e.key == replace(key, version=e.key.version))]
-                    if done:
-                        report.kept.append(done[0])
-                    else:
-                        report.built.append(_build_wheel(env, pin, python, key, folder,
-                                                         cache_dir))
+                elif name in urls:
+                    key = isolated_key(env, name, version)
+                else:
+                    continue
+                done = [e for e in filed([str(folder)]) if e.key == key or (
+                    e.pin == pin and e.key == replace(key, version=e.key.version))]
+                if done:
+                    report.kept.append(done[0])
+                else:
+                    report.built.append(_build_wheel(env, pin, python, key, folder, cache_dir,
+                                                     source=urls.get(name, ""),
+                                                     isolated=setting is None))
         except HarnessError as exc:
             report.error = first_lines(str(exc))
         on_done(report)
@@ -380,11 +394,15 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
 
 
 def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Path,
-                 cache_dir: Path) -> Filed:
-    """``pip wheel`` of one pin in the environment's build venv, filed under its key."""
-    nvcc, toolchain = compiler(env, cache_dir)
-    check_nvcc(env, nvcc)
-    variables = {**build_variables(env), **toolchain, **header_variables(python)}
+                 cache_dir: Path, *, source: str = "", isolated: bool = False) -> Filed:
+    """``pip wheel`` of one pin in the environment's build venv (``isolated``: in pip's own,
+    as a URL the matrix does not say how to build), filed under its key."""
+    nvcc: str | None = None
+    variables: dict[str, str] = {}
+    if not isolated:
+        nvcc, toolchain = compiler(env, cache_dir)
+        check_nvcc(env, nvcc)
+        variables = {**build_variables(env), **toolchain, **header_variables(python)}
     if key.archs:
         variables["NVTE_CUDA_ARCHS"] = ";".join(key.archs)
         variables["TORCH_CUDA_ARCH_LIST"] = ";".join(f"{a[:-1]}.{a[-1]}" for a in key.archs)
@@ -396,8 +414,8 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
         sources = ["--no-index"] if env.offline else [
             f"--extra-index-url={u}" for u in env.index_urls]
         # pip's wheel cache keys a build by its sdist alone: one against torch 2.2 would serve 2.3.
-        uv._uv(["wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir", "--wheel-dir",
-                tmp, *sources,
+        uv._uv(["wheel", "--no-deps", *([] if isolated else ["--no-build-isolation"]),
+                "--no-cache-dir", "--wheel-dir", tmp, *sources,
                 *(f"--find-links={d}" for d in env.find_links), pin], env,
                {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
                program=[python, "-m", "pip"], registry=Registry(cache_dir))  # Ctrl-C: ninja's too
@@ -408,7 +426,7 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir()
         wheel.rename(target / wheel.name)
-    entry = Filed(key=key, folder=target, wheel=wheel.name, pin=pin, facts={
+    entry = Filed(key=key, folder=target, wheel=wheel.name, pin=pin, source=source, facts={
         "mib": round((target / wheel.name).stat().st_size / 2**20, 1),
         "seconds": round(time.monotonic() - started, 1), "nvcc": nvcc})
     write_manifest(entry)

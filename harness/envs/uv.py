@@ -163,15 +163,17 @@ class UvBackend(Backend):
         interpreter = find_interpreter(spec.python)
         self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         install = ["pip", "install", "--python", python, *install_args(spec)]
-        if not spec.source_builds:
-            self._run_uv([*install, *spec.requirements, PYTEST_REQUIREMENT], spec)
-            return {}, []
-        # Wheels `envs build` compiled for this environment's torch, if it pins one.
+        # Wheels `envs build` compiled for this environment's torch (if it pins one with ==)
+        # or built from the URLs it names; a URL it names goes by its wheel's file instead.
         torch = wheelkey.pinned_torch(spec.requirements)
-        choice = (wheelkey.choose(spec, torch, wheelkey.gpu_archs()) if torch
+        choice = (wheelkey.choose(spec, torch, wheelkey.gpu_archs()) if spec.find_links
                   else wheelkey.Choice(offered=(), refused=()))
+        requirements = choice.swapped(spec.requirements)
+        if not spec.source_builds:
+            self._run_uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
+            return {}, self._provenance(spec, python, choice, "") if choice.offered else []
         wanted = [*(f"--find-links={e.folder}" for e in choice.offered),
-                  *sourcebuild.no_isolation_args(spec), *spec.requirements, PYTEST_REQUIREMENT]
+                  *sourcebuild.no_isolation_args(spec), *requirements, PYTEST_REQUIREMENT]
         if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
             with contextlib.suppress(EnvBuildError):
                 self._run_uv([*install, "--no-build", *wanted,
@@ -201,10 +203,12 @@ class UvBackend(Backend):
     def _provenance(self, spec: EnvSpec, python: str, choice: wheelkey.Choice,
                     said: str) -> list[str]:
         """Where each source-built distribution came from; ``said``: what uv's install said."""
-        installed = dict(line.split("==", 1) for line in self._run_uv(
-            ["pip", "freeze", "--python", python], spec).splitlines() if "==" in line)
-        return choice.provenance({canonicalize_name(k): v for k, v in installed.items()},
-                                 tuple(canonicalize_name(b.dist) for b in spec.source_builds),
+        listed = json.loads(self._run_uv(["pip", "list", "--format", "json", "--python", python],
+                                         spec))
+        return choice.provenance({canonicalize_name(d["name"]): d["version"] for d in listed},
+                                 tuple(dict.fromkeys([*(canonicalize_name(b.dist)
+                                                         for b in spec.source_builds),
+                                                        *wheelkey.url_sources(spec)])),
                                  {canonicalize_name(name) for name in _BUILT.findall(said)})
 
     def _run_uv(self, args: list[str], spec: EnvSpec,

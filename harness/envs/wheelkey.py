@@ -71,7 +71,26 @@ class Filed:
     folder: Path
     wheel: str
     pin: str = ""  # what the environment asked for (a git URL has no version before its build)
+    source: str = ""  # the URL the matrix names it by, for a distribution it names so
     facts: dict[str, Any] = field(default_factory=dict)  # size, build seconds
+
+
+def url_sources(spec: EnvSpec) -> dict[str, str]:
+    """The distributions ``spec`` names by a URL that is not a wheel (a git checkout, an
+    sdist), each with that URL: PyPI has no wheel of them."""
+    out: dict[str, str] = {}
+    for line in spec.requirements:
+        with contextlib.suppress(InvalidRequirement):
+            req = Requirement(line)
+            if req.url and not req.url.split("#")[0].endswith(".whl"):
+                out[canonicalize_name(req.name)] = req.url
+    return out
+
+
+def isolated_key(spec: EnvSpec, dist: str, version: str = "") -> WheelKey:
+    """The key of a wheel built in isolation from a URL: it compiled against no torch."""
+    return WheelKey(dist=dist, version=version, torch="", cuda="", python=spec.python,
+                    archs=(), settings=())
 
 
 def wanted_key(spec: EnvSpec, setting: BuildSetting, *, torch: str, version: str = "",
@@ -105,13 +124,14 @@ def filed(folders: tuple[str, ...] | list[str]) -> list[Filed]:
                                   "settings": tuple(map(tuple, data["key"]["settings"]))})
                 if (manifest.parent / data["wheel"]).is_file():
                     out.append(Filed(key=key, folder=manifest.parent, wheel=data["wheel"],
-                                     pin=data.get("pin", ""), facts=data.get("facts", {})))
+                                     pin=data.get("pin", ""), source=data.get("source", ""),
+                                     facts=data.get("facts", {})))
     return out
 
 
 def write_manifest(entry: Filed) -> None:
     data = {"key": asdict(entry.key), "wheel": entry.wheel, "pin": entry.pin,
-            "facts": entry.facts}
+            "source": entry.source, "facts": entry.facts}
     (entry.folder / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -164,6 +184,21 @@ class Choice:
                                                               else ""))
         return out
 
+    def swapped(self, requirements: Sequence[str]) -> list[str]:
+        """``requirements`` with each URL one an offered wheel was built from named by that
+        wheel's file instead: a git URL would be cloned and built, whatever else is offered."""
+        wheels = {(e.key.dist, e.source): e for e in self.offered if e.source}
+        out = []
+        for line in requirements:
+            with contextlib.suppress(InvalidRequirement):
+                req = Requirement(line)
+                entry = wheels.get((canonicalize_name(req.name), req.url or ""))
+                if entry is not None:
+                    req.url = (entry.folder / entry.wheel).as_uri()
+                    line = str(req)
+            out.append(line)
+        return out
+
 
 def took_wheels(provenance: Sequence[str]) -> bool:
     """Whether an environment installed a compiled wheel of a wheel folder."""
@@ -172,15 +207,21 @@ def took_wheels(provenance: Sequence[str]) -> bool:
 
 def choose(spec: EnvSpec, torch: str, needs: frozenset[str]) -> Choice:
     """The keyed wheels of ``spec.find_links`` that fit the environment (any version: the
-    resolver picks), and those of its source-built distributions that do not."""
+    resolver picks), and those of its source-built distributions that do not; ``torch``: the
+    release it pins ("" for none: nothing built against torch fits)."""
     settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s
                                          for s in spec.source_builds}
+    urls = url_sources(spec)
     offered, refused = [], []
     for entry in filed(spec.find_links):
         setting = settings.get(entry.key.dist)
-        if setting is None:
+        if setting is not None and torch:
+            wanted = wanted_key(spec, setting, torch=torch)
+        elif setting is None and entry.source and urls.get(entry.key.dist) == entry.source:
+            wanted = isolated_key(spec, entry.key.dist)
+        else:
             continue
-        why = entry.key.refusal(wanted_key(spec, setting, torch=torch), needs)
+        why = entry.key.refusal(wanted, needs)
         if why is None:
             offered.append(entry)
         else:

@@ -186,3 +186,52 @@ def test_each_wheel_is_compiled_against_its_own_environments_torch(tmp_path: Pat
         with zipfile.ZipFile(manifest.parent / data["wheel"]) as wheel:
             baked[data["key"]["torch"]] = wheel.read("tinyext/_built.py").decode().strip()
     assert baked == {"2.4.1": "TORCH = '2.4.1'", "2.5.1": "TORCH = '2.5.1'"}
+
+
+FORK_MATRIX = """\
+version: 1
+cases_dir: {cases}
+environments:
+  fork:
+    hardware: [cpu]
+    python: "3.11"
+    packages: ["tinyfork @ git+file://{repo}@{commit}"]
+    cases: [probes]
+"""
+
+
+@pytest.mark.slow
+def test_a_fork_named_by_git_url_is_built_once_and_never_cloned_again(tmp_path: Path) -> None:
+    """As the ktransformers flashinfer fork: a package on a git host only, built into the
+    wheel folder by the builder; the runner, which cannot reach that host, installs it."""
+    index = tiny_index(tmp_path / "index")
+    repo = tmp_path / "repo"
+    (repo / "tinyfork").mkdir(parents=True)
+    (repo / "tinyfork" / "__init__.py").write_text("FORKED = True\n")
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "tinyfork"\nversion = "0.3.1"\n[build-system]\n'
+        'requires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n')
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "fork"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(FORK_MATRIX.format(cases=ROOT / "cases", repo=repo, commit=commit))
+    wheels = tmp_path / "wheels"
+    m = ("-m", str(matrix), "--offline", "--find-links", str(index))
+
+    done = _harness("envs", "build", "--into", str(wheels), *m, env={},
+                    cache=tmp_path / "builder")
+    assert done.returncode == 0 and "1 wheels built" in done.stdout, done.stdout + done.stderr
+    (manifest,) = wheels.glob("tinyfork-0.3.1-*/wheel-key.json")
+    assert json.loads(manifest.read_text())["source"] == f"git+file://{repo}@{commit}"
+
+    shutil.rmtree(repo)  # the git host is out of reach from here on
+    runner = tmp_path / "runner"
+    took = _harness("envs", "check", "--build", *m, "--find-links", str(wheels), env={},
+                    cache=runner, wrap=("unshare", "-n"))
+    assert took.returncode == 0, took.stdout + took.stderr
+    assert _provenance(runner, "fork") == [
+        f"tinyfork 0.3.1 from the wheel folder (key {manifest.parent.name})"]
