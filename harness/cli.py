@@ -47,10 +47,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _find_links(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--find-links", action="append", default=[], type=Path, metavar="DIR",
-                   help="also install from this folder of wheels; a package the matrix names "
-                        "by URL is taken from here when a wheel of it is here (repeatable; "
-                        "also HARNESS_FIND_LINKS)")
+    p.add_argument("--find-links", action="append", default=[], metavar="DIR|URL",
+                   help="also install from this folder of wheels (or one served over http(s)); "
+                        "a package the matrix names by URL is taken from here when a wheel of "
+                        "it is here (repeatable; also HARNESS_FIND_LINKS)")
     p.add_argument("--offline", action="store_true",
                    help="install only from --find-links folders, never from an index; a "
                         "missing wheel is that environment's ERROR (also HARNESS_OFFLINE=1)")

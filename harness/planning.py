@@ -110,7 +110,7 @@ def load_spec(state: RunState) -> RunState:
                  *(line for r in matrix.resolutions for line in r.lines()
                    if r.source != "lock" or r.left_out)]:
         print(f"harness: {line}", file=sys.stderr)
-    spec = with_find_links(matrix, tuple(map(Path, releases.find_links)), offline=offline,
+    spec = with_find_links(matrix, releases.find_links, offline=offline,
                            registry=options.registry)
     if options.refresh:
         now = time.time()

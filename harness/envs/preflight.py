@@ -51,6 +51,7 @@ from harness.envs.wheelkey import (
     pinned_torch,
     url_sources,
     wanted_key,
+    write_index,
     write_manifest,
 )
 
@@ -150,7 +151,7 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
             args += resolution_args(base, Path(tmp) / "base")
         if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
             args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env),
-                     *(f"--find-links={e.folder}" for e in filed(env.find_links))]
+                     *(f"--find-links={e.where}" for e in filed(env.find_links))]
         proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
                               env={**uv.uv_environ(), **build_variables(env)},
                               timeout=RESOLVE_TIMEOUT)
@@ -296,6 +297,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                     report.wheels.append(pin)
         on_done(report)
         out.append(report)
+    write_index(folder)
     return out
 
 
@@ -390,6 +392,7 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
             report.error = first_lines(str(exc))
         on_done(report)
         out.append(report)
+    write_index(folder)
     return out
 
 

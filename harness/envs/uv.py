@@ -172,7 +172,7 @@ class UvBackend(Backend):
         if not spec.source_builds:
             self._run_uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
             return {}, self._provenance(spec, python, choice, "") if choice.offered else []
-        wanted = [*(f"--find-links={e.folder}" for e in choice.offered),
+        wanted = [*(f"--find-links={e.where}" for e in choice.offered),
                   *sourcebuild.no_isolation_args(spec), *requirements, PYTEST_REQUIREMENT]
         if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
             with contextlib.suppress(EnvBuildError):
@@ -271,7 +271,8 @@ def install_args(spec: EnvSpec) -> list[str]:
     if spec.refresh_before is not None and not spec.offline:
         folders.append("--refresh")  # ask the index again, not uv's cached answer
     if spec.offline:  # nothing fetched behind the user's back: a missing wheel is an error
-        return ["--offline", "--no-index", *folders]
+        served = any(wheelkey.is_url(d) for d in spec.find_links)  # uv's --offline: no http
+        return [*([] if served else ["--offline"]), "--no-index", *folders]
     return [*index_args(spec.index_urls), *folders]
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html
 import json
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from harness.core.matrix import BuildSetting, EnvSpec
 from harness.inenv import harness_probe
 
 MANIFEST = "wheel-key.json"
+INDEX = "wheel-keys.json"  # every key folder's manifest, for a wheel folder served at a URL
 FROM_FOLDER = "from the wheel folder"
 #: Build variables that change how long a build takes, not what it makes.
 UNKEYED = frozenset({"MAX_JOBS"})
@@ -68,11 +71,21 @@ class Filed:
     """A wheel in a key folder, as its manifest says."""
 
     key: WheelKey
-    folder: Path
+    folder: Path  # a wheel folder's URL: only the key folder's name
     wheel: str
     pin: str = ""  # what the environment asked for (a git URL has no version before its build)
     source: str = ""  # the URL the matrix names it by, for a distribution it names so
     facts: dict[str, Any] = field(default_factory=dict)  # size, build seconds
+    url: str = ""  # the key folder's URL, when its wheel folder is one
+
+    @property
+    def where(self) -> str:
+        """The key folder as installers take it (``--find-links``)."""
+        return f"{self.url}/" if self.url else str(self.folder)
+
+    @property
+    def wheel_url(self) -> str:
+        return f"{self.url}/{self.wheel}" if self.url else (self.folder / self.wheel).as_uri()
 
 
 def url_sources(spec: EnvSpec) -> dict[str, str]:
@@ -113,26 +126,60 @@ def pinned_torch(requirements: Sequence[str]) -> str:
     return ""
 
 
-def filed(folders: tuple[str, ...] | list[str]) -> list[Filed]:
-    """Every keyed wheel in the given wheel folders (their key folders, one level down)."""
+def is_url(folder: str) -> bool:
+    return folder.startswith(("http://", "https://"))
+
+
+def filed(folders: Sequence[str]) -> list[Filed]:
+    """Every keyed wheel in the given wheel folders (their key folders, one level down; at a
+    URL, those its ``wheel-keys.json`` lists)."""
     out = []
     for folder in folders:
+        if is_url(folder):
+            base = folder.rstrip("/")
+            with contextlib.suppress(OSError, ValueError):  # no keyed wheels there
+                with urllib.request.urlopen(f"{base}/{INDEX}", timeout=60) as answer:
+                    listed = json.loads(answer.read())
+                out += [_entry(data, Path(data["folder"]), f"{base}/{data['folder']}")
+                        for data in listed]
+            continue
         for manifest in sorted(Path(folder).glob(f"*/{MANIFEST}")):
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
                 data = json.loads(manifest.read_text())
-                key = WheelKey(**{**data["key"], "archs": tuple(data["key"]["archs"]),
-                                  "settings": tuple(map(tuple, data["key"]["settings"]))})
                 if (manifest.parent / data["wheel"]).is_file():
-                    out.append(Filed(key=key, folder=manifest.parent, wheel=data["wheel"],
-                                     pin=data.get("pin", ""), source=data.get("source", ""),
-                                     facts=data.get("facts", {})))
+                    out.append(_entry(data, manifest.parent))
     return out
 
 
-def write_manifest(entry: Filed) -> None:
-    data = {"key": asdict(entry.key), "wheel": entry.wheel, "pin": entry.pin,
+def _entry(data: dict[str, Any], folder: Path, url: str = "") -> Filed:
+    key = WheelKey(**{**data["key"], "archs": tuple(data["key"]["archs"]),
+                      "settings": tuple(map(tuple, data["key"]["settings"]))})
+    return Filed(key=key, folder=folder, wheel=data["wheel"], pin=data.get("pin", ""),
+                 source=data.get("source", ""), facts=data.get("facts", {}), url=url)
+
+
+def _manifest(entry: Filed) -> dict[str, Any]:
+    return {"key": asdict(entry.key), "wheel": entry.wheel, "pin": entry.pin,
             "source": entry.source, "facts": entry.facts}
-    (entry.folder / MANIFEST).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def write_manifest(entry: Filed) -> None:
+    """The key folder's manifest, and a page linking its wheel (a find-links URL reads it)."""
+    (entry.folder / MANIFEST).write_text(json.dumps(_manifest(entry), indent=1) + "\n")
+    (entry.folder / "index.html").write_text(_links([entry.wheel]))
+
+
+def write_index(folder: Path) -> None:
+    """What a wheel folder served over http(s) needs: a page linking its wheels, and the
+    manifests of its key folders in one file."""
+    (folder / "index.html").write_text(_links(sorted(p.name for p in folder.glob("*.whl"))))
+    listed = [{**_manifest(e), "folder": e.folder.name} for e in filed([str(folder)])]
+    (folder / INDEX).write_text(json.dumps(listed, indent=1) + "\n")
+
+
+def _links(names: list[str]) -> str:
+    links = "".join(f'<a href="{html.escape(n)}">{html.escape(n)}</a><br>\n' for n in names)
+    return f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n"
 
 
 def pin_parts(pin: str) -> tuple[str, str]:
@@ -194,7 +241,7 @@ class Choice:
                 req = Requirement(line)
                 entry = wheels.get((canonicalize_name(req.name), req.url or ""))
                 if entry is not None:
-                    req.url = (entry.folder / entry.wheel).as_uri()
+                    req.url = entry.wheel_url
                     line = str(req)
             out.append(line)
         return out

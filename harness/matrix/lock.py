@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,10 +49,10 @@ class Releases:
         return cls(path=path, mode=mode, find_links=find_links, locked=read_lock(path))
 
     @classmethod
-    def for_run(cls, matrix: Path, find_links: tuple[Path, ...], offline: bool, mode: str
+    def for_run(cls, matrix: Path, find_links: Sequence[str | Path], offline: bool, mode: str
                 ) -> Releases:
         """For a command's --find-links and --offline (or their variables)."""
-        return cls.for_matrix(matrix, find_links=tuple(map(str, find_links_folders(find_links))),
+        return cls.for_matrix(matrix, find_links=find_links_folders(find_links),
                               mode="offline" if offline_from_environment(offline) else mode)
 
     def resolve(self, query: ReleaseQuery, python: str, indexes: tuple[str, ...]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,21 +22,29 @@ ENV_VAR = "HARNESS_FIND_LINKS"
 OFFLINE_VAR = "HARNESS_OFFLINE"
 REGISTRY_VAR = "HARNESS_REGISTRY"
 REGISTRY_FORM = re.compile(r"[\w.-]+(:\d+)?(/[a-z0-9._-]+)+")
+URL = re.compile(r"https?://")
 
 
-def find_links_folders(given: tuple[Path, ...]) -> tuple[Path, ...]:
-    """``--find-links`` folders, then ``HARNESS_FIND_LINKS`` (os.pathsep-separated)."""
-    from_env = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
-    for folder in (*given, *from_env):
-        if not folder.is_dir():
-            raise UsageError(f"--find-links {folder}: not a folder")
-    return tuple(dict.fromkeys(folder.resolve() for folder in (*given, *from_env)))
+def find_links_folders(given: Sequence[str | Path]) -> tuple[str, ...]:
+    """``--find-links`` folders and http(s) URLs, then ``HARNESS_FIND_LINKS`` (separated by
+    spaces, or folders by os.pathsep)."""
+    from_env = [part for word in os.environ.get(ENV_VAR, "").split()
+                for part in ([word] if URL.match(word) else word.split(os.pathsep)) if part]
+    out = []
+    for where in (*map(str, given), *from_env):
+        if URL.match(where):
+            out.append(where)
+        elif Path(where).is_dir():
+            out.append(str(Path(where).resolve()))
+        else:
+            raise UsageError(f"--find-links {where}: not a folder, nor an http(s) URL")
+    return tuple(dict.fromkeys(out))
 
 
-def wheels_by_name(folders: tuple[Path, ...], python: str) -> dict[str, Path]:
+def wheels_by_name(folders: Sequence[str | Path], python: str) -> dict[str, Path]:
     """The newest wheel of each distribution in the folders that installs on ``python``."""
     best: dict[str, tuple[Version, Path]] = {}
-    for folder in folders:
+    for folder in map(Path, (f for f in map(str, folders) if not URL.match(f))):
         for wheel in sorted(folder.glob("*.whl")):
             try:
                 name, version, _, tags = parse_wheel_filename(wheel.name)
@@ -54,7 +63,7 @@ def _fits(tag: Tag, python: str) -> bool:
     return tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
 
 
-def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: bool = False,
+def with_find_links(spec: MatrixSpec, folders: Sequence[str | Path], *, offline: bool = False,
                     registry: str | None = None) -> MatrixSpec:
     """Point the local installers at ``folders`` (``offline``: at nothing else), and the Docker
     backend at ``registry`` (default: ``HARNESS_REGISTRY``)."""
@@ -68,7 +77,7 @@ def with_find_links(spec: MatrixSpec, folders: tuple[Path, ...], *, offline: boo
     return replace(spec, environments=envs)
 
 
-def _env_with(env: EnvSpec, folders: tuple[Path, ...], offline: bool) -> EnvSpec:
+def _env_with(env: EnvSpec, folders: Sequence[str | Path], offline: bool) -> EnvSpec:
     """Folders stay out of the key; only a URL requirement swapped for a wheel changes it."""
     wheels = wheels_by_name(folders, env.python)
     requirements = tuple(_swap(r, wheels) for r in env.requirements)

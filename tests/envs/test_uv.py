@@ -183,6 +183,7 @@ def test_an_interpreter_is_asked_of_uv_once_per_version_in_a_process(
         asked.append(argv)
         return subprocess.CompletedProcess(argv, 0, stdout=f"/opt/py{argv[-1]}/bin/python\n")
 
+    uv.uv_environ()  # uv's own release, asked once a process, before anything is watched
     monkeypatch.setattr(uv.subprocess, "run", run)
     assert [uv.find_interpreter(v) for v in ("3.11", "3.11", "3.12", "3.11")] == [
         "/opt/py3.11/bin/python", "/opt/py3.11/bin/python", "/opt/py3.12/bin/python",

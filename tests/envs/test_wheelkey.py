@@ -4,14 +4,19 @@ with no compiler and no network on the "second machine"."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import threading
 import zipfile
+from collections.abc import Iterator
 from dataclasses import replace
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -96,6 +101,20 @@ def _provenance(cache: Path, name: str) -> list[str]:
     return list(json.loads(marker.read_text())["fingerprint"]["provenance"])
 
 
+@contextlib.contextmanager
+def served(folder: Path) -> Iterator[str]:
+    """``folder`` over http on a loopback port: a wheel folder as a runner finds it at a URL."""
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def tiny_index(folder: Path) -> Path:
     """A fake torch in two versions, the tinyext sdist, and the wheels its builds need."""
     folder.mkdir()
@@ -146,6 +165,14 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
     assert not quiet.exists(), quiet.read_text()
     (said,) = _provenance(runner["cache"], "tiny-torch241")
     assert said == f"tinyext 1.0 from the wheel folder (key {manifest.parent.name})"
+    # The same folder served over http(s): its key folders are read from the URL.
+    with served(wheels) as url:
+        remote = _harness("envs", "check", "--build", *m, "--env", "tiny-torch241",
+                          "--find-links", url, "--find-links", str(index), env=runner["env"],
+                          cache=tmp_path / "remote")
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    assert not quiet.exists(), quiet.read_text()
+    assert _provenance(tmp_path / "remote", "tiny-torch241") == [said]
 
     # Another torch: the wheel is refused in one line, and the package is built here.
     other = _harness("envs", "check", "--build", *m, "--env", "tiny-torch251",
@@ -235,3 +262,8 @@ def test_a_fork_named_by_git_url_is_built_once_and_never_cloned_again(tmp_path: 
     assert took.returncode == 0, took.stdout + took.stderr
     assert _provenance(runner, "fork") == [
         f"tinyfork 0.3.1 from the wheel folder (key {manifest.parent.name})"]
+    with served(wheels) as url:
+        remote = _harness("envs", "check", "--build", *m, "--find-links", url, env={},
+                          cache=tmp_path / "remote")
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    assert _provenance(tmp_path / "remote", "fork") == _provenance(runner, "fork")

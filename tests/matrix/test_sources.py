@@ -78,7 +78,9 @@ def test_folders_come_from_the_flag_and_the_environment(tmp_path: Path,
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    monkeypatch.setenv("HARNESS_FIND_LINKS", f"{b}:{a}")
-    assert find_links_folders((a,)) == (a.resolve(), b.resolve())
-    with pytest.raises(UsageError, match=r"--find-links .*missing: not a folder"):
+    monkeypatch.setenv("HARNESS_FIND_LINKS", f"{b}:{a} http://127.0.0.1:8000/wheels")
+    assert find_links_folders((a, "https://example.com/w/")) == (
+        str(a.resolve()), "https://example.com/w/", str(b.resolve()),
+        "http://127.0.0.1:8000/wheels")
+    with pytest.raises(UsageError, match=r"--find-links .*missing: not a folder, nor an http"):
         find_links_folders((tmp_path / "missing",))
