@@ -205,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=4, help="check: resolves at a time")
     p.add_argument("--into", type=Path, metavar="DIR",
                    help="build: compile what the environments build from source into DIR, "
-                        "each wheel under its key, for runs with --find-links DIR")
+                        "each wheel under its key, for runs with --find-links DIR; with "
+                        "--registry, also build and push the docker environments' images")
     p.add_argument("--arch", action="append", default=[], metavar="SM",
                    help="build: a GPU architecture to compile for (sm_90; repeatable; default: "
                         "each environment's hardware)")

@@ -11,7 +11,7 @@ from fnmatch import fnmatchcase
 from packaging.utils import canonicalize_name
 
 from harness.core.backends import REGISTRY
-from harness.core.errors import UsageError
+from harness.core.errors import HarnessError, UsageError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import default_cache_dir
 from harness.envs import get_backend, inventory
@@ -26,6 +26,7 @@ from harness.envs.preflight import (
     build_wheelhouse,
     build_wheels,
     check_environments,
+    first_lines,
     render_table,
     summary,
     wheelhouse_summary,
@@ -89,8 +90,12 @@ def _build(args: argparse.Namespace) -> int:
     archs = tuple(a.removeprefix("sm_").rstrip("a") for a in args.arch)
     if not all(a.isdigit() for a in archs):
         raise UsageError(f"--arch {' '.join(args.arch)}: architectures are sm_80, sm_90, ...")
-    envs = [e for e in _selected_envs(args)
-            if (e.source_builds or url_sources(e)) and REGISTRY[e.backend].installs]
+    selected = _selected_envs(args)
+    envs = [e for e in selected
+            if (e.source_builds or url_sources(e)) and REGISTRY[e.backend].local]
+    # With a registry, the images of the environments that run in one: built, pushed.
+    imaged = [e for e in selected if e.registry and REGISTRY[e.backend].installs
+              and not REGISTRY[e.backend].local]
 
     def progress(report: EnvBuilt) -> None:
         for entry, verb in [(e, "built") for e in report.built] + [(e, "kept") for e in
@@ -101,10 +106,19 @@ def _build(args: argparse.Namespace) -> int:
 
     reports = build_wheels(envs, args.into, cache_dir=default_cache_dir(), archs=archs,
                            platform=args.platform or DEFAULT_PLATFORM, on_done=progress)
+    failed = sum(bool(r.error) for r in reports)
+    for env in imaged:
+        try:
+            done = get_backend(env.backend, default_cache_dir()).realize(env)
+            said = "; ".join(done.fingerprint.get("provenance") or ["image ready"])
+        except HarnessError as exc:
+            said, failed = first_lines(str(exc)), failed + 1
+        print(f"{env.name}: {said}", flush=True)
     print(f"{args.into}: {sum(len(r.built) for r in reports)} wheels built, "
           f"{sum(len(r.kept) for r in reports)} already there, for {len(reports)} environments"
-          f" that build from source; {sum(bool(r.error) for r in reports)} failed")
-    return 1 if any(r.error for r in reports) else 0
+          f" that build from source" + (f"; {len(imaged)} images" if imaged else "")
+          + f"; {failed} failed")
+    return 1 if failed else 0
 
 
 def _skip_builds(args: argparse.Namespace) -> list[str]:

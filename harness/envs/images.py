@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -167,8 +168,11 @@ def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str,
             return BuildReport(tag=plan.tag, built=False, remote=remote, pushed=pushed)
     except docker.errors.ImageNotFound:
         pass
-    if remote and refresh_before is None and transfer(client, "pull", remote, plan.tag):
-        return BuildReport(tag=plan.tag, built=False, remote=remote, pulled=True)
+    if remote and refresh_before is None:
+        if transfer(client, "pull", remote, plan.tag):
+            return BuildReport(tag=plan.tag, built=False, remote=remote, pulled=True)
+        print(f"environment {labels.get(f'{LABEL}.env', plan.tag)}: the registry has no "
+              f"{remote}: building here", file=sys.stderr, flush=True)
     labels = {**labels, f"{LABEL}.built_at": f"{time.time():.3f}"}
     try:
         client.images.get(plan.base)

@@ -37,9 +37,9 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
                 for step in job["steps"] for line in str(step.get("run", "")).splitlines()
                 if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
                 or " harness " in f" {line}"]
-    # refresh the lock, plan, build the wheels, run a shard, merge, check its report, prune
-    # the history, show it, the badge's status
-    assert len(commands) == 9
+    # refresh the lock, plan, the base image, build the wheels, run a shard, merge, check its
+    # report, prune the history, show it, the badge's status
+    assert len(commands) == 10
     for command in commands:
         words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
         words = [w.strip('"') for w in words]
@@ -64,7 +64,11 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     assert [w["path"] for w in saved] == ["wheels", "wheels"] and restored == saved[:1]
     assert saved[0]["key"] == saved[1]["key"]
     shard = next(s for s in jobs["shard"]["steps"] if "harness run" in str(s.get("run")))
-    assert shard["env"]["HARNESS_REGISTRY"] == "${{ vars.HARNESS_REGISTRY }}"  # images
+    build = next(s for s in jobs["build"]["steps"] if "envs build" in str(s.get("run")))
+    for step in (build, shard):  # images: pushed by the build job, pulled by the shards
+        assert step["env"]["HARNESS_REGISTRY"] == "${{ vars.HARNESS_REGISTRY }}"
+    base = next(s for s in jobs["build"]["steps"] if "images bootstrap" in str(s.get("run")))
+    assert base["if"] == "vars.HARNESS_REGISTRY != ''"
     # The lock refreshed once, in the plan job, is what every shard and the merge plan from.
     assert any(str(s.get("run", "")).startswith("harness lock") for s in jobs["plan"]["steps"])
     for job in ("build", "shard", "merge"):

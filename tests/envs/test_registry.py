@@ -125,10 +125,14 @@ def test_an_image_pushed_once_is_pulled_not_built(tmp_path: Path, client: Any,
         origins = [json.loads(p.read_text()).get("provenance") for p in run_dir.glob("envs/*.json")]
         return row, proc.stdout + proc.stderr, origins
 
-    row, said, origins = run("--registry", registry)
-    assert row["outcome"] == "PASS", said
-    assert "environments: 1 built" in said
-    assert origins == [[f"image built here, pushed to {remote}"]]
+    # The builder: `envs build` with a registry builds the image and pushes it.
+    built = harness(tmp_path, "envs", "build", "--into", str(tmp_path / "wheels"), "-m", str(m),
+                    "--registry", registry, env=cache)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert f"dock: image built here, pushed to {remote}\n" in built.stdout, built.stdout
+    assert f"environment dock: the registry has no {remote}: building here" in built.stderr
+    assert "0 wheels built, 0 already there, for 0 environments that build from source; " \
+        "1 images; 0 failed" in built.stdout
     try:
         client.images.remove(client.images.get(tag).id, force=True)  # both tags: none is left
         with pytest.raises(docker.errors.ImageNotFound):
