@@ -176,8 +176,10 @@ environments:
     made = harness(tmp_path, "wheelhouse", str(wheelhouse), "-m", str(matrix), "--env", "fits",
                    "--find-links", str(folder))
     assert made.returncode == 0, made.stdout + made.stderr[-2000:]
+    wheels = ["six-1.16.0-py2.py3-none-any.whl", "toppkg-1.0-py3-none-any.whl"]
     assert sorted(p.name for p in wheelhouse.iterdir()) == [
-        "six-1.16.0-py2.py3-none-any.whl", "toppkg-1.0-py3-none-any.whl"]
+        "index.html", *wheels, "wheel-keys.json"]  # the page a find-links URL reads
+    assert all(f'<a href="{w}">' in (wheelhouse / "index.html").read_text() for w in wheels)
 
     run = harness(tmp_path, "run", "-m", str(matrix), "--offline", "--find-links",
                   str(wheelhouse), "--jobs", "1", netns=True)
