@@ -21,7 +21,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 
 from harness.core import atomic
-from harness.core.errors import EnvBuildError
+from harness.core.errors import EnvBuildError, one_line
 from harness.core.matrix import EnvSpec
 from harness.core.reaper import Registry
 from harness.core.releases import release_order
@@ -172,17 +172,21 @@ class UvBackend(Backend):
         if not spec.source_builds:
             self._run_uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
             return {}, self._provenance(spec, python, choice, "") if choice.offered else []
-        wanted = [*(f"--find-links={e.where}" for e in choice.offered),
-                  *sourcebuild.no_isolation_args(spec), *requirements, PYTEST_REQUIREMENT]
+        failed = ""
         if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
-            with contextlib.suppress(EnvBuildError):
-                self._run_uv([*install, "--no-build", *wanted,
-                              *sourcebuild.build_requirements(spec)], spec)
+            try:
+                self._run_uv([*install, "--no-build",
+                              *(f"--find-links={e.where}" for e in choice.offered),
+                              *sourcebuild.no_isolation_args(spec), *requirements,
+                              PYTEST_REQUIREMENT, *sourcebuild.build_requirements(spec)], spec)
                 return {}, self._provenance(spec, python, choice, "")
+            except EnvBuildError as exc:  # then built here, none of those wheels taken
+                failed = one_line(str(exc).split(": ", 1)[-1], 300)
+                choice = replace(choice, offered=())
         if spec.find_links:  # a runner given wheels says why it compiles all the same
-            why = ("; ".join(sorted({why for _, why in choice.refused})) if choice.refused
-                   else "not all of it" if choice.offered else "none for its key" if torch
-                   else "its torch is not pinned with ==")
+            why = (f"installing from it failed: {failed}" if failed
+                   else "; ".join(sorted({why for _, why in choice.refused})) if choice.refused
+                   else "none for its key" if torch else "its torch is not pinned with ==")
             print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
                   "building here", file=sys.stderr, flush=True)
         nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
@@ -197,7 +201,8 @@ class UvBackend(Backend):
         identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
-        said = self._run_uv([*install, *wanted], spec, variables, said=True)
+        said = self._run_uv([*install, *sourcebuild.no_isolation_args(spec), *spec.requirements,
+                             PYTEST_REQUIREMENT], spec, variables, said=True)
         return toolchain, self._provenance(spec, python, choice, said)
 
     def _provenance(self, spec: EnvSpec, python: str, choice: wheelkey.Choice,

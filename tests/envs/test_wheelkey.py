@@ -193,6 +193,18 @@ def test_wheels_built_once_install_on_a_machine_without_compiler_or_network(
     assert missed.returncode == 0, missed.stdout + missed.stderr
     assert ("environment tiny-torch251: no wheel of the wheel folder fits (none for its key): "
             "building here") in missed.stderr
+    # A wheel that fits but does not install (a torn copy): uv's reason, then built here.
+    torn = tmp_path / "torn"
+    shutil.copytree(wheels, torn)
+    (wheel,) = torn.glob("tinyext-1.0-*/*.whl")
+    wheel.write_bytes(wheel.read_bytes()[:100])
+    broke = _harness("--reports", str(tmp_path / "r"), "run", *m, "--only", "env=tiny-torch241",
+                     "--no-report", "--find-links", str(torn), "--find-links", str(index),
+                     env=runner["env"], cache=tmp_path / "runner3")
+    assert "environments: 1 built" in broke.stderr + broke.stdout, broke.stdout + broke.stderr
+    assert ("environment tiny-torch241: no wheel of the wheel folder fits (installing from it "
+            "failed: ") in broke.stderr, broke.stderr
+    assert _provenance(tmp_path / "runner3", "tiny-torch241") == ["tinyext 1.0 built here"]
 
 
 @pytest.mark.slow
