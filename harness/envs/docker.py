@@ -85,7 +85,7 @@ class DockerBackend(Backend):
         from (cached per image until it is built, pulled or pushed again)."""
         if cache.is_file() and not (report.built or report.pulled or report.pushed):
             cached: dict[str, Any] = json.loads(cache.read_text())
-            return cached
+            return {**cached, "provenance": report.origin}  # where it came from this time
         script = f"{INENV}/{FINGERPRINT_SCRIPT.name}"
         container = None
         try:

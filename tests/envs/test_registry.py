@@ -142,6 +142,8 @@ def test_an_image_pushed_once_is_pulled_not_built(tmp_path: Path, client: Any,
         assert row["outcome"] == "PASS", said
         assert "environments: 0 built" in said
         assert origins == [[f"image pulled from {remote}"]]
+        _, said, origins = run()  # the image is here now: said so, not "pulled" again
+        assert origins == [["image already on this host"]], said
 
         # A registry that does not answer: one line naming it, for a push and for a pull.
         gone = f"127.0.0.1:{free_port()}/harness-test"
