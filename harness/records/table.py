@@ -178,7 +178,7 @@ def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
     shared.jsonl stands for). The cells of an environment share their fingerprint and axis
     values: each object's text is worked out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
-    axes: dict[int, tuple[Any, str]] = {}
+    axes: dict[str, str] = {}  # axis values by their repr (each line decodes its own mapping)
     for r in results:
         fp = r.fingerprint
         if fp.__class__ is str:
@@ -188,13 +188,13 @@ def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
             freeze = as_mapping(fp).get("freeze_sha256")
             found = seen[id(fp)] = (fp, _text(as_mapping(as_mapping(fp).get("key"))),
                                     str(freeze) if freeze else None)
-        values = axes.get(id(r.values))
-        if values is None or values[0] is not r.values:
-            values = axes[id(r.values)] = (r.values, _text(r.values))
+        values = axes.get(shown := repr(r.values))
+        if values is None:
+            values = axes[shown] = _text(r.values)
         yield (r.run_id, r.cell_id, r.environment, r.case_id, r.variant, r.hardware_target,
                str(r.outcome), r.signature, r.reason, float(r.duration), r.attempt,
                float(r.finished_at), r.env_key, r.backend, r.nodeid, r.node, r.gpu, r.log,
-               int(r.infra), r.parent, r.caveat, values[1], found[1], found[2])
+               int(r.infra), r.parent, r.caveat, values, found[1], found[2])
 
 
 def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
