@@ -38,7 +38,7 @@ def write_all(report: Report, out_dir: Path, also: Callable[[], None] = lambda: 
             written[HERE] = WRITERS[HERE](report, out_dir)
         written.update((name, future.result()) for name, future in there.items())
     also()
-    return {path: at for name in WRITERS for path, at in written[name].items()}
+    return {key: path for name in WRITERS for key, path in written[name].items()}
 
 
 _given: list[Any] = []  # in the worker: the report and its folder
