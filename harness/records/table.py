@@ -75,10 +75,6 @@ Stamp = tuple[int, int]  # the record's size and modification time (ns)
 _OUTCOME = {str(o): o for o in Outcome}
 
 
-#: A result as a table holds it: as recorded, or as its line decodes.
-Tabled = CellResult
-
-
 class Row(NamedTuple):
     """One cell as runs are compared: its logical key, content key, outcome, signature,
     duration, axis values and versions (key versions; ``FREEZE``: the freeze hash)."""
@@ -151,7 +147,7 @@ class Cells:
         return out
 
 
-def rows_of(results: Sequence[Tabled]) -> list[Row]:
+def rows_of(results: Sequence[CellResult]) -> list[Row]:
     """``results`` as the rows their table would read back (a run in memory, compared)."""
     return Cells(ROWS, list(map(_ROWS_AT, _records(results)))).rows()
 
@@ -172,13 +168,13 @@ def _text(value: Any) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
+def _records(results: Sequence[CellResult], names: Mapping[str, Any] | None = None
              ) -> Iterator[tuple[Any, ...]]:
     """Each result as a tuple of ``NAMES`` (``names``: what a fingerprint held by its name in
     shared.jsonl stands for). The cells of an environment share their fingerprint and axis
     values: each object's text is worked out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
-    axes: dict[int, tuple[Any, str]] = {}
+    axes: dict[str, str] = {}  # axis values by their repr (each line decodes its own mapping)
     for r in results:
         fp = r.fingerprint
         if fp.__class__ is str:
@@ -188,13 +184,13 @@ def _records(results: Sequence[Tabled], names: Mapping[str, Any] | None = None
             freeze = as_mapping(fp).get("freeze_sha256")
             found = seen[id(fp)] = (fp, _text(as_mapping(as_mapping(fp).get("key"))),
                                     str(freeze) if freeze else None)
-        values = axes.get(id(r.values))
-        if values is None or values[0] is not r.values:
-            values = axes[id(r.values)] = (r.values, _text(r.values))
+        values = axes.get(shown := repr(r.values))
+        if values is None:
+            values = axes[shown] = _text(r.values)
         yield (r.run_id, r.cell_id, r.environment, r.case_id, r.variant, r.hardware_target,
                str(r.outcome), r.signature, r.reason, float(r.duration), r.attempt,
                float(r.finished_at), r.env_key, r.backend, r.nodeid, r.node, r.gpu, r.log,
-               int(r.infra), r.parent, r.caveat, values[1], found[1], found[2])
+               int(r.infra), r.parent, r.caveat, values, found[1], found[2])
 
 
 def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -212,7 +208,7 @@ def _digest(results: Sequence[Keyed]) -> str:
     return keys.hexdigest()[:32]
 
 
-def write(run_dir: Path, results: Sequence[Tabled], made_from: Stamp | None, *,
+def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None, *,
           names: Mapping[str, Any] | None = None) -> bool:
     """The run's table of ``results`` (each cell's last attempt, in order), made from the
     record as ``made_from`` found it; ``names``: as ``_records``'. Atomic (renamed over the
@@ -355,7 +351,7 @@ def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) 
     # Each line decoded against the result's schema (msgspec); where one does not fit, the
     # record is read as the store reads it, which names and counts the damaged lines.
     rows = result_rows(store) if made_from is not None else []
-    results: Sequence[Tabled] = rows if rows is not None else store.results()
+    results: Sequence[CellResult] = rows if rows is not None else store.results()
     # A damaged line: no table kept, each reader reads the record and says so.
     if not store.damaged and write(run_dir, results, made_from):
         found = current(run_dir, columns)

@@ -8,12 +8,9 @@ import os
 from collections.abc import Iterable, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.core.results import (
-    CellResult,
-    Outcome,
-)
+from harness.core.results import CellResult, Outcome
 from harness.core.rules import Rule
 from harness.records import reportinput, table
 from harness.records.compare import match_previous
@@ -25,8 +22,6 @@ from harness.report.data import Report
 from harness.report.data import summary_line as summary_line
 from harness.report.writers import write_all
 
-if TYPE_CHECKING:
-    pass
 
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
                  baseline: Baseline | None = None, previous: RunStore | None = None,

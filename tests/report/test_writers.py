@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from harness.core.errors import UsageError
 from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
 from harness.report import writers
@@ -54,3 +56,28 @@ def test_the_formats_that_come_with_the_harness_are_registered(
     del writers.WRITERS["csv"]  # a format taken out is not written
     assert "csv" not in write_report(record(tmp_path / "again"), tmp_path / "out2")
     assert not (tmp_path / "out2" / "compat.csv").exists()
+
+
+def test_the_formats_but_the_site_are_written_in_a_worker_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registered format is written in a second process beside the site, from the report as
+    it is here; its paths come back in the order of the formats, its error is raised here."""
+
+    def pid(report: Report, out_dir: Path) -> dict[str, Path]:
+        path = out_dir / "pid.txt"
+        path.write_text(f"{os.getpid()} {len(report.cells().rows)}")
+        return {"pid": path}
+
+    monkeypatch.setattr(writers, "WRITERS", dict(writers.WRITERS))
+    writers.register("pid", pid)
+    paths = write_report(record(tmp_path), tmp_path / "out")
+    worker, cells = map(int, paths["pid"].read_text().split())
+    assert worker != os.getpid() and cells == 2
+    assert next(iter(paths)) == "junit" and list(paths)[-1] == "pid"
+
+    def refused(report: Report, out_dir: Path) -> dict[str, Path]:
+        raise UsageError("no such format")
+
+    writers.register("pid", refused)
+    with pytest.raises(UsageError, match="no such format"):
+        write_report(record(tmp_path / "again"), tmp_path / "out2")
