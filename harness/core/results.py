@@ -42,7 +42,7 @@ class Outcome(StrEnum):
 
 
 class CellResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
-                 gc=False):
+                 gc=False, omit_defaults=True):
     """One attempt at a cell: made by run/, appended to results.jsonl, decoded back by msgspec
     (``DECODER``: its schema checked) or through ``adopt``. ``gc=False``: JSON data, no cycles.
 

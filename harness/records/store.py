@@ -13,6 +13,7 @@ place: two shards' values of one name are one value, so a merge is a union.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -219,14 +220,17 @@ class RunStore:
         self.append_encoded(lines, fresh)
 
     def encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
-        """``result``'s line, newline included; the values it names that shared.jsonl lacks
-        are added to ``fresh`` (for ``append_encoded``)."""
-        row = result.to_dict()
-        for name in BY_REFERENCE:
-            if row[name]:
-                row[name] = self._share(row[name], fresh)
-        # Compact: a record is read back by every report.
-        return jsonio.dumps(self.redactor.obj(row)) + b"\n"
+        """``result``'s line, newline included, its fields at their default left out; the values
+        it names that shared.jsonl lacks are added to ``fresh`` (for ``append_encoded``)."""
+        named = {name: self._share(value, fresh)
+                 for name in BY_REFERENCE if (value := getattr(result, name))}
+        if named:
+            result = result.replace(**named)
+        if not self.redactor.secrets:
+            with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError):
+                return ENCODER.encode(result) + b"\n"
+        # A secret to redact, or a value msgspec does not write (as jsonio.dumps writes it).
+        return jsonio.dumps(self.redactor.obj(msgspec.to_builtins(result, enc_hook=str))) + b"\n"
 
     def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
         """A value a line written elsewhere names by ``digest``, added to ``fresh`` unless
@@ -399,6 +403,7 @@ def result_rows(store: RunStore) -> list[CellResult] | None:
 
 
 DECODER = msgspec.json.Decoder(CellResult)
+ENCODER = msgspec.json.Encoder(enc_hook=str)
 #: What ``DECODER`` raises for a line it does not take (RecursionError: nested deeper than
 #: msgspec goes, where orjson still reads it).
 REFUSED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)

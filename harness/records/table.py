@@ -64,8 +64,6 @@ SCHEMA = (
     "create table results (\n  place integer primary key,\n  "
     "env integer not null references environments,\n  "
     + ",\n  ".join(f"{n} {_TYPES[n]}" for n in _OWN) + "\n) strict;\n"
-    # Each cell's outcome in the record's order, apart from its row (history's read).
-    "create index results_outcomes on results (place, outcome);\n"
     "create view cells as select place, "
     + ", ".join("coalesce(nodeid, variant) as nodeid" if n == "nodeid" else n for n in NAMES)
     + " from results join environments using (env);\n")
@@ -273,10 +271,9 @@ def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | N
     record's order, joined in SQL into one text (what history reads of each run whose keys
     it knows: one small string a run, not an object a cell)."""
     when = " ".join(f"when '{o}' then '{letter[o]}'" for o in Outcome)
-    # A scan of the index is in place order: the rows are joined as it meets them (a
-    # subquery ordering them first takes twice as long).
-    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from results "
-                   "indexed by results_outcomes")
+    # A scan of the table is in place (row id) order: the rows are joined as it meets them
+    # (a subquery ordering them first takes twice as long).
+    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from results")
     if found is None:
         return None
     return found[1], (found[0][0][0] or "") if found[0] else ""

@@ -283,3 +283,25 @@ def test_shared_values_are_read_as_json_reads_them_line_by_line(tmp_path: Path) 
     found = [(d, v) for d, v, _ in read_shared(run)]
     assert found[0] == ("a", {"x": 1.5}) and found[2] == ("d", [1, 2]) and len(found) == 3
     assert found[1][0] == "b" and math.isnan(found[1][1]["x"])
+
+
+def test_a_line_leaves_out_fields_at_their_default_and_every_reader_fills_them(
+        tmp_path: Path) -> None:
+    """A line holds only what differs from a result's defaults; the msgspec fast path, the
+    line-by-line reader (a torn line makes the store use it) and an older full line agree."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    plain = result("a", "2.0.1", "repro", Outcome.PASS)
+    retried = replace(result("b", "2.0.1", "repro", Outcome.FAIL), attempt=2, duration=1.5)
+    store.extend([plain, retried])
+    with open(store.run_dir / "results.jsonl", "a") as fh:  # an older line: every field
+        fh.write(json.dumps({**result("c", "2.0.1", "repro", Outcome.SKIP).to_dict(),
+                             "outcome": "SKIP"}) + "\n")
+    lines = [json.loads(x) for x in (store.run_dir / "results.jsonl").read_text().splitlines()]
+    assert "reason" not in lines[0] and "attempt" not in lines[0] and "infra" not in lines[0]
+    assert lines[1]["attempt"] == 2 and lines[1]["duration"] == 1.5
+    fast = RunStore(store.run_dir).results()
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(b'{"run_id": "r", "cell_id": "d", "outc')  # torn: read line by line
+    slow = RunStore(store.run_dir).results()
+    assert fast == slow and [r.cell_id for r in fast] == ["a", "b", "c"]
+    assert fast[:2] == [plain, retried]
