@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 
 from harness.core import jsonio
 from harness.core.errors import UsageError
@@ -391,19 +391,24 @@ class _Writer:
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> tuple[PlanText, list[str]] | None:
     """The first shard's plan as written, and its cells' ids, where that text means what
-    ``_full_plan`` gives: every record a shard, no cell twice, nothing orjson refuses."""
+    ``_full_plan`` gives: every record a shard, no cell twice, nothing msgspec refuses."""
     if not all(meta.get("shard") for meta in metas):
         return None
     try:
         text = (sources[0].run_dir / FULL_PLAN).read_bytes()
-        cells = orjson.loads(text)
-        order = [cell["cell_id"] for cell in cells] if isinstance(cells, list) else []
-    except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
+        order = [cell.cell_id for cell in _PLANNED.decode(text.decode())]  # the ids alone
+    except (OSError, *REFUSED):
         return None
-    if not order or len(set(order)) < len(order) or not all(
-            isinstance(cell_id, str) for cell_id in order):
+    if not order or len(set(order)) < len(order):
         return None
     return PlanText(text, len(order)), order
+
+
+class _Planned(msgspec.Struct):
+    cell_id: str
+
+
+_PLANNED = msgspec.json.Decoder(list[_Planned])
 
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]

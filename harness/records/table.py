@@ -64,11 +64,12 @@ SCHEMA = (
     "create table results (\n  place integer primary key,\n  "
     "env integer not null references environments,\n  "
     + ",\n  ".join(f"{n} {_TYPES[n]}" for n in _OWN) + "\n) strict;\n"
-    # Each cell's outcome in the record's order, apart from its row (history's read).
-    "create index results_outcomes on results (place, outcome);\n"
     "create view cells as select place, "
     + ", ".join("coalesce(nodeid, variant) as nodeid" if n == "nodeid" else n for n in NAMES)
     + " from results join environments using (env);\n")
+#: Each cell's outcome in the record's order, apart from its row (history's read); built
+#: after the rows are in, at once rather than row by row.
+INDEX = "create index results_outcomes on results (place, outcome);\n"
 
 Key = tuple[str, str, str]
 Stamp = tuple[int, int]  # the record's size and modification time (ns)
@@ -220,8 +221,8 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
     try:
         tmp.unlink(missing_ok=True)
         with contextlib.closing(sqlite3.connect(tmp)) as db:
-            db.execute("pragma journal_mode = off")
-            db.executescript(SCHEMA)
+            # Written once and renamed into place: no journal, no sync of each page.
+            db.executescript("pragma journal_mode = off; pragma synchronous = off;" + SCHEMA)
             try:
                 _insert(db, _records(results, names))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
@@ -233,7 +234,7 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
                 ("keys_unique", str(int(len({r.logical_key for r in results})
                                         == len(results))))])
-            db.commit()
+            db.executescript(INDEX)
         tmp.replace(path)
     except (OSError, sqlite3.Error):
         tmp.unlink(missing_ok=True)
