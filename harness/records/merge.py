@@ -31,6 +31,7 @@ from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Outcome, adopt
+from harness.records import table
 from harness.records.compare import choose
 from harness.records.expect import recorded_rules
 from harness.records.store import (
@@ -76,15 +77,17 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
             writer.close()  # the merged record is written once, whole
         finally:
             background.flush()  # (the pool's end waits for all it was given)
+        out = report.store
+        # Said in its report's header, as its shards' records would have said them.
+        out.update_meta(ordered_cells=len(report.written),
+                        **({"damaged_lines": report.damaged} if report.damaged else {}))
+        report.cells = len(report.written)
+        if out.redactor.secrets:  # the writer redacted some on the way: the record itself
+            report.written = list(out.results())
+        # Its table (what the next night compares with), while the logs are linked.
+        table.write(out.run_dir, report.written, table.stamp(out.run_dir))
     for future in background.futures:
         future.result()  # what failed there, raised here
-    out = report.store
-    # Said in its report's header, as its shards' records would have said them.
-    out.update_meta(ordered_cells=len(report.written),
-                    **({"damaged_lines": report.damaged} if report.damaged else {}))
-    report.cells = len(report.written)
-    if out.redactor.secrets:  # the writer redacted some of them on the way: the record itself
-        report.written = list(out.results())
     return report
 
 
