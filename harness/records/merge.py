@@ -8,7 +8,7 @@ and then time, with a warning. Merging the same folders again gives the same rec
 A chosen line is written as its shard wrote it where the merged record would mean the same by
 it (its shared values named by their content, no log lost, no secret of this machine's in it);
 any other is written as ``extend`` writes a result. Logs are linked, and an earlier merge of
-the name removed, in a worker process beside the rest.
+the name removed, in a thread beside the rest.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ from harness.records.store import (
 )
 from harness.run.classify import Ending, classify
 
-#: Links made in one batch of the worker (each batch handed over as the merge goes on).
+#: Links made in one batch of the thread (each batch handed over as the merge goes on).
 _BATCH = 2000
 
 
@@ -71,8 +70,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                warn: Callable[[str], None] = lambda _: None) -> MergeReport:
     if not sources:
         raise UsageError("merge: name at least one run folder")
-    # A process of its own: the links and removals take no turn at this one's interpreter.
-    with ProcessPoolExecutor(1, mp_context=get_context("fork")) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool:
         background = _Background(pool)
         try:
             report, writer = _merge(sources, reports_dir, run_id, warn, background)
@@ -94,10 +92,10 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
 
 
 class _Background:
-    """Links (a log, an environment's file) and removals run in one worker, in the order
+    """Links (a log, an environment's file) and removals run in one thread, in the order
     given, while the merge goes on."""
 
-    def __init__(self, pool: Executor) -> None:
+    def __init__(self, pool: ThreadPoolExecutor) -> None:
         self.pool = pool
         self.links: list[tuple[str, str]] = []
         self.futures: list[Future[None]] = []
@@ -112,9 +110,9 @@ class _Background:
             self.futures.append(self.pool.submit(_link_all, self.links))
             self.links = []
 
-    def remove_replaced(self, reports_dir: Path) -> None:
+    def run(self, job: Callable[[], None]) -> None:
         self.flush()
-        self.futures.append(self.pool.submit(_remove_replaced, reports_dir))
+        self.futures.append(self.pool.submit(job))
 
 
 def _link_all(links: list[tuple[str, str]]) -> None:
@@ -210,7 +208,7 @@ def _create(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]], report
             aside.replace(target)
         raise
     finally:
-        background.remove_replaced(reports_dir)
+        background.run(lambda: _remove_replaced(reports_dir))
 
 
 #: Where an earlier merge of the same name goes while it is replaced: no run's folder.

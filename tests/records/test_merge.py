@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import gc
-import os
-import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -56,27 +55,24 @@ def test_a_link_that_cannot_be_made_is_raised(tmp_path: Path) -> None:
 
 def test_logs_are_linked_and_an_earlier_merge_removed_beside_the_merge(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a process of their own, done when the merge returns; what fails there is raised."""
+    """In a thread of their own, done when the merge returns; what fails there is raised."""
     sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
-    seen = tmp_path / "pids"
-    link, remove = merge._link, shutil.rmtree
+    threads: set[int] = set()
+    link, remove = merge._link, merge._remove_replaced
 
     def linking(src: str, target: str) -> None:
-        with seen.open("a") as fh:
-            fh.write(f"{os.getpid()}\n")
+        threads.add(threading.get_ident())
         link(src, target)
 
-    def removing(path: Path, ignore_errors: bool = False) -> None:
-        with seen.open("a") as fh:
-            fh.write(f"{os.getpid()}\n")
-        remove(path, ignore_errors=ignore_errors)
+    def removing(reports_dir: Path) -> None:
+        threads.add(threading.get_ident())
+        remove(reports_dir)
 
     monkeypatch.setattr(merge, "_link", linking)
-    monkeypatch.setattr(shutil, "rmtree", removing)
+    monkeypatch.setattr(merge, "_remove_replaced", removing)
     first = merge_runs(sources, out, run_id="m").store.run_dir
     merge_runs(sources, out, run_id="m")
-    pids = set(seen.read_text().split())
-    assert pids and str(os.getpid()) not in pids
+    assert threads and threading.get_ident() not in threads
     assert all((first / r.log).is_file() for r in RunStore(first).results() if r.log)
     assert not (out / ".replaced").exists()
 
