@@ -82,19 +82,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baseline | None
             ) -> tuple[RunStore, int]:
-    """The merged run, its table written and its verdicts printed; the exit code they ask
-    for. No result is made of a line written as its shard wrote it: the verdicts and the
-    table read the lines as decoded."""
+    """The merged run (its table written by the merge), its verdicts printed; the exit code
+    they ask for. The verdicts read the lines as decoded, not as their shards wrote them."""
     report = merge_runs(sources, args.reports, run_id=args.run_id,
                         warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
     print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
           f"{report.missing} MISSING -> {report.store.run_dir}")
-    made_from = table.stamp(report.store.run_dir)  # the record, written whole
     lines, code = judged_lines([report.store], args.fail_on, baseline, report.written)
     if lines:
         print("\n".join(lines))
-    # The merged run's table: what the next night compares with.
-    table.write(report.store.run_dir, report.written, made_from)
     return report.store, code
 
 

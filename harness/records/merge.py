@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+import msgspec
 
 from harness.core import jsonio
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
 from harness.core.results import FIELDS, CellResult, Outcome, adopt
+from harness.records import table
 from harness.records.compare import choose
 from harness.records.expect import recorded_rules
 from harness.records.store import (
@@ -76,15 +77,17 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
             writer.close()  # the merged record is written once, whole
         finally:
             background.flush()  # (the pool's end waits for all it was given)
+        out = report.store
+        # Said in its report's header, as its shards' records would have said them.
+        out.update_meta(ordered_cells=len(report.written),
+                        **({"damaged_lines": report.damaged} if report.damaged else {}))
+        report.cells = len(report.written)
+        if out.redactor.secrets:  # the writer redacted some on the way: the record itself
+            report.written = list(out.results())
+        # Its table (what the next night compares with), while the logs are linked.
+        table.write(out.run_dir, report.written, table.stamp(out.run_dir))
     for future in background.futures:
         future.result()  # what failed there, raised here
-    out = report.store
-    # Said in its report's header, as its shards' records would have said them.
-    out.update_meta(ordered_cells=len(report.written),
-                    **({"damaged_lines": report.damaged} if report.damaged else {}))
-    report.cells = len(report.written)
-    if out.redactor.secrets:  # the writer redacted some of them on the way: the record itself
-        report.written = list(out.results())
     return report
 
 
@@ -391,19 +394,24 @@ class _Writer:
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> tuple[PlanText, list[str]] | None:
     """The first shard's plan as written, and its cells' ids, where that text means what
-    ``_full_plan`` gives: every record a shard, no cell twice, nothing orjson refuses."""
+    ``_full_plan`` gives: every record a shard, no cell twice, nothing msgspec refuses."""
     if not all(meta.get("shard") for meta in metas):
         return None
     try:
         text = (sources[0].run_dir / FULL_PLAN).read_bytes()
-        cells = orjson.loads(text)
-        order = [cell["cell_id"] for cell in cells] if isinstance(cells, list) else []
-    except (OSError, orjson.JSONDecodeError, TypeError, KeyError):
+        order = [cell.cell_id for cell in _PLANNED.decode(text.decode())]  # the ids alone
+    except (OSError, *REFUSED):
         return None
-    if not order or len(set(order)) < len(order) or not all(
-            isinstance(cell_id, str) for cell_id in order):
+    if not order or len(set(order)) < len(order):
         return None
     return PlanText(text, len(order)), order
+
+
+class _Planned(msgspec.Struct):
+    cell_id: str
+
+
+_PLANNED = msgspec.json.Decoder(list[_Planned])
 
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]

@@ -218,8 +218,8 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
     try:
         tmp.unlink(missing_ok=True)
         with contextlib.closing(sqlite3.connect(tmp)) as db:
-            db.execute("pragma journal_mode = off")
-            db.executescript(SCHEMA)
+            # Written once and renamed into place: no journal, no sync of each page.
+            db.executescript("pragma journal_mode = off; pragma synchronous = off;" + SCHEMA)
             try:
                 _insert(db, _records(results, names))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
@@ -231,7 +231,6 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
                 ("keys_unique", str(int(len({r.logical_key for r in results})
                                         == len(results))))])
-            db.commit()
         tmp.replace(path)
     except (OSError, sqlite3.Error):
         tmp.unlink(missing_ok=True)

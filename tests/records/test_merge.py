@@ -163,3 +163,12 @@ def test_the_lines_a_merge_passes_through_are_not_walked_by_the_cycle_collector(
     rows = merged.written
     assert len(rows) == len(CELLS)
     assert not any(gc.is_tracked(r) for r in rows)
+
+
+def test_a_merge_returns_with_its_table_written(tmp_path: Path) -> None:
+    """The merged run's table is current when ``merge_runs`` returns (written beside the
+    links, not after them by the caller)."""
+    merged = merge_runs(shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out",
+                        run_id="m")
+    found = table.current(merged.store.run_dir, ("cell_id",))
+    assert found is not None and found.column("cell_id") == [r.cell_id for r in merged.written]

@@ -461,17 +461,18 @@ def test_the_shards_plan_is_the_merged_plan_as_it_was_written(
     merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
     assert merged.planned() == CELLS and merged.meta["cells"] == len(CELLS)
 
-    # A value json reads where orjson does not (a number past a double's range): decoded
-    # as json reads it, written again as the store writes it.
+    # A value json reads where orjson does not (a number past a double's range): the text
+    # kept as it is, read as json reads it.
     (one.run_dir / "full_plan.json").write_bytes(text.replace(b'"hardware":"cpu"',
                                                               b'"hardware":"cpu","t":1e400', 1))
     merged = merge_runs([one, two], tmp_path / "out", run_id="m").store
-    assert merged.planned()[0]["t"] is None and merged.planned()[1:] == CELLS[1:]
+    assert merged.planned() == _full_plan([one, two], [one.meta, two.meta])
+    assert merged.planned()[0]["t"] == float("inf") and merged.planned()[1:] == CELLS[1:]
     # Bytes that are not UTF-8: refused in one line, the earlier merge of the name kept.
     (one.run_dir / "full_plan.json").write_bytes(text.replace(b"t.py", b"t\xff.py", 1))
     with pytest.raises(StoreError, match=r"full_plan\.json: unreadable"):
         merge_runs([one, two], tmp_path / "out", run_id="m")
-    assert RunStore(merged.run_dir).planned()[0]["t"] is None
+    assert RunStore(merged.run_dir).planned()[0]["t"] == float("inf")
 
     secret = [{**CELLS[0], "nodeid": "t.py::test_hunter2-secret"}, *CELLS[1:]]
     (one.run_dir / "full_plan.json").write_text(json.dumps(secret))
