@@ -231,6 +231,7 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
                 ("keys_unique", str(int(len({r.logical_key for r in results})
                                         == len(results))))])
+            db.commit()
         tmp.replace(path)
     except (OSError, sqlite3.Error):
         tmp.unlink(missing_ok=True)
