@@ -125,3 +125,11 @@ def ctrl_c_reaches() -> None:
     Python turns into KeyboardInterrupt. A suite started in the background of a
     non-interactive shell (``cmd &``) inherits SIGINT ignored, and so would the harness."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def record_lines(run_dir: Path) -> list[dict[str, Any]]:
+    """Every attempt of a run's results.jsonl as a dict with every field (a line leaves out
+    the fields at their default), read as the store reads it."""
+    from harness.records.store import RunStore
+
+    return [r.to_dict() for r in RunStore(run_dir).attempts()]

@@ -9,7 +9,6 @@ versions. Like the device's python3 (/opt/torch/.venv), that host is itself a vi
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ from harness.envs.preflight import DEFAULT_PLATFORM, _compile
 from harness.envs.uv import uv_environ
 from harness.matrix.load import load_matrix
 from harness.matrix.sources import with_find_links
-from tests.conftest import ROOT
+from tests.conftest import ROOT, record_lines
 
 FREEZE = ROOT / "tests" / "data" / "gpu_host" / "h100-freeze.txt"
 FORK = ROOT.parent / "shared" / "wheelhouse"  # the ktransformers fork's wheel (GitHub only)
@@ -155,13 +154,12 @@ def _run_part(repo: Path, host: Path, part: int, tmp_path: Path) -> tuple[str, P
             if any(str(repo) in arg for arg in p.info["cmdline"] or ())]
     assert not left, left  # nothing of the run outlives it
     [run] = (out / "reports" / "runs").iterdir()
-    cells = {c["cell_id"]: c for c in map(json.loads, (run / "results.jsonl").open())}
-    shared = dict(map(json.loads, (run / "shared.jsonl").open()))
+    cells = {c["cell_id"]: c for c in record_lines(run)}
     assert {c["environment"] for c in cells.values()} == PART_ENVS[part]
     for cell in cells.values():
         # built offline from .whl/PART over the stand-in host's own torch: no ERROR
         assert cell["outcome"] != "ERROR", cell
-        found = shared[cell["fingerprint"]]
+        found = cell["fingerprint"]  # the store resolves its shared.jsonl reference
         assert found["key"]["torch"] == "2.11.0", found
         assert found["overlay"]["base"] == str(host / "bin" / "python3"), found
         # the script's line for the cell
@@ -171,7 +169,7 @@ def _run_part(repo: Path, host: Path, part: int, tmp_path: Path) -> tuple[str, P
 
 
 def _outcomes(run: Path) -> dict[str, str]:
-    cells = {c["cell_id"]: c for c in map(json.loads, (run / "results.jsonl").open())}
+    cells = {c["cell_id"]: c for c in record_lines(run)}
     return {f"{c['case_id']}::{c['variant']}": c["outcome"] for c in cells.values()}
 
 
@@ -191,7 +189,7 @@ def test_part_1_runs_offline_on_a_stand_in_host_leaving_only_the_gpu_untested(
 def test_part_2_runs_offline_on_a_stand_in_host_leaving_only_the_gpu_untested(
         prepared: tuple[Path, str], stand_in_host: Path, tmp_path: Path) -> None:
     _, run = _run_part(prepared[0], stand_in_host, 2, tmp_path)
-    cells = {c["cell_id"]: c for c in map(json.loads, (run / "results.jsonl").open())}
+    cells = {c["cell_id"]: c for c in record_lines(run)}
     # TransformerLens imported in all three overlays (no ERROR); its case is the GPU's alone
     assert len(cells) == 9
     assert {(c["outcome"], c["reason"]) for c in cells.values()} == {

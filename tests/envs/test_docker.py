@@ -8,7 +8,6 @@ it too when it is missing.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -176,8 +175,7 @@ def test_a_container_that_cannot_start_is_an_error_not_a_crash(tmp_path: Path,
     The cell is retried, then reported as ERROR with Docker's words."""
     m = write_matrix(tmp_path / "matrix.yaml", BEHAVIOUR.replace("memory: 2g", "memory: 1m"))
     proc = harness(tmp_path, "run", "-m", str(m), "-k", "test_pass", "--retries", "1")
-    lines = [json.loads(x) for x in next((tmp_path / "r" / "runs").iterdir()).joinpath(
-        "results.jsonl").read_text().splitlines()]
+    lines = results(tmp_path)
     assert [(r["attempt"], r["outcome"], r["infra"]) for r in lines] == [
         (1, "ERROR", True), (2, "ERROR", True)], proc.stdout + proc.stderr
     assert "cannot create a container" in lines[-1]["reason"]

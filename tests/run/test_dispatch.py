@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.core.matrix import EnvSpec
 from harness.plan.cases import CaseVariant
 from harness.plan.cells import Cell
-from tests.conftest import DATA, ROOT, ctrl_c_reaches, report_dir, write_matrix
+from tests.conftest import DATA, ROOT, ctrl_c_reaches, record_lines, report_dir, write_matrix
 from tests.run.suite_matrix import host_suite
 
 HOST_ENVS = "\n".join(
@@ -38,7 +38,7 @@ def harness(tmp_path: Path, *args: str, **kw: object) -> subprocess.CompletedPro
 
 def results(tmp_path: Path) -> list[dict[str, object]]:
     (run,) = (tmp_path / "r" / "runs").iterdir()
-    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    return record_lines(run)
 
 
 def by_variant(rows: list[dict[str, object]]) -> dict[object, dict[str, object]]:

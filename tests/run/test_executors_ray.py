@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import DATA, ROOT, write_matrix
+from tests.conftest import DATA, ROOT, record_lines, write_matrix
 
 ray = pytest.importorskip("ray", reason="needs Ray: pip install 'ml-compat-harness[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -72,7 +72,7 @@ def _harness(tmp_path: Path, *args: str, **popen: Any) -> subprocess.CompletedPr
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    return record_lines(run_dir)
 
 
 def _table(run_dir: Path) -> dict[tuple[str, str, str], str]:
