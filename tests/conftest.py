@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +138,17 @@ def record_lines(run_dir: Path) -> list[dict[str, Any]]:
     from harness.records.store import RunStore
 
     return [r.to_dict() for r in RunStore(run_dir).attempts()]
+
+
+@contextlib.contextmanager
+def served(folder: Path, handler: type[SimpleHTTPRequestHandler] = SimpleHTTPRequestHandler
+           ) -> Iterator[str]:
+    """``folder`` over http on a loopback port, by ``handler``: its base URL, with a slash."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=folder))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -39,6 +39,7 @@ from harness.envs.base import (
 )
 from harness.envs.overlay import Base
 from harness.envs.sourcebuild import check_nvcc  # (tests import it from here)
+from harness.matrix.sources import is_url
 
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
@@ -276,7 +277,7 @@ def install_args(spec: EnvSpec) -> list[str]:
     if spec.refresh_before is not None and not spec.offline:
         folders.append("--refresh")  # ask the index again, not uv's cached answer
     if spec.offline:  # nothing fetched behind the user's back: a missing wheel is an error
-        served = any(wheelkey.is_url(d) for d in spec.find_links)  # uv's --offline: no http
+        served = any(is_url(d) for d in spec.find_links)  # uv's --offline: no http
         return [*([] if served else ["--offline"]), "--no-index", *folders]
     return [*index_args(spec.index_urls), *folders]
 

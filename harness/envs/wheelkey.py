@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from harness.core.matrix import BuildSetting, EnvSpec
 from harness.inenv import harness_probe
+from harness.matrix.sources import is_url
 
 MANIFEST = "wheel-key.json"
 INDEX = "wheel-keys.json"  # every key folder's manifest, for a wheel folder served at a URL
@@ -124,10 +125,6 @@ def pinned_torch(requirements: Sequence[str]) -> str:
             if canonicalize_name(req.name) == "torch" and len(pins) == 1 and "*" not in pins[0]:
                 return pins[0].split("+")[0]
     return ""
-
-
-def is_url(folder: str) -> bool:
-    return folder.startswith(("http://", "https://"))
 
 
 def filed(folders: Sequence[str]) -> list[Filed]:

@@ -22,17 +22,21 @@ ENV_VAR = "HARNESS_FIND_LINKS"
 OFFLINE_VAR = "HARNESS_OFFLINE"
 REGISTRY_VAR = "HARNESS_REGISTRY"
 REGISTRY_FORM = re.compile(r"[\w.-]+(:\d+)?(/[a-z0-9._-]+)+")
-URL = re.compile(r"https?://")
+
+
+def is_url(where: str) -> bool:
+    """Whether a --find-links entry is an http(s) URL rather than a folder."""
+    return where.startswith(("http://", "https://"))
 
 
 def find_links_folders(given: Sequence[str | Path]) -> tuple[str, ...]:
     """``--find-links`` folders and http(s) URLs, then ``HARNESS_FIND_LINKS`` (separated by
     spaces, or folders by os.pathsep)."""
     from_env = [part for word in os.environ.get(ENV_VAR, "").split()
-                for part in ([word] if URL.match(word) else word.split(os.pathsep)) if part]
+                for part in ([word] if is_url(word) else word.split(os.pathsep)) if part]
     out = []
     for where in (*map(str, given), *from_env):
-        if URL.match(where):
+        if is_url(where):
             out.append(where)
         elif Path(where).is_dir():
             out.append(str(Path(where).resolve()))
@@ -44,7 +48,7 @@ def find_links_folders(given: Sequence[str | Path]) -> tuple[str, ...]:
 def wheels_by_name(folders: Sequence[str | Path], python: str) -> dict[str, Path]:
     """The newest wheel of each distribution in the folders that installs on ``python``."""
     best: dict[str, tuple[Version, Path]] = {}
-    for folder in map(Path, (f for f in map(str, folders) if not URL.match(f))):
+    for folder in map(Path, (f for f in map(str, folders) if not is_url(f))):
         for wheel in sorted(folder.glob("*.whl")):
             try:
                 name, version, _, tags = parse_wheel_filename(wheel.name)

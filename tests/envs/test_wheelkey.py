@@ -4,25 +4,20 @@ with no compiler and no network on the "second machine"."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-import threading
 import zipfile
-from collections.abc import Iterator
 from dataclasses import replace
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from harness.envs.wheelkey import WheelKey
-from tests.conftest import ROOT
+from tests.conftest import ROOT, served
 from tests.packages import make_sdist, make_wheel
 
 KEY = WheelKey(dist="transformer-engine-torch", version="1.13.0", torch="2.4.1", cuda="12.4",
@@ -99,20 +94,6 @@ def _harness(*args: str, cache: Path, env: dict[str, str], wrap: tuple[str, ...]
 def _provenance(cache: Path, name: str) -> list[str]:
     (marker,) = (cache / "uv").glob(f"{name}-*/harness-env.json")
     return list(json.loads(marker.read_text())["fingerprint"]["provenance"])
-
-
-@contextlib.contextmanager
-def served(folder: Path) -> Iterator[str]:
-    """``folder`` over http on a loopback port: a wheel folder as a runner finds it at a URL."""
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def tiny_index(folder: Path) -> Path:

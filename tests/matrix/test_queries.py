@@ -3,10 +3,8 @@ folder laid out as one, and one served over HTTP on loopback), kept in the lock.
 
 from __future__ import annotations
 
-import functools
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from harness.core.errors import SpecError, UsageError
 from harness.matrix.load import load_matrix
 from harness.matrix.lock import Releases, lock_path
 from harness.matrix.releases import machine_platform
+from tests.conftest import served as serving
 
 TAG = {"linux_x86_64": "manylinux_2_17_x86_64"}.get(machine_platform(), machine_platform())
 
@@ -183,15 +182,8 @@ class _Simple(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_Simple, directory=tmp_path))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(tmp_path, _Simple) as url:
+        yield url + "simple"
 
 
 def test_an_extra_index_over_http_json(tmp_path: Path, index: Path, served: str) -> None:
