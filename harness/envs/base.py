@@ -52,9 +52,7 @@ class Environment:
 
     @property
     def summary(self) -> dict[str, Any]:
-        """The part of the fingerprint every result holds; the requirements as asked and the
-        provenance show where a package came from (a git URL, a local wheel, a wheel folder's
-        key, built here)."""
+        """The part of the fingerprint every result holds, with the requirements as asked."""
         fp = self.fingerprint
         return {"python": fp.get("python"), "key": fp.get("key", {}),
                 "torch": fp.get("torch", {}), "freeze_sha256": fp.get("freeze_sha256"),
@@ -88,14 +86,13 @@ class Process(Protocol):
 
 
 class LocalProcess:
-    """A process in its own session, so a kill takes its whole group (workers, compilers).
-    When it ends, what it left running in its group goes too (a case's ``sleep &``)."""
+    """A process in its own session, so a kill takes its whole group (workers, compilers);
+    when it ends, what it left running in its group goes too (a case's ``sleep &``)."""
 
     def __init__(self, popen: subprocess.Popen[Any], registry: Registry | None = None,
                  token: str = "", record: Path | None = None) -> None:
         self.popen = popen
         self.registry, self.token, self.record = registry, token, record
-        self._cleaned = False
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -106,9 +103,9 @@ class LocalProcess:
             code = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
-        if not self._cleaned and self.registry is not None:
+        if self.registry is not None:
             self.registry.done(self.record, self.token)
-        self._cleaned = True
+            self.registry = None  # done once
         return code
 
 
@@ -181,6 +178,10 @@ class Backend(ABC):
         self.cache_dir = cache_dir
         self.registry = Registry(cache_dir)  # the process groups its cells and builds start
 
+    @property
+    def root(self) -> Path:
+        return self.cache_dir / self.name  # where what it builds is kept
+
     def realize(self, spec: EnvSpec, *, handover: Handover | None = None) -> Environment:
         place = self._locate(spec)
         lock = self._lock_path(place)
@@ -218,8 +219,7 @@ class Backend(ABC):
         return Realizing(checked.result()) if env is None else Realizing(env, checked)
 
     def _locate(self, spec: EnvSpec) -> Any:
-        """Where the environment lives (a folder, an image plan), passed to the other steps."""
-        return None
+        return None  # where the environment lives (a folder, an image plan), for the steps
 
     def _lock_path(self, place: Any) -> Path | None:
         return None  # nothing is built, nothing locked
@@ -230,8 +230,7 @@ class Backend(ABC):
 
     def _build(self, spec: EnvSpec, place: Any, handover: Handover | None = None
                ) -> Environment:
-        """Install, check, fingerprint, and record it last (a half-built one is never found);
-        one that ``hands_over`` calls ``handover`` between the install and the check."""
+        """Install, check, fingerprint, record it last (a half-built one is never found)."""
         raise NotImplementedError(f"the {self.name} backend builds nothing")
 
     @abstractmethod
@@ -243,8 +242,7 @@ class Backend(ABC):
     def listing(self) -> list[dict[str, Any]]:
         return []
 
-    def remove_location(self, location: str) -> None:
-        """Remove a listed environment by its ``location`` (what ``envs prune`` calls)."""
+    def remove_location(self, location: str) -> None:  # what ``envs prune`` calls
         shutil.rmtree(location, ignore_errors=True)
 
 
@@ -255,8 +253,7 @@ def bytecode_variables(location: str | Path) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": ""}  # empty: unset, to Python
 
 
-def purelib(python: str) -> Path:
-    """The site-packages folder of the environment of ``python``."""
+def purelib(python: str) -> Path:  # the site-packages folder of ``python``'s environment
     return Path(subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, check=True, timeout=120).stdout.strip())
@@ -324,8 +321,7 @@ def drift(spec: EnvSpec, fingerprint: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _unmet(text: str, packages: dict[str, str]) -> str | None:
-    """What is wrong with the installed version of one requirement, or None."""
+def _unmet(text: str, packages: dict[str, str]) -> str | None:  # one requirement's problem
     try:
         requirement = Requirement(text)
     except InvalidRequirement:
@@ -356,8 +352,8 @@ LOCK_NOTICE = 10.0  # waited this long, say once who holds the lock
 @contextlib.contextmanager
 def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NOTICE
            ) -> Iterator[None]:
-    """Two runs sharing a cache build an environment once. The holder writes who it is
-    beside the lock, so a waiter says whom it waits for; it gives up after ``timeout``."""
+    """Two runs sharing a cache build an environment once; a waiter says whom it waits for
+    (the holder writes it beside the lock) and gives up after ``timeout``."""
     lock = FileLock(path)
     holder = path.with_name(path.name + ".holder")
     me = f"pid {os.getpid()} on {socket.gethostname()}"

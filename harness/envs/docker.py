@@ -15,14 +15,7 @@ from harness.core.errors import BackendError, DriftError, InfraError
 from harness.core.matrix import EnvSpec
 from harness.core.paths import INENV_DIR
 from harness.envs import images
-from harness.envs.base import (
-    FINGERPRINT_SCRIPT,
-    Backend,
-    Environment,
-    Handover,
-    LaunchRequest,
-    Process,
-)
+from harness.envs.base import FINGERPRINT_SCRIPT, Backend, Environment, Handover, LaunchRequest
 from harness.envs.images import LABEL
 
 CASES, INENV, RUN = "/harness/cases", "/harness/inenv", "/harness/run"
@@ -51,10 +44,6 @@ class DockerBackend(Backend):
     @functools.cached_property
     def client(self) -> Any:
         return connect()
-
-    @property
-    def root(self) -> Path:
-        return self.cache_dir / "docker"
 
     def _locate(self, spec: EnvSpec) -> images.ImagePlan:
         return images.plan_image(spec, uv_binary=images.find_uv_binary(),
@@ -138,7 +127,7 @@ class DockerBackend(Backend):
         except Exception as exc:
             raise InfraError(f"cannot create a container from {env.location}: {exc}") from exc
 
-    def launch(self, env: Environment, request: LaunchRequest) -> Process:
+    def launch(self, env: Environment, request: LaunchRequest) -> ContainerProcess:
         container = self.create(env, request)
         try:
             container.start()

@@ -27,33 +27,11 @@ from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
 from harness.core.matrix import BuildSetting, EnvSpec
 from harness.core.reaper import Registry
-from harness.envs import Backend, uv
+from harness.envs import Backend, sourcebuild, uv, wheelkey
 from harness.envs.base import locked
 from harness.envs.images import find_ca_bundle
 from harness.envs.overlay import added_by_overlay, find_base, read_resolution, resolution_args
-from harness.envs.sourcebuild import (
-    build_requirements,
-    build_variables,
-    check_nvcc,
-    compiler,
-    header_variables,
-    newest_arch,
-    no_isolation_args,
-)
-from harness.envs.wheelkey import (
-    Filed,
-    WheelKey,
-    choose,
-    filed,
-    holds,
-    isolated_key,
-    pin_parts,
-    pinned_torch,
-    url_sources,
-    wanted_key,
-    write_index,
-    write_manifest,
-)
+from harness.envs.wheelkey import Filed, WheelKey
 
 #: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
 DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
@@ -128,32 +106,39 @@ def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
                     seconds=round(time.monotonic() - started, 1))
 
 
+def _on_base(env: EnvSpec, base: dict[str, str] | None) -> tuple[EnvSpec, dict[str, str] | None]:
+    """An overlay with no ``base`` packages given: on this machine's base, at its Python."""
+    if base is not None or not env.base:
+        return env, base
+    found = find_base(env.base)
+    return replace(env, python=found.version), found.packages
+
+
 def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
              base: dict[str, str] | None = None) -> list[str]:
     """``uv pip compile`` for the environment's Python and platform: the pinned lines.
     ``base``: an overlay's base packages (name -> version), else this machine's base's."""
-    if base is None and env.base:
-        found = find_base(env.base)
-        base = found.packages
-        env = replace(env, python=found.version)
+    env, base = _on_base(env, base)
     with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
         reqs = Path(tmp) / "requirements.in"
-        # What source builds compile against is installed first: it is in the resolution too.
-        # A URL the environment names goes by a keyed wheel built from it, where one fits.
-        requirements = choose(env, pinned_torch(env.requirements), frozenset()).swapped(
-            env.requirements) if env.find_links else env.requirements
+        # What source builds compile against is in the resolution too; a URL goes by a keyed
+        # wheel built from it, where one fits.
+        requirements = wheelkey.choose(env, wheelkey.pinned_torch(env.requirements),
+                                       frozenset()).swapped(env.requirements) \
+            if env.find_links else env.requirements
         reqs.write_text("\n".join([*requirements, uv.PYTEST_REQUIREMENT,
-                                   *build_requirements(env)]) + "\n")
+                                   *sourcebuild.build_requirements(env)]) + "\n")
         args = [uv._uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
                 "--no-annotate", "--python-version", env.python, "--python-platform",
                 platform, *uv.install_args(env)]
         if base is not None:
             args += resolution_args(base, Path(tmp) / "base")
         if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
-            args += ["--python", _resolver_python(env, cache_dir), *no_isolation_args(env),
-                     *(f"--find-links={e.where}" for e in filed(env.find_links))]
+            args += ["--python", _resolver_python(env, cache_dir),
+                     *sourcebuild.no_isolation_args(env),
+                     *(f"--find-links={e.where}" for e in wheelkey.filed(env.find_links))]
         proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
-                              env={**uv.uv_environ(), **build_variables(env)},
+                              env={**uv.uv_environ(), **sourcebuild.build_variables(env)},
                               timeout=RESOLVE_TIMEOUT)
         if proc.returncode != 0:
             raise EnvBuildError(proc.stderr)
@@ -200,7 +185,7 @@ def first_lines(text: str, count: int = 4) -> str:
 def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
     """A scratch venv that reads the metadata of the sdists built without isolation: the
     environment's Python and build requirements at its pins, shared where those are equal."""
-    requires = build_requirements(env)
+    requires = sourcebuild.build_requirements(env)
     identity = json.dumps([env.python, requires, env.index_urls, env.find_links])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
     root = cache_dir / "preflight" / f"resolver-{digest}"
@@ -269,35 +254,30 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                      on_done: Callable[[EnvWheels], None] = lambda _: None) -> list[EnvWheels]:
     folder.mkdir(parents=True, exist_ok=True)
     fetched: dict[tuple[str, str], str] = {}  # (pin, python) -> "" if in the folder, else why
-    keyed = filed([str(folder)])  # what `envs build --into` compiled
+    keyed = wheelkey.filed([str(folder)])  # what `envs build --into` compiled
     out = []
     for env in envs:
         report = EnvWheels(name=env.name)
         try:
-            base = base_packages if env.base else None
-            if env.base and base is None:  # the base is on this machine
-                found = find_base(env.base)
-                env = replace(env, python=found.version)
-                base = found.packages
+            env, base = _on_base(env, base_packages if env.base else None)
             pins = _compile(env, cache_dir=cache_dir, platform=platform, base=base)
         except HarnessError as exc:
             report.error = first_lines(str(exc))
         else:
             for pin in added_by_overlay(pins, base or {}):
                 key = (pin, env.python)  # a compiled wheel is per Python
-                if key not in fetched and holds(keyed, pin):
-                    fetched[key] = ""
                 if key not in fetched:
-                    fetched[key] = fetch_wheel(pin, folder, python=env.python,
-                                               platform=platform, find_links=env.find_links,
-                                               index_urls=env.index_urls, offline=env.offline)
+                    fetched[key] = "" if wheelkey.holds(keyed, pin) else fetch_wheel(
+                        pin, folder, python=env.python, platform=platform,
+                        find_links=env.find_links, index_urls=env.index_urls,
+                        offline=env.offline)
                 if fetched[key]:
                     report.missing[pin] = fetched[key]
                 else:
                     report.wheels.append(pin)
         on_done(report)
         out.append(report)
-    write_index(folder)
+    wheelkey.write_index(folder)
     return out
 
 
@@ -320,12 +300,10 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
             *(["--no-index"] if offline else (f"--extra-index-url={u}" for u in index_urls)),
             *(f"--platform={tag}" for tag in PIP_PLATFORMS.get(platform,
                                                                [platform.replace("-", "_")]))]
-    env = {**uv.uv_environ(), "PYTHONPATH": ""}
-    with contextlib.suppress(HarnessError):  # a TLS-intercepting proxy's CA, as for uv
-        env.setdefault("PIP_CERT", str(find_ca_bundle()))
     try:
         proc = subprocess.run([*args, pin.split(";", 1)[0].strip()], capture_output=True,
-                              text=True, check=False, env=env, timeout=1800)
+                              text=True, check=False, timeout=1800,
+                              env={**_pip_cert(), **uv.uv_environ(), "PYTHONPATH": ""})
     except subprocess.TimeoutExpired:
         return "pip download ran over 30 minutes"
     if proc.returncode == 0:
@@ -363,24 +341,23 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
         try:
             pins = _compile(env, cache_dir=cache_dir, platform=platform)
             python = _resolver_python(env, cache_dir)
-            torch = pinned_torch(uv._uv(["pip", "freeze", "--python", python], env).splitlines())
-            chosen = archs or tuple(sorted({h.removeprefix("sm_").rstrip("a")
-                                            for h in env.hardware if h.startswith("sm_")},
-                                           key=int)) or (newest_arch(env),)
+            torch = wheelkey.pinned_torch(
+                uv._uv(["pip", "freeze", "--python", python], env).splitlines())
+            chosen = archs or sourcebuild.target_archs(env) or (sourcebuild.newest_arch(env),)
             settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s
                                                  for s in env.source_builds}
-            urls = url_sources(env)
+            urls = wheelkey.url_sources(env)
             for pin in pins:
-                name, version = pin_parts(pin)
+                name, version = wheelkey.pin_parts(pin)
                 setting = settings.get(name)
                 if setting is not None:
-                    key = wanted_key(env, setting, torch=torch, version=version,
-                                     archs=chosen if env.cuda not in (None, "", "cpu") else ())
+                    key = wheelkey.wanted_key(env, setting, torch=torch, version=version, archs=(
+                        chosen if env.cuda not in (None, "", "cpu") else ()))
                 elif name in urls:
-                    key = isolated_key(env, name, version)
+                    key = wheelkey.isolated_key(env, name, version)
                 else:
                     continue
-                done = [e for e in filed([str(folder)]) if e.key == key or (
+                done = [e for e in wheelkey.filed([str(folder)]) if e.key == key or (
                     e.pin == pin and e.key == replace(key, version=e.key.version))]
                 if done:
                     report.kept.append(done[0])
@@ -392,7 +369,7 @@ def build_wheels(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
             report.error = first_lines(str(exc))
         on_done(report)
         out.append(report)
-    write_index(folder)
+    wheelkey.write_index(folder)
     return out
 
 
@@ -401,16 +378,15 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
     """``pip wheel`` of one pin in the environment's build venv (``isolated``: in pip's own,
     as a URL the matrix does not say how to build), filed under its key."""
     nvcc: str | None = None
-    variables: dict[str, str] = {}
+    variables = _pip_cert()
     if not isolated:
-        nvcc, toolchain = compiler(env, cache_dir)
-        check_nvcc(env, nvcc)
-        variables = {**build_variables(env), **toolchain, **header_variables(python)}
+        nvcc, toolchain = sourcebuild.compiler(env, cache_dir)
+        sourcebuild.check_nvcc(env, nvcc)
+        variables = {**sourcebuild.build_variables(env), **toolchain,
+                     **sourcebuild.header_variables(python), **variables}
     if key.archs:
         variables["NVTE_CUDA_ARCHS"] = ";".join(key.archs)
         variables["TORCH_CUDA_ARCH_LIST"] = ";".join(f"{a[:-1]}.{a[-1]}" for a in key.archs)
-    with contextlib.suppress(HarnessError):  # a TLS-intercepting proxy's CA, as for uv
-        variables.setdefault("PIP_CERT", str(find_ca_bundle()))
     uv._uv(["pip", "install", "--quiet", "--python", python, *uv.install_args(env), "pip"], env)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="harness-wheel-", dir=folder) as tmp:
@@ -432,5 +408,12 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
     entry = Filed(key=key, folder=target, wheel=wheel.name, pin=pin, source=source, facts={
         "mib": round((target / wheel.name).stat().st_size / 2**20, 1),
         "seconds": round(time.monotonic() - started, 1), "nvcc": nvcc})
-    write_manifest(entry)
+    wheelkey.write_manifest(entry)
     return entry
+
+
+def _pip_cert() -> dict[str, str]:
+    """A TLS-intercepting proxy's CA for pip, as uv reads it from the system store."""
+    with contextlib.suppress(HarnessError):
+        return {"PIP_CERT": str(find_ca_bundle())}
+    return {}

@@ -89,10 +89,14 @@ def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]
                          "TORCH_CUDA_ARCH_LIST": f"{arch[:-1]}.{arch[-1]}"}
 
 
+def target_archs(spec: EnvSpec) -> tuple[str, ...]:
+    """The architectures the environment targets, as nvcc numbers them, lowest first."""
+    return tuple(sorted({h.removeprefix("sm_").rstrip("a") for h in spec.hardware
+                         if h.startswith("sm_")}, key=int))
+
+
 def newest_arch(spec: EnvSpec) -> str:
-    """The highest architecture the environment targets, as nvcc numbers it ("100" > "90")."""
-    archs = [h.removeprefix("sm_").rstrip("a") for h in spec.hardware if h.startswith("sm_")]
-    return max(archs, key=int) if archs else "90"
+    return (target_archs(spec) or ("90",))[-1]  # "100" > "90"
 
 
 def runtime_variables(location: str | Path, cuda_home: str | None,

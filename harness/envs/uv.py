@@ -47,8 +47,7 @@ UV_TIMEOUT = 4 * 3600.0
 
 
 def _slug(name: str) -> str:
-    """An environment's name as its folder begins, its version operators in words (numpy<2
-    and numpy>=2 are numpy-lt2 and numpy-ge2)."""
+    """An environment's name as its folder begins (numpy<2, numpy>=2: numpy-lt2, numpy-ge2)."""
     name = _OPERATOR.sub(lambda m: f"-{_WORDS[m[0]]}", name)
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:60]
 
@@ -63,17 +62,11 @@ class UvBackend(Backend):
     checks_imports = True
     hands_over = True
 
-    @property
-    def root(self) -> Path:
-        return self.cache_dir / "uv"
-
     def path_for(self, spec: EnvSpec, base: Base | None = None) -> Path:
-        slug = _slug(spec.name)
-        if base is None:
-            return self.root / f"{slug}-{spec.key}"
         # An overlay is also what its base holds: another base torch is another overlay.
-        key = hashlib.sha256(f"{spec.key}:{base.identity}".encode()).hexdigest()[:16]
-        return self.root / f"{slug}-{key}"
+        key = spec.key if base is None else hashlib.sha256(
+            f"{spec.key}:{base.identity}".encode()).hexdigest()[:16]
+        return self.root / f"{_slug(spec.name)}-{key}"
 
     def _locate(self, spec: EnvSpec) -> tuple[Path, Base | None]:
         """The venv's folder, and the base an overlay inherits."""
@@ -86,9 +79,11 @@ class UvBackend(Backend):
 
     def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
-        marker = _read_marker(path)
-        if marker is None or (spec.refresh_before is not None
-                              and marker.get("built_at", 0) < spec.refresh_before):
+        try:
+            marker = json.loads((path / MARKER).read_text())
+        except (OSError, ValueError):
+            return None
+        if spec.refresh_before is not None and marker.get("built_at", 0) < spec.refresh_before:
             return None
         return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
                            fingerprint=marker["fingerprint"])
@@ -158,8 +153,7 @@ class UvBackend(Backend):
         return overlay.shadowed(pins, base.packages)
 
     def _build_venv(self, spec: EnvSpec, path: Path) -> tuple[dict[str, str], list[str]]:
-        """Build the venv; the variables that chose its CUDA toolkit (none: the machine's),
-        and where each distribution built from source came from."""
+        """Build the venv; the variables that chose its CUDA toolkit, and its provenance."""
         python = str(path / "bin" / "python")
         interpreter = find_interpreter(spec.python)
         self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
@@ -208,7 +202,7 @@ class UvBackend(Backend):
 
     def _provenance(self, spec: EnvSpec, python: str, choice: wheelkey.Choice,
                     said: str) -> list[str]:
-        """Where each source-built distribution came from; ``said``: what uv's install said."""
+        """Where each source-built distribution came from (``said``: what uv's install said)."""
         listed = json.loads(self._run_uv(["pip", "list", "--format", "json", "--python", python],
                                          spec))
         return choice.provenance({canonicalize_name(d["name"]): d["version"] for d in listed},
@@ -249,17 +243,9 @@ class UvBackend(Backend):
         return out
 
 
-def _read_marker(path: Path) -> dict[str, Any] | None:
-    with contextlib.suppress(OSError, ValueError):
-        data: dict[str, Any] = json.loads((path / MARKER).read_text())
-        return data
-    return None
-
-
 @functools.cache
 def find_interpreter(version: str) -> str:
-    """An interpreter for ``version``: what uv finds, else a pyenv installation of it (pyenv
-    shims answer only for the versions pyenv has activated). Asked once per process."""
+    """What uv finds for ``version``, else pyenv's (whose shims answer only when activated)."""
     with contextlib.suppress(subprocess.TimeoutExpired):  # --system: never a project's .venv
         found = subprocess.run([_uv_binary(), "python", "find", "--system", version],
                                capture_output=True, text=True, env=uv_environ(), check=False,
@@ -344,8 +330,7 @@ def _found_uv() -> str:
 
 
 def uv_error(stderr: str, count: int = 6) -> str:
-    """uv's failure in ``count`` lines at most: its error line, then the end of what
-    followed it; never a warning, nor what it printed before the error."""
+    """uv's failure in ``count`` lines at most: its error line, then the end of what followed."""
     lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("warning:")]
     if not lines:
         return ""
@@ -357,7 +342,7 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, registry: Registry | None = None,
         program: list[str] | None = None, said: bool = False) -> str:
     """Run uv (or ``program``, pip) in a session of its own (a timeout kills its compilers
-    too); its stdout (``said``: and stderr), or EnvBuildError with the end of what it said."""
+    too): its stdout (``said``: and stderr), else EnvBuildError."""
     name = "pip" if program else "uv"
     try:
         group = start_group([*(program or [_uv_binary()]), *args],
@@ -378,10 +363,8 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         if proc.poll() is None:  # Ctrl-C while waiting: leave nothing behind
             group.kill()
         group.wait()  # forgets the group, killing what it left running
-    if proc.returncode != 0:
-        # What uv's last lines of a build do not say.
+    if proc.returncode != 0:  # led by what uv's last lines of a build do not say
         cause = sourcebuild.first_compiler_error(stderr)
-        lead = f"{cause}\n" if cause else ""
         raise EnvBuildError(f"{name} {args[0]} failed for {spec.name}: "
-                            f"{lead}{uv_error(stderr)}")
+                            + (f"{cause}\n" if cause else "") + uv_error(stderr))
     return str(stdout) + (str(stderr) if said else "")
