@@ -1,6 +1,5 @@
-"""Overlay environments: a venv over an interpreter whose packages it inherits (a runner's
-torch) through a ``.pth`` file, resolved against stand-in wheels of them; never replacing
-the base's torch or CUDA stack."""
+"""Overlay environments: a venv inheriting an interpreter's packages (a runner's torch) through
+a ``.pth`` file, resolved against stand-ins of them; never replacing its torch or CUDA stack."""
 
 from __future__ import annotations
 
@@ -83,8 +82,8 @@ def _interpreter(name: str) -> str:
 
 
 def link_base(venv_python: str, base: Base) -> None:
-    """The base's packages importable in the venv, after the venv's own; by addsitedir, so
-    the base's own .pth files (editable installs, NGC's) work too."""
+    """The base's packages importable after the venv's own; by addsitedir, so the base's own
+    .pth files (editable installs, NGC's) work too."""
     (purelib(venv_python) / PTH_NAME).write_text(
         "".join(f"import site; site.addsitedir({d!r})\n" for d in base.site_dirs))
 
@@ -94,7 +93,7 @@ def kept(name: str) -> bool:  # what an overlay never replaces
 
 
 def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
-    """``uv pip compile`` arguments that resolve against a base: a metadata-only wheel per
+    """``uv pip compile`` arguments to resolve against a base: a metadata-only wheel per
     package, the kept ones constrained, every version preferred (``read_resolution``)."""
     folder.mkdir(parents=True, exist_ok=True)
     usable = {n: str(v) for n, v in ((n, parsed(v)) for n, v in packages.items()) if v}
@@ -133,8 +132,7 @@ def inherited_conflicts(requirements: tuple[str, ...], base: dict[str, str]) -> 
     out = []
     for text in requirements:
         req = Requirement(text)
-        name = canonicalize_name(req.name)
-        have = base.get(name)
+        have = base.get(name := canonicalize_name(req.name))
         if have is not None and kept(name) and req.specifier and not req.specifier.contains(
                 have, prereleases=True):
             out.append(f"{text} (the base has {req.name} {have})")
@@ -148,12 +146,8 @@ def added_by_overlay(pins: list[str], base: dict[str, str]) -> list[str]:
 
 def shadowed(pins: list[str], base: dict[str, str]) -> dict[str, str]:
     """Inherited packages the overlay installs at another version: name -> "base -> overlay"."""
-    out = {}
-    for line in pins:
-        name, version = pin_name(line), _pinned_version(line)
-        if name in base and not _same(base[name], version):
-            out[name] = f"{base[name]} -> {version or line.split('@', 1)[-1].strip()}"
-    return out
+    return {name: f"{base[name]} -> {_pinned_version(line) or line.split('@', 1)[-1].strip()}"
+            for line in added_by_overlay(pins, base) if (name := pin_name(line)) in base}
 
 
 def _same(have: str | None, pinned: str | None) -> bool:
@@ -173,8 +167,7 @@ def pin_name(line: str) -> str:
 
 
 def read_packages(path: Path) -> dict[str, str]:
-    """``name==version`` lines, as ``pip list --format=freeze`` prints them (``pip freeze``'s
-    ``-e`` and ``name @ URL`` lines, with no version to stand in for, are skipped)."""
+    """``name==version`` lines (``pip list --format=freeze``); ``-e`` and ``@ URL`` skipped."""
     out: dict[str, str] = {}
     for number, line in enumerate(path.read_text().splitlines(), 1):
         line = line.split("#", 1)[0].strip()

@@ -1,6 +1,5 @@
 """Wheels of source-only distributions, built once and filed in a wheel folder under a content
-key (``DIST-VERSION-DIGEST/`` beside a ``wheel-key.json``): only an environment whose key
-matches sees such a folder, so a wheel built against another torch is never installed."""
+key (``DIST-VERSION-DIGEST/wheel-key.json``): a wheel built against another torch never fits."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ class WheelKey:
         return f"{self.dist}-{self.version}-{hashlib.sha256(blob).hexdigest()[:16]}"
 
     def refusal(self, wanted: WheelKey, needs: frozenset[str]) -> str | None:
-        """Why this wheel does not fit an environment that would build ``wanted`` and runs on
-        GPUs of the SM numbers ``needs``; None when it fits."""
+        """Why this wheel does not fit where ``wanted`` is built for GPUs ``needs``, or None."""
         for name in ("torch", "cuda", "python"):
             mine, theirs = getattr(self, name), getattr(wanted, name)
             if mine != theirs:
@@ -80,8 +78,7 @@ class Filed:
     url: str = ""  # the key folder's URL, when its wheel folder is one
 
     @property
-    def where(self) -> str:
-        """The key folder as installers take it (``--find-links``)."""
+    def where(self) -> str:  # the key folder as ``--find-links`` takes it
         return f"{self.url}/" if self.url else str(self.folder)
 
     @property
@@ -90,8 +87,7 @@ class Filed:
 
 
 def url_sources(spec: EnvSpec) -> dict[str, str]:
-    """The distributions ``spec`` names by a URL that is not a wheel (a git checkout, an
-    sdist), each with that URL: PyPI has no wheel of them."""
+    """The distributions ``spec`` names by a URL that is not a wheel (git, an sdist): URL."""
     out: dict[str, str] = {}
     for line in spec.requirements:
         with contextlib.suppress(InvalidRequirement):
@@ -102,14 +98,13 @@ def url_sources(spec: EnvSpec) -> dict[str, str]:
 
 
 def isolated_key(spec: EnvSpec, dist: str, version: str = "") -> WheelKey:
-    """The key of a wheel built in isolation from a URL: it compiled against no torch."""
+    """A wheel built in isolation from a URL: compiled against no torch."""
     return WheelKey(dist=dist, version=version, torch="", cuda="", python=spec.python,
                     archs=(), settings=())
 
 
 def wanted_key(spec: EnvSpec, setting: BuildSetting, *, torch: str, version: str = "",
-               archs: tuple[str, ...] = ()) -> WheelKey:
-    """The key of a wheel of ``setting.dist`` built in ``spec``'s environment."""
+               archs: tuple[str, ...] = ()) -> WheelKey:  # built in ``spec``'s environment
     return WheelKey(dist=canonicalize_name(setting.dist), version=version, torch=torch,
                     cuda=spec.cuda or "", python=spec.python, archs=archs,
                     settings=tuple(sorted((k, v) for k, v in setting.env if k not in UNKEYED)))
@@ -117,7 +112,7 @@ def wanted_key(spec: EnvSpec, setting: BuildSetting, *, torch: str, version: str
 
 def pinned_torch(requirements: Sequence[str]) -> str:
     """The torch release ``requirements`` (or a ``pip freeze``) pin with ``==``, without its
-    local label (the key's CUDA tells the builds apart); "" when none."""
+    local label (the key's CUDA tells builds apart), or ""."""
     for line in requirements:
         with contextlib.suppress(InvalidRequirement):
             req = Requirement(line)
@@ -128,8 +123,7 @@ def pinned_torch(requirements: Sequence[str]) -> str:
 
 
 def filed(folders: Sequence[str]) -> list[Filed]:
-    """Every keyed wheel in the given wheel folders (their key folders, one level down; at a
-    URL, those its ``wheel-keys.json`` lists)."""
+    """Every keyed wheel in the wheel folders (a URL's: those its ``wheel-keys.json`` lists)."""
     out = []
     for folder in folders:
         if is_url(folder):
@@ -167,8 +161,7 @@ def write_manifest(entry: Filed) -> None:
 
 
 def write_index(folder: Path) -> None:
-    """What a wheel folder served over http(s) needs: a page linking its wheels, and the
-    manifests of its key folders in one file."""
+    """For a wheel folder served over http(s): a page of its wheels, its manifests in a file."""
     (folder / "index.html").write_text(_links(sorted(p.name for p in folder.glob("*.whl"))))
     listed = [{**_manifest(e), "folder": e.folder.name} for e in filed([str(folder)])]
     (folder / INDEX).write_text(json.dumps(listed, indent=1) + "\n")
@@ -180,8 +173,7 @@ def _links(names: list[str]) -> str:
 
 
 def pin_parts(pin: str) -> tuple[str, str]:
-    """A resolution line's distribution and ``==`` version ("" for a URL, whose version its
-    wheel says); ("", "") when it is no requirement."""
+    """A resolution line's distribution and ``==`` version ("" for a URL), or ("", "")."""
     try:
         req = Requirement(pin.split(";", 1)[0])
     except InvalidRequirement:
@@ -197,7 +189,7 @@ def holds(entries: list[Filed], pin: str) -> bool:
 
 
 def gpu_archs() -> frozenset[str]:
-    """The SM numbers of this machine's GPUs ("90"); none on a machine without one."""
+    """The SM numbers of this machine's GPUs ("90")."""
     with contextlib.suppress(Exception):  # no driver, no nvidia-smi: a CPU machine
         return frozenset(str(g["arch"]).removeprefix("sm_").rstrip("a")
                          for g in harness_probe.probe_gpus())
@@ -206,15 +198,13 @@ def gpu_archs() -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Choice:
-    """What a wheel folder offers one environment: the key folders to install from, and
-    each same-named wheel it refused, with why."""
+    """What a wheel folder offers one environment, and each same-named wheel refused, why."""
 
     offered: tuple[Filed, ...]
     refused: tuple[tuple[Filed, str], ...]
 
     def provenance(self, installed: dict[str, str], dists: tuple[str, ...],
-                   built: set[str]) -> list[str]:
-        """A sentence for each of ``dists`` installed from the wheel folder or ``built`` here."""
+                   built: set[str]) -> list[str]:  # each of ``dists`` from the folder or built
         out = []
         for dist in dists:
             version = installed.get(dist)
@@ -229,8 +219,8 @@ class Choice:
         return out
 
     def swapped(self, requirements: Sequence[str]) -> list[str]:
-        """``requirements`` with each URL one an offered wheel was built from named by that
-        wheel's file instead: a git URL would be cloned and built, whatever else is offered."""
+        """Each URL an offered wheel was built from named by that wheel instead (a git URL
+        would be cloned and built, whatever else is offered)."""
         wheels = {(e.key.dist, e.source): e for e in self.offered if e.source}
         out = []
         for line in requirements:
@@ -244,15 +234,13 @@ class Choice:
         return out
 
 
-def took_wheels(provenance: Sequence[str]) -> bool:
-    """Whether an environment installed a compiled wheel of a wheel folder."""
+def took_wheels(provenance: Sequence[str]) -> bool:  # a compiled wheel of a wheel folder
     return any(FROM_FOLDER in line for line in provenance)
 
 
 def choose(spec: EnvSpec, torch: str, needs: frozenset[str]) -> Choice:
-    """The keyed wheels of ``spec.find_links`` that fit the environment (any version: the
-    resolver picks), and those of its source-built distributions that do not; ``torch``: the
-    release it pins ("" for none: nothing built against torch fits)."""
+    """The keyed wheels of ``spec.find_links`` that fit (any version: the resolver picks),
+    and those that do not; ``torch``: the release it pins ("" for none)."""
     settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s
                                          for s in spec.source_builds}
     urls = url_sources(spec)
