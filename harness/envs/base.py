@@ -387,34 +387,31 @@ BUILD_EVERY = 60.0
 
 @contextlib.contextmanager
 def watched(spec: EnvSpec, places: Sequence[str]) -> Iterator[None]:
-    """Around the build of ``spec``, if it builds from source: what and why when it starts,
-    how long and the step it is in (``current_step``) every BUILD_EVERY seconds, and its end."""
+    """Around a source build of ``spec``: what and why at its start, how long and its step
+    (``current_step``) every BUILD_EVERY seconds, and its end."""
     if not spec.source_builds:
         yield
         return
     what = ", ".join(b.dist for b in spec.source_builds)
     started, stop = time.monotonic(), threading.Event()
-
-    def say(text: str) -> None:
-        print(f"environment {spec.name}: {text}", file=sys.stderr, flush=True)
+    why = ("--refresh asked for a new build" if spec.refresh_before else
+           "not built on this machine yet")
+    if wheelkey.filed(spec.find_links):
+        doing = f"installing {what}"
+        _say(spec, f"{doing}: from the wheel folder where a wheel fits, else built from source "
+             f"({why})")
+    else:
+        doing = f"building {what} from source"
+        _say(spec, f"{doing} (the matrix's build: setting; {why})")
 
     def took() -> str:
         minutes, secs = divmod(int(time.monotonic() - started), 60)
         return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
-    why = ("--refresh asked for a new build" if spec.refresh_before else
-           "not built on this machine yet")
-    keyed = bool(wheelkey.filed(spec.find_links))
-    doing = f"installing {what}" if keyed else f"building {what} from source"
-    if keyed:
-        say(f"{doing}: from the wheel folder where a wheel fits, else built from source ({why})")
-    else:
-        say(f"{doing} (the matrix's build: setting; {why})")
-
     def beat() -> None:
         while not stop.wait(BUILD_EVERY):
             step = current_step(places)
-            say(f"still {doing}, {took()}" + (f"; now: {step}" if step else ""))
+            _say(spec, f"still {doing}, {took()}" + (f"; now: {step}" if step else ""))
 
     ticker = threading.Thread(target=beat, name=f"build progress {spec.name}", daemon=True)
     ticker.start()
@@ -425,16 +422,18 @@ def watched(spec: EnvSpec, places: Sequence[str]) -> Iterator[None]:
     finally:
         stop.set()
         ticker.join()
-        say(f"{doing} {ended} after {took()}")
+        _say(spec, f"{doing} {ended} after {took()}")
+
+
+def _say(spec: EnvSpec, text: str) -> None:
+    print(f"environment {spec.name}: {text}", file=sys.stderr, flush=True)
 
 
 def current_step(places: Sequence[str]) -> str | None:
     """The newest process under one whose command line names one of ``places``, as its
     program and the last argument that names a file (``nvcc ... gemm.cu``)."""
-    if not places:
-        return None
     below: list[tuple[float, list[str]]] = []
-    for root in psutil.process_iter(["cmdline"]):
+    for root in psutil.process_iter(["cmdline"]) if places else ():
         if not any(place in arg for arg in root.info["cmdline"] or () for place in places):
             continue
         # The build's own command (uv) is not a step; what it started is, its interpreter too.
@@ -442,13 +441,9 @@ def current_step(places: Sequence[str]) -> str | None:
             for proc in root.children(recursive=True):
                 with contextlib.suppress(psutil.Error):  # ended meanwhile
                     below.append((proc.create_time(), proc.cmdline()))
-    return _describe(max(below)[1]) if below else None
-
-
-def _describe(argv: list[str]) -> str | None:
+    argv = max(below)[1] if below else []
     if not argv:
         return None
     files = [a for a in argv[1:] if not a.startswith("-") and "." in Path(a).name]
-    shown = Path(argv[0]).name + (f" ... {'/'.join(Path(files[-1]).parts[-3:])}"
-                                  if files else "")
-    return shown[:200]
+    return (Path(argv[0]).name + (f" ... {'/'.join(Path(files[-1]).parts[-3:])}"
+                                  if files else ""))[:200]

@@ -70,8 +70,8 @@ class DockerBackend(Backend):
 
     def _fingerprint(self, tag: str, cache: Path, report: images.BuildReport
                      ) -> dict[str, Any]:
-        """What is installed, read inside a container of the image, and where the image came
-        from (cached per image until it is built, pulled or pushed again)."""
+        """What is installed, read in a container of the image (cached per image until it is
+        built, pulled or pushed again), and where the image came from."""
         if cache.is_file() and not (report.built or report.pulled or report.pushed):
             cached: dict[str, Any] = json.loads(cache.read_text())
             return {**cached, "provenance": report.origin}  # where it came from this time
@@ -190,15 +190,12 @@ class ContainerProcess:
             # The client's own read timeout bounds a wait with none: the engine must answer.
             status = self.container.wait(timeout=timeout if timeout is not None else 3600)
         except Exception as exc:
-            if not _timed_out(exc):
-                self._discard()
-                raise InfraError(f"the Docker engine stopped answering about the cell's "
-                                 f"container: {type(exc).__name__}: {exc}") from exc
-            if timeout is not None:
+            if timeout is not None and _timed_out(exc):
                 return self.poll()  # the deadline passed (or it exited right then)
             self._discard()
-            raise InfraError("the Docker engine did not report the container's end within "
-                             "an hour") from exc
+            raise InfraError("the Docker engine did not report the container's end within an "
+                             "hour" if _timed_out(exc) else "the Docker engine stopped answering "
+                             f"about the cell's container: {type(exc).__name__}: {exc}") from exc
         return self._finish(int(status.get("StatusCode", 128 + signal.SIGKILL)))
 
     def _discard(self) -> None:

@@ -71,8 +71,12 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
             layers.append("RUN " + shlex.join([*command, *installed]))
         else:
             layers.append(f"RUN {prefix}" + shlex.join([*command, *building, *installed]))
+    # CUDA images (Ubuntu) may lack the Python asked for.
+    setup = (f"command -v python{spec.python} >/dev/null || (apt-get update && "
+             "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+             f"python{spec.python} && rm -rf /var/lib/apt/lists/*)")
     text = Template((TEMPLATES / "env.Dockerfile").read_text()).substitute(
-        base=base_image(spec), python=spec.python, python_setup=_python_setup(spec.python),
+        base=base_image(spec), python=spec.python, python_setup=setup,
         install_layers="\n".join(layers))
     files = (("uv", uv_binary), ("ca.pem", ca_bundle))
     digest = hashlib.sha256(text.encode())
@@ -87,12 +91,6 @@ def _torch_first(requirements: tuple[str, ...]) -> list[str]:
     """torch is the heaviest layer and the one most environments share: put it lowest."""
     torch = [r for r in requirements if requirement_name(r) == "torch"]
     return torch + [r for r in requirements if r not in torch]
-
-
-def _python_setup(python: str) -> str:  # CUDA images (Ubuntu) may lack the Python asked
-    return (f"command -v python{python} >/dev/null || (apt-get update && "
-            f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-            f"python{python} && rm -rf /var/lib/apt/lists/*)")
 
 
 @functools.cache
@@ -152,9 +150,8 @@ class BuildReport:
 def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str, str],
                  *, refresh_before: float | None = None, registry: str | None = None
                  ) -> BuildReport:
-    """Build ``plan`` unless its tag exists (built after ``refresh_before``, if given), every
-    line of the build to ``log_path``. With ``registry``: pulled from there if it has the
-    image, else built and pushed there."""
+    """Build ``plan`` unless its tag exists (built after ``refresh_before``), its log to
+    ``log_path``; with ``registry``, pulled from there, else built and pushed there."""
     import docker.errors
 
     remote = f"{registry}:{plan.tag.rsplit(':', 1)[1]}" if registry else ""
@@ -213,7 +210,7 @@ def ensure_image(client: Any, plan: ImagePlan, log_path: Path, labels: dict[str,
 
 def transfer(client: Any, verb: str, remote: str, tag: str) -> bool:
     """Pull ``remote`` as ``tag`` or push ``tag`` as ``remote``; False when the registry lacks
-    it. A failure (a registry that does not answer) is one line naming it."""
+    it, a one-line BackendError when it fails."""
     import docker.errors
 
     repository, _, version = remote.rpartition(":")

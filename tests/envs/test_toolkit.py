@@ -41,6 +41,8 @@ def test_one_architecture_the_newest_the_environment_targets() -> None:
     assert sourcebuild.newest_arch(spec("12.4")) == "90"
     blackwell = replace(spec("12.8"), hardware=("sm_90a", "sm_100", "cpu"))
     assert sourcebuild.newest_arch(blackwell) == "100"  # as text "100" < "90"
+    assert sourcebuild.target_archs(blackwell) == ("90", "100")  # what `envs build` compiles
+    assert sourcebuild.newest_arch(replace(blackwell, hardware=("cpu",))) == "90"
 
 
 def test_a_fitting_nvcc_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
