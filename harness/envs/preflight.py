@@ -89,21 +89,18 @@ def check_environments(envs: Sequence[EnvSpec], *, backends: dict[str, Backend],
 
 
 def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
-    started = time.monotonic()
+    check = EnvCheck(name=env.name, backend=env.backend, resolves="-")
     if not REGISTRY[env.backend].installs:
-        return EnvCheck(name=env.name, backend=env.backend, resolves="-",
-                        reason=f"the {env.backend} backend installs nothing")
+        return replace(check, reason=f"the {env.backend} backend installs nothing")
+    started = time.monotonic()
     try:
         pins = _compile(env, cache_dir=cache_dir, platform=platform)
     except (HarnessError, OSError, subprocess.SubprocessError) as exc:
         host = unreachable_host(str(exc))
-        return EnvCheck(name=env.name, backend=env.backend,
-                        resolves="no" if host is None else "unreachable",
-                        seconds=round(time.monotonic() - started, 1), unreachable=host,
-                        reason=(f"needs {host}, which this machine cannot reach" if host
-                                else first_lines(str(exc))))
-    return EnvCheck(name=env.name, backend=env.backend, resolves="yes", packages=len(pins),
-                    seconds=round(time.monotonic() - started, 1))
+        return _with(check, started, resolves="no" if host is None else "unreachable",
+                     unreachable=host, reason=(f"needs {host}, which this machine cannot reach"
+                                               if host else first_lines(str(exc))))
+    return _with(check, started, resolves="yes", packages=len(pins))
 
 
 def _on_base(env: EnvSpec, base: dict[str, str] | None) -> tuple[EnvSpec, dict[str, str] | None]:

@@ -26,13 +26,8 @@ from harness.inenv import harness_probe
 def build_requirements(spec: EnvSpec) -> list[str]:
     """What the source builds compile against, installed first, at the environment's pins."""
     pinned = {requirement_name(r): r for r in spec.requirements}
-    out: list[str] = []
-    for setting in spec.source_builds:
-        for req in setting.requires:
-            chosen = pinned.get(requirement_name(req), req)
-            if chosen not in out:
-                out.append(chosen)
-    return out
+    return list(dict.fromkeys(pinned.get(requirement_name(req), req)
+                              for setting in spec.source_builds for req in setting.requires))
 
 
 def no_isolation_args(spec: EnvSpec) -> list[str]:
@@ -41,13 +36,9 @@ def no_isolation_args(spec: EnvSpec) -> list[str]:
 
 def build_variables(spec: EnvSpec) -> dict[str, str]:
     """The builds' own variables, and CUDA_HOME (torch's guess fails on an nvcc wrapper)."""
-    variables: dict[str, str] = {}
-    for setting in spec.source_builds:
-        variables.update(setting.env)
+    variables = {k: v for setting in spec.source_builds for k, v in setting.env}
     home = harness_probe.cuda_home()
-    if home and spec.source_builds:
-        variables.setdefault("CUDA_HOME", home)
-    return variables
+    return {"CUDA_HOME": home, **variables} if home and spec.source_builds else variables
 
 
 def check_nvcc(spec: EnvSpec, found: str | None) -> None:
@@ -61,10 +52,10 @@ def check_nvcc(spec: EnvSpec, found: str | None) -> None:
         if not SpecifierSet(setting.nvcc).contains(found, prereleases=True):
             raise EnvBuildError(f"building {setting.dist} needs nvcc {setting.nvcc}; "
                                 f"this machine has {found}")
-        if spec.cuda and spec.cuda != "cpu" and _major(spec.cuda) != _major(found):
+        if not _fits(spec, found):
             raise EnvBuildError(
                 f"building {setting.dist} for CUDA {spec.cuda} needs an nvcc "
-                f"{_major(spec.cuda)}.x (torch refuses another major); this machine has {found}")
+                f"{_major(str(spec.cuda))}.x (torch refuses another major); this machine has {found}")
 
 
 def _major(text: str) -> int | None:
@@ -72,15 +63,19 @@ def _major(text: str) -> int | None:
     return version.major if version else None
 
 
+def _fits(spec: EnvSpec, nvcc: str | None) -> bool:
+    """Whether ``nvcc`` builds for the environment's CUDA major (a CPU one: any nvcc)."""
+    return not spec.cuda or spec.cuda == "cpu" or (
+        nvcc is not None and _major(nvcc) == _major(spec.cuda))
+
+
 def compiler(spec: EnvSpec, cache_dir: Path) -> tuple[str | None, dict[str, str]]:
     """The nvcc version a source build uses and the variables that point it there: this
     machine's if its CUDA major fits, else Debian's (``provide``), for one architecture."""
     found = harness_probe.nvcc_version()
-    wanted = spec.cuda if spec.cuda and spec.cuda != "cpu" else None
-    needs = any(s.nvcc for s in spec.source_builds)
-    if not needs or wanted is None or (found is not None and _major(found) == _major(wanted)):
+    if not any(s.nvcc for s in spec.source_builds) or _fits(spec, found):
         return found, {}
-    chosen = for_cuda(wanted)
+    chosen = for_cuda(str(spec.cuda))
     root = provide(chosen, cache_dir)
     arch = newest_arch(spec)
     return chosen.cuda, {"CUDA_HOME": str(root),
@@ -101,9 +96,8 @@ def newest_arch(spec: EnvSpec) -> str:
 
 def runtime_variables(location: str | Path, cuda_home: str | None,
                       inherited: str = "", prebuilt: bool = False) -> dict[str, str]:
-    """Built against a fetched toolkit (or from wheels compiled elsewhere, ``prebuilt``): the
-    venv's ``nvidia/*/lib`` ahead of ``inherited`` on the loader path (TE's library has no
-    RUNPATH), and the toolkit as ``CUDA_HOME``; else empty."""
+    """Built against a fetched toolkit (or ``prebuilt`` elsewhere): the venv's ``nvidia/*/lib``
+    before ``inherited`` on the loader path (TE's has no RUNPATH), the toolkit as CUDA_HOME."""
     if not cuda_home and not prebuilt:
         return {}
     libs = sorted(str(p) for p in Path(location).glob("lib/python*/site-packages/nvidia/*/lib")
@@ -114,11 +108,9 @@ def runtime_variables(location: str | Path, cuda_home: str | None,
 
 
 def own_cuda_home(spec: EnvSpec, location: str | Path) -> str | None:
-    """For an environment whose compiled packages came from elsewhere, on a machine without a
-    toolkit of its CUDA major: its own ``nvidia/`` packages as ``CUDA_HOME`` (TE finds NVRTC
-    under it); None where the machine's toolkit fits."""
-    found = harness_probe.nvcc_version()
-    if not spec.cuda or spec.cuda == "cpu" or (found and _major(found) == _major(spec.cuda)):
+    """Compiled elsewhere, on a machine with no toolkit of its CUDA major: the environment's
+    own ``nvidia/`` packages as CUDA_HOME (TE finds NVRTC there)."""
+    if _fits(spec, harness_probe.nvcc_version()):
         return None
     nvidia = next(Path(location).glob("lib/python*/site-packages/nvidia"), None)
     return str(nvidia) if nvidia else None
