@@ -111,3 +111,14 @@ def test_a_build_gets_the_environments_own_cudnn_and_nccl_headers(tmp_path: Path
     assert got["CPATH"].split(":") == [str(site / "nvidia" / "cudnn" / "include"),
                                       str(site / "nvidia" / "nccl" / "include")]
     assert got["CUDNN_PATH"] == str(site / "nvidia" / "cudnn")
+
+
+def test_wheels_compiled_elsewhere_use_their_own_toolkit_only_for_another_major(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    nvidia = tmp_path / "lib" / "python3.11" / "site-packages" / "nvidia"
+    nvidia.mkdir(parents=True)
+    monkeypatch.setattr(sourcebuild.harness_probe, "nvcc_version", lambda: "13.0")
+    assert sourcebuild.own_cuda_home(spec("12.4"), tmp_path) == str(nvidia)
+    assert sourcebuild.own_cuda_home(spec("cpu"), tmp_path) is None
+    monkeypatch.setattr(sourcebuild.harness_probe, "nvcc_version", lambda: "12.6")
+    assert sourcebuild.own_cuda_home(spec("12.4"), tmp_path) is None
