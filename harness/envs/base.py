@@ -354,6 +354,7 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
            ) -> Iterator[None]:
     """Two runs sharing a cache build an environment once; a waiter says whom it waits for
     (the holder writes it beside the lock) and gives up after ``timeout``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(path)
     holder = path.with_name(path.name + ".holder")
     me = f"pid {os.getpid()} on {socket.gethostname()}"

@@ -50,7 +50,6 @@ class DockerBackend(Backend):
                                  ca_bundle=images.find_ca_bundle())
 
     def _lock_path(self, place: images.ImagePlan) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
         return self.root / f"{place.tag.rsplit(':', 1)[1]}.lock"
 
     def _find(self, spec: EnvSpec, place: images.ImagePlan) -> None:

@@ -186,7 +186,6 @@ def _resolver_python(env: EnvSpec, cache_dir: Path) -> str:
     identity = json.dumps([env.python, requires, env.index_urls, env.find_links])
     digest = hashlib.sha256(identity.encode()).hexdigest()[:12]
     root = cache_dir / "preflight" / f"resolver-{digest}"
-    root.parent.mkdir(parents=True, exist_ok=True)
     python = root / "bin" / "python"
     with locked(root.with_name(root.name + ".lock")):
         if (root / "ready").exists():

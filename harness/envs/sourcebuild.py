@@ -53,9 +53,9 @@ def check_nvcc(spec: EnvSpec, found: str | None) -> None:
             raise EnvBuildError(f"building {setting.dist} needs nvcc {setting.nvcc}; "
                                 f"this machine has {found}")
         if not _fits(spec, found):
-            raise EnvBuildError(
-                f"building {setting.dist} for CUDA {spec.cuda} needs an nvcc "
-                f"{_major(str(spec.cuda))}.x (torch refuses another major); this machine has {found}")
+            raise EnvBuildError(f"building {setting.dist} for CUDA {spec.cuda} needs an nvcc "
+                                f"{_major(str(spec.cuda))}.x (torch refuses another major); "
+                                f"this machine has {found}")
 
 
 def _major(text: str) -> int | None:
@@ -206,7 +206,6 @@ def for_cuda(cuda: str) -> DebianToolkit:
 def provide(toolkit: DebianToolkit, cache_dir: Path) -> Path:
     """The toolkit's CUDA root under ``cache_dir``, fetched and laid out on first use."""
     root = cache_dir / "toolkits" / toolkit.name
-    root.parent.mkdir(parents=True, exist_ok=True)
     with locked(root.with_name(root.name + ".lock")):
         if (root / MARKER).is_file():
             return root / "cuda"

@@ -74,7 +74,6 @@ class UvBackend(Backend):
         return self.path_for(spec, base), base
 
     def _lock_path(self, place: tuple[Path, Base | None]) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
         return place[0].with_name(place[0].name + ".lock")
 
     def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
