@@ -264,9 +264,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
                 key = (pin, env.python)  # a compiled wheel is per Python
                 if key not in fetched:
                     fetched[key] = "" if wheelkey.holds(keyed, pin) else fetch_wheel(
-                        pin, folder, python=env.python, platform=platform,
-                        find_links=env.find_links, index_urls=env.index_urls,
-                        offline=env.offline)
+                        pin, folder, env, platform)
                 if fetched[key]:
                     report.missing[pin] = fetched[key]
                 else:
@@ -277,9 +275,7 @@ def build_wheelhouse(envs: Sequence[EnvSpec], folder: Path, *, cache_dir: Path,
     return out
 
 
-def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
-                find_links: tuple[str, ...] = (), index_urls: tuple[str, ...] = (),
-                offline: bool = False) -> str:
+def fetch_wheel(pin: str, folder: Path, env: EnvSpec, platform: str) -> str:
     """Put the wheel for ``pin`` into ``folder``; "" when done, else why it could not be."""
     req = Requirement(pin)
     if req.url:
@@ -291,9 +287,8 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
             return ""
         return f"not a wheel: {req.url} (build a wheel of it and put it in a --find-links folder)"
     args = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-            "--only-binary=:all:", "--dest", str(folder), "--python-version", python,
-            "--implementation", "cp", *(f"--find-links={d}" for d in find_links),
-            *(["--no-index"] if offline else (f"--extra-index-url={u}" for u in index_urls)),
+            "--only-binary=:all:", "--dest", str(folder), "--python-version", env.python,
+            "--implementation", "cp", *_pip_sources(env),
             *(f"--platform={tag}" for tag in PIP_PLATFORMS.get(platform,
                                                                [platform.replace("-", "_")]))]
     try:
@@ -305,7 +300,7 @@ def fetch_wheel(pin: str, folder: Path, *, python: str, platform: str,
     if proc.returncode == 0:
         return ""
     lines = [ln for ln in proc.stderr.splitlines() if "ERROR" in ln] or proc.stderr.splitlines()
-    return f"no wheel for Python {python} on {platform}: " + " | ".join(lines[:2])[:300]
+    return f"no wheel for Python {env.python} on {platform}: " + " | ".join(lines[:2])[:300]
 
 
 def wheelhouse_summary(reports: Sequence[EnvWheels], folder: Path) -> str:
@@ -386,12 +381,9 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
     uv._uv(["pip", "install", "--quiet", "--python", python, *uv.install_args(env), "pip"], env)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="harness-wheel-", dir=folder) as tmp:
-        sources = ["--no-index"] if env.offline else [
-            f"--extra-index-url={u}" for u in env.index_urls]
         # pip's wheel cache keys a build by its sdist alone: one against torch 2.2 would serve 2.3.
         uv._uv(["wheel", "--no-deps", *([] if isolated else ["--no-build-isolation"]),
-                "--no-cache-dir", "--wheel-dir", tmp, *sources,
-                *(f"--find-links={d}" for d in env.find_links), pin], env,
+                "--no-cache-dir", "--wheel-dir", tmp, *_pip_sources(env), pin], env,
                {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
                program=[python, "-m", "pip"], registry=Registry(cache_dir))  # Ctrl-C: ninja's too
         wheel = next(Path(tmp).glob("*.whl"))
@@ -406,6 +398,12 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
         "seconds": round(time.monotonic() - started, 1), "nvcc": nvcc})
     wheelkey.write_manifest(entry)
     return entry
+
+
+def _pip_sources(env: EnvSpec) -> list[str]:
+    """Where pip looks for the environment's packages, as uv does (``uv.install_args``)."""
+    return [*(f"--find-links={d}" for d in env.find_links), *(
+        ["--no-index"] if env.offline else [f"--extra-index-url={u}" for u in env.index_urls])]
 
 
 def _pip_cert() -> dict[str, str]:
