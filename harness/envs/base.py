@@ -433,8 +433,10 @@ def _say(spec: EnvSpec, text: str) -> None:
 def current_step(places: Sequence[str]) -> str | None:
     """The newest process under one whose command line names one of ``places``, as its
     program and the last argument that names a file (``nvcc ... gemm.cu``)."""
+    if not places:
+        return None
     below: list[tuple[float, list[str]]] = []
-    for root in psutil.process_iter(["cmdline"]) if places else ():
+    for root in psutil.process_iter(["cmdline"]):
         if not any(place in arg for arg in root.info["cmdline"] or () for place in places):
             continue
         # The build's own command (uv) is not a step; what it started is, its interpreter too.
@@ -442,7 +444,7 @@ def current_step(places: Sequence[str]) -> str | None:
             for proc in root.children(recursive=True):
                 with contextlib.suppress(psutil.Error):  # ended meanwhile
                     below.append((proc.create_time(), proc.cmdline()))
-    argv = max(below)[1] if below else []
+    argv = max(below)[1] if below else None
     if not argv:
         return None
     files = [a for a in argv[1:] if not a.startswith("-") and "." in Path(a).name]
