@@ -11,25 +11,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from harness.core import backends
 from harness.core.defaults import cell_limit
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
-    DEFAULT_TIMEOUT,
     OPERATORS,
     BuildSetting,
     CaseSelector,
     EnvSpec,
     MatrixSpec,
+    is_pin,
     requirement_for,
     requirement_name,
     short_value,
 )
-from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
+from harness.core.releases import PICKS, ReleaseQuery, Resolution, parsed
 from harness.matrix import census
 from harness.matrix.census import CaseCount, Count, Follower, count_combos, expand, refuse_past
 from harness.matrix.lock import Releases
@@ -50,7 +48,7 @@ _TOP = {"version", "cases_dir", "defaults", "distributions", "build", "matrices"
 
 
 def load_matrix(path: str | Path, *, max_cells: int | None = None,
-                releases: Resolver | None = None,
+                releases: Releases | None = None,
                 overrides: tuple[tuple[str, str], ...] = (),
                 count_cases: CaseCount | None = None) -> MatrixSpec:
     """``path``'s matrix; ``releases`` answers its queries (default: the lock, saved, then the
@@ -75,7 +73,7 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
 
 
 def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None,
-                 releases: Resolver | None = None,
+                 releases: Releases | None = None,
                  overrides: tuple[tuple[str, str], ...] = (),
                  count_cases: CaseCount | None = None) -> MatrixSpec:
     """The matrix in ``text``, refused past ``max_cells`` before any environment is made;
@@ -90,8 +88,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
     distributions = {k: top.distribution(("distributions", k), v)
                      for k, v in top.mapping(("distributions",), None, optional=True).items()}
-    defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
-                                                     optional=True))
+    defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
+        ("defaults",), top.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
     builds = tuple(top.build(("build", name), str(name))
                    for name in top.mapping(("build",), None, optional=True))
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
@@ -174,7 +172,7 @@ class _Entry:
 class _Reader(Reader):
     """The matrix's structure: its entries, axes, queries and environments."""
 
-    def __init__(self, src: Source, max_cells: int, releases: Resolver | None = None) -> None:
+    def __init__(self, src: Source, max_cells: int, releases: Releases | None = None) -> None:
         super().__init__(src)
         self.max_cells = max_cells
         self.releases = releases
@@ -314,7 +312,7 @@ class _Reader(Reader):
         """A query axis's values beside one combination: ``listed``, then the releases for its
         Python and indexes, each with its when: pins."""
         def values(combo: dict[str, Any]) -> list[dict[str, Any]]:
-            python = str(combo.get("python", settings.get("python", "3.11")))
+            python = str(combo.get("python", settings["python"]))
             indexes = tuple(combo.get("index", settings.get("index", ())))
             if self.releases is None:
                 raise self.src.error(path, "a release query needs the index or the lock: "
@@ -388,10 +386,8 @@ class _Reader(Reader):
             return self.printable(path, str(value).lower() if isinstance(value, bool)
                                   else str(value))
         text = self.string(path, value, what="a version, a specifier or null")
-        try:
-            Requirement(requirement_for(key, text))
-        except InvalidRequirement:
-            raise self.src.error(path, f"{text!r} is not a version or specifier") from None
+        if not is_pin(key, text):
+            raise self.src.error(path, f"{text!r} is not a version or specifier")
         return text
 
     def _patterns(self, path: KeyPath, raw: Any, known: set[str] | None, what: str,
@@ -446,33 +442,19 @@ class _Reader(Reader):
         label = name if named else f"{name}:" + ",".join(
             f"{k}{v}" if v.startswith(OPERATORS) else f"{k}={v}"
             for k, v in values if k not in hidden)
-        return EnvSpec(
-            name=label, origin=origin, values=tuple(values),
-            backend=merged.get("backend", backends.DEFAULT), python=merged.get("python", "3.11"),
-            requirements=tuple(requirements), pins=tuple(pins),
-            index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
-            image=merged.get("image"), env_vars=tuple(env_vars),
-            hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
-            suites=merged.get("suites", ()),
-            timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
-            memory=merged.get("memory"), base=merged.get("base"),
-            retries=merged.get("retries", 0),
-            builds=tuple(b for b in builds if b.applies_to(names)),
-        )
+        # The other settings are EnvSpec's fields of the same names.
+        same = {k: v for k, v in merged.items() if k not in ("packages", "index", "env")}
+        return EnvSpec(name=label, origin=origin, values=tuple(values),
+                       requirements=tuple(requirements), pins=tuple(pins),
+                       index_urls=tuple(merged.get("index", ())), env_vars=tuple(env_vars),
+                       builds=tuple(b for b in builds if b.applies_to(names)), **same)
 
 
 def _version_like(key: str, text: str) -> bool:
     """Whether ``text`` reads as a pin of ``key``: a version, a specifier, ``*`` or a URL."""
     text = text.strip()
-    if text == "*" or "://" in text:
-        return True
-    try:
-        Requirement(requirement_for(key, text))
-        if not text.startswith(OPERATORS):
-            Version(text)
-    except (InvalidRequirement, InvalidVersion):
-        return False
-    return True
+    return text == "*" or "://" in text or (is_pin(key, text) and (
+        text.startswith(OPERATORS) or parsed(text) is not None))
 
 
 def _shown(value: Any) -> str:

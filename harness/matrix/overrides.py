@@ -11,11 +11,10 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import UsageError
-from harness.core.matrix import requirement_for
-from harness.core.releases import in_force, release_order
+from harness.core.matrix import is_pin, requirement_for
+from harness.core.releases import in_force, parsed, release_order
 from harness.matrix.releases import query_at, valid_specifier
 
 #: Settings ``--set`` may change: those that identify a combination.
@@ -32,19 +31,11 @@ def parse_sets(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
             key, value = key.strip(), value.strip()
             if not sep or not _KEY.fullmatch(key) or not value:
                 raise UsageError(f"--set {part}: expected KEY=VALUE, like torch=2.6.0")
-            if key not in SETTABLE and not _pin_like(key, value):
+            if key not in SETTABLE and not is_pin(key, value):
                 raise UsageError(f"--set {part}: {value!r} is not a version, a specifier, "
                                  "'*' or a URL")
             out[key] = value
     return tuple(out.items())
-
-
-def _pin_like(key: str, value: str) -> bool:
-    try:
-        Requirement(requirement_for(key, value))
-    except InvalidRequirement:
-        return False
-    return True
 
 
 def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
@@ -150,7 +141,7 @@ def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
     rows = [v for v in values if isinstance(v, dict) and key in v] if isinstance(
         values, list) else []
     newest = max((release_order(str(r[key])) for r in rows), default=None)
-    version = _version(value)
+    version = parsed(value.lstrip("="))
     if query and version is not None and (newest is None or release_order(value) > newest):
         for spec, pins in _mapping(query.get("when")).items():
             if isinstance(pins, dict) and valid_specifier(str(spec)) and SpecifierSet(
@@ -161,13 +152,6 @@ def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
         row[key] = value
         return row
     return value
-
-
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text.lstrip("="))
-    except InvalidVersion:
-        return None
 
 
 def _add(data: dict[str, Any], key: str, value: str) -> None:
