@@ -86,11 +86,11 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     version = root.get("version", 1)
     if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
-    distributions = {k: top.distribution(("distributions", k), v)
-                     for k, v in top.mapping(("distributions",), None, optional=True).items()}
+    top.distributions = {k: top.distribution(("distributions", k), v) for k, v in top.mapping(
+        ("distributions",), None, optional=True).items()}
     defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
         ("defaults",), top.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
-    builds = tuple(top.build(("build", name), str(name))
+    top.builds = tuple(top.build(("build", name), str(name))
                    for name in top.mapping(("build",), None, optional=True))
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     if count_cases is not None:
@@ -104,12 +104,10 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     if None not in plain:
         refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
-    entries = [top.entry(("matrices", name), str(name), defaults, distributions)
-               for name in matrices]
+    entries = [top.entry(("matrices", name), str(name), defaults) for name in matrices]
     refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
-    envs = [env for e in entries for env in top.environments(e, distributions, builds)]
-    envs += [top.named_env(("environments", name), str(name), defaults, distributions, builds)
-             for name in names]
+    envs = [env for e in entries for env in top.environments(e)]
+    envs += [top.named_env(("environments", name), str(name), defaults) for name in names]
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
                         "environments:" if src.data is None else "no environments: name them "
@@ -130,7 +128,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
                       runners=runners, expect=expect, suites=suites,
                       resolutions=tuple(top.resolutions.values()), sets=overrides,
-                      set_notes=tuple(set_notes), distributions=distributions,
+                      set_notes=tuple(set_notes), distributions=top.distributions,
                       cases_dir_line=src.line(("cases_dir",)), body_line=body_line)
 
 
@@ -177,6 +175,8 @@ class _Reader(Reader):
         self.max_cells = max_cells
         self.releases = releases
         self.resolutions: dict[tuple[str, str], Resolution] = {}
+        self.distributions: dict[str, str] = {}  # axis -> distribution (``distributions:``)
+        self.builds: tuple[BuildSetting, ...] = ()
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
         self.pick: Callable[[tuple[CaseSelector, ...]], int | None] | None = None
 
@@ -214,8 +214,7 @@ class _Reader(Reader):
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
         return self.cells_per_env({**defaults, **self.settings(path, cell_settings)})
 
-    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any],
-              distributions: dict[str, str]) -> _Entry:
+    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> _Entry:
         """One entry of ``matrices:``, checked and counted (refused past the limit)."""
         raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
@@ -225,7 +224,7 @@ class _Reader(Reader):
         # An axis is a query, or a list whose one query item adds releases to its values.
         at = {axis: query_at(axis, values) for axis, values in raw_axes.items()}
         queries = {axis: self._query((*path, "axes", axis, *where), str(axis), values[
-            where[0]] if where else values, distributions)
+            where[0]] if where else values)
                    for axis, values in raw_axes.items() if (where := at[axis]) is not None}
         for axis, values in raw_axes.items():
             if axis not in queries and (not isinstance(values, list) or not values):
@@ -234,7 +233,7 @@ class _Reader(Reader):
         listed = {a: [x for i, x in enumerate(v) if (i,) != at[a]]
                   for a, v in raw_axes.items() if not isinstance(v, dict)}
         pinned = {k for _, when in queries.values() for pins in when for k in pins[1]}
-        variables = self._variables(path, raw, listed, distributions) - pinned - set(queries)
+        variables = self._variables(path, raw, listed) - pinned - set(queries)
         axes: dict[str, list[dict[str, Any]]] = {
             axis: [] if isinstance(values, dict) else self._axis(
                 (*path, "axes", axis), axis, values, variables, skip=at[axis])
@@ -262,17 +261,15 @@ class _Reader(Reader):
                       followers=frozenset(followers), variables=frozenset(variables),
                       cells=envs * self.cells_per_env(settings))
 
-    def environments(self, entry: _Entry, distributions: dict[str, str],
-                     builds: tuple[BuildSetting, ...]) -> list[EnvSpec]:
+    def environments(self, entry: _Entry) -> list[EnvSpec]:
         """What a counted entry expands to."""
-        return [self._env_spec(combo, entry.settings, distributions, name=entry.name,
+        return [self._env_spec(combo, entry.settings, name=entry.name,
                                origin=f"matrices.{entry.name}", axis_keys=entry.shown,
-                               hidden=entry.followers, variables=entry.variables,
-                               builds=builds)
+                               hidden=entry.followers, variables=entry.variables)
                 for combo in expand(entry.axes, entry.exclude, entry.include,
                                     follow=entry.follow)]
 
-    def _query(self, path: KeyPath, axis: str, raw: Any, distributions: dict[str, str]
+    def _query(self, path: KeyPath, axis: str, raw: Any
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
         """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
         sdist, when: {"<2.5": {pins}}}``."""
@@ -302,7 +299,7 @@ class _Reader(Reader):
                                          f"pins other packages, not {key!r}")
             when.append((SpecifierSet(spec_text), {
                 k: self._value((*path, "when", spec_text, k), k, v) for k, v in table.items()}))
-        dist = requirement_name(distributions.get(axis, axis))
+        dist = requirement_name(self.distributions.get(axis, axis))
         return ReleaseQuery(dist=dist, releases=releases, pick=pick, latest=latest,
                             **flags), when
 
@@ -331,8 +328,8 @@ class _Reader(Reader):
             return out
         return values
 
-    def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any],
-                   distributions: dict[str, str]) -> set[str]:
+    def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any]
+                   ) -> set[str]:
         """Keys that are cell settings, not packages (passed as environment variables): listed
         in ``variables:``, in capitals, or with no value that reads as a version."""
         declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
@@ -345,7 +342,7 @@ class _Reader(Reader):
                 seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
-            if key in SETTING_KEYS or key in distributions or key in declared:
+            if key in SETTING_KEYS or key in self.distributions or key in declared:
                 continue
             if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
                 out.add(key)
@@ -407,8 +404,7 @@ class _Reader(Reader):
                         for k, v in entry.items()})
         return out
 
-    def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any],
-                  distributions: dict[str, str], builds: tuple[BuildSetting, ...]) -> EnvSpec:
+    def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> EnvSpec:
         raw = self.mapping(path, {"pins", *SETTING_KEYS})
         pins = self.mapping((*path, "pins"), None, optional=True)
         setting = next((key for key in pins if key in SETTING_KEYS), None)
@@ -416,18 +412,15 @@ class _Reader(Reader):
             raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
         settings = {**defaults, **self.settings(path, raw)}
-        return self._env_spec(combo, settings, distributions, name=name,
-                              origin=f"environments.{name}", axis_keys=set(combo), named=True,
-                              builds=builds)
+        return self._env_spec(combo, settings, name=name, origin=f"environments.{name}",
+                              axis_keys=set(combo), named=True)
 
-    def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
-                  distributions: dict[str, str], *, name: str, origin: str,
-                  axis_keys: set[str] | frozenset[str], named: bool = False,
+    def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any], *, name: str,
+                  origin: str, axis_keys: set[str] | frozenset[str], named: bool = False,
                   hidden: frozenset[str] | set[str] = frozenset(),
-                  variables: set[str] | frozenset[str] = frozenset(),
-                  builds: tuple[BuildSetting, ...] = ()) -> EnvSpec:
+                  variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
         merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
-        pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
+        pins = [(self.distributions.get(k, k), str(v)) for k, v in combo.items()
                 if k not in SETTING_KEYS and k not in variables and v is not None]
         chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
         env_vars = list(merged.get("env", ()))
@@ -447,7 +440,7 @@ class _Reader(Reader):
         return EnvSpec(name=label, origin=origin, values=tuple(values),
                        requirements=tuple(requirements), pins=tuple(pins),
                        index_urls=tuple(merged.get("index", ())), env_vars=tuple(env_vars),
-                       builds=tuple(b for b in builds if b.applies_to(names)), **same)
+                       builds=tuple(b for b in self.builds if b.applies_to(names)), **same)
 
 
 def _version_like(key: str, text: str) -> bool:
