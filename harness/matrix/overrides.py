@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -72,18 +72,14 @@ def in_use(note: str, origins: set[str]) -> str:
 
 
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
-    where = []
-    defaults = data.get("defaults")
-    if isinstance(defaults, dict) and _set_in(defaults, key, value):
-        where.append("defaults")
-    for name, matrix in _mapping(data.get("matrices")).items():
-        if isinstance(matrix, dict) and _replace_in_matrix(matrix, key, value):
-            where.append(f"matrices.{name}")
+    where = ["defaults"] if _set_in(_mapping(data.get("defaults")), key, value) else []
+    where += [f"matrices.{name}" for name, matrix in _mapping(data.get("matrices")).items()
+              if _replace_in_matrix(_mapping(matrix), key, value)]
     for name, env in _mapping(data.get("environments")).items():
-        pins = _mapping(env.get("pins")) if isinstance(env, dict) else {}
+        pins = _mapping(_mapping(env).get("pins"))
         if key in pins:
             pins[key] = value
-        if isinstance(env, dict) and (_set_in(env, key, value) or key in pins):
+        if _set_in(_mapping(env), key, value) or key in pins:
             where.append(f"environments.{name}")
     return where
 
@@ -115,24 +111,21 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
             axes[axis] = [_row_for(values, query, key, value)]
             hit = True
             continue
-        if isinstance(values, list):
-            linked = [v for v in values if isinstance(v, dict) and key in v]
-            for item in linked:
-                item[key] = value
-            if linked:
-                # once each, in order: linked rows that became equal
-                axes[axis] = list({json.dumps(v, sort_keys=True, default=str): v
-                                   for v in values}.values())
-                hit = True
-        for pins in _mapping(query.get("when")).values():  # a release query's when: pins
-            if isinstance(pins, dict) and key in pins:
-                pins[key] = value
-                hit = True
-    for entry in matrix.get("include") or []:
-        if isinstance(entry, dict) and key in entry:
-            entry[key] = value
+        if isinstance(values, list) and _set_named(values, key, value):
+            # once each, in order: linked rows that became equal
+            axes[axis] = list({json.dumps(v, sort_keys=True, default=str): v
+                               for v in values}.values())
             hit = True
-    return hit
+        hit = _set_named(_mapping(query.get("when")).values(), key, value) or hit  # when: pins
+    return _set_named(matrix.get("include") or [], key, value) or hit
+
+
+def _set_named(items: Iterable[Any], key: str, value: str) -> bool:
+    """Set ``key`` in each mapping among ``items`` that names it; whether one did."""
+    named = [item for item in items if isinstance(item, dict) and key in item]
+    for item in named:
+        item[key] = value
+    return bool(named)
 
 
 def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
