@@ -19,7 +19,6 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
     OPERATORS,
     BuildSetting,
-    CaseSelector,
     EnvSpec,
     MatrixSpec,
     is_pin,
@@ -178,14 +177,7 @@ class _Reader(Reader):
         self.distributions: dict[str, str] = {}  # axis -> distribution (``distributions:``)
         self.builds: tuple[BuildSetting, ...] = ()
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
-        self.pick: Callable[[tuple[CaseSelector, ...]], int | None] | None = None
-
-    def cells_per_env(self, settings: Mapping[str, Any]) -> Count:
-        """The cells of an environment with these (checked) settings."""
-        cases: tuple[CaseSelector, ...] = settings.get("cases", ())
-        suites: tuple[str, ...] = settings.get("suites", ())
-        picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
-        return census.cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
+        self.pick: census.CasePick | None = None
 
     def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
         """A named environment's cells, from its targets, cases and suites alone."""
@@ -212,7 +204,7 @@ class _Reader(Reader):
     def _cells_of(self, path: KeyPath, raw: Mapping[str, Any], defaults: dict[str, Any]
                   ) -> Count:
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
-        return self.cells_per_env({**defaults, **self.settings(path, cell_settings)})
+        return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
     def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> _Entry:
         """One entry of ``matrices:``, checked and counted (refused past the limit)."""
@@ -259,7 +251,7 @@ class _Reader(Reader):
         return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
                       include=include, follow=follow, shown=frozenset(shown),
                       followers=frozenset(followers), variables=frozenset(variables),
-                      cells=envs * self.cells_per_env(settings))
+                      cells=envs * census.cells_per_env(settings, self.pick))
 
     def environments(self, entry: _Entry) -> list[EnvSpec]:
         """What a counted entry expands to."""
