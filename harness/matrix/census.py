@@ -1,6 +1,5 @@
-"""Matrix expansion with the semantics of GitHub Actions' ``strategy.matrix`` (pure), and how
-many combinations it makes, counted without making one: the product, less the ``exclude`` boxes
-(swept within a budget, else a lower bound), plus new includes."""
+"""Matrix expansion as GitHub Actions' ``strategy.matrix`` does it (pure), and how many
+combinations it makes, counted without making one (past a budget, a lower bound)."""
 
 from __future__ import annotations
 

@@ -232,11 +232,9 @@ class _Reader(Reader):
             for axis, values in raw_axes.items()}
         axis_keys = ({k for values in axes.values() for value in values for k in value}
                      | set(queries) | pinned)
-        exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
-                                 variables)
+        exclude = self._patterns((*path, "exclude"), axis_keys, variables)
         # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
-        include = self._patterns((*path, "include"), raw.get("include"), None, "include",
-                                 variables)
+        include = self._patterns((*path, "include"), None, variables)
         # A query counts as one value here; the whole plan is counted again once resolved.
         envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
                             include, unknown=set(queries) | pinned)
@@ -379,8 +377,10 @@ class _Reader(Reader):
             raise self.src.error(path, f"{text!r} is not a version or specifier")
         return text
 
-    def _patterns(self, path: KeyPath, raw: Any, known: set[str] | None, what: str,
-                  variables: set[str]) -> list[dict[str, Any]]:
+    def _patterns(self, path: KeyPath, known: set[str] | None, variables: set[str]
+                  ) -> list[dict[str, Any]]:
+        """``exclude:`` or ``include:`` (at ``path``); ``known``: the keys it may name."""
+        raw, what = self.at(path), path[-1]
         if raw is None:
             return []
         if not isinstance(raw, list):

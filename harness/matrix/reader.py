@@ -1,6 +1,5 @@
-"""matrix.yaml read safely, with the line of every key (hostile input: too many values, too deep,
-too long, self-containing aliases, merge keys refused), and typed access to it: every value
-checked, every failure a one-line SpecError at its line."""
+"""matrix.yaml read safely (hostile input refused), with the line of every key, and typed access
+to it: every value checked, every failure a one-line SpecError at its line."""
 
 from __future__ import annotations
 
