@@ -85,12 +85,12 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     version = root.get("version", 1)
     if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
-    top.distributions = {k: top.distribution(("distributions", k), v) for k, v in top.mapping(
-        ("distributions",), None, optional=True).items()}
+    top.distributions = {k: top.distribution(("distributions", k), v)
+                         for k, v in top.mapping(("distributions",), None, optional=True).items()}
     defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
         ("defaults",), top.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
     top.builds = tuple(top.build(("build", name), str(name))
-                   for name in top.mapping(("build",), None, optional=True))
+                       for name in top.mapping(("build",), None, optional=True))
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
