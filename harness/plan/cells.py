@@ -59,26 +59,38 @@ def make_plan(spec: MatrixSpec, cases: tuple[CaseVariant, ...], present: Sequenc
     """Every cell the matrix defines (``auto`` hardware: the targets ``present``), refused past
     the cell limit before any is made."""
     sessions = {s.name: session_variant(s) for s in spec.suites}
-    # The environments of one matrix entry share their settings: each kind is selected once.
-    kinds: dict[tuple[object, ...], tuple[list[str], tuple[CaseVariant, ...]]] = {}
-    runs = []
+    # The environments of one matrix entry share their settings: each kind is counted once.
+    per_env: dict[tuple[object, ...], int] = {}
+    count = 0
     for env in spec.environments:
         kind = (env.hardware, env.cases, env.suites)
-        if kind not in kinds:
-            kinds[kind] = (_targets(env.hardware, present),
-                           (*_env_cases(env, cases), *(sessions[s] for s in env.suites)))
-        runs.append((env, *kinds[kind]))
-    count = sum(len(targets) * len(env_cases) for _, targets, env_cases in runs)
+        if kind not in per_env:
+            per_env[kind] = len(_targets(env.hardware, present)) * (
+                len(_env_cases(env, cases)) + len(env.suites))
+        count += per_env[kind]
     refuse_past(Count(count), spec.max_cells, spec.file, spec.body_line or 1)
     cells = []
-    for env, targets, env_cases in runs:
-        for case in env_cases:
-            # cell_id's bytes, '["<name>", "<key>", "<nodeid>", "<hardware>"]', made once a case
-            head = json.dumps([env.name, env.key, case.nodeid])[:-1]
+    dumped: dict[str, str] = {}  # a node id or target, as json.dumps writes it
+    for env in spec.environments:
+        targets = _targets(env.hardware, present)
+        # cell_id's bytes, '["<name>", "<key>", "<nodeid>", "<hardware>"]', shared parts once
+        head = json.dumps([env.name, env.key])[:-1] + ", "
+        for case in (*_env_cases(env, cases), *(sessions[s] for s in env.suites)):
+            nodeid = dumped.get(case.nodeid) or dumped.setdefault(case.nodeid,
+                                                                   json.dumps(case.nodeid))
             for hw in targets:
-                digest = hashlib.sha256(f"{head}, {json.dumps(hw)}]".encode()).hexdigest()
-                cells.append(Cell(cell_id=digest[:12], env=env, case=case, hardware=hw))
+                target = dumped.get(hw) or dumped.setdefault(hw, json.dumps(hw))
+                digest = hashlib.sha256(f"{head}{nodeid}, {target}]".encode()).hexdigest()
+                cells.append(_cell(digest[:12], env, case, hw))
     return Plan(cells=tuple(cells))
+
+
+def _cell(cell_id: str, env: EnvSpec, case: CaseVariant, hardware: str) -> Cell:
+    """``Cell(...)`` with its ``__dict__`` given whole, not field by field (the same object)."""
+    cell = object.__new__(Cell)
+    object.__setattr__(cell, "__dict__", {"cell_id": cell_id, "env": env, "case": case,
+                                          "hardware": hardware, "resumed": ()})
+    return cell
 
 
 def case_counter(collect: Callable[[Path], tuple[CaseVariant, ...]] = collect_cases
