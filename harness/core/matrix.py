@@ -10,7 +10,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.defaults import MAX_CELLS
@@ -185,6 +185,15 @@ def requirement_for(dist: str, value: str) -> str:
     if value.startswith(OPERATORS):
         return f"{dist}{value}"
     return f"{dist}=={value}"
+
+
+def is_pin(dist: str, value: str) -> bool:
+    """Whether ``value`` is a pin of ``dist``: a version, a specifier, ``*`` or a URL."""
+    try:
+        Requirement(requirement_for(dist, value))
+    except InvalidRequirement:
+        return False
+    return True
 
 
 @lru_cache(maxsize=4096)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from packaging.version import InvalidVersion, Version
 
@@ -88,13 +88,6 @@ class Resolution:
                 + (", ".join(self.versions) or "no release")
                 + f" (from the {self.source})")
         return [head, *(f"  left out {v}: {why}" for v, why in self.left_out)]
-
-
-class Resolver(Protocol):
-    """What answers a matrix's release queries while it loads (``harness.matrix.lock``)."""
-
-    def resolve(self, query: ReleaseQuery, python: str, indexes: tuple[str, ...]
-                ) -> Resolution: ...
 
 
 T = TypeVar("T")

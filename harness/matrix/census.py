@@ -1,6 +1,5 @@
-"""Matrix expansion with the semantics of GitHub Actions' ``strategy.matrix`` (pure), and how
-many combinations it makes, counted without making one: the product, less the ``exclude`` boxes
-(swept within a budget, else a lower bound), plus new includes."""
+"""Matrix expansion as GitHub Actions' ``strategy.matrix`` does it (pure), and how many
+combinations it makes, counted without making one (past a budget, a lower bound)."""
 
 from __future__ import annotations
 
@@ -79,6 +78,7 @@ BUDGET = 200_000
 
 #: How many cases some selectors pick; None when not known (harness.plan.cells.case_counter).
 CaseCount = Callable[[Path, tuple[CaseSelector, ...]], int | None]
+CasePick = Callable[[tuple[CaseSelector, ...]], int | None]  # a CaseCount at one cases_dir
 
 Values = Sequence[Mapping[str, Any]]
 Box = tuple[frozenset[int] | None, ...]  # per axis: the values' positions it holds, None: all
@@ -108,14 +108,17 @@ def refuse_past(cells: Count, limit: int, file: str, line: int) -> None:
                         "(raise it with --max-cells)", file=file, line=line)
 
 
-def cells_per_env(hardware: Sequence[str], cases: Sequence[CaseSelector],
-                  suites: Sequence[str], picked: int | None = None) -> Count:
-    """An environment's targets times its cases (``picked``, else the fewest the selectors
-    pick) and suites."""
+def cells_per_env(settings: Mapping[str, Any], pick: CasePick | None = None) -> Count:
+    """An environment's targets (from its checked settings) times its cases (as ``pick`` counts
+    them, else the fewest its selectors pick) and suites."""
+    hardware: Sequence[str] = settings.get("hardware", ("cpu",))
+    cases: tuple[CaseSelector, ...] = settings.get("cases", ())
+    suites: Sequence[str] = settings.get("suites", ())
     targets = len(set(hardware) - {"auto"}) or (1 if "auto" in hardware else 0)
     exact = "auto" not in hardware
     if suites and not cases:
         return Count(targets * len(suites), exact)
+    picked = pick(cases) if pick is not None else None
     if picked is not None:
         return Count(targets * (picked + len(suites)), exact)
     # Each selector matches a case (else planning stops); those naming cases outright (no

@@ -11,25 +11,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from harness.core import backends
 from harness.core.defaults import cell_limit
 from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
-    DEFAULT_TIMEOUT,
     OPERATORS,
     BuildSetting,
-    CaseSelector,
     EnvSpec,
     MatrixSpec,
+    is_pin,
     requirement_for,
     requirement_name,
     short_value,
 )
-from harness.core.releases import PICKS, ReleaseQuery, Resolution, Resolver
+from harness.core.releases import PICKS, ReleaseQuery, Resolution, parsed
 from harness.matrix import census
 from harness.matrix.census import CaseCount, Count, Follower, count_combos, expand, refuse_past
 from harness.matrix.lock import Releases
@@ -50,7 +47,7 @@ _TOP = {"version", "cases_dir", "defaults", "distributions", "build", "matrices"
 
 
 def load_matrix(path: str | Path, *, max_cells: int | None = None,
-                releases: Resolver | None = None,
+                releases: Releases | None = None,
                 overrides: tuple[tuple[str, str], ...] = (),
                 count_cases: CaseCount | None = None) -> MatrixSpec:
     """``path``'s matrix; ``releases`` answers its queries (default: the lock, saved, then the
@@ -75,7 +72,7 @@ def load_matrix(path: str | Path, *, max_cells: int | None = None,
 
 
 def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = None,
-                 releases: Resolver | None = None,
+                 releases: Releases | None = None,
                  overrides: tuple[tuple[str, str], ...] = (),
                  count_cases: CaseCount | None = None) -> MatrixSpec:
     """The matrix in ``text``, refused past ``max_cells`` before any environment is made;
@@ -88,12 +85,12 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     version = root.get("version", 1)
     if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
-    distributions = {k: top.distribution(("distributions", k), v)
-                     for k, v in top.mapping(("distributions",), None, optional=True).items()}
-    defaults = top.settings(("defaults",), top.mapping(("defaults",), set(SETTING_KEYS),
-                                                     optional=True))
-    builds = tuple(top.build(("build", name), str(name))
-                   for name in top.mapping(("build",), None, optional=True))
+    top.distributions = {k: top.distribution(("distributions", k), v)
+                         for k, v in top.mapping(("distributions",), None, optional=True).items()}
+    defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
+        ("defaults",), top.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
+    top.builds = tuple(top.build(("build", name), str(name))
+                       for name in top.mapping(("build",), None, optional=True))
     cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
@@ -106,12 +103,10 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     if None not in plain:
         refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
-    entries = [top.entry(("matrices", name), str(name), defaults, distributions)
-               for name in matrices]
+    entries = [top.entry(("matrices", name), str(name), defaults) for name in matrices]
     refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
-    envs = [env for e in entries for env in top.environments(e, distributions, builds)]
-    envs += [top.named_env(("environments", name), str(name), defaults, distributions, builds)
-             for name in names]
+    envs = [env for e in entries for env in top.environments(e)]
+    envs += [top.named_env(("environments", name), str(name), defaults) for name in names]
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
                         "environments:" if src.data is None else "no environments: name them "
@@ -132,7 +127,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
                       runners=runners, expect=expect, suites=suites,
                       resolutions=tuple(top.resolutions.values()), sets=overrides,
-                      set_notes=tuple(set_notes), distributions=distributions,
+                      set_notes=tuple(set_notes), distributions=top.distributions,
                       cases_dir_line=src.line(("cases_dir",)), body_line=body_line)
 
 
@@ -174,20 +169,15 @@ class _Entry:
 class _Reader(Reader):
     """The matrix's structure: its entries, axes, queries and environments."""
 
-    def __init__(self, src: Source, max_cells: int, releases: Resolver | None = None) -> None:
+    def __init__(self, src: Source, max_cells: int, releases: Releases | None = None) -> None:
         super().__init__(src)
         self.max_cells = max_cells
         self.releases = releases
         self.resolutions: dict[tuple[str, str], Resolution] = {}
+        self.distributions: dict[str, str] = {}  # axis -> distribution (``distributions:``)
+        self.builds: tuple[BuildSetting, ...] = ()
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
-        self.pick: Callable[[tuple[CaseSelector, ...]], int | None] | None = None
-
-    def cells_per_env(self, settings: Mapping[str, Any]) -> Count:
-        """The cells of an environment with these (checked) settings."""
-        cases: tuple[CaseSelector, ...] = settings.get("cases", ())
-        suites: tuple[str, ...] = settings.get("suites", ())
-        picked = self.pick(cases) if self.pick is not None and (cases or not suites) else None
-        return census.cells_per_env(settings.get("hardware", ("cpu",)), cases, suites, picked)
+        self.pick: census.CasePick | None = None
 
     def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
         """A named environment's cells, from its targets, cases and suites alone."""
@@ -214,10 +204,9 @@ class _Reader(Reader):
     def _cells_of(self, path: KeyPath, raw: Mapping[str, Any], defaults: dict[str, Any]
                   ) -> Count:
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
-        return self.cells_per_env({**defaults, **self.settings(path, cell_settings)})
+        return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
-    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any],
-              distributions: dict[str, str]) -> _Entry:
+    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> _Entry:
         """One entry of ``matrices:``, checked and counted (refused past the limit)."""
         raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
@@ -227,7 +216,7 @@ class _Reader(Reader):
         # An axis is a query, or a list whose one query item adds releases to its values.
         at = {axis: query_at(axis, values) for axis, values in raw_axes.items()}
         queries = {axis: self._query((*path, "axes", axis, *where), str(axis), values[
-            where[0]] if where else values, distributions)
+            where[0]] if where else values)
                    for axis, values in raw_axes.items() if (where := at[axis]) is not None}
         for axis, values in raw_axes.items():
             if axis not in queries and (not isinstance(values, list) or not values):
@@ -236,18 +225,16 @@ class _Reader(Reader):
         listed = {a: [x for i, x in enumerate(v) if (i,) != at[a]]
                   for a, v in raw_axes.items() if not isinstance(v, dict)}
         pinned = {k for _, when in queries.values() for pins in when for k in pins[1]}
-        variables = self._variables(path, raw, listed, distributions) - pinned - set(queries)
+        variables = self._variables(path, raw, listed) - pinned - set(queries)
         axes: dict[str, list[dict[str, Any]]] = {
             axis: [] if isinstance(values, dict) else self._axis(
                 (*path, "axes", axis), axis, values, variables, skip=at[axis])
             for axis, values in raw_axes.items()}
         axis_keys = ({k for values in axes.values() for value in values for k in value}
                      | set(queries) | pinned)
-        exclude = self._patterns((*path, "exclude"), raw.get("exclude"), axis_keys, "exclude",
-                                 variables)
+        exclude = self._patterns((*path, "exclude"), axis_keys, variables)
         # GitHub Actions' include may add keys of its own: a pin, a setting or a variable.
-        include = self._patterns((*path, "include"), raw.get("include"), None, "include",
-                                 variables)
+        include = self._patterns((*path, "include"), None, variables)
         # A query counts as one value here; the whole plan is counted again once resolved.
         envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
                             include, unknown=set(queries) | pinned)
@@ -262,19 +249,17 @@ class _Reader(Reader):
         return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
                       include=include, follow=follow, shown=frozenset(shown),
                       followers=frozenset(followers), variables=frozenset(variables),
-                      cells=envs * self.cells_per_env(settings))
+                      cells=envs * census.cells_per_env(settings, self.pick))
 
-    def environments(self, entry: _Entry, distributions: dict[str, str],
-                     builds: tuple[BuildSetting, ...]) -> list[EnvSpec]:
+    def environments(self, entry: _Entry) -> list[EnvSpec]:
         """What a counted entry expands to."""
-        return [self._env_spec(combo, entry.settings, distributions, name=entry.name,
+        return [self._env_spec(combo, entry.settings, name=entry.name,
                                origin=f"matrices.{entry.name}", axis_keys=entry.shown,
-                               hidden=entry.followers, variables=entry.variables,
-                               builds=builds)
+                               hidden=entry.followers, variables=entry.variables)
                 for combo in expand(entry.axes, entry.exclude, entry.include,
                                     follow=entry.follow)]
 
-    def _query(self, path: KeyPath, axis: str, raw: Any, distributions: dict[str, str]
+    def _query(self, path: KeyPath, axis: str, raw: Any
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
         """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
         sdist, when: {"<2.5": {pins}}}``."""
@@ -304,7 +289,7 @@ class _Reader(Reader):
                                          f"pins other packages, not {key!r}")
             when.append((SpecifierSet(spec_text), {
                 k: self._value((*path, "when", spec_text, k), k, v) for k, v in table.items()}))
-        dist = requirement_name(distributions.get(axis, axis))
+        dist = requirement_name(self.distributions.get(axis, axis))
         return ReleaseQuery(dist=dist, releases=releases, pick=pick, latest=latest,
                             **flags), when
 
@@ -314,7 +299,7 @@ class _Reader(Reader):
         """A query axis's values beside one combination: ``listed``, then the releases for its
         Python and indexes, each with its when: pins."""
         def values(combo: dict[str, Any]) -> list[dict[str, Any]]:
-            python = str(combo.get("python", settings.get("python", "3.11")))
+            python = str(combo.get("python", settings["python"]))
             indexes = tuple(combo.get("index", settings.get("index", ())))
             if self.releases is None:
                 raise self.src.error(path, "a release query needs the index or the lock: "
@@ -333,8 +318,8 @@ class _Reader(Reader):
             return out
         return values
 
-    def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any],
-                   distributions: dict[str, str]) -> set[str]:
+    def _variables(self, path: KeyPath, raw: Mapping[str, Any], raw_axes: Mapping[str, Any]
+                   ) -> set[str]:
         """Keys that are cell settings, not packages (passed as environment variables): listed
         in ``variables:``, in capitals, or with no value that reads as a version."""
         declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
@@ -347,7 +332,7 @@ class _Reader(Reader):
                 seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
-            if key in SETTING_KEYS or key in distributions or key in declared:
+            if key in SETTING_KEYS or key in self.distributions or key in declared:
                 continue
             if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
                 out.add(key)
@@ -388,14 +373,14 @@ class _Reader(Reader):
             return self.printable(path, str(value).lower() if isinstance(value, bool)
                                   else str(value))
         text = self.string(path, value, what="a version, a specifier or null")
-        try:
-            Requirement(requirement_for(key, text))
-        except InvalidRequirement:
-            raise self.src.error(path, f"{text!r} is not a version or specifier") from None
+        if not is_pin(key, text):
+            raise self.src.error(path, f"{text!r} is not a version or specifier")
         return text
 
-    def _patterns(self, path: KeyPath, raw: Any, known: set[str] | None, what: str,
-                  variables: set[str]) -> list[dict[str, Any]]:
+    def _patterns(self, path: KeyPath, known: set[str] | None, variables: set[str]
+                  ) -> list[dict[str, Any]]:
+        """``exclude:`` or ``include:`` (at ``path``); ``known``: the keys it may name."""
+        raw, what = self.at(path), path[-1]
         if raw is None:
             return []
         if not isinstance(raw, list):
@@ -411,8 +396,7 @@ class _Reader(Reader):
                         for k, v in entry.items()})
         return out
 
-    def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any],
-                  distributions: dict[str, str], builds: tuple[BuildSetting, ...]) -> EnvSpec:
+    def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> EnvSpec:
         raw = self.mapping(path, {"pins", *SETTING_KEYS})
         pins = self.mapping((*path, "pins"), None, optional=True)
         setting = next((key for key in pins if key in SETTING_KEYS), None)
@@ -420,18 +404,15 @@ class _Reader(Reader):
             raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
         settings = {**defaults, **self.settings(path, raw)}
-        return self._env_spec(combo, settings, distributions, name=name,
-                              origin=f"environments.{name}", axis_keys=set(combo), named=True,
-                              builds=builds)
+        return self._env_spec(combo, settings, name=name, origin=f"environments.{name}",
+                              axis_keys=set(combo), named=True)
 
-    def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any],
-                  distributions: dict[str, str], *, name: str, origin: str,
-                  axis_keys: set[str] | frozenset[str], named: bool = False,
+    def _env_spec(self, combo: dict[str, Any], settings: dict[str, Any], *, name: str,
+                  origin: str, axis_keys: set[str] | frozenset[str], named: bool = False,
                   hidden: frozenset[str] | set[str] = frozenset(),
-                  variables: set[str] | frozenset[str] = frozenset(),
-                  builds: tuple[BuildSetting, ...] = ()) -> EnvSpec:
+                  variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
         merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
-        pins = [(distributions.get(k, k), str(v)) for k, v in combo.items()
+        pins = [(self.distributions.get(k, k), str(v)) for k, v in combo.items()
                 if k not in SETTING_KEYS and k not in variables and v is not None]
         chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
         env_vars = list(merged.get("env", ()))
@@ -446,33 +427,19 @@ class _Reader(Reader):
         label = name if named else f"{name}:" + ",".join(
             f"{k}{v}" if v.startswith(OPERATORS) else f"{k}={v}"
             for k, v in values if k not in hidden)
-        return EnvSpec(
-            name=label, origin=origin, values=tuple(values),
-            backend=merged.get("backend", backends.DEFAULT), python=merged.get("python", "3.11"),
-            requirements=tuple(requirements), pins=tuple(pins),
-            index_urls=tuple(merged.get("index", ())), cuda=merged.get("cuda"),
-            image=merged.get("image"), env_vars=tuple(env_vars),
-            hardware=tuple(merged.get("hardware", ("cpu",))), cases=merged.get("cases", ()),
-            suites=merged.get("suites", ()),
-            timeout=merged.get("timeout", DEFAULT_TIMEOUT), network=merged.get("network", False),
-            memory=merged.get("memory"), base=merged.get("base"),
-            retries=merged.get("retries", 0),
-            builds=tuple(b for b in builds if b.applies_to(names)),
-        )
+        # The other settings are EnvSpec's fields of the same names.
+        same = {k: v for k, v in merged.items() if k not in ("packages", "index", "env")}
+        return EnvSpec(name=label, origin=origin, values=tuple(values),
+                       requirements=tuple(requirements), pins=tuple(pins),
+                       index_urls=tuple(merged.get("index", ())), env_vars=tuple(env_vars),
+                       builds=tuple(b for b in self.builds if b.applies_to(names)), **same)
 
 
 def _version_like(key: str, text: str) -> bool:
     """Whether ``text`` reads as a pin of ``key``: a version, a specifier, ``*`` or a URL."""
     text = text.strip()
-    if text == "*" or "://" in text:
-        return True
-    try:
-        Requirement(requirement_for(key, text))
-        if not text.startswith(OPERATORS):
-            Version(text)
-    except (InvalidRequirement, InvalidVersion):
-        return False
-    return True
+    return text == "*" or "://" in text or (is_pin(key, text) and (
+        text.startswith(OPERATORS) or parsed(text) is not None))
 
 
 def _shown(value: Any) -> str:

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import UsageError
-from harness.core.matrix import requirement_for
-from harness.core.releases import in_force, release_order
+from harness.core.matrix import is_pin, requirement_for
+from harness.core.releases import in_force, parsed, release_order
 from harness.matrix.releases import query_at, valid_specifier
 
 #: Settings ``--set`` may change: those that identify a combination.
@@ -32,19 +31,11 @@ def parse_sets(texts: Sequence[str]) -> tuple[tuple[str, str], ...]:
             key, value = key.strip(), value.strip()
             if not sep or not _KEY.fullmatch(key) or not value:
                 raise UsageError(f"--set {part}: expected KEY=VALUE, like torch=2.6.0")
-            if key not in SETTABLE and not _pin_like(key, value):
+            if key not in SETTABLE and not is_pin(key, value):
                 raise UsageError(f"--set {part}: {value!r} is not a version, a specifier, "
                                  "'*' or a URL")
             out[key] = value
     return tuple(out.items())
-
-
-def _pin_like(key: str, value: str) -> bool:
-    try:
-        Requirement(requirement_for(key, value))
-    except InvalidRequirement:
-        return False
-    return True
 
 
 def apply_sets(data: Any, sets: tuple[tuple[str, str], ...]) -> list[str]:
@@ -81,18 +72,14 @@ def in_use(note: str, origins: set[str]) -> str:
 
 
 def _replace(data: dict[str, Any], key: str, value: str) -> list[str]:
-    where = []
-    defaults = data.get("defaults")
-    if isinstance(defaults, dict) and _set_in(defaults, key, value):
-        where.append("defaults")
-    for name, matrix in _mapping(data.get("matrices")).items():
-        if isinstance(matrix, dict) and _replace_in_matrix(matrix, key, value):
-            where.append(f"matrices.{name}")
+    where = ["defaults"] if _set_in(_mapping(data.get("defaults")), key, value) else []
+    where += [f"matrices.{name}" for name, matrix in _mapping(data.get("matrices")).items()
+              if _replace_in_matrix(_mapping(matrix), key, value)]
     for name, env in _mapping(data.get("environments")).items():
-        pins = _mapping(env.get("pins")) if isinstance(env, dict) else {}
+        pins = _mapping(_mapping(env).get("pins"))
         if key in pins:
             pins[key] = value
-        if isinstance(env, dict) and (_set_in(env, key, value) or key in pins):
+        if _set_in(_mapping(env), key, value) or key in pins:
             where.append(f"environments.{name}")
     return where
 
@@ -124,24 +111,21 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
             axes[axis] = [_row_for(values, query, key, value)]
             hit = True
             continue
-        if isinstance(values, list):
-            linked = [v for v in values if isinstance(v, dict) and key in v]
-            for item in linked:
-                item[key] = value
-            if linked:
-                # once each, in order: linked rows that became equal
-                axes[axis] = list({json.dumps(v, sort_keys=True, default=str): v
-                                   for v in values}.values())
-                hit = True
-        for pins in _mapping(query.get("when")).values():  # a release query's when: pins
-            if isinstance(pins, dict) and key in pins:
-                pins[key] = value
-                hit = True
-    for entry in matrix.get("include") or []:
-        if isinstance(entry, dict) and key in entry:
-            entry[key] = value
+        if isinstance(values, list) and _set_named(values, key, value):
+            # once each, in order: linked rows that became equal
+            axes[axis] = list({json.dumps(v, sort_keys=True, default=str): v
+                               for v in values}.values())
             hit = True
-    return hit
+        hit = _set_named(_mapping(query.get("when")).values(), key, value) or hit  # when: pins
+    return _set_named(matrix.get("include") or [], key, value) or hit
+
+
+def _set_named(items: Iterable[Any], key: str, value: str) -> bool:
+    """Set ``key`` in each mapping among ``items`` that names it; whether one did."""
+    named = [item for item in items if isinstance(item, dict) and key in item]
+    for item in named:
+        item[key] = value
+    return bool(named)
 
 
 def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
@@ -150,7 +134,7 @@ def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
     rows = [v for v in values if isinstance(v, dict) and key in v] if isinstance(
         values, list) else []
     newest = max((release_order(str(r[key])) for r in rows), default=None)
-    version = _version(value)
+    version = parsed(value.lstrip("="))
     if query and version is not None and (newest is None or release_order(value) > newest):
         for spec, pins in _mapping(query.get("when")).items():
             if isinstance(pins, dict) and valid_specifier(str(spec)) and SpecifierSet(
@@ -161,13 +145,6 @@ def _row_for(values: Any, query: dict[str, Any], key: str, value: str) -> Any:
         row[key] = value
         return row
     return value
-
-
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text.lstrip("="))
-    except InvalidVersion:
-        return None
 
 
 def _add(data: dict[str, Any], key: str, value: str) -> None:

@@ -1,6 +1,5 @@
-"""matrix.yaml read safely, with the line of every key (hostile input: too many values, too deep,
-too long, self-containing aliases, merge keys refused), and typed access to it: every value
-checked, every failure a one-line SpecError at its line."""
+"""matrix.yaml read safely (hostile input refused), with the line of every key, and typed access
+to it: every value checked, every failure a one-line SpecError at its line."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from harness.core.results import Outcome
 from harness.core.rules import Rule
 from harness.matrix.releases import valid_specifier
 
-PathPart = str | int
-KeyPath = tuple[PathPart, ...]
+KeyPath = tuple[str | int, ...]
 
 
 def format_path(path: KeyPath) -> str:
@@ -135,9 +133,6 @@ def _line(mark: Any) -> int | None:
     return mark.line + 1 if mark is not None else None
 
 
-_STR = "tag:yaml.org,2002:str"
-
-
 class _Converter:
     def __init__(self, file: str, lines: dict[KeyPath, int], limit: int) -> None:
         self.file, self.lines, self.limit = file, lines, limit
@@ -181,7 +176,7 @@ class _Converter:
     def scalar(self, node: yaml.Node) -> Any:
         if not isinstance(node, yaml.ScalarNode):
             raise self.error(node, (), "keys must be plain scalars")
-        if node.tag == _STR:  # most of a matrix: what the constructor would make of it
+        if node.tag == "tag:yaml.org,2002:str":  # most of a matrix, as the constructor makes it
             return node.value
         return self.constructor.construct_object(node)
 

@@ -91,9 +91,9 @@ def select(query: ReleaseQuery, files: Iterable[IndexFile], target: Target, *,
 
 def pick(query: ReleaseQuery, versions: Sequence[Version]) -> list[Version]:
     """Each minor's newest patch or all, of the ``latest`` minor series; oldest first."""
-    series: dict[tuple[int, int], list[Version]] = {}
+    series: dict[tuple[int, ...], list[Version]] = {}
     for version in sorted(set(versions)):
-        series.setdefault(_minor(version), []).append(version)
+        series.setdefault((*version.release, 0)[:2], []).append(version)
     kept = sorted(series)
     if query.latest is not None:
         kept = kept[-query.latest:] if query.latest > 0 else []
@@ -108,11 +108,6 @@ def valid_specifier(text: str) -> bool:
     except InvalidSpecifier:
         return False
     return True
-
-
-def _minor(version: Version) -> tuple[int, int]:
-    release = (*version.release, 0)
-    return release[0], release[1]
 
 
 def version_of(dist: str, filename: str) -> Version | None:

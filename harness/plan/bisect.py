@@ -1,6 +1,5 @@
-"""Searches over what changed, pure (the trials are given): bisect an axis's releases to the first
-whose outcome differs, as ``git bisect`` does (an unbuilt release is skipped and said); and delta
-debugging (Zeller's ddmin) over the package changes between two runs."""
+"""Searches over what changed, pure (the trials are given): bisect an axis's releases as ``git
+bisect`` does, and delta debugging (Zeller's ddmin) over the package changes between two runs."""
 
 from __future__ import annotations
 
