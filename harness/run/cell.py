@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -17,7 +15,6 @@ from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.matrix import memory_bytes
-from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
@@ -27,7 +24,7 @@ from harness.run.process import watch_process
 from harness.run.queue import CellQueue, Drawer
 from harness.run.suite import iter_session
 from harness.run.supervise import EnvCache, ProcessGuard, Realized, raise_if_cancelled, settled
-from harness.run.watch import Watch, cell_variables, read_log, tail
+from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
@@ -100,28 +97,22 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
                drawer: Drawer | None = None) -> Generator[CellRun | None, None, None]:
     """Pytest processes over ``cells``, each from the next cell not yet run; with a
     ``checking``, None each second after it ended well, and a stop once it broke."""
+    done = drawer.done if drawer is not None else set()
     remaining = list(cells) if drawer is None else drawer.queue.open()
     while remaining and not _broken(checking):
-        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
-                                        dir=scratch_root))
-        settled_ids: set[str] = set()
-        try:
+        with scratch_folder(remaining[0].cell_id, scratch_root) as scratch:
             for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
                                     place, checking, drawer):
                 if run is not None:
-                    settled_ids.add(run.result.cell_id)
-                    if drawer is not None:
-                        drawer.done.add(run.result.cell_id)
+                    done.add(run.result.cell_id)
                 yield run
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
         if drawer is None:
-            remaining = [c for c in remaining if c.cell_id not in settled_ids]
-            continue
-        if drawer.left:  # it gave up (a process ran no case): the others draw the rest
+            remaining = [c for c in remaining if c.cell_id not in done]
+        elif drawer.left:  # it gave up (a process ran no case): the others draw the rest
             break
-        drawer.release()
-        remaining = drawer.queue.open()
+        else:
+            drawer.release()
+            remaining = drawer.queue.open()
 
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,

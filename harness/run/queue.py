@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.reaper import scratch_prefix
-from harness.inenv.harness_queue import claim
+from harness.inenv.harness_events import claim
 from harness.plan.cells import Cell
 
 

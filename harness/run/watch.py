@@ -4,12 +4,17 @@ as it grows, its log kept within bounds (for ``run.cell`` and ``run.suite``)."""
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from harness.core import jsonio
 from harness.core.paths import INENV_DIR
+from harness.core.reaper import scratch_prefix
 from harness.plan.cells import Cell
 
 #: Set in every cell: no hub downloads, no stray bytecode; GPUs numbered by PCI bus, as the
@@ -29,6 +34,16 @@ def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
             "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
             "HARNESS_CELL_ID": cell.cell_id, "HARNESS_HARDWARE": cell.hardware,
             "HARNESS_NODE": node}
+
+
+@contextmanager
+def scratch_folder(cell_id: str, root: Path | None) -> Iterator[Path]:
+    """A process's own folder (events, log), named so that a killed harness's is reaped."""
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell_id), dir=root))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class Watch:
