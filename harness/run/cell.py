@@ -23,7 +23,7 @@ from harness.run.classify import Decision, Ending, classify
 from harness.run.process import watch_process
 from harness.run.queue import CellQueue, Drawer
 from harness.run.suite import iter_session
-from harness.run.supervise import EnvCache, ProcessGuard, Realized, raise_if_cancelled, settled
+from harness.run.supervise import EnvCache, ProcessGuard, Realized, settled
 from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail
 
 
@@ -48,6 +48,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
     yielding each run as it ends (a suite's tests before its session); ``queue``: drawn with
     other calls. Raises only ``Cancelled``."""
     drawer = queue.drawer() if queue is not None else None
+    guard = guard or ProcessGuard()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt,
                              "node": node or socket.gethostname(), "gpu": gpu}
     try:
@@ -92,7 +93,7 @@ def _broken(checking: Future[Environment] | None) -> bool:
 
 
 def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
-               cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
+               cases_dir: Path, guard: ProcessGuard, place: dict[str, Any],
                scratch_root: Path | None, checking: Future[Environment] | None,
                drawer: Drawer | None = None) -> Generator[CellRun | None, None, None]:
     """Pytest processes over ``cells``, each from the next cell not yet run; with a
@@ -116,7 +117,7 @@ def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: i
 
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
-                  ours: Callable[[], list[Cell]], place: dict[str, Any], guard: ProcessGuard | None
+                  ours: Callable[[], list[Cell]], place: dict[str, Any], guard: ProcessGuard
                   ) -> Iterator[CellRun]:
     """``runs`` of a new environment, held until its check ends, then fingerprinted; if the
     check breaks it, every cell of the batch is its ERROR instead."""
@@ -134,7 +135,7 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
                 yield from _checked(held, realized)
                 held, realized = [], replace(realized, built=False)  # reported once
     if realized.checking is not None and not realized.checking.done():
-        raise_if_cancelled(guard)  # stopped while the check ran: what was held is no result
+        guard.check()  # stopped while the check ran: what was held is no result
     realized = settled(realized)
     if realized.env is None:
         yield from _not_realized(ours(), realized, place)
@@ -159,7 +160,7 @@ def _not_realized(cells: Sequence[Cell], realized: Realized,
 
 
 def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
-                 cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
+                 cases_dir: Path, scratch: Path, guard: ProcessGuard,
                  place: dict[str, Any], checking: Future[Environment] | None,
                  drawer: Drawer | None = None) -> Iterator[CellRun | None]:
     """One pytest process over ``cells``, yielding each cell it settles (all of them if it

@@ -11,7 +11,7 @@ from typing import Literal, TypeVar
 
 from harness.core.errors import InfraError
 from harness.envs import Process
-from harness.run.supervise import ProcessGuard, guarded, raise_if_cancelled
+from harness.run.supervise import ProcessGuard
 from harness.run.watch import EXIT_GRACE, Watch
 
 T = TypeVar("T")
@@ -29,7 +29,7 @@ class Ended:
     lost: str = ""  # the machine failed while it ran (the backend's error)
 
 
-def watch_process(process: Process, watch: Watch, guard: ProcessGuard | None, *,
+def watch_process(process: Process, watch: Watch, guard: ProcessGuard, *,
                   tick: Callable[[], Iterator[T]], settled: Callable[[], bool],
                   stop: Callable[[], bool] = lambda: False) -> Generator[T, None, Ended]:
     """Wait for ``process``, yielding what ``tick`` yields each ``SLICE``; kill it once
@@ -37,7 +37,7 @@ def watch_process(process: Process, watch: Watch, guard: ProcessGuard | None, *,
     code: int | None = None
     killed: Killed | None = None
     try:
-        with guarded(guard, process):
+        with guard.watching(process):
             while code is None:
                 try:
                     code = process.wait(SLICE)
@@ -62,6 +62,6 @@ def watch_process(process: Process, watch: Watch, guard: ProcessGuard | None, *,
         with contextlib.suppress(InfraError):  # a machine that stopped answering: gone
             process.wait(60)
         raise
-    raise_if_cancelled(guard)
+    guard.check()
     watch.oom = bool(getattr(process, "oom_killed", False))
     return Ended(-9 if code is None else code, killed)

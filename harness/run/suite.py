@@ -51,7 +51,7 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
 
 
 def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None, *,
-                 guard: ProcessGuard | None, place: dict[str, Any],
+                 guard: ProcessGuard, place: dict[str, Any],
                  scratch_root: Path | None = None, workers: int = 1) -> Iterator[CellRun]:
     """Run the suite of ``cell``, yielding each test's run as it ends, then the session's own;
     ``workers``: the CPU slots it holds for pytest-xdist. Raises only ``Cancelled``."""
@@ -218,7 +218,7 @@ class _Session:
 
 
 def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int | None,
-                 scratch: Path, guard: ProcessGuard | None, only: list[str] | None,
+                 scratch: Path, guard: ProcessGuard, only: list[str] | None,
                  done: list[str] | None, workers: int) -> Generator[CellRun, None, bool]:
     """One pytest process over the suite (or the tests in ``only``), yielding each test as it
     ends. Returns False when a test took it down and others may wait."""

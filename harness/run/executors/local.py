@@ -28,10 +28,9 @@ class LocalExecutor(Partials):
     def __init__(self, machine: Machine, *, jobs: int, cache_dir: Path, cases_dir: Path
                  ) -> None:
         super().__init__()
-        self.machine = machine
-        self.cache_dir = cache_dir
-        self.cases_dir = cases_dir
+        self.cache_dir, self.cases_dir = cache_dir, cases_dir
         self.slots = make_slots(jobs, [(g.index, g.arch) for g in machine.gpus])
+        self.targets, self.serves, self.capacity = machine.targets, machine.serves, len(self.slots)
         self.scheduler = Scheduler(self.slots)
         self.pool = ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="cell")
         self.envs = EnvCache()
@@ -41,18 +40,6 @@ class LocalExecutor(Partials):
         self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
         self._drawing: dict[CellQueue, _Drawing] = {}
         self._backends: dict[str, Backend] = {}
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return self.machine.targets
-
-    @property
-    def serves(self) -> frozenset[str]:
-        return self.machine.serves
-
-    @property
-    def capacity(self) -> int:
-        return len(self.slots)
 
     def slots_for(self, cell: Cell) -> int:
         return sum(1 for slot in self.slots if slot.fits(cell))
