@@ -20,11 +20,10 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
-from harness.run.process import watch_process
 from harness.run.queue import CellQueue, Drawer
 from harness.run.suite import iter_session
 from harness.run.supervise import EnvCache, ProcessGuard, Realized, settled
-from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail
+from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,

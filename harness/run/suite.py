@@ -20,9 +20,8 @@ from harness.plan import collected
 from harness.plan.cells import Cell
 from harness.plan.suites import rootdir, suite_cell_id
 from harness.run.classify import Decision, Ending, classify
-from harness.run.process import watch_process
 from harness.run.supervise import ProcessGuard
-from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail
+from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
 
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
