@@ -109,7 +109,7 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
             least = loads.index(min(loads))
             bins[least].append(cell)
             loads[least] += expected.get(cell.cell_id, 1.0)
-        batches += [sorted(b, key=lambda c: order[c.cell_id]) for b in bins]
+        batches += [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
     return batches
 
 
