@@ -27,21 +27,16 @@ from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, t
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
-             envs: EnvCache | None = None, guard: ProcessGuard | None = None,
-             node: str | None = None, run_id: str = "", attempt: int = 1,
-             scratch_root: Path | None = None, workers: int = 1) -> CellRun:
+             workers: int = 1) -> CellRun:
     """Run one cell to its end (a suite's session with its tests as ``children``)."""
-    runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
-                           node=node, run_id=run_id, attempt=attempt,
-                           scratch_root=scratch_root, workers=workers))
+    runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, workers=workers))
     (own,) = (r for r in runs if r.result.cell_id == cell.cell_id)
     return replace(own, children=tuple(r for r in runs if r is not own))
 
 
 def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
                envs: EnvCache | None = None, guard: ProcessGuard | None = None,
-               node: str | None = None, run_id: str = "", attempt: int = 1,
-               scratch_root: Path | None = None, workers: int = 1,
+               node: str | None = None, run_id: str = "", attempt: int = 1, workers: int = 1,
                queue: CellQueue | None = None) -> Iterator[CellRun]:
     """Run cells of one environment and target in as few pytest processes as they allow,
     yielding each run as it ends (a suite's tests before its session); ``queue``: drawn with
@@ -60,9 +55,9 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         elif suite:
             yield from _built_once(iter_session(
                 cells[0], realized.env, backend, gpu, guard=guard, place=place,
-                scratch_root=scratch_root, workers=workers), realized.built)
+                workers=workers), realized.built)
         else:
-            batch = _Batch(realized.env, backend, gpu, cases_dir, guard, place, scratch_root,
+            batch = _Batch(realized.env, backend, gpu, cases_dir, guard, place,
                            realized.checking, drawer)
             if realized.checking is None:  # (no run is None without a check)
                 yield from _built_once(filter(None, _processes(cells, batch)), realized.built)
@@ -83,7 +78,6 @@ class _Batch:
     cases_dir: Path
     guard: ProcessGuard
     place: dict[str, Any]
-    scratch_root: Path | None
     checking: Future[Environment] | None  # the new environment's check beside the cells
     drawer: Drawer | None
 
@@ -129,7 +123,7 @@ def _processes(cells: Sequence[Cell], batch: _Batch) -> Generator[CellRun | None
     done = drawer.done if drawer is not None else set()
     remaining = list(cells) if drawer is None else drawer.queue.open()
     while remaining and not batch.broken:
-        with scratch_folder(remaining[0].cell_id, batch.scratch_root) as scratch:
+        with scratch_folder(remaining[0].cell_id) as scratch:
             for run in _one_process(remaining, batch, scratch):
                 if run is not None:
                     done.add(run.result.cell_id)

@@ -50,8 +50,8 @@ def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
 
 
 def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None, *,
-                 guard: ProcessGuard, place: dict[str, Any],
-                 scratch_root: Path | None = None, workers: int = 1) -> Iterator[CellRun]:
+                 guard: ProcessGuard, place: dict[str, Any], workers: int = 1
+                 ) -> Iterator[CellRun]:
     """Run the suite of ``cell``, yielding each test's run as it ends, then the session's own;
     ``workers``: the CPU slots it holds for pytest-xdist. Raises only ``Cancelled``."""
     suite = cell.case.suite
@@ -65,7 +65,7 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
     processes = 0
     while processes < MAX_PROCESSES:
         processes += 1
-        with scratch_folder(cell.cell_id, scratch_root) as scratch:
+        with scratch_folder(cell.cell_id) as scratch:
             ended = yield from _one_process(session, suite, backend, gpu, scratch, guard, only,
                                             done if processes == 1 else None,
                                             max(1, min(workers, suite.workers)))

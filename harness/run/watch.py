@@ -44,9 +44,9 @@ def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def scratch_folder(cell_id: str, root: Path | None) -> Iterator[Path]:
+def scratch_folder(cell_id: str) -> Iterator[Path]:
     """A process's own folder (events, log), named so that a killed harness's is reaped."""
-    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell_id), dir=root))
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell_id)))
     try:
         yield scratch
     finally:
