@@ -145,7 +145,6 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
         submitted = executor.submit(group, run_id=store.run_id, draws=draws)
         for cell, future in zip(group, submitted, strict=True):
             futures[future] = (cell, 1)
-    finished = False
     # Cells of each environment not yet settled: its "up to date" note waits for the last.
     unsettled = Counter(cell.env.name for cell in cells)
     lost: Counter[str] = Counter()  # machine losses per cell: retried up to `retries`
@@ -189,15 +188,15 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                     stats.first_result_at = time.monotonic()
                 on_result(result)
                 # Every cell of the environment settled: "up to date" unless built or failed.
-                unsettled[cell.env.name] -= 1
                 name = cell.env.name
+                unsettled[name] -= 1
                 if not unsettled[name] and name in (
                         stats.envs_reused - stats.envs_built - stats.envs_failed):
                     on_note(f"environment {name}: up to date, nothing rebuilt")
-        finished = True
+    except BaseException:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
+        executor.shutdown(cancel=True)
+        raise
     finally:
-        if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
-            executor.shutdown(cancel=True)
         store.sync()  # what was recorded, on the disk (it is fsynced in batches)
     return stats
 
