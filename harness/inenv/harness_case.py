@@ -16,8 +16,7 @@ from typing import Any
 
 import harness_probe
 import pytest
-from harness_events import Events
-from harness_queue import claim
+from harness_events import Events, claim, skip_reason
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
@@ -339,7 +338,7 @@ def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:
             continue
         report, excinfo = phases[when]
         if report.skipped:
-            return {"outcome": "SKIP", "reason": _skip_reason(report)}
+            return {"outcome": "SKIP", "reason": skip_reason(report)}
         if report.failed and when == "call" and excinfo is not None:
             for marker in item.iter_markers("reproduces"):
                 sig: Signature = marker.args[0]
@@ -353,12 +352,6 @@ def classify(item: pytest.Item, phases: dict[str, Any]) -> dict[str, Any]:
             return {"outcome": "ERROR", "reason": f"{when} failed: "
                     + (_excerpt(exc) if exc else str(report.longrepr)[-300:])}
     return {"outcome": "PASS"}
-
-
-def _skip_reason(report: pytest.TestReport) -> str:
-    longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-    return reason.removeprefix("Skipped: ")
 
 
 def _excerpt(exc: BaseException) -> str:

@@ -1,29 +1,6 @@
-"""The pytest plugin that runs a maintainer's own test suite inside an environment under test
-and says how each test ended, one JSON line per event, as it happens.
-
-Stdlib + pytest only (put on PYTHONPATH inside the environment, never installed). Unlike
-``harness_case`` it asks nothing of the tests: any pytest suite runs as it would under bare
-pytest, with its own configuration and plugins. Events (``--harness-suite-events``):
-
-- ``session``: the process started (pid, the hardware it sees);
-- ``collect_error``: a module or package that did not collect, with its message;
-- ``collected``: the node ids pytest will run, and where each package under test
-  (``--harness-suite-package``) was imported from;
-- ``start`` / ``finish``: a test began / ended, with its outcome (PASS, FAIL, SKIP, ERROR)
-  and pytest's own word for it (``passed``, ``xfailed``...), for counting as pytest does;
-- ``ended``: pytest is done (every plugin's unconfigure has run), with its exit status; what
-  is left is the interpreter's teardown (a second with torch loaded), which the harness does
-  not wait for.
-
-``--harness-suite-only FILE`` (one node id per line) runs only those tests: the harness's
-way to go on in a fresh process after a test crashed the last one. ``--harness-suite-done
-FILE`` (stable node ids, as the record keeps them) deselects the tests a resumed run recorded
-already.
-
-Under pytest-xdist (``-n N``) the events come from the controller alone: it hears each
-worker's collection and each test's start, reports and end; a test that took its worker down
-is its CRASH (xdist starts another worker and goes on).
-"""
+"""The pytest plugin that runs a maintainer's own suite inside an environment under test, as
+bare pytest would, and writes how each test ended, one JSON line per event, as it happens
+(stdlib + pytest only). Under pytest-xdist the controller alone writes the events."""
 
 from __future__ import annotations
 
@@ -37,7 +14,7 @@ from typing import Any
 
 import harness_probe
 import pytest
-from harness_events import Events
+from harness_events import Events, skip_reason, stable_nodeid
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,15 +49,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         config.hook.pytest_deselected(items=dropped)
         gone = {id(item) for item in dropped}
         items[:] = [item for item in items if id(item) not in gone]
-
-
-def stable_nodeid(nodeid: str) -> str:
-    """A node id as the record keeps it (the harness's ``run.suite.stable_nodeid``: this
-    module cannot import the harness): an installed package's tests named from the package."""
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in nodeid:
-            return nodeid.split(marker, 1)[1]
-    return nodeid
 
 
 class _Recorder:
@@ -135,6 +103,7 @@ class _Recorder:
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        # Only the interpreter's teardown is left, which the harness does not wait for.
         self.events.write(event="ended", time=time.time(),
                           exitstatus=getattr(self, "exitstatus", None))
 
@@ -182,7 +151,7 @@ def judge(reports: list[pytest.TestReport]) -> dict[str, Any]:
                 why = str(report.wasxfail)
                 return {"outcome": "SKIP", "pytest": "xfailed",
                         "reason": "expected to fail (xfail)" + (f": {why}" if why else "")}
-            return {"outcome": "SKIP", "pytest": "skipped", "reason": _skip_reason(report)}
+            return {"outcome": "SKIP", "pytest": "skipped", "reason": skip_reason(report)}
     if call is not None and call.failed:
         return {"outcome": "FAIL", "pytest": "failed", "reason": _crash(call),
                 "traceback": call.longreprtext[-2000:]}
@@ -198,12 +167,6 @@ def _crash(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None)
     return error_lines(str(message) if message else report.longreprtext)
-
-
-def _skip_reason(report: pytest.TestReport) -> str:
-    longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-    return str(reason).removeprefix("Skipped: ")
 
 
 def error_lines(text: str, lines: int = 3) -> str:

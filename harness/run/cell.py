@@ -5,52 +5,44 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import socket
-import tempfile
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.matrix import memory_bytes
-from harness.core.reaper import scratch_prefix
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cases import pytest_args
 from harness.plan.cells import Cell
 from harness.run.classify import Decision, Ending, classify
-from harness.run.process import watch_process
 from harness.run.queue import CellQueue, Drawer
 from harness.run.suite import iter_session
-from harness.run.supervise import EnvCache, ProcessGuard, Realized, raise_if_cancelled, settled
-from harness.run.watch import Watch, cell_variables, read_log, tail
+from harness.run.supervise import EnvCache, ProcessGuard, Realized, settled
+from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
 
 
 def run_cell(cell: Cell, backend: Backend, gpu: int | None, *, cases_dir: Path,
-             envs: EnvCache | None = None, guard: ProcessGuard | None = None,
-             node: str | None = None, run_id: str = "", attempt: int = 1,
-             scratch_root: Path | None = None, workers: int = 1) -> CellRun:
+             workers: int = 1) -> CellRun:
     """Run one cell to its end (a suite's session with its tests as ``children``)."""
-    runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, envs=envs, guard=guard,
-                           node=node, run_id=run_id, attempt=attempt,
-                           scratch_root=scratch_root, workers=workers))
+    runs = list(iter_batch([cell], backend, gpu, cases_dir=cases_dir, workers=workers))
     (own,) = (r for r in runs if r.result.cell_id == cell.cell_id)
     return replace(own, children=tuple(r for r in runs if r is not own))
 
 
 def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, cases_dir: Path,
                envs: EnvCache | None = None, guard: ProcessGuard | None = None,
-               node: str | None = None, run_id: str = "", attempt: int = 1,
-               scratch_root: Path | None = None, workers: int = 1,
+               node: str | None = None, run_id: str = "", attempt: int = 1, workers: int = 1,
                queue: CellQueue | None = None) -> Iterator[CellRun]:
     """Run cells of one environment and target in as few pytest processes as they allow,
     yielding each run as it ends (a suite's tests before its session); ``queue``: drawn with
     other calls. Raises only ``Cancelled``."""
     drawer = queue.drawer() if queue is not None else None
+    guard = guard or ProcessGuard()
     place: dict[str, Any] = {"run_id": run_id, "attempt": attempt,
                              "node": node or socket.gethostname(), "gpu": gpu}
     try:
@@ -59,22 +51,57 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         if suite:  # its tests are recorded as they end: check first
             realized = settled(realized)
         if realized.env is None:
-            yield from _not_realized(_ours(cells, drawer)(), realized, place)
+            yield from _not_realized(_ours(cells, drawer), realized, place)
         elif suite:
             yield from _built_once(iter_session(
                 cells[0], realized.env, backend, gpu, guard=guard, place=place,
-                scratch_root=scratch_root, workers=workers), realized.built)
-        elif realized.checking is None:  # (no run is None without a check)
-            yield from _built_once(filter(None, _processes(
-                cells, realized.env, backend, gpu, cases_dir, guard, place, scratch_root, None,
-                drawer)), realized.built)
+                workers=workers), realized.built)
         else:
-            yield from _once_checked(_processes(
-                cells, realized.env, backend, gpu, cases_dir, guard, place, scratch_root,
-                realized.checking, drawer), realized, _ours(cells, drawer), place, guard)
+            batch = _Batch(realized.env, backend, gpu, cases_dir, guard, place,
+                           realized.checking, drawer)
+            if realized.checking is None:  # (no run is None without a check)
+                yield from _built_once(filter(None, _processes(cells, batch)), realized.built)
+            else:
+                yield from _once_checked(_processes(cells, batch), realized, cells, batch)
     finally:
         if drawer is not None:
             drawer.leave()
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What every pytest process of one ``iter_batch`` call shares."""
+
+    env: Environment
+    backend: Backend
+    gpu: int | None
+    cases_dir: Path
+    guard: ProcessGuard
+    place: dict[str, Any]
+    checking: Future[Environment] | None  # the new environment's check beside the cells
+    drawer: Drawer | None
+
+    @property
+    def broken(self) -> bool:
+        """The check beside the cells has found their environment broken."""
+        checking = self.checking
+        return checking is not None and checking.done() and checking.exception() is not None
+
+    def finished(self, cell: Cell, finish: dict[str, Any], watch: Watch) -> CellResult:
+        decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
+                                   reason=finish.get("reason", ""), memory=self.env.spec.memory))
+        return static_result(cell, decision, signature=finish.get("signature"),
+                             fingerprint=self.env.summary, hardware=watch.hardware,
+                             details=finish.get("details", {}), caveat=finish.get("caveat", ""),
+                             duration=round(float(finish.get("duration", 0.0)), 3),
+                             finished_at=float(finish.get("time") or time.time()), **self.place)
+
+    def ended(self, cell: Cell, hardware: dict[str, Any], **ending: Any) -> CellResult:
+        """``cell``'s result for its process's end, ``ending`` (the fields of an ``Ending``)."""
+        spec = self.env.spec
+        decision = classify(Ending(memory=spec.memory, timeout=spec.timeout, **ending))
+        return static_result(cell, decision, fingerprint=self.env.summary, hardware=hardware,
+                             **self.place)
 
 
 def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
@@ -84,49 +111,34 @@ def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
         built = False
 
 
-def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> Callable[[], list[Cell]]:
+def _ours(cells: Sequence[Cell], drawer: Drawer | None) -> list[Cell]:
     """The cells this call settles when none can run: all, or those no other drawer claimed."""
-    return lambda: list(cells) if drawer is None else drawer.take_open()
+    return list(cells) if drawer is None else drawer.take_open()
 
 
-def _broken(checking: Future[Environment] | None) -> bool:
-    """The check beside the cells has found their environment broken."""
-    return checking is not None and checking.done() and checking.exception() is not None
-
-
-def _processes(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
-               cases_dir: Path, guard: ProcessGuard | None, place: dict[str, Any],
-               scratch_root: Path | None, checking: Future[Environment] | None,
-               drawer: Drawer | None = None) -> Generator[CellRun | None, None, None]:
-    """Pytest processes over ``cells``, each from the next cell not yet run; with a
-    ``checking``, None each second after it ended well, and a stop once it broke."""
+def _processes(cells: Sequence[Cell], batch: _Batch) -> Generator[CellRun | None, None, None]:
+    """Pytest processes over ``cells``, each from the next cell not yet run; with a check
+    beside them, None each second after it ended well, and a stop once it broke."""
+    drawer = batch.drawer
+    done = drawer.done if drawer is not None else set()
     remaining = list(cells) if drawer is None else drawer.queue.open()
-    while remaining and not _broken(checking):
-        scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(remaining[0].cell_id),
-                                        dir=scratch_root))
-        settled_ids: set[str] = set()
-        try:
-            for run in _one_process(remaining, env, backend, gpu, cases_dir, scratch, guard,
-                                    place, checking, drawer):
+    while remaining and not batch.broken:
+        with scratch_folder(remaining[0].cell_id) as scratch:
+            for run in _one_process(remaining, batch, scratch):
                 if run is not None:
-                    settled_ids.add(run.result.cell_id)
-                    if drawer is not None:
-                        drawer.done.add(run.result.cell_id)
+                    done.add(run.result.cell_id)
                 yield run
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
         if drawer is None:
-            remaining = [c for c in remaining if c.cell_id not in settled_ids]
-            continue
-        if drawer.left:  # it gave up (a process ran no case): the others draw the rest
+            remaining = [c for c in remaining if c.cell_id not in done]
+        elif drawer.left:  # it gave up (a process ran no case): the others draw the rest
             break
-        drawer.release()
-        remaining = drawer.queue.open()
+        else:
+            drawer.release()
+            remaining = drawer.queue.open()
 
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
-                  ours: Callable[[], list[Cell]], place: dict[str, Any], guard: ProcessGuard | None
-                  ) -> Iterator[CellRun]:
+                  cells: Sequence[Cell], batch: _Batch) -> Iterator[CellRun]:
     """``runs`` of a new environment, held until its check ends, then fingerprinted; if the
     check breaks it, every cell of the batch is its ERROR instead."""
     held: list[CellRun] = []
@@ -143,10 +155,10 @@ def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realize
                 yield from _checked(held, realized)
                 held, realized = [], replace(realized, built=False)  # reported once
     if realized.checking is not None and not realized.checking.done():
-        raise_if_cancelled(guard)  # stopped while the check ran: what was held is no result
+        batch.guard.check()  # stopped while the check ran: what was held is no result
     realized = settled(realized)
     if realized.env is None:
-        yield from _not_realized(ours(), realized, place)
+        yield from _not_realized(_ours(cells, batch.drawer), realized, batch.place)
         return
     yield from _checked(held, realized)
 
@@ -167,24 +179,23 @@ def _not_realized(cells: Sequence[Cell], realized: Realized,
                       log=realized.log.encode(), env_built=None)
 
 
-def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu: int | None,
-                 cases_dir: Path, scratch: Path, guard: ProcessGuard | None,
-                 place: dict[str, Any], checking: Future[Environment] | None,
-                 drawer: Drawer | None = None) -> Iterator[CellRun | None]:
+def _one_process(cells: Sequence[Cell], batch: _Batch, scratch: Path
+                 ) -> Iterator[CellRun | None]:
     """One pytest process over ``cells``, yielding each cell it settles (all of them if it
     reached none); with a ``drawer``, the cells it claims (``Drawer.give_up``)."""
+    env, drawer, cases_dir = batch.env, batch.drawer, batch.cases_dir
     by_node = {c.case.nodeid: c for c in cells}
     events_path, log_path = scratch / "events.jsonl", scratch / "cell.log"
     # A batch shares the process's log; from a queue, named after the first cell it settles.
     log_name: str | None = (cells[0].cell_id if len(cells) == 1 and drawer is None
                             else f"{cells[0].cell_id}-batch" if drawer is None else None)
-    variables = cell_variables(cells[0], gpu, place["node"])
+    variables = cell_variables(cells[0], batch.gpu, batch.place["node"])
     variables["HARNESS_CELL_IDS"] = json.dumps({n: c.cell_id for n, c in by_node.items()})
     request = LaunchRequest(
         argv=("-m", "pytest", "-q", "-rN", *pytest_args(cases_dir),
               f"--harness-events={events_path}", *(drawer.args() if drawer else ()), *by_node),
         env=variables, cwd=cases_dir, log=log_path, work_dir=scratch, cases_dir=cases_dir,
-        gpu=gpu, timeout=env.spec.timeout,
+        gpu=batch.gpu, timeout=env.spec.timeout,
         memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
         queue=drawer.folder if drawer else None)
 
@@ -195,42 +206,42 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
                        events=events, fingerprint=env.fingerprint)
 
     try:
-        process = backend.launch(env, request)
+        process = batch.backend.launch(env, request)
     except (OSError, HarnessError) as exc:
         # No case ran: the machine could not start them (the driver retries).
         for cell in (cells if drawer is None else drawer.give_up()):
-            yield run_of(_ended(cell, env, place, {}, kind="cannot_start", reason=str(exc)))
+            yield run_of(batch.ended(cell, {}, kind="cannot_start", reason=str(exc)))
         return
     watch = Watch(events_path, env.spec.timeout)
 
     def finished() -> Iterator[CellRun]:
         for nodeid, finish in watch.read():
             if nodeid in by_node:
-                yield run_of(_finished(by_node[nodeid], env, finish, watch, place),
+                yield run_of(batch.finished(by_node[nodeid], finish, watch),
                              watch.events_of(nodeid))
 
     def tick() -> Iterator[CellRun | None]:
         yield from finished()
-        if checking is not None and checking.done() and not _broken(checking):
+        if batch.checking is not None and batch.checking.done() and not batch.broken:
             yield None  # what waited for the check goes now
 
     ended = yield from watch_process(
-        process, watch, guard, tick=tick, stop=lambda: _broken(checking),
+        process, watch, batch.guard, tick=tick, stop=lambda: batch.broken,
         settled=lambda: watch.drained if drawer else all(n in watch.finished for n in by_node))
     if ended.killed == "stopped":  # the check found the environment broken: no result counts
         return
     if ended.lost:
         for cell in (cells if drawer is None else drawer.held()):
             if cell.case.nodeid not in watch.finished:
-                yield run_of(_ended(cell, env, place, {}, kind="machine_lost", reason=ended.lost))
+                yield run_of(batch.ended(cell, {}, kind="machine_lost", reason=ended.lost))
         return
     yield from finished()  # what it wrote between the last look and its end
     current = watch.current
     if current is not None and current in by_node:
         # The case that was running when its process ended: it hung, or it took it down.
-        yield run_of(_ended(by_node[current], env, place, watch.hardware, kind="died",
-                            returncode=ended.code, timed_out=watch.timed_out, oom=watch.oom
-                            ).replace(duration=round(watch.since_start(current), 3)),
+        yield run_of(batch.ended(by_node[current], watch.hardware, kind="died",
+                                 returncode=ended.code, timed_out=watch.timed_out, oom=watch.oom
+                                 ).replace(duration=round(watch.since_start(current), 3)),
                      watch.events_of(current))
     unreached: list[Cell] = []
     if current is None and not watch.started and not watch.drained:
@@ -239,27 +250,9 @@ def _one_process(cells: Sequence[Cell], env: Environment, backend: Backend, gpu:
     if drawer is not None and watch.missing:  # asked for, not collected: none can run it
         unreached += [c for c in cells if c.case.nodeid in watch.missing and drawer.take(c)]
     for cell in unreached:
-        yield run_of(_ended(cell, env, place, watch.hardware, kind="never_started",
-                            returncode=ended.code, reason=tail(log_path),
-                            timed_out=watch.timed_out))
-
-
-def _finished(cell: Cell, env: Environment, finish: dict[str, Any], watch: Watch,
-              place: dict[str, Any]) -> CellResult:
-    decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
-                               reason=finish.get("reason", ""), memory=env.spec.memory))
-    return static_result(cell, decision, signature=finish.get("signature"),
-                         fingerprint=env.summary, hardware=watch.hardware,
-                         details=finish.get("details", {}), caveat=finish.get("caveat", ""),
-                         duration=round(float(finish.get("duration", 0.0)), 3),
-                         finished_at=float(finish.get("time") or time.time()), **place)
-
-
-def _ended(cell: Cell, env: Environment, place: dict[str, Any], hardware: dict[str, Any],
-           **ending: Any) -> CellResult:
-    """``cell``'s result for its process's end, ``ending`` (the fields of an ``Ending``)."""
-    decision = classify(Ending(memory=env.spec.memory, timeout=env.spec.timeout, **ending))
-    return static_result(cell, decision, fingerprint=env.summary, hardware=hardware, **place)
+        yield run_of(batch.ended(cell, watch.hardware, kind="never_started",
+                                 returncode=ended.code, reason=tail(log_path),
+                                 timed_out=watch.timed_out))
 
 
 def static_result(cell: Cell, decision: Decision, **fields: Any) -> CellResult:

@@ -1,9 +1,6 @@
-"""The one place where how a cell ended becomes its outcome: a table, first matching row wins.
-
-Whoever watches a cell describes its ending as an ``Ending`` and asks ``classify``; nobody else
-picks an ``Outcome``. An ``infra`` result is the machine's fault, not the case's: the driver
-runs it again (``next_try``), and it never counts as the case's CRASH.
-"""
+"""The one place where how a cell ended (an ``Ending``, described by whoever watched it)
+becomes its outcome: a table, first matching row wins. An ``infra`` result is the machine's
+fault, not the case's: the driver runs it again (``next_try``)."""
 
 from __future__ import annotations
 
@@ -15,21 +12,10 @@ from typing import Literal
 
 from harness.core.results import CellResult, Outcome
 
-Kind = Literal[
-    "finished",  # the plugin reported the case's outcome
-    "died",  # the process ended (or was killed) in the middle of the case
-    "never_started",  # the process ended before any case started
-    "cannot_start",  # the backend could not launch the process
-    "machine_lost",  # the backend lost the machine while the case ran (a container gone)
-    "not_realized",  # the environment could not be built or found
-    "cancelled",  # the executor cancelled the cell
-    "executor_lost",  # the executor lost the cell's task (a Ray node died)
-    "executor_failed",  # the executor itself raised: a harness bug
-    "missing_shard",  # a merge: the shard that should have run the cell never reported
-    "hardware_absent",  # the cell's GPU is not on this machine
-    "session_died",  # a suite's pytest process ended with no test running, its work not done
-    "session_ended",  # a suite's session ran: its tests' outcomes sum it up
-]
+#: How an attempt ended; ``ROWS`` says what each means.
+Kind = Literal["finished", "died", "never_started", "cannot_start", "machine_lost", "not_realized",
+               "cancelled", "executor_lost", "executor_failed", "missing_shard", "hardware_absent",
+               "session_died", "session_ended"]
 
 MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
 

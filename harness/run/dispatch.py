@@ -40,7 +40,6 @@ class DispatchStats:
     envs_reused: set[str] = field(default_factory=set)
     envs_failed: set[str] = field(default_factory=set)
     first_result_at: float | None = None
-    results: list[CellResult] = field(default_factory=list)
 
     def environments_line(self) -> str:
         failed = f", {len(self.envs_failed)} failed" if self.envs_failed else ""
@@ -65,26 +64,6 @@ def order_batches(batches: Sequence[Unit], expected: Mapping[str, float]) -> lis
     return unknown + timed
 
 
-def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
-                 expected: Mapping[str, float] | None = None) -> list[list[Cell]]:
-    """Cells that can share a pytest process, split while slots would stay idle and, with
-    earlier durations, to about an even share of the work each."""
-    if not batch:
-        return [[c] for c in cells]
-    batches, alone = _groups(cells)
-    if expected and all(c.cell_id in expected for c in cells):
-        share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
-        batches = [part for group in batches for part in _split(group, expected, share)]
-    while len(batches) + len(alone) < capacity:
-        largest = max(batches, key=len, default=None)
-        if largest is None or len(largest) < 2:
-            break
-        batches.remove(largest)
-        half = (len(largest) + 1) // 2
-        batches += [largest[:half], largest[half:]]
-    return batches + alone
-
-
 def make_queues(cells: Sequence[Cell], capacity: int, *,
                 expected: Mapping[str, float] | None = None,
                 fits: Callable[[Cell], int] | None = None) -> list[Unit]:
@@ -100,7 +79,8 @@ def make_queues(cells: Sequence[Cell], capacity: int, *,
         share = sum(expected[c.cell_id] for c in cells) / max(1, capacity)
         units = []
         for group in groups:
-            draws = _parts(sum(expected[c.cell_id] for c in group), share)
+            work = sum(expected[c.cell_id] for c in group)
+            draws = math.ceil(work / share - 1e-6) if share > 0 else 1
             units.append((sorted(group, key=lambda c: -expected[c.cell_id]),
                           max(1, min(draws, most(group)))))
     while sum(d for _, d in units) + len(alone) < capacity:
@@ -110,6 +90,27 @@ def make_queues(cells: Sequence[Cell], capacity: int, *,
         widest = max(wider, key=lambda i: len(units[i][0]) / units[i][1])
         units[widest] = (units[widest][0], units[widest][1] + 1)
     return units + [(a, 1) for a in alone]
+
+
+def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
+                 expected: Mapping[str, float] | None = None) -> list[list[Cell]]:
+    """Cells that can share a pytest process, for executors without queues: each of
+    ``make_queues``'s groups cut in as many parts as processes would draw from it."""
+    if not batch:
+        return [[c] for c in cells]
+    expected = expected or {}
+    order = {c.cell_id: i for i, c in enumerate(cells)}
+    batches = []
+    for group, parts in make_queues(cells, capacity, expected=expected):
+        # The longest cell onto the least loaded part (an untimed one counts as a second).
+        bins: list[list[Cell]] = [[] for _ in range(parts)]
+        loads = [0.0] * parts
+        for cell in sorted(group, key=lambda c: -expected.get(c.cell_id, 1.0)):
+            least = loads.index(min(loads))
+            bins[least].append(cell)
+            loads[least] += expected.get(cell.cell_id, 1.0)
+        batches += [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
+    return batches
 
 
 def _groups(cells: Sequence[Cell]) -> tuple[list[list[Cell]], list[list[Cell]]]:
@@ -122,26 +123,6 @@ def _groups(cells: Sequence[Cell]) -> tuple[list[list[Cell]], list[list[Cell]]]:
         else:
             groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
     return list(groups.values()), alone
-
-
-def _split(group: list[Cell], expected: Mapping[str, float], share: float
-           ) -> list[list[Cell]]:
-    """``group`` in parts near ``share`` seconds each (longest first onto the least loaded)."""
-    parts = _parts(sum(expected[c.cell_id] for c in group), share)
-    if parts == 1:
-        return [group]
-    bins: list[list[Cell]] = [[] for _ in range(parts)]
-    loads = [0.0] * parts
-    for cell in sorted(group, key=lambda c: -expected[c.cell_id]):
-        least = loads.index(min(loads))
-        bins[least].append(cell)
-        loads[least] += expected[cell.cell_id]
-    order = {c.cell_id: i for i, c in enumerate(group)}
-    return [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
-
-
-def _parts(work: float, share: float) -> int:
-    return max(1, math.ceil(work / share - 1e-6)) if share > 0 else 1
 
 
 def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
@@ -164,7 +145,6 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
         submitted = executor.submit(group, run_id=store.run_id, draws=draws)
         for cell, future in zip(group, submitted, strict=True):
             futures[future] = (cell, 1)
-    finished = False
     # Cells of each environment not yet settled: its "up to date" note waits for the last.
     unsettled = Counter(cell.env.name for cell in cells)
     lost: Counter[str] = Counter()  # machine losses per cell: retried up to `retries`
@@ -206,18 +186,17 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                     continue
                 if stats.first_result_at is None:
                     stats.first_result_at = time.monotonic()
-                stats.results.append(result)
                 on_result(result)
                 # Every cell of the environment settled: "up to date" unless built or failed.
-                unsettled[cell.env.name] -= 1
                 name = cell.env.name
+                unsettled[name] -= 1
                 if not unsettled[name] and name in (
                         stats.envs_reused - stats.envs_built - stats.envs_failed):
                     on_note(f"environment {name}: up to date, nothing rebuilt")
-        finished = True
+    except BaseException:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
+        executor.shutdown(cancel=True)
+        raise
     finally:
-        if not finished:  # Ctrl-C, SIGTERM or a harness bug: kill what runs, keep what ended
-            executor.shutdown(cancel=True)
         store.sync()  # what was recorded, on the disk (it is fsynced in batches)
     return stats
 

@@ -34,10 +34,6 @@ def pytest_duration(seconds: float) -> str:
     return f"{seconds:.2f}s ({whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d})"
 
 
-def _word(result: CellResult) -> str:
-    return str(result.details.get("pytest") or result.outcome.lower())
-
-
 class RunProgress:
     def __init__(self, total: int, *, live: bool | None = None, verbose: bool = False
                  ) -> None:
@@ -106,7 +102,7 @@ class RunProgress:
 
     def _test(self, result: CellResult) -> None:
         """A suite's test ended: counted in its session's running count."""
-        word = _word(result)
+        word = str(result.details.get("pytest") or result.outcome.lower())
         self.tests[word] += 1
         running = self.running.setdefault(result.parent or "", Counter())
         running[word] += 1

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.reaper import scratch_prefix
-from harness.inenv.harness_queue import claim
+from harness.inenv.harness_events import claim
 from harness.plan.cells import Cell
 
 
@@ -60,8 +60,7 @@ class Drawer:
 
     def take(self, cell: Cell) -> bool:
         """Claim ``cell`` for this drawer; False if some drawer had it already."""
-        won: bool = claim(str(self.folder / cell.cell_id), self.token)
-        return won
+        return claim(str(self.folder / cell.cell_id), self.token)
 
     def owner(self, cell: Cell) -> str | None:
         """The token that claimed ``cell``; None while it is open."""

@@ -28,15 +28,18 @@ class ProcessGuard:
         self._live: set[Any] = set()
         self.cancelled = threading.Event()
 
-    def add(self, process: Process) -> None:
+    @contextmanager
+    def watching(self, process: Process) -> Iterator[None]:
+        """Ctrl-C or SIGTERM kills ``process`` while the block runs."""
         with self._lock:
             self._live.add(process)
         if self.cancelled.is_set():  # started while shutting down
             process.kill()
-
-    def discard(self, process: Process) -> None:
-        with self._lock:
-            self._live.discard(process)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._live.discard(process)
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -45,23 +48,10 @@ class ProcessGuard:
         for process in live:
             process.kill()
 
-
-@contextmanager
-def guarded(guard: ProcessGuard | None, process: Process) -> Iterator[None]:
-    """Ctrl-C or SIGTERM kills ``process`` while the block runs (it is ``guard``'s)."""
-    if guard is not None:
-        guard.add(process)
-    try:
-        yield
-    finally:
-        if guard is not None:
-            guard.discard(process)
-
-
-def raise_if_cancelled(guard: ProcessGuard | None) -> None:
-    """``Cancelled`` when the executor was shut down: what the process said is not a result."""
-    if guard is not None and guard.cancelled.is_set():
-        raise Cancelled
+    def check(self) -> None:
+        """``Cancelled`` when the executor was shut down: what the process said is no result."""
+        if self.cancelled.is_set():
+            raise Cancelled
 
 
 @dataclass(frozen=True)

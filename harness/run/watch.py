@@ -1,16 +1,26 @@
-"""Watching a pytest process from outside: the variables every cell gets, its events file read
-as it grows, its log kept within bounds (for ``run.cell`` and ``run.suite``)."""
+"""Watching a pytest process from outside, for a batch of cases and a suite's session alike: the
+variables every cell gets, its events file read as it grows, the one loop that waits for it
+(killed when overdue or hung on exit), its log kept within bounds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import tempfile
 import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from harness.core import jsonio
+from harness.core.errors import InfraError
 from harness.core.paths import INENV_DIR
+from harness.core.reaper import scratch_prefix
+from harness.envs import Process
 from harness.plan.cells import Cell
+from harness.run.supervise import ProcessGuard
 
 #: Set in every cell: no hub downloads, no stray bytecode; GPUs numbered by PCI bus, as the
 #: probe numbers them, so that the GPU a cell is given is the GPU it gets.
@@ -18,8 +28,10 @@ CELL_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFF
             "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             "PYTHONDONTWRITEBYTECODE": "1"}
+SLICE = 1.0  # how often a running process's events are read: results stream out this fast
 EXIT_GRACE = 30.0  # what a process whose tests all ended gets to exit on its own
 LOG_LIMIT = 4 * 1024 * 1024  # a cell that prints gigabytes keeps its head and its tail
+T = TypeVar("T")
 
 
 def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
@@ -29,6 +41,16 @@ def cell_variables(cell: Cell, gpu: int | None, node: str) -> dict[str, str]:
             "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu),
             "HARNESS_CELL_ID": cell.cell_id, "HARNESS_HARDWARE": cell.hardware,
             "HARNESS_NODE": node}
+
+
+@contextlib.contextmanager
+def scratch_folder(cell_id: str) -> Iterator[Path]:
+    """A process's own folder (events, log), named so that a killed harness's is reaped."""
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix(cell_id)))
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 class Watch:
@@ -115,6 +137,56 @@ def _decoded(lines: bytes) -> list[dict[str, Any]]:
             except ValueError:
                 continue
     return [v for v in values if isinstance(v, dict)]
+
+
+#: Why the harness killed the process: it passed its timeout, every result was in and it
+#: hung on the way out, or the caller asked (``stop``).
+Killed = Literal["timeout", "settled", "stopped"]
+
+
+@dataclass(frozen=True)
+class Ended:
+    code: int  # the exit status; -9 when it would not say
+    killed: Killed | None = None  # None: it ended on its own
+    lost: str = ""  # the machine failed while it ran (the backend's error)
+
+
+def watch_process(process: Process, watch: Watch, guard: ProcessGuard, *,
+                  tick: Callable[[], Iterator[T]], settled: Callable[[], bool],
+                  stop: Callable[[], bool] = lambda: False) -> Generator[T, None, Ended]:
+    """Wait for ``process``, yielding what ``tick`` yields each ``SLICE``; kill it once
+    ``settled()`` and done or quiet, once overdue, or on ``stop()``. Raises ``Cancelled``."""
+    code: int | None = None
+    killed: Killed | None = None
+    try:
+        with guard.watching(process):
+            while code is None:
+                try:
+                    code = process.wait(SLICE)
+                except InfraError as exc:
+                    process.kill()
+                    return Ended(-9, lost=str(exc))
+                if code is not None:
+                    break
+                yield from tick()
+                if stop():
+                    killed = "stopped"
+                elif settled() and (watch.ended
+                                    or time.time() > watch.last_activity + EXIT_GRACE):
+                    killed = "settled"
+                elif watch.overdue():
+                    killed, watch.timed_out = "timeout", True
+                if killed is not None:
+                    process.kill()
+                    code = process.wait(60)
+    except GeneratorExit:  # whoever listened stopped (an environment's check broke it)
+        process.kill()
+        with contextlib.suppress(InfraError):  # a machine that stopped answering: gone
+            process.wait(60)
+        raise
+    guard.check()
+    watch.oom = bool(getattr(process, "oom_killed", False))
+    return Ended(-9 if code is None else code, killed)
 
 
 def read_log(path: Path) -> bytes:

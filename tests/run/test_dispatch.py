@@ -197,6 +197,17 @@ def test_batches_group_a_module_per_environment_and_fill_the_slots() -> None:
     assert make_batches(plan, capacity=1, batch=False) == [[c] for c in plan]
 
 
+def test_timed_batches_share_the_work_evenly_and_none_is_empty() -> None:
+    from harness.run.dispatch import make_batches
+
+    plan = [cell("e1", v) for v in "abcd"]
+    expected = {c.cell_id: t for c, t in zip(plan, (6.0, 3.0, 2.0, 1.0), strict=True)}
+    halves = make_batches(plan, capacity=2, expected=expected)
+    assert [[c.case.variant for c in b] for b in halves] == [["a"], ["b", "c", "d"]]
+    instant = make_batches(plan, capacity=4, expected=dict.fromkeys(expected, 0.0))
+    assert all(instant) and sorted(c.case.variant for b in instant for c in b) == list("abcd")
+
+
 def test_the_driver_gives_a_queue_to_the_slots_a_first_run_would_leave_idle() -> None:
     from harness.run.dispatch import make_queues
 

@@ -152,7 +152,7 @@ def test_the_local_executor_resolves_each_future_by_whichever_process_ran_it(
         local.shutdown()
     # The queue's folder went with its last task.
     assert not list(Path(tempfile.gettempdir()).glob(f"harness-cell-{cells[0].cell_id}-*queue-*"))
-    assert not local._drawing
+    assert not local._futures and not local._failures  # nothing of the queue kept
 
 
 def test_cancelling_a_queue_half_started_leaves_no_future_pending_and_no_folder(
@@ -171,7 +171,7 @@ def test_cancelling_a_queue_half_started_leaves_no_future_pending_and_no_folder(
     assert all(f.done() for f in futures)
     assert all(f.cancelled() for f in futures)
     assert not list(Path(tempfile.gettempdir()).glob(f"harness-cell-{cells[0].cell_id}-*queue-*"))
-    assert not local._drawing
+    assert not local._futures and not local._failures  # nothing of the queue kept
 
 
 DESELECTING = """

@@ -14,33 +14,26 @@ from harness.plan.cells import Cell
 
 class Executor(Protocol):
     name: str
-    #: Whether ``submit`` can give one batch to several processes drawing from one queue.
-    queues: bool
+    queues: bool  # whether ``submit`` can give a batch to processes drawing from one queue
 
     @property
-    def targets(self) -> tuple[str, ...]:
-        """What ``auto`` hardware becomes: the CPU and each GPU architecture there is."""
+    def targets(self) -> tuple[str, ...]: ...  # what ``auto`` hardware becomes: cpu, each arch
 
     @property
-    def serves(self) -> frozenset[str]:
-        """Every hardware target a cell may name and still run (sm_90a on an sm_90 GPU)."""
+    def serves(self) -> frozenset[str]: ...  # each target a cell may name (sm_90a on sm_90)
 
     @property
-    def capacity(self) -> int:
-        """How many batches can run at once (slots, or the cluster's CPUs and GPUs)."""
+    def capacity(self) -> int: ...  # how many batches can run at once
 
-    def slots_for(self, cell: Cell) -> int:
-        """How many of those slots can run ``cell``: the most processes drawing its queue."""
+    def slots_for(self, cell: Cell) -> int: ...  # the most processes that can draw its queue
 
-    def describe(self) -> dict[str, object]:
-        """For the run record: what ran the cells."""
+    def describe(self) -> dict[str, object]: ...  # what ran the cells, for the run record
 
     def submit(self, cells: Sequence[Cell], *, run_id: str, attempt: int = 1, draws: int = 1
                ) -> list[Future[CellRun]]:
         """``draws``: how many tasks draw the batch's cells from one queue (``queues``)."""
 
-    def partials(self) -> list[CellRun]:
-        """A suite's tests' runs since the last call, each before its session's future."""
+    def partials(self) -> list[CellRun]: ...  # a suite's tests since the last call
 
     def shutdown(self, *, cancel: bool = False) -> None:
         """Wait for (or, with ``cancel``, kill) what runs, and release the machines."""

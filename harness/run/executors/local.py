@@ -7,7 +7,6 @@ import socket
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.results import CellRun
@@ -28,10 +27,9 @@ class LocalExecutor(Partials):
     def __init__(self, machine: Machine, *, jobs: int, cache_dir: Path, cases_dir: Path
                  ) -> None:
         super().__init__()
-        self.machine = machine
-        self.cache_dir = cache_dir
-        self.cases_dir = cases_dir
+        self.cache_dir, self.cases_dir = cache_dir, cases_dir
         self.slots = make_slots(jobs, [(g.index, g.arch) for g in machine.gpus])
+        self.targets, self.serves, self.capacity = machine.targets, machine.serves, len(self.slots)
         self.scheduler = Scheduler(self.slots)
         self.pool = ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="cell")
         self.envs = EnvCache()
@@ -39,20 +37,8 @@ class LocalExecutor(Partials):
         self.node = socket.gethostname()
         self._lock = threading.Lock()
         self._futures: dict[Task, dict[str, Future[CellRun]]] = {}
-        self._drawing: dict[CellQueue, _Drawing] = {}
+        self._failures: dict[CellQueue, BaseException] = {}  # a queue's first, till its end
         self._backends: dict[str, Backend] = {}
-
-    @property
-    def targets(self) -> tuple[str, ...]:
-        return self.machine.targets
-
-    @property
-    def serves(self) -> frozenset[str]:
-        return self.machine.serves
-
-    @property
-    def capacity(self) -> int:
-        return len(self.slots)
 
     def slots_for(self, cell: Cell) -> int:
         return sum(1 for slot in self.slots if slot.fits(cell))
@@ -71,8 +57,6 @@ class LocalExecutor(Partials):
         with self._lock:
             for task in tasks:
                 self._futures[task] = futures
-            if queue is not None:
-                self._drawing[queue] = _Drawing(set(tasks))
             self.scheduler.add(tasks)
             self._pump()
         return list(futures.values())
@@ -88,9 +72,9 @@ class LocalExecutor(Partials):
                             future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=cancel)
         with self._lock:  # a queue whose tasks the pool dropped before they started
-            for queue in self._drawing:
-                queue.remove()
-            self._drawing.clear()
+            for task in self._futures:
+                if task.queue is not None:
+                    task.queue.remove()
 
     def _pump(self) -> None:
         """Start what fits the free slots. Called with the lock held."""
@@ -107,16 +91,15 @@ class LocalExecutor(Partials):
                ) -> tuple[bool, BaseException | None]:
         """Whether ``task`` was the last of its queue to end, and then the first failure of its
         tasks, for the futures none resolved. Called with the lock held."""
-        if task.queue is None:
+        queue = task.queue
+        if queue is None:
             return True, failure
-        drawing = self._drawing[task.queue]
-        drawing.tasks.discard(task)
-        drawing.failure = drawing.failure or failure
-        if drawing.tasks:
+        if failure is not None:
+            self._failures.setdefault(queue, failure)
+        if any(t.queue is queue for t in self._futures):  # (``task`` left it already)
             return False, None
-        del self._drawing[task.queue]
-        task.queue.remove()
-        return True, drawing.failure
+        queue.remove()
+        return True, self._failures.pop(queue, None)
 
     def _run(self, slot: Slot, task: Task, width: int = 1) -> None:
         futures = self._futures[task]
@@ -150,11 +133,3 @@ class LocalExecutor(Partials):
                 future.set_exception(failure)
             else:
                 future.cancel()
-
-
-@dataclass
-class _Drawing:
-    """The tasks of one queue still to end, and the first failure among those that did."""
-
-    tasks: set[Task]
-    failure: BaseException | None = None
