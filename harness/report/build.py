@@ -119,45 +119,35 @@ class _Linked(dict[str | None, str]):
 
 def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
-    """What changed between two runs' table rows, matched by logical key, not by content id
-    (which a pin change renames); new failures first. ``moved``: the keys a ``--set`` bump
-    replaced, matched as ``records.compare.match_previous`` does (nothing it left is gone).
-
-    Classes: new failure, fixed, changed (fine both times, another outcome), still failing,
-    versions changed (same outcome, other packages), new cell, gone."""
+    """What changed between two runs' rows, matched by logical key (a pin change renames the
+    content id), in ``_ORDER``. ``moved``: the keys a ``--set`` bump replaced (none is gone)."""
     before = match_previous(old, new, moved)
     after = {r.logical_key: r for r in new}
-    changes = []
-    for key, now in after.items():
-        was = before.get(key)
-        if was is None:
-            changes.append(_change("new cell", key, None, now))
-            continue
-        if was.outcome != now.outcome:
-            changes.append(_change(moved_class(was.outcome, now.outcome), key, was, now))
-        elif was.versions != now.versions and was.versions and now.versions:
-            changes.append(_change("versions changed", key, was, now))
+    changes = [_change("new cell", key, None, now) if key not in before
+               else _compared(key, before[key], now) for key, now in after.items()]
     changes += [_change("gone", key, was, None) for key, was in before.items()
                 if key not in after and not moved]
     if moved:  # a bump: the row of the run before each cell is compared with
-        for change in changes:
+        for change in filter(None, changes):
             was = before.get((change["environment"], change["case"], change["hardware"]))
             if was is not None:
                 change["replaced"] = was.environment
-    changes.sort(key=_change_order)
-    return changes
+    return sorted(filter(None, changes), key=_change_order)
 
 
 def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
     """``diff_runs`` of two runs of the same cells, from the pairs ``table.changed`` gives."""
-    changes = []
-    for was, now in pairs:
-        if was.outcome != now.outcome:
-            changes.append(_change(moved_class(was.outcome, now.outcome), now.logical_key, was,
-                                   now))
-        elif was.versions != now.versions and was.versions and now.versions:
-            changes.append(_change("versions changed", now.logical_key, was, now))
-    return sorted(changes, key=_change_order)
+    return sorted(filter(None, (_compared(now.logical_key, was, now) for was, now in pairs)),
+                  key=_change_order)
+
+
+def _compared(key: tuple[str, str, str], was: Row, now: Row) -> dict[str, Any] | None:
+    """The change of a cell in both runs; None where its outcome and versions stayed."""
+    if was.outcome != now.outcome:
+        return _change(moved_class(was.outcome, now.outcome), key, was, now)
+    if was.versions != now.versions and was.versions and now.versions:
+        return _change("versions changed", key, was, now)
+    return None
 
 
 def moved_class(was: Outcome, now: Outcome) -> str:
