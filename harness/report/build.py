@@ -24,12 +24,11 @@ from harness.report.writers import write_all
 
 
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
-                 baseline: Baseline | None = None, previous: RunStore | None = None,
-                 results: Sequence[CellResult] | None = None) -> dict[str, Path]:
-    """Every format of ``writers.WRITERS`` into ``out_dir``, the cells in matrix order.
-    ``previous``: the run to say what changed since; ``results``: one record's, if held."""
-    return write(prepare(stores, out_dir, baseline=baseline, previous=previous,
-                         results=results), out_dir)
+                 baseline: Baseline | None = None, previous: RunStore | None = None
+                 ) -> dict[str, Path]:
+    """Every format of ``writers.WRITERS`` into ``out_dir``, the cells in matrix order;
+    ``previous``: the run to say what changed since."""
+    return write(prepare(stores, out_dir, baseline=baseline, previous=previous), out_dir)
 
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:

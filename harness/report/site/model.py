@@ -258,10 +258,8 @@ def provenance(results: Sequence[CellResult]) -> tuple[str, ...]:
 
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
-    targets = sorted({r.hardware_target for r in results})
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
-    tried = {r.hardware_target for r in ran}
-    tested = tuple(h for h in targets if h in tried)
+    tested = tuple(sorted({r.hardware_target for r in ran}))
     # Each (node, machine description) once: many cells share one machine's object.
     seen = {(r.node, id(r.hardware)): r.hardware for r in ran if r.hardware}
     machines = set()
@@ -270,16 +268,16 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         machines.add(f"{node or '?'}: {hw.get('cpu', 'CPU')} × {hw.get('cpus', '?')}"
                      + (f", {gpus}" if gpus else ", no GPU"))
     created = min((float(m.get("created") or 0) for m in meta), default=0.0)
-    results = counted(results)
-    counts = Counter(str(r.outcome) for r in results)
+    cells = counted(results)
+    counts = Counter(str(r.outcome) for r in cells)
     return Header(
         run_ids=tuple(str(m.get("run_id")) for m in meta),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "",
         harness=str(meta[0].get("harness") or "") if meta else "",
         matrix_sha256=str(meta[0].get("matrix_sha256") or "") if meta else "",
         machines=tuple(sorted(machines)), tested=tested,
-        not_tested=tuple(h for h in targets if h not in tested),
-        ran=len(results) - counts[str(Outcome.NOT_RUN)], cells=len(results),
+        not_tested=tuple(sorted({r.hardware_target for r in results} - set(tested))),
+        ran=len(cells) - counts[str(Outcome.NOT_RUN)], cells=len(cells),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
         sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
                                  for k, v in (m.get("set") or {}).items())))
@@ -300,7 +298,6 @@ def _failure_table(case: str, results: Sequence[CellResult],
     ran_envs = [e for e in envs if e not in broken
                 and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
     ran_set = set(ran_envs)
-    hardware = sorted({r.hardware_target for r in results})
     drawn_hw = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}))
     vary = by_priority(varying(versions[e] for e in ran_envs), meta.get("about") or ())
@@ -321,8 +318,8 @@ def _failure_table(case: str, results: Sequence[CellResult],
                                row.environment))
     table_broken = tuple((e, broken[e]) for e in envs if e in broken)
     not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
-    tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
-    not_tested = tuple(h for h in hardware if h not in tried)
+    not_tested = tuple(sorted({r.hardware_target for r in results} - {
+        r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}))
     key = vary[0] if vary else None
     value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
     verdict = _verdict([r for r in results if r.environment in ran_set], value, key, repro,
