@@ -84,9 +84,8 @@ def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunSto
     report = out_dir.resolve()
     linked = {id(s): _Linked(s.run_dir, logs, report)
               for s, logs in zip(stores, names, strict=True)}
-    rows = list(map(itemgetter(1), pairs))
     if len(stores) == 1:
-        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, rows)))
+        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, map(itemgetter(1), pairs))))
     return [linked[id(store)][row.log] for store, row in pairs]
 
 
@@ -105,15 +104,14 @@ class _Linked(dict[str | None, str]):
                         map(f"{self.base}/logs/".__add__, names), strict=True))
 
     def __missing__(self, log: str | None) -> str:
-        link = self[log] = self._link(log)
-        return link
-
-    def _link(self, log: str | None) -> str:
         if not log or (log.startswith("logs/") and "/" not in log[5:]):
-            return ""  # a log in logs/ that is there was linked up front
-        if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
-            return os.path.relpath(log, self.report) if Path(log).is_file() else ""
-        return f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
+            link = ""  # a log in logs/ that is there was linked up front
+        elif os.path.isabs(log):  # noqa: PTH117  (records before format 2)
+            link = os.path.relpath(log, self.report) if Path(log).is_file() else ""
+        else:
+            link = f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
+        self[log] = link
+        return link
 
 
 def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()

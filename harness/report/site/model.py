@@ -194,10 +194,7 @@ def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
         out[canonicalize_name(req.name)] = (
             "@" + req.url.rsplit("@", 1)[-1] if req.url  # a URL: the ref it pins
             else pin.removeprefix("==") if pin else "*")
-    if env.get("cuda"):
-        out["cuda"] = str(env["cuda"])
-    if env.get("python"):
-        out["python"] = str(env["python"])
+    out.update((key, str(env[key])) for key in ("cuda", "python") if env.get(key))
     out["backend"] = str(env.get("backend") or "")
     return out
 
