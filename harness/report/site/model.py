@@ -359,13 +359,11 @@ def _verdict(results: Sequence[CellResult], value: Mapping[str, str], key: str |
     if affected:
         parts.append(f"affected: {name}{version_list(affected, tested)}")
     if clean:
-        shown = version_list(clean, tested)
-        values = sorted(clean, key=version_sort_key)
+        low = min(clean, key=version_sort_key)
         # Every clean version above every affected one: the lowest clean above the highest.
-        if affected and key and version_sort_key(values[0]) > max(
-                map(version_sort_key, affected)):
-            shown = f"≥ {values[0]}"
-        parts.append(f"not affected: {name}{shown}")
+        above = affected and key and version_sort_key(low) > max(map(version_sort_key, affected))
+        parts.append(f"not affected: {name}"
+                     + (f"≥ {low}" if above else version_list(clean, tested)))
     if repro and not affected and not clean and results:
         parts.append("the reproduction did not run to a verdict here (see the table)")
     elif repro and not results:
