@@ -32,13 +32,12 @@ def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
-    """``report`` in every format into ``out_dir``, then one record's table if it has none."""
-
-    def keep_table() -> None:  # unless damaged (each reader then says so)
-        if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
-            table.write(report.stores[0].run_dir, report.cells().in_record, report.made_from)
-
-    return write_all(report, out_dir, keep_table)
+    """``report`` in every format into ``out_dir``, then one record's table if it has none
+    (unless damaged: each reader then says so)."""
+    paths = write_all(report, out_dir)
+    if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
+        table.write(report.stores[0].run_dir, report.cells().in_record, report.made_from)
+    return paths
 
 
 def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
