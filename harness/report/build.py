@@ -36,7 +36,7 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     (unless damaged: each reader then says so)."""
     paths = write_all(report, out_dir)
     if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
-        table.write(report.stores[0].run_dir, report.cells().in_record, report.made_from)
+        table.write(report.stores[0].run_dir, report.cells.in_record, report.made_from)
     return paths
 
 
@@ -71,7 +71,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     return Report(stores=got.stores, metas=got.metas, cases=got.cases,
                   environments=got.environments, rules=rules, baseline=baseline,
-                  previous=got.previous, moved=got.moved, given=results, cells=lambda: cells,
+                  previous=got.previous, moved=got.moved, given=results, cells=cells,
                   changes=changes, made_from=got.made_from, bisects=got.bisects,
                   earlier=got.earlier, tabled=got.tabled)
 
