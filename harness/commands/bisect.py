@@ -192,8 +192,7 @@ def _version(text: str) -> Version | None:
 
 def _probe(version: str, result: CellResult, run_id: str) -> Probe:
     return Probe(version=version, outcome=str(result.outcome), signature=result.signature,
-                 reason=result.reason.strip().splitlines()[0] if result.reason.strip() else "",
-                 run_id=run_id,
+                 reason=_first_line(result.reason.strip()), run_id=run_id,
                  skipped=result.unbuilt)
 
 
@@ -257,8 +256,7 @@ def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad:
 
 def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
     """``--between``: which top-level package changes between two runs flip the cell."""
-    good_store = RunStore.open(options.reports_dir, good_run)
-    bad_store = RunStore.open(options.reports_dir, bad_run)
+    good_store, bad_store = (RunStore.open(options.reports_dir, r) for r in (good_run, bad_run))
     if good_store.run_dir.resolve() == bad_store.run_dir.resolve():
         raise UsageError(f"--between names run {good_store.run_id} twice: give the run where "
                          "the cell has the good outcome, then the one where it has the bad")
@@ -355,7 +353,6 @@ def _first_line(text: str) -> str:
 
 def _moves(changes: tuple[Change, ...], sep: str = " and ", arrow: str = "→") -> str:
     return sep.join(f"{n} {o} {arrow} {w}" for n, o, w in changes)
-
 
 
 def _count(n: int, noun: str) -> str:

@@ -24,22 +24,20 @@ from harness.report.writers import write_all
 
 
 def write_report(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
-                 baseline: Baseline | None = None, previous: RunStore | None = None,
-                 results: Sequence[CellResult] | None = None) -> dict[str, Path]:
-    """Every format of ``writers.WRITERS`` into ``out_dir``, the cells in matrix order.
-    ``previous``: the run to say what changed since; ``results``: one record's, if held."""
-    return write(prepare(stores, out_dir, baseline=baseline, previous=previous,
-                         results=results), out_dir)
+                 baseline: Baseline | None = None, previous: RunStore | None = None
+                 ) -> dict[str, Path]:
+    """Every format of ``writers.WRITERS`` into ``out_dir``, the cells in matrix order;
+    ``previous``: the run to say what changed since."""
+    return write(prepare(stores, out_dir, baseline=baseline, previous=previous), out_dir)
 
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
-    """``report`` in every format into ``out_dir``, then one record's table if it has none."""
-
-    def keep_table() -> None:  # unless damaged (each reader then says so)
-        if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
-            table.write(report.stores[0].run_dir, report.cells().in_record, report.made_from)
-
-    return write_all(report, out_dir, keep_table)
+    """``report`` in every format into ``out_dir``, then one record's table if it has none
+    (unless damaged: each reader then says so)."""
+    paths = write_all(report, out_dir)
+    if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
+        table.write(report.stores[0].run_dir, report.cells.in_record, report.made_from)
+    return paths
 
 
 def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
@@ -73,7 +71,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 
     return Report(stores=got.stores, metas=got.metas, cases=got.cases,
                   environments=got.environments, rules=rules, baseline=baseline,
-                  previous=got.previous, moved=got.moved, given=results, cells=lambda: cells,
+                  previous=got.previous, moved=got.moved, given=results, cells=cells,
                   changes=changes, made_from=got.made_from, bisects=got.bisects,
                   earlier=got.earlier, tabled=got.tabled)
 
@@ -85,9 +83,8 @@ def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunSto
     report = out_dir.resolve()
     linked = {id(s): _Linked(s.run_dir, logs, report)
               for s, logs in zip(stores, names, strict=True)}
-    rows = list(map(itemgetter(1), pairs))
     if len(stores) == 1:
-        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, rows)))
+        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, map(itemgetter(1), pairs))))
     return [linked[id(store)][row.log] for store, row in pairs]
 
 
@@ -106,58 +103,47 @@ class _Linked(dict[str | None, str]):
                         map(f"{self.base}/logs/".__add__, names), strict=True))
 
     def __missing__(self, log: str | None) -> str:
-        link = self[log] = self._link(log)
-        return link
-
-    def _link(self, log: str | None) -> str:
         if not log or (log.startswith("logs/") and "/" not in log[5:]):
-            return ""  # a log in logs/ that is there was linked up front
-        if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
-            return os.path.relpath(log, self.report) if Path(log).is_file() else ""
-        return f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
+            link = ""  # a log in logs/ that is there was linked up front
+        elif os.path.isabs(log):  # noqa: PTH117  (records before format 2)
+            link = os.path.relpath(log, self.report) if Path(log).is_file() else ""
+        else:
+            link = f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
+        self[log] = link
+        return link
 
 
 def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
-    """What changed between two runs' table rows, matched by logical key, not by content id
-    (which a pin change renames); new failures first. ``moved``: the keys a ``--set`` bump
-    replaced, matched as ``records.compare.match_previous`` does (nothing it left is gone).
-
-    Classes: new failure, fixed, changed (fine both times, another outcome), still failing,
-    versions changed (same outcome, other packages), new cell, gone."""
+    """What changed between two runs' rows, matched by logical key (a pin change renames the
+    content id), in ``_ORDER``. ``moved``: the keys a ``--set`` bump replaced (none is gone)."""
     before = match_previous(old, new, moved)
     after = {r.logical_key: r for r in new}
-    changes = []
-    for key, now in after.items():
-        was = before.get(key)
-        if was is None:
-            changes.append(_change("new cell", key, None, now))
-            continue
-        if was.outcome != now.outcome:
-            changes.append(_change(moved_class(was.outcome, now.outcome), key, was, now))
-        elif was.versions != now.versions and was.versions and now.versions:
-            changes.append(_change("versions changed", key, was, now))
+    changes = [_change("new cell", key, None, now) if key not in before
+               else _compared(key, before[key], now) for key, now in after.items()]
     changes += [_change("gone", key, was, None) for key, was in before.items()
                 if key not in after and not moved]
     if moved:  # a bump: the row of the run before each cell is compared with
-        for change in changes:
+        for change in filter(None, changes):
             was = before.get((change["environment"], change["case"], change["hardware"]))
             if was is not None:
                 change["replaced"] = was.environment
-    changes.sort(key=_change_order)
-    return changes
+    return sorted(filter(None, changes), key=_change_order)
 
 
 def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
     """``diff_runs`` of two runs of the same cells, from the pairs ``table.changed`` gives."""
-    changes = []
-    for was, now in pairs:
-        if was.outcome != now.outcome:
-            changes.append(_change(moved_class(was.outcome, now.outcome), now.logical_key, was,
-                                   now))
-        elif was.versions != now.versions and was.versions and now.versions:
-            changes.append(_change("versions changed", now.logical_key, was, now))
-    return sorted(changes, key=_change_order)
+    return sorted(filter(None, (_compared(now.logical_key, was, now) for was, now in pairs)),
+                  key=_change_order)
+
+
+def _compared(key: tuple[str, str, str], was: Row, now: Row) -> dict[str, Any] | None:
+    """The change of a cell in both runs; None where its outcome and versions stayed."""
+    if was.outcome != now.outcome:
+        return _change(moved_class(was.outcome, now.outcome), key, was, now)
+    if was.versions != now.versions and was.versions and now.versions:
+        return _change("versions changed", key, was, now)
+    return None
 
 
 def moved_class(was: Outcome, now: Outcome) -> str:

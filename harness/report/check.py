@@ -36,7 +36,6 @@ from harness.report.site.versions import combinations, varying, version_sort_key
 Versions = Mapping[str, Mapping[str, str]]
 
 
-
 def check(site: Site, results: Sequence[CellResult],
           environments: Mapping[str, Mapping[str, Any]], cases: Mapping[str, Mapping[str, Any]],
           previous: Sequence[CellResult] | None = None, moved: Sequence[str] = (),
@@ -344,13 +343,6 @@ def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions)
     return problems
 
 
-def _class(was: Outcome | None, now: Outcome | None) -> str:
-    """What a "what changed" line of a cell with these outcomes is."""
-    if was is None or now is None:
-        return "new cell" if was is None else "gone"
-    return "versions changed" if was == now else moved_class(was, now)
-
-
 def _changes(changes: Sequence[Mapping[str, Any]], results: Sequence[CellResult],
              previous: Sequence[CellResult], moved: Sequence[str]) -> list[str]:
     """Each "what changed" line's outcomes and class; every cell whose outcome changed (came,
@@ -362,7 +354,9 @@ def _changes(changes: Sequence[Mapping[str, Any]], results: Sequence[CellResult]
         key = (change["environment"], change["case"], change["hardware"])
         listed.add(key)
         was, is_ = before.get(key), now.get(key)
-        want = (_class(was, is_), str(was or ""), str(is_ or ""))
+        kind = ("new cell" if was is None else "gone" if is_ is None
+                else "versions changed" if was == is_ else moved_class(was, is_))
+        want = (kind, str(was or ""), str(is_ or ""))
         if (change["class"], change["before"], change["after"]) != want:
             problems.append(f"what changed: says {change['class']} {key}: {change['before']} → "
                             f"{change['after']}; the records: {' '.join(want[1:])} ({want[0]})")

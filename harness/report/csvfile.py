@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,19 +20,14 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+=~-]*")
 _ROWS = 5000  # rows written at a time
 
 
-class _Escaped(dict[str, str]):
-    """A text -> the field ``csv`` writes for it, each made once (by ``csv``)."""
-
-    def __missing__(self, text: str) -> str:
-        if _PLAIN.fullmatch(text):
-            field = text
-        else:
-            out = io.StringIO()
-            # Two fields, the second empty: a row of one empty field would be written '""'.
-            csv.writer(out, lineterminator="\n").writerow([text, ""])
-            field = out.getvalue()[:-2]
-        self[text] = field
-        return field
+def _escape(text: str) -> str:
+    """The field ``csv`` writes for ``text`` (made by ``csv``)."""
+    if _PLAIN.fullmatch(text):
+        return text
+    out = io.StringIO()
+    # Two fields, the second empty: a row of one empty field would be written '""'.
+    csv.writer(out, lineterminator="\n").writerow([text, ""])
+    return out.getvalue()[:-2]
 
 
 def _text(value: Any) -> str:
@@ -46,7 +42,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _fields(values: Sequence[Any], escaped: _Escaped) -> list[str]:
+def _fields(values: Sequence[Any], escaped: Callable[[str], str]) -> list[str]:
     """A column's fields: converted in C where it is of one type (csv: ``repr`` of a float,
     ``str`` of an int); as they are where the whole column is plain text (checked in one
     match: ids, paths, times), else each text escaped once and looked up."""
@@ -61,7 +57,7 @@ def _fields(values: Sequence[Any], escaped: _Escaped) -> list[str]:
         texts = list(map(_text, values))
     if _PLAIN.fullmatch("".join(texts)):
         return list(texts)
-    return list(map(escaped.__getitem__, texts))
+    return list(map(escaped, texts))
 
 
 def write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:
@@ -72,9 +68,9 @@ def write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:
             writer.writerow(columns)
             writer.writerows(zip(*columns.values(), strict=True))
             return
-        escaped = _Escaped()
+        escaped = functools.cache(_escape)  # each distinct text escaped once
         fields = [_fields(values, escaped) for values in columns.values()]
-        fh.write(",".join(escaped[_text(name)] for name in columns) + "\n")
+        fh.write(",".join(escaped(_text(name)) for name in columns) + "\n")
         for start in range(0, len(fields[0]), _ROWS):
             chunk = zip(*(f[start:start + _ROWS] for f in fields), strict=True)
             fh.write("\n".join(map(",".join, chunk)) + "\n")

@@ -133,7 +133,7 @@ class Report:
     previous: RunStore | None  # the run "what changed" is since
     moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
     given: Sequence[CellResult] | None  # one record's results, as its caller holds them
-    cells: Callable[[], Cells]
+    cells: Cells
     changes: Callable[[], list[dict[str, Any]]]
     made_from: Stamp | None  # one record's size as it was read
     bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
@@ -157,24 +157,24 @@ class Report:
     @cached_property
     def keys(self) -> list[tuple[str, str, str]]:
         """Each row's logical key: JUnit's order; their middles, the long table's column."""
-        return logical_keys(self.cells().rows)
+        return logical_keys(self.cells.rows)
 
     @cached_property
     def columns(self) -> dict[str, list[Any]]:
         """The long table, every column (the CSV and compat.json)."""
-        return long_columns(self.cells().rows, self.cells().links,
+        return long_columns(self.cells.rows, self.cells.links,
                             labels_of=[key[1] for key in self.keys])
 
     @cached_property
     def judged(self) -> tuple[list[str], list[tuple[CellResult, Judgement]]]:
         """Against expectations: the summary's lines, and the cells it lists one by one."""
-        return judged_report(self.cells().rows, self.rules, self.baseline, limit=200)
+        return judged_report(self.cells.rows, self.rules, self.baseline, limit=200)
 
     @cached_property
     def site(self) -> Site:
         """The model the pages, compat.md and summary.txt are rendered from."""
-        rows = self.cells().rows
-        return build_site(rows, self.environments, self.cases, self.metas, self.cells().logs(),
+        rows = self.cells.rows
+        return build_site(rows, self.environments, self.cases, self.metas, self.cells.logs(),
                           self.changes(), self.since,
                           bisects=_bisects(self.bisects, {r.case_id for r in rows}),
                           damaged=self.damaged)

@@ -7,6 +7,7 @@ but a suite's test's (its name in its session's environment says which).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -64,28 +65,12 @@ def _lines(results: Sequence[CellResult], name: str, keys: Sequence[tuple[str, s
     plain_ids = set(map(type, ids)) <= {str} and _SPECIAL.search("".join(ids)) is None
     parents = set(map(attrgetter("parent"), results)) - {""}
     session_logs = {r.cell_id: r.log for r in results if r.cell_id in parents} if parents else {}
-    escaped: dict[str, str] = {}  # a class or test name -> as an attribute
-    ends: dict[tuple[Outcome, str], str] = {}
-    made: dict[tuple[str, str], str] = {}
-
-    def prop(key: str, value: str) -> str:
-        found = made.get((key, value))
-        if found is None:
-            found = made[(key, value)] = _property(key, value)
-        return found
-
+    attr, prop, end_of = functools.cache(_attr), functools.cache(_property), functools.cache(_end)
     for i in sorted(range(len(results)), key=keys.__getitem__):
         r, (environment, which, hardware_target) = results[i], keys[i]
-        # By their text, made anew (1, 1.0 and True are one key of a dict, three texts).
-        where = f"{environment} @{hardware_target}"
-        classname = escaped.get(where)
-        if classname is None:
-            classname = escaped[where] = _attr(where)
-        test = escaped.get(which)
-        if test is None:
-            test = escaped[which] = _attr(which)
         outcome, reason = r.outcome, r.reason
-        parts = [f'  <testcase classname="{classname}" name="{test}" time="{r.duration:.3f}">']
+        parts = [f'  <testcase classname="{attr(f"{environment} @{hardware_target}")}" '
+                 f'name="{attr(which)}" time="{r.duration:.3f}">']
         if outcome is not Outcome.PASS:
             parts.append(_OUTCOME[outcome])
         # each its own (none made twice); a suite's test is found by its name in its session
@@ -102,9 +87,7 @@ def _lines(results: Sequence[CellResult], name: str, keys: Sequence[tuple[str, s
         if len(parts) > 1:
             parts.insert(1, "<properties>")
             parts.append("</properties>")
-        end = ends.get((outcome, reason))
-        if end is None:
-            end = ends[(outcome, reason)] = _end(outcome, reason)
+        end = end_of(outcome, reason)
         if len(parts) == 1 and end == _PASSED:  # nothing inside: an empty element
             parts[0] = parts[0][:-1] + "/>\n"
         else:
@@ -153,5 +136,5 @@ def write_junit(results: Sequence[CellResult], name: str, path: Path,
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
     """The report's junit.xml."""
     path = out_dir / "junit.xml"
-    write_junit(report.cells().rows, f"ml-compat-harness {report.name}", path, report.keys)
+    write_junit(report.cells.rows, f"ml-compat-harness {report.name}", path, report.keys)
     return {"junit": path}

@@ -14,7 +14,7 @@ from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summ
 
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
     """The pages, compat.md (put in its place whole) and summary.txt."""
-    cells = report.cells()
+    cells = report.cells
     columns = long_columns(cells.rows, cells.links, LONG_COLUMNS)
     warn_damaged([d for s in report.stores for d in s.damaged])  # found as the cells were read
     long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))

@@ -26,16 +26,14 @@ def register(name: str, write: Write) -> None:
     WRITERS[name] = write
 
 
-def write_all(report: Report, out_dir: Path, also: Callable[[], None] = lambda: None
-              ) -> dict[str, Path]:
-    """Every registered format into ``out_dir``, then ``also``: the paths written, by name.
+def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Every registered format into ``out_dir``: the paths written, by name.
     The worker is forked, so it is given the report as it is here, not a pickled copy."""
     with ProcessPoolExecutor(1, mp_context=get_context("fork"), initializer=_given.extend,
                              initargs=((report, out_dir),)) as pool:
         there = {name: pool.submit(_write, name) for name in WRITERS if name != HERE}
         written = {HERE: WRITERS[HERE](report, out_dir)} if HERE in WRITERS else {}
         written.update((name, future.result()) for name, future in there.items())
-    also()
     return {key: path for name in WRITERS for key, path in written[name].items()}
 
 

@@ -8,7 +8,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import add, attrgetter, mul
 from pathlib import Path
 
 from markupsafe import Markup, escape
@@ -93,15 +92,17 @@ def page(rows: Sequence[CellResult], site: Site, earlier: history.History,
          runs: Sequence[Run]) -> HistoryPage:
     """``runs``: the earlier runs' columns, then the report's. Past ``MAX_ROWS`` cells, the
     ``MAX_ROWS`` that changed last."""
-    outcomes = list(map(_OUTCOME, rows))
-    befores = list(map(earlier.cells.get, logical_keys(rows),
-                       repeat((None,) * len(earlier.runs))))
-    # Each distinct strip and outcome worked out once, by a number (strip id, outcome place).
-    codes = list(map(add, map(mul, map(id, befores), repeat(len(_PLACE))),
-                     map(_PLACE.__getitem__, map(str.__str__, outcomes))))
-    made = {code: _facts((*befores[i], outcomes[i]), earlier)
-            for code, i in dict(zip(codes, range(len(codes)), strict=True)).items()}
-    facts = list(map(made.__getitem__, codes))
+    absent = (None,) * len(earlier.runs)
+    # Each distinct strip (one object per earlier strip) and outcome worked out once.
+    made: dict[tuple[int, Outcome], tuple[Strip, bool, tuple[int, ...]]] = {}
+    facts = []
+    for before, r in zip(map(earlier.cells.get, logical_keys(rows), repeat(absent)), rows,
+                         strict=True):
+        fact = made.get((id(before), r.outcome))
+        if fact is None:
+            strip = (*before, r.outcome)
+            fact = made[(id(before), r.outcome)] = (strip, earlier.flaky(strip), turns(strip))
+        facts.append(fact)
     moved = [i for i, (_, flaky, found) in enumerate(facts) if flaky or found]
     over = len(facts) > MAX_ROWS
     shown: Sequence[int] = range(len(facts))
@@ -124,15 +125,6 @@ def page(rows: Sequence[CellResult], site: Site, earlier: history.History,
     return HistoryPage(runs=tuple(runs), line=earlier.line, left_out=earlier.left_out,
                        groups=groups, steady=len(facts) - len(moved) if over else 0,
                        older=len(moved) - len(shown) if over else 0)
-
-
-_OUTCOME = attrgetter("outcome")
-_PLACE = {str(o): i for i, o in enumerate(Outcome)}
-
-
-def _facts(strip: Strip, earlier: history.History) -> tuple[Strip, bool, tuple[int, ...]]:
-    """A strip, whether it is flaky, where it changed."""
-    return strip, earlier.flaky(strip), turns(strip)
 
 
 def load(rows: Sequence[CellResult], site: Site, earlier: Earlier, out_dir: Path,

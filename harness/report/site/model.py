@@ -194,10 +194,7 @@ def spec_versions(env: Mapping[str, Any]) -> dict[str, str]:
         out[canonicalize_name(req.name)] = (
             "@" + req.url.rsplit("@", 1)[-1] if req.url  # a URL: the ref it pins
             else pin.removeprefix("==") if pin else "*")
-    if env.get("cuda"):
-        out["cuda"] = str(env["cuda"])
-    if env.get("python"):
-        out["python"] = str(env["python"])
+    out.update((key, str(env[key])) for key in ("cuda", "python") if env.get(key))
     out["backend"] = str(env.get("backend") or "")
     return out
 
@@ -258,10 +255,8 @@ def provenance(results: Sequence[CellResult]) -> tuple[str, ...]:
 
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
-    targets = sorted({r.hardware_target for r in results})
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
-    tried = {r.hardware_target for r in ran}
-    tested = tuple(h for h in targets if h in tried)
+    tested = tuple(sorted({r.hardware_target for r in ran}))
     # Each (node, machine description) once: many cells share one machine's object.
     seen = {(r.node, id(r.hardware)): r.hardware for r in ran if r.hardware}
     machines = set()
@@ -270,16 +265,16 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         machines.add(f"{node or '?'}: {hw.get('cpu', 'CPU')} × {hw.get('cpus', '?')}"
                      + (f", {gpus}" if gpus else ", no GPU"))
     created = min((float(m.get("created") or 0) for m in meta), default=0.0)
-    results = counted(results)
-    counts = Counter(str(r.outcome) for r in results)
+    cells = counted(results)
+    counts = Counter(str(r.outcome) for r in cells)
     return Header(
         run_ids=tuple(str(m.get("run_id")) for m in meta),
         date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(created)) if created else "",
         harness=str(meta[0].get("harness") or "") if meta else "",
         matrix_sha256=str(meta[0].get("matrix_sha256") or "") if meta else "",
         machines=tuple(sorted(machines)), tested=tested,
-        not_tested=tuple(h for h in targets if h not in tested),
-        ran=len(results) - counts[str(Outcome.NOT_RUN)], cells=len(results),
+        not_tested=tuple(sorted({r.hardware_target for r in results} - set(tested))),
+        ran=len(cells) - counts[str(Outcome.NOT_RUN)], cells=len(cells),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
         sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
                                  for k, v in (m.get("set") or {}).items())))
@@ -300,7 +295,6 @@ def _failure_table(case: str, results: Sequence[CellResult],
     ran_envs = [e for e in envs if e not in broken
                 and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
     ran_set = set(ran_envs)
-    hardware = sorted({r.hardware_target for r in results})
     drawn_hw = tuple(sorted({r.hardware_target for r in results
                              if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}))
     vary = by_priority(varying(versions[e] for e in ran_envs), meta.get("about") or ())
@@ -321,8 +315,8 @@ def _failure_table(case: str, results: Sequence[CellResult],
                                row.environment))
     table_broken = tuple((e, broken[e]) for e in envs if e in broken)
     not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
-    tried = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
-    not_tested = tuple(h for h in hardware if h not in tried)
+    not_tested = tuple(sorted({r.hardware_target for r in results} - {
+        r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}))
     key = vary[0] if vary else None
     value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
     verdict = _verdict([r for r in results if r.environment in ran_set], value, key, repro,
@@ -365,13 +359,11 @@ def _verdict(results: Sequence[CellResult], value: Mapping[str, str], key: str |
     if affected:
         parts.append(f"affected: {name}{version_list(affected, tested)}")
     if clean:
-        shown = version_list(clean, tested)
-        values = sorted(clean, key=version_sort_key)
+        low = min(clean, key=version_sort_key)
         # Every clean version above every affected one: the lowest clean above the highest.
-        if affected and key and version_sort_key(values[0]) > max(
-                map(version_sort_key, affected)):
-            shown = f"≥ {values[0]}"
-        parts.append(f"not affected: {name}{shown}")
+        above = affected and key and version_sort_key(low) > max(map(version_sort_key, affected))
+        parts.append(f"not affected: {name}"
+                     + (f"≥ {low}" if above else version_list(clean, tested)))
     if repro and not affected and not clean and results:
         parts.append("the reproduction did not run to a verdict here (see the table)")
     elif repro and not results:

@@ -1,8 +1,5 @@
-"""The site and its markdown twin, rendered from ``model.Site`` (jinja2, autoescaped).
-
-Nothing is fetched from outside and nothing depends on the clock: the same site renders to the
-same bytes.
-"""
+"""The site and its markdown twin, rendered from ``model.Site`` (jinja2, autoescaped); nothing
+fetched from outside, nothing from the clock: the same site renders to the same bytes."""
 
 from __future__ import annotations
 
@@ -38,11 +35,6 @@ LONG_COLUMNS = ("environment", "hardware", "column", "outcome", "signature", "re
 _NEWS = ("new failure", "fixed", "changed")
 #: Rows of a failure table per page (the markdown and the downloads hold every row).
 ROWS_PER_PAGE = 200
-
-
-def failure_page(slug: str, index: int) -> str:
-    """A failure table's page file: the first is ``failure-<slug>.html``."""
-    return f"failure-{slug}.html" if index == 0 else f"failure-{slug}-{index + 1}.html"
 
 
 def _templates(**options: Any) -> Environment:
@@ -141,7 +133,8 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     failure = env.get_template("failure.html.j2")
     for f in site.failures:
         # Pages of ROWS_PER_PAGE rows, the first under the name the index links to.
-        names = [failure_page(f.slug, i) for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
+        names = [f"failure-{f.slug}{f'-{i + 1}' if i else ''}.html"
+                 for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
         for i, name in enumerate(names):
             put(name, failure.render(
                 **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
@@ -237,8 +230,6 @@ def _about(h: Header) -> str:
         f"bumped: --set {', '.join(h.sets)}" if h.sets else ""]))
 
 
-
-
 _SAME = {"passes": "pass", "fails": "fail"}  # "52 pass everywhere"
 
 
@@ -246,4 +237,3 @@ def _cell(text: str) -> str:
     """Markdown table text: no pipe or newline breaks the row; HTML stays text."""
     return (text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
             .replace("<br>", "\0").replace("<", "&lt;").replace("\0", "<br>"))
-

@@ -127,8 +127,7 @@ def suite_table(suite: str, results: Sequence[CellResult],
                 versions: Mapping[str, dict[str, str]],
                 cases: Mapping[str, Mapping[str, Any]], links: Mapping[str, str]
                 ) -> SuiteTable:
-    meta = cases.get(f"{suite}::{SESSION}") or {}
-    spec = meta.get("suite") or {}
+    spec = (cases.get(f"{suite}::{SESSION}") or {}).get("suite") or {}
     target = str(spec.get("path") or (f"--pyargs {spec['pyargs']}" if spec.get("pyargs")
                                       else suite))
     sessions = [r for r in results if r.variant == SESSION]
@@ -158,10 +157,9 @@ def suite_table(suite: str, results: Sequence[CellResult],
         claim = decide({k: word(got[k].outcome if k in got else None) for k in order},
                        rows, vary, columns)
         named = [got[k] for k in order if k in got and word(got[k].outcome) == claim.word]
-        first = named[0] if named else None
         lines = tuple(dict.fromkeys(t.reason.splitlines()[0] for t in named if t.reason.strip()))
         differing.append(Differing(test=test, outcomes=outcomes, claim=claim,
-                                   log=links.get(first.cell_id, "") if first else "",
+                                   log=links.get(named[0].cell_id, "") if named else "",
                                    lines=lines))
     totals = tuple(_totals(s, columns[(s.environment, s.hardware_target)], links)
                    for s in sorted(ran, key=lambda s: order.index((s.environment,
