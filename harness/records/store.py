@@ -227,10 +227,14 @@ class RunStore:
         if named:
             result = result.replace(**named)
         if not self.redactor.secrets:
-            with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError):
+            with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError, RecursionError):
                 return ENCODER.encode(result) + b"\n"
         # A secret to redact, or a value msgspec does not write (as jsonio.dumps writes it).
-        return jsonio.dumps(self.redactor.obj(msgspec.to_builtins(result, enc_hook=str))) + b"\n"
+        try:
+            data = self.redactor.obj(msgspec.to_builtins(result, enc_hook=str))
+            return jsonio.dumps(data) + b"\n"
+        except RecursionError:  # a hand-edited line nested past what JSON writers go
+            raise StoreError(f"{result.cell_id}: a value nested too deep to write") from None
 
     def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
         """A value a line written elsewhere names by ``digest``, added to ``fresh`` unless
