@@ -1,14 +1,7 @@
-"""Run folders: a record that describes itself, appended as results arrive, and read back.
-
-A run folder holds ``run.json`` (ids, time, filters, shard, executor, environments asked for,
-expectations), ``plan.json`` (its cells; a shard's ``full_plan.json`` too), ``cases.json``
-(each variant's metadata), ``envs/<key>.json`` (what each environment held), ``results.jsonl``
-(a line per attempt, appended as it ends: a kill -9 loses no finished cell), ``events.jsonl``
-(what cells' processes said), ``shared.jsonl`` and ``logs/``; every path in it relative to it.
-
-A value thousands of lines would repeat (a fingerprint, a machine) is written once to
-``shared.jsonl`` as ``["<hash of its content>", value]``, and a line holds the hash in its
-place: two shards' values of one name are one value, so a merge is a union.
+"""Run folders: ``run.json``, ``plan.json``, ``cases.json``, ``envs/``, ``logs/`` and the
+record, ``results.jsonl`` (a line per attempt, appended as it ends: a kill -9 loses no finished
+cell). docs/record.md describes each file. A value thousands of lines would repeat (a
+fingerprint, a machine) is written once to ``shared.jsonl``, named by the hash of its content.
 """
 
 from __future__ import annotations
@@ -22,9 +15,8 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -36,7 +28,7 @@ from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt, damage
 from harness.records import codec
-from harness.records.codec import Batched, append, read_record
+from harness.records.codec import Batched, append
 
 RESULTS = "results.jsonl"
 META = "run.json"
@@ -61,8 +53,7 @@ EVENTS = "events.jsonl"  # what cells' processes said, a line per event (``RunSt
 
 @dataclass(frozen=True)
 class PlanText:
-    """A plan as the JSON text of a plan file, with its number of cells (a merge writes a
-    shard's whole plan as it is)."""
+    """A plan file's JSON text and its number of cells (a merge writes a shard's as it is)."""
 
     text: bytes
     cells: int
@@ -236,14 +227,7 @@ class RunStore:
         except RecursionError:  # a hand-edited line nested past what JSON writers go
             raise StoreError(f"{result.cell_id}: a value nested too deep to write") from None
 
-    def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
-        """A value a line written elsewhere names by ``digest``, added to ``fresh`` unless
-        shared.jsonl has it."""
-        shared = self._shared_values()
-        if digest not in shared:
-            shared[digest] = fresh[digest] = value
-
-    def append_encoded(self, lines: bytes | Sequence[bytes], fresh: Mapping[str, Any], *,
+    def append_encoded(self, lines: bytes, fresh: Mapping[str, Any], *,
                        batched: bool = False) -> None:
         """Whole lines, after the new shared values they name (``fresh``). ``batched``: fsynced
         with the lines ``record`` writes (``sync``), not at once."""
@@ -287,7 +271,7 @@ class RunStore:
     def _shared_values(self) -> dict[str, Any]:
         """shared.jsonl, read once (a torn last line skipped)."""
         if self._shared is None:
-            self._shared = {digest: value for digest, value, _ in read_shared(self.run_dir)}
+            self._shared = dict(read_shared(self.run_dir))
         return self._shared
 
     def as_of(self, size: int | None, *, quiet: bool = False) -> RunStore:
@@ -299,23 +283,29 @@ class RunStore:
         return frozen
 
     def attempts(self) -> list[CellResult]:
-        """Every recorded attempt, in order. A damaged line (``scan_damaged``) is left out,
-        kept in ``damaged`` and warned of."""
+        """Every recorded attempt, in order: a line decoded against the result's schema, else
+        read as JSON (``adopt``); a damaged line is left out, kept in ``damaged``, warned of."""
         self.damaged = []
+        out: list[CellResult] = []
+        whole = True
         try:
-            rows, whole = read_record(self.run_dir / RESULTS, self.upto)
+            for line in codec.lines(self.run_dir / RESULTS, self.upto):
+                try:
+                    out.append(DECODER.decode(line))
+                except REFUSED:
+                    found = _adopted(line)
+                    if found is None:
+                        whole &= not line.strip()
+                    else:
+                        out.append(found)
         except FileNotFoundError:
             return []
-        out: list[CellResult] = []
-        shared = self._shared_values()
-        for row in rows:
-            try:
-                for name in BY_REFERENCE:
-                    if isinstance(row.get(name), str):  # a value copied without it: {}
-                        row[name] = shared.get(row[name], {})
-                out.append(adopt(row))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                whole = False  # not a result line (a hand edit)
+        shared = dict(read_shared(self.run_dir))
+        for row in out:  # the values named put in place ({} for a name shared.jsonl lacks)
+            if row.fingerprint.__class__ is str:
+                force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
+            if row.hardware.__class__ is str:
+                force_setattr(row, "hardware", shared.get(row.hardware, {}))
         if not whole:
             self.damaged = scan_damaged(self.run_dir / RESULTS, self.upto)
             if not self.quiet:
@@ -323,12 +313,7 @@ class RunStore:
         return out
 
     def results(self) -> list[CellResult]:
-        """Every cell once: its last attempt (decoded by msgspec where every line fits)."""
-        rows = result_rows(self)
-        if rows is not None:
-            self.damaged = []
-            return rows
-        # A cell keeps its first attempt's place and its last attempt's record.
+        """Every cell once: its last attempt, at its first attempt's place."""
         return list({record.cell_id: record for record in self.attempts()}.values())
 
     def log_names(self) -> frozenset[str]:
@@ -365,45 +350,24 @@ def is_done(result: CellResult) -> bool:
     return result.outcome is not Outcome.NOT_RUN and not result.infra
 
 
-def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
-    """A run's shared.jsonl: each name, value and line (a torn or broken line skipped)."""
+def read_shared(run_dir: Path) -> Iterator[tuple[str, Any]]:
+    """A run's shared.jsonl: each name and value (a torn or broken line skipped)."""
     try:
         raw = (run_dir / SHARED).read_bytes()
     except FileNotFoundError:
         return
-    for line, pair, _ in jsonio.loads_lines(raw):
-        try:
+    for _, pair, _ in jsonio.loads_lines(raw):
+        with contextlib.suppress(ValueError, TypeError):
             digest, value = pair
-        except (ValueError, TypeError):
-            continue
-        yield str(digest), value, line
+            yield str(digest), value
 
 
-def result_rows(store: RunStore) -> list[CellResult] | None:
-    """``store.results()`` (up to ``store.upto``), decoded by msgspec a block at a time; None
-    where a line does not fit the schema (torn, blank, by hand): then read by ``attempts``."""
-    rows: list[CellResult] = []
+def _adopted(line: bytes) -> CellResult | None:
+    """A line the schema refuses, read as JSON (None: no result: torn, blank, damaged)."""
     try:
-        with open(store.run_dir / RESULTS, "rb") as fh:
-            rest, left = b"", store.upto
-            while block := fh.read(codec.CHUNK if left is None else min(codec.CHUNK, left)):
-                if left is not None:
-                    left -= len(block)
-                pieces = block.split(b"\n")
-                pieces[0] = rest + pieces[0]  # the line the block before ended in
-                rest = pieces.pop()
-                rows += map(DECODER.decode, pieces)
-            if rest:  # a last line without its newline: read, as the store reads it
-                rows.append(DECODER.decode(rest))
-    except FileNotFoundError:
-        return []
-    except REFUSED:
+        return adopt(jsonio.loads(line))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    ids = list(map(_CELL_ID, rows))
-    if len(set(ids)) < len(ids):  # a cell retried: at its first place, its last attempt
-        rows = list(dict(zip(ids, rows, strict=True)).values())
-    in_place(rows, {digest: value for digest, value, _ in read_shared(store.run_dir)})
-    return rows
 
 
 DECODER = msgspec.json.Decoder(CellResult)
@@ -411,17 +375,6 @@ ENCODER = msgspec.json.Encoder(enc_hook=str)
 #: What ``DECODER`` raises for a line it does not take (RecursionError: nested deeper than
 #: msgspec goes, where orjson still reads it).
 REFUSED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-_CELL_ID = attrgetter("cell_id")
-
-
-def in_place(rows: Iterable[CellResult], shared: Mapping[str, Any]) -> None:
-    """The shared values that lines just decoded name, put in place as ``attempts`` does
-    (``{}`` for a name shared.jsonl lacks)."""
-    for row in rows:
-        if row.fingerprint.__class__ is str:
-            force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
-        if row.hardware.__class__ is str:
-            force_setattr(row, "hardware", shared.get(row.hardware, {}))
 
 
 class Damaged(NamedTuple):

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from harness.core import atomic
 from harness.core.results import CellResult, Keyed, Outcome, as_mapping, logical_key
-from harness.records.store import RESULTS, RunStore, result_rows
+from harness.records.store import RESULTS, RunStore
 
 CELLS = "cells.sqlite"
 FORMAT = "3"
@@ -345,10 +345,7 @@ def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) 
         return found
     made_from = stamp(run_dir)
     store = RunStore(run_dir).as_of(None, quiet=quiet)
-    # Each line decoded against the result's schema (msgspec); where one does not fit, the
-    # record is read as the store reads it, which names and counts the damaged lines.
-    rows = result_rows(store) if made_from is not None else []
-    results: Sequence[CellResult] = rows if rows is not None else store.results()
+    results = store.results() if made_from is not None else []
     # A damaged line: no table kept, each reader reads the record and says so.
     if not store.damaged and write(run_dir, results, made_from):
         found = current(run_dir, columns)
