@@ -15,7 +15,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -192,8 +192,7 @@ class RunStore:
                               **self.redactor.obj(e)}) + b"\n" for e in run.events))
         if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
             self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
-        fresh: dict[str, Any] = {}
-        self.append_encoded(self.encode(result, fresh), fresh, batched=True)
+        self.extend([result], batched=True)
         return result
 
     def sync(self) -> None:
@@ -204,15 +203,24 @@ class RunStore:
     def append(self, result: CellResult) -> None:
         self.extend([result])
 
-    def extend(self, results: Sequence[CellResult]) -> None:
-        """Append the results' lines: one write and one fsync."""
+    def extend(self, results: Sequence[CellResult], *, batched: bool = False) -> None:
+        """Append the results' lines, after the new shared values they name: one write, one
+        fsync (``batched``: fsynced with what ``record`` writes, at ``sync``)."""
         fresh: dict[str, Any] = {}
-        lines = b"".join([self.encode(r, fresh) for r in results])
-        self.append_encoded(lines, fresh)
+        lines = b"".join([self._encode(r, fresh) for r in results])
+        if fresh:  # first, and fsynced, so no line points at a value that is not there
+            append(self.run_dir / SHARED, b"".join(
+                jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
+        if not self._tail_ended:
+            self._end_torn_tail()
+        if batched:
+            self._recorded.append(lines)
+        else:
+            append(self.run_dir / RESULTS, lines)
 
-    def encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
-        """``result``'s line, newline included, its fields at their default left out; the values
-        it names that shared.jsonl lacks are added to ``fresh`` (for ``append_encoded``)."""
+    def _encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
+        """``result``'s line, its fields at their default left out; the values it names that
+        shared.jsonl lacks are added to ``fresh``."""
         named = {name: self._share(value, fresh)
                  for name in BY_REFERENCE if (value := getattr(result, name))}
         if named:
@@ -226,20 +234,6 @@ class RunStore:
             return jsonio.dumps(data) + b"\n"
         except RecursionError:  # a hand-edited line nested past what JSON writers go
             raise StoreError(f"{result.cell_id}: a value nested too deep to write") from None
-
-    def append_encoded(self, lines: bytes, fresh: Mapping[str, Any], *,
-                       batched: bool = False) -> None:
-        """Whole lines, after the new shared values they name (``fresh``). ``batched``: fsynced
-        with the lines ``record`` writes (``sync``), not at once."""
-        if fresh:  # first, and fsynced, so no line points at a value that is not there
-            append(self.run_dir / SHARED, b"".join(
-                jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
-        if not self._tail_ended:
-            self._end_torn_tail()
-        if batched:
-            self._recorded.append(lines)
-        else:
-            append(self.run_dir / RESULTS, lines)
 
     def _end_torn_tail(self) -> None:
         """A record whose last line was torn (killed mid-write, resumed) gets its newline
@@ -428,8 +422,8 @@ def said(count: int) -> str:
     return f"{count} damaged line{'s' if count != 1 else ''} left out" if count else ""
 
 
-# The one definition of run order: a run's place is when it was created (run.json
-# ``created``), ties broken by its id; not a file's mtime, which a copy or a restore changes.
+# Run order: when a run was created (run.json ``created``), ties broken by its id; not a
+# file's mtime, which a copy or a restore changes.
 
 
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -441,17 +435,14 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _created(meta: dict[str, Any] | None) -> float:
-    """When a run was created, from its run.json (-1: not a readable run folder)."""
+def run_order(run_dir: Path, meta: dict[str, Any] | None = None) -> tuple[float, str]:
+    """A run's place among runs: its creation time (-1: no readable run.json), then its id;
+    ``meta``: its run.json, read already."""
+    meta = read_meta(run_dir) if meta is None else meta
     try:
-        return float(meta.get("created") or 0.0) if meta is not None else -1.0
+        return float(meta.get("created") or 0.0) if meta is not None else -1.0, run_dir.name
     except (TypeError, ValueError):
-        return -1.0
-
-
-def run_order(run_dir: Path) -> tuple[float, str]:
-    """A run's place among runs: its creation time, then its id (the tie-break)."""
-    return _created(read_meta(run_dir)), run_dir.name
+        return -1.0, run_dir.name
 
 
 def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
@@ -473,9 +464,8 @@ def ordered_metas(folder: Path, *, with_results: bool = False, required: bool = 
         if with_results and not (path / RESULTS).is_file():
             continue
         meta = read_meta(path)
-        when = _created(meta)
-        if meta is not None and when >= 0:
-            found.append(((when, path.name), path, meta))
+        if meta is not None and (order := run_order(path, meta))[0] >= 0:
+            found.append((order, path, meta))
     return [(p, m) for _, p, m in sorted(found, key=lambda f: f[0])]
 
 
@@ -504,15 +494,14 @@ def newest_first(reports_dir: Path) -> Iterator[Path]:
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
-    """The newest nightly run of the same matrix created before ``current`` that covered the
-    same slice (filters and shard); a bump (``--set``) is compared with the newest run of its
-    slice without one, else the newest full run. Never a trial or a bump."""
+    """The newest nightly run of the same matrix and slice (filters, shard) created before
+    ``current``; for a bump (``--set``): of its slice without one, else the newest full run."""
     meta = read_meta(current)
     mine, scope = run_order(current), _scope(meta)
     here = current.resolve()
     line = (lineage(meta)[0], NIGHTLY)
     earlier = [(p, m) for p, m in ordered_metas(reports_dir / "runs", with_results=True)
-               if p.resolve() != here and (_created(m), p.name) < mine and lineage(m) == line]
+               if p.resolve() != here and run_order(p, m) < mine and lineage(m) == line]
     wanted = [scope]
     if meta and meta.get("set"):
         wanted = [_scope({**meta, "set": {}}), _scope({})]
