@@ -1,5 +1,5 @@
-"""The JSON-lines codec of run records: appended whole and fsynced (at once, or in batches),
-read a MiB at a time."""
+"""Run records' JSON lines: appended whole and fsynced (at once, or in batches), read a block
+at a time."""
 
 from __future__ import annotations
 
@@ -36,10 +36,8 @@ SYNC_SECONDS = 1.0  # and seconds since the first of them
 
 
 class Batched:
-    """Appends to one file, on one descriptor kept open, each write at once (a kill -9 of
-    this process loses none of it: the kernel holds it), and fsyncs (what only a crash of the
-    machine could lose) once per SYNC_LINES lines, at a write SYNC_SECONDS after the first
-    unsynced one, and on ``sync``: a suite's thousands of tests are not an fsync each."""
+    """Appends to one file on a descriptor kept open, each write at once (a kill -9 loses
+    none: the kernel holds it), fsynced every SYNC_LINES lines or SYNC_SECONDS, and on ``sync``."""
 
     def __init__(self, path: Path, lines: int = SYNC_LINES,
                  seconds: float = SYNC_SECONDS) -> None:
@@ -60,8 +58,7 @@ class Batched:
             self.pending = 0
 
     def sync(self) -> None:
-        """What was written, on the disk, and the file closed (at the end of a run, or when
-        it is stopped; a later append opens it again)."""
+        """What was written, on the disk, and the file closed (a later append opens it again)."""
         if self.fd is not None:
             if self.pending:
                 os.fsync(self.fd)
@@ -74,8 +71,7 @@ class Batched:
             os.close(self.fd)
 
 
-#: How much of a record is read and decoded at once: a large record whole is several copies
-#: of it in memory; small blocks stay below glibc's mmap threshold (not pinned in the heap).
+#: How much of a record is read at once (not the whole of a large one in memory).
 CHUNK = 1 << 20
 
 

@@ -9,8 +9,9 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -122,14 +123,7 @@ class Cells:
                                      strict=True) if d}
 
     def rows(self) -> list[Row]:
-        decoded: dict[str, dict[str, str]] = {}  # each distinct JSON text decoded once
-
-        def of(text: str) -> dict[str, str]:
-            found = decoded.get(text)
-            if found is None:
-                found = decoded[text] = json.loads(text)
-            return found
-
+        of: Callable[[str], dict[str, str]] = cache(json.loads)  # each distinct text once
         out = []
         for (environment, case_id, variant, target, cell_id, outcome, signature, duration,
              axes, versions, freeze) in map(itemgetter(*map(self.columns.index, ROWS)),
