@@ -147,20 +147,18 @@ class _Judge:
         return found
 
     def _glob(self, seen: dict[Any, int], value: str | tuple[str, str], name: str) -> int:
+        """The rules whose ``name`` glob matches ``value``, as a bit mask (once per value)."""
         mask = seen.get(value)
         if mask is None:
-            text = value if isinstance(value, str) else f"{value[0]}::{value[1]}"
-            mask = seen[value] = self._mask(text, name)
-        return mask
-
-    def _mask(self, value: str, name: str) -> int:
-        mask = 0
-        for i, rule in enumerate(self.rules):
-            pattern = getattr(rule, name)
-            # a case glob without "::" names case ids, not variants
-            text = value.split("::", 1)[0] if name == "case" and "::" not in pattern else value
-            if fnmatchcase(text, pattern):
-                mask |= 1 << i
+            text = value if isinstance(value, str) else "::".join(value)
+            mask = 0
+            for i, rule in enumerate(self.rules):
+                pattern = getattr(rule, name)
+                # a case glob without "::" names case ids, not variants
+                matched = text.split("::", 1)[0] if name == "case" and "::" not in pattern else text
+                if fnmatchcase(matched, pattern):
+                    mask |= 1 << i
+            seen[value] = mask
         return mask
 
     def _judgement(self, holding: tuple[int, ...], outcome: Outcome, before: Outcome | None
