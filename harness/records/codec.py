@@ -9,14 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-def append(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Append on an O_APPEND descriptor, then one fsync (unless ``sync`` is False): a kill at
-    any point leaves whole lines and at most a torn tail, which reading skips."""
+def append(path: Path, data: bytes) -> None:
+    """Append on an O_APPEND descriptor, then one fsync: a kill at any point leaves whole lines
+    and at most a torn tail, which reading skips."""
     fd = _opened(path)
     try:
         _write(fd, data)
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
 

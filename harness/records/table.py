@@ -155,16 +155,13 @@ def _text(value: Any) -> str:
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def _records(results: Sequence[CellResult], names: Mapping[str, Any] | None = None
-             ) -> Iterator[tuple[Any, ...]]:
-    """Each result as a tuple of ``NAMES`` (``names``: the values of shared.jsonl a fingerprint
-    names); each fingerprint's and axis values' text worked out once."""
+def _records(results: Sequence[CellResult]) -> Iterator[tuple[Any, ...]]:
+    """Each result as a tuple of ``NAMES``; each fingerprint's and axis values' text worked
+    out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
     axes: dict[str, str] = {}  # axis values by their repr (each line decodes its own mapping)
     for r in results:
         fp = r.fingerprint
-        if fp.__class__ is str:
-            fp = (names or {}).get(fp, {})
         found = seen.get(id(fp))
         if found is None or found[0] is not fp:
             freeze = as_mapping(fp).get("freeze_sha256")
@@ -194,8 +191,7 @@ def _digest(results: Sequence[Keyed]) -> str:
     return keys.hexdigest()[:32]
 
 
-def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None, *,
-          names: Mapping[str, Any] | None = None) -> bool:
+def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None) -> bool:
     """The run's table of ``results``, made from the record as ``made_from`` found it; renamed
     over the old one. Whether it was written (a read-only run folder keeps none)."""
     if made_from is None:
@@ -208,11 +204,11 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
             # Written once and renamed into place: no journal, no sync of each page.
             db.executescript("pragma journal_mode = off; pragma synchronous = off;" + SCHEMA)
             try:
-                _insert(db, _records(results, names))
+                _insert(db, _records(results))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
                 db.execute("delete from results")
                 db.execute("delete from environments")
-                _insert(db, map(_escaped, _records(results, names)))
+                _insert(db, map(_escaped, _records(results)))
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
