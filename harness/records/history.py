@@ -1,9 +1,6 @@
-"""Each cell's outcomes over the last runs in a folder of run folders: which cells changed,
-which flip back and forth, and pruning the folder to the newest.
-
-Cells are matched by logical key; each run is read from its table (``records.table``). One
-line of runs is shown (``runs.lineage``: the newest nightly's matrix and kind); the others in
-the folder are counted, not shown.
+"""Each cell's outcomes over the last runs of a folder, read from their tables: which cells
+changed or flip; pruning. One line of runs (``store.lineage``: by default the newest nightly's
+matrix and kind) is shown, the others counted.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""One run from many: the run folders of a plan's shards (CI artifacts, wherever they were
-downloaded) merged into a single record.
-
-Every cell of the plan is in the result once: the record of the shard that ran it, or MISSING
-when no shard reported it. Two records of one cell (a shard run twice) are resolved by attempt
-and then time, with a warning. Merging the same folders again gives the same record.
+"""One run from a plan's shards (CI artifacts): each planned cell once, as the shard that ran
+it recorded it, or MISSING; two records of one cell resolved by attempt, then time, with a
+warning. Merging the same folders again gives the same record.
 """
 
 from __future__ import annotations
