@@ -1,8 +1,5 @@
-"""Bisect records: where an outcome changes along an axis, with every probe's run.
-
-``reports/bisects/<id>.json``, one per ``harness bisect``. Each probe is an ordinary run
-under ``reports/runs``; the record says which, so a report's "first fixed in" line is
-checked against those runs' results, not against the record's say-so.
+"""Bisect records (``reports/bisects/<id>.json``): where an outcome changes along an axis, and
+the run of each probe, against whose results a report checks a "first fixed in" line.
 """
 
 from __future__ import annotations

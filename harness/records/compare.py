@@ -22,20 +22,10 @@ def choose_records(sources: Sequence[RunStore],
     """Each cell's record across several runs: a real record over a MISSING gap, a case's
     result over a lost machine, then the later attempt, then the later time. Two different
     real records of one cell are a conflict: said through ``warn`` and returned."""
-    return choose([(source, source.results()) for source in sources], warn)
-
-
-S = TypeVar("S", bound=RunStore)
-
-
-def choose(sources: Sequence[tuple[S, Sequence[CellResult]]],
-           warn: Callable[[str], None] = lambda _: None
-           ) -> tuple[dict[str, tuple[S, CellResult]], list[str]]:
-    """``choose_records`` over each source's records as given."""
-    chosen: dict[str, tuple[S, CellResult]] = {}
+    chosen: dict[str, tuple[RunStore, CellResult]] = {}
     conflicts: list[str] = []
-    for source, results in sources:
-        for result in results:
+    for source in sources:
+        for result in source.results():
             seen = chosen.get(result.cell_id)
             if seen is None:
                 chosen[result.cell_id] = (source, result)

@@ -1,12 +1,5 @@
-"""What a run is expected to show, how far it strayed, and the exit code CI asks for.
-
-A cell's expectation is found by its logical key: first the rules in matrix.yaml
-(``expect:``; one with a ``reason`` pattern holds only for results whose reason matches it),
-then a baseline (every cell's outcome in an earlier run); a cell neither speaks for is
-expected to be fine (``harness baseline RUN -o FILE`` writes one; a run folder is one as it
-is). ``--fail-on`` makes the exit code: ``new`` (a cell fails that was not
-expected to), ``changed`` (any cell differs from what was expected) or ``any`` (any cell
-is not fine).
+"""What a run is expected to show (matrix.yaml's ``expect:`` rules, then a baseline: an earlier
+run's outcomes; else fine), how far it strayed, and the exit code ``--fail-on`` asks for.
 """
 
 from __future__ import annotations
@@ -14,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -53,9 +46,8 @@ def baseline_from(results: Iterable[CellResult | Row], source: str) -> dict[str,
 
 
 def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = None) -> Path:
-    """The file or run folder ``--baseline`` names, fixed before a run adds a newer one (so
-    ``latest`` stays the run before this one). ``matrix``: the matrix file of the run judged;
-    ``latest`` is then the newest nightly run of it (never a bisect's trial or a bump)."""
+    """The file or run folder ``--baseline`` names, fixed before a run adds a newer one;
+    ``matrix``: ``latest`` is then the newest nightly run of that matrix file."""
     path = Path(text)
     if path.is_file():
         return path
@@ -77,7 +69,6 @@ def load_baseline(path: Path, reports_dir: Path) -> Baseline:
     if path.is_file():
         return _baseline_file(path)
     run_dir = resolve_baseline(str(path), reports_dir)
-    # each cell's last attempt, as the record's reading gives
     return Baseline(source=run_dir.name,
                     outcomes=table.read(run_dir, table.OUTCOMES).outcomes())
 
@@ -99,8 +90,7 @@ def _baseline_file(path: Path) -> Baseline:
 
 
 class Judgement(NamedTuple):
-    """What judging makes of a cell: the same for every cell of one outcome that the same
-    rules hold for (or the same baseline outcome stands for)."""
+    """What judging makes of a cell (shared by the cells of one outcome and expectation)."""
 
     outcome: Outcome
     expected: frozenset[Outcome]
@@ -109,9 +99,8 @@ class Judgement(NamedTuple):
 
 
 class _Judge:
-    """Each result's ``Judgement``, as ``Rule.holds_for`` and the baseline say, computed once
-    per distinct input (each glob once per value, each reason pattern once per reason): a
-    large run has far fewer environments, variants, targets and reasons than cells."""
+    """Each result's ``Judgement``, as ``Rule.holds_for`` and the baseline say; each glob
+    matched once per distinct value, each reason pattern once per reason."""
 
     def __init__(self, rules: Sequence[Rule], baseline: Baseline | None) -> None:
         self.rules = tuple(rules)
@@ -158,20 +147,18 @@ class _Judge:
         return found
 
     def _glob(self, seen: dict[Any, int], value: str | tuple[str, str], name: str) -> int:
+        """The rules whose ``name`` glob matches ``value``, as a bit mask (once per value)."""
         mask = seen.get(value)
         if mask is None:
-            text = value if isinstance(value, str) else f"{value[0]}::{value[1]}"
-            mask = seen[value] = self._mask(text, name)
-        return mask
-
-    def _mask(self, value: str, name: str) -> int:
-        mask = 0
-        for i, rule in enumerate(self.rules):
-            pattern = getattr(rule, name)
-            # a case glob without "::" names case ids, not variants
-            text = value.split("::", 1)[0] if name == "case" and "::" not in pattern else value
-            if fnmatchcase(text, pattern):
-                mask |= 1 << i
+            text = value if isinstance(value, str) else "::".join(value)
+            mask = 0
+            for i, rule in enumerate(self.rules):
+                pattern = getattr(rule, name)
+                # a case glob without "::" names case ids, not variants
+                matched = text.split("::", 1)[0] if name == "case" and "::" not in pattern else text
+                if fnmatchcase(matched, pattern):
+                    mask |= 1 << i
+            seen[value] = mask
         return mask
 
     def _judgement(self, holding: tuple[int, ...], outcome: Outcome, before: Outcome | None
@@ -218,8 +205,7 @@ _Deviation = tuple[CellResult, frozenset[Outcome], str]
 
 def _summary(cells: Counter[Judgement], deviating: Sequence[_Deviation], limit: int
              ) -> list[str]:
-    """A count per status, the known failures once per reason, then each deviation (of the
-    cells counted per judgement, in the order each first came)."""
+    """A count per status, the known failures once per reason, then each deviation."""
     counts: Counter[str] = Counter()
     known: Counter[str] = Counter()  # per why, in the order each first came, as the cells
     for judgement, n in cells.items():
@@ -263,8 +249,7 @@ def recorded_rules(metas: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def judged_exit(stores: Sequence[RunStore], reports_dir: Path, fail_on: str,
                 baseline: str | None, results: Sequence[CellResult] | None = None) -> int:
-    """The exit code ``--fail-on`` asks of the records (every cell once, as a merge chooses
-    it, unless the caller has them), after the summary lines ``judged_lines`` gives."""
+    """The exit code ``--fail-on`` asks of the records, after printing ``judged_lines``."""
     known = load_baseline(Path(baseline), reports_dir) if baseline else None
     lines, code = judged_lines(stores, fail_on, known, results)
     if lines:
@@ -285,37 +270,34 @@ def judged_lines(stores: Sequence[RunStore], fail_on: str, known: Baseline | Non
 def judged_report(results: Iterable[J], rules: Sequence[Rule] = (),
                   baseline: Baseline | None = None, *, limit: int = 20
                   ) -> tuple[list[str], list[tuple[J, Judgement]]]:
-    """The summary's lines (``_summary``), and the cells a report lists one by one:
-    those that deviate and the failures that were expected (with the judgement of each)."""
-    cells, notable = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING or (
-        j.status == "expected" and not j.outcome.ok))
-    return _summary(cells, [(r, j.expected, j.status) for r, j in notable
-                            if j.status in _DEVIATING], limit), notable
+    """The summary's lines, and the cells a report lists one by one (deviating, or failures
+    that were expected) with their judgements."""
+    lines, notable, _ = _judged(results, rules, baseline, limit)
+    return lines, notable
 
 
 def judged_summary(results: Iterable[CellResult], rules: Sequence[Rule] = (),
                    baseline: Baseline | None = None, fail_on: str = "new", *, limit: int = 20
                    ) -> tuple[list[str], int]:
-    """The summary's lines (``_summary``) and the exit code ``fail_on`` asks."""
+    """The summary's lines and the exit code ``fail_on`` asks."""
     _exit_code((), fail_on)  # a --fail-on that is none, before the judging
-    cells, deviating = _tally(results, rules, baseline, lambda j: j.status in _DEVIATING)
-    return _summary(cells, [(r, j.expected, j.status) for r, j in deviating], limit), (
-        _exit_code(((j.outcome, j.status) for j in cells), fail_on))
+    lines, _, cells = _judged(results, rules, baseline, limit)
+    return lines, _exit_code(((j.outcome, j.status) for j in cells), fail_on)
 
 
-def _tally(results: Iterable[J], rules: Sequence[Rule], baseline: Baseline | None,
-           keep: Callable[[Judgement], bool]) -> tuple[Counter[Judgement],
-                                                       list[tuple[J, Judgement]]]:
-    """Each judgement's count, in the order each first came, and the cells whose judgement
-    ``keep`` holds for (asked once per judgement)."""
+def _judged(results: Iterable[J], rules: Sequence[Rule], baseline: Baseline | None, limit: int
+            ) -> tuple[list[str], list[tuple[J, Judgement]], Counter[Judgement]]:
+    """The summary's lines, the notable cells (``judged_report``), each judgement's count."""
     cells: Counter[Judgement] = Counter()
-    kept: list[tuple[J, Judgement]] = []
-    decided: dict[int, bool] = {}
+    notable: list[tuple[J, Judgement]] = []
+    kept: dict[int, bool] = {}  # a judgement (by id) -> whether its cells are notable
     for result, found in _Judge(rules, baseline).each(counted(list(results))):
         cells[found] += 1
-        held = decided.get(id(found))
-        if held is None:
-            held = decided[id(found)] = keep(found)
-        if held:
-            kept.append((result, found))
-    return cells, kept
+        keep = kept.get(id(found))
+        if keep is None:
+            keep = kept[id(found)] = found.status in _DEVIATING or (
+                found.status == "expected" and not found.outcome.ok)
+        if keep:
+            notable.append((result, found))
+    deviating = [(r, j.expected, j.status) for r, j in notable if j.status in _DEVIATING]
+    return _summary(cells, deviating, limit), notable, cells

@@ -1,9 +1,6 @@
-"""Each cell's outcomes over the last runs in a folder of run folders: which cells changed,
-which flip back and forth, and pruning the folder to the newest.
-
-Cells are matched by logical key; each run is read from its table (``records.table``). One
-line of runs is shown (``runs.lineage``: the newest nightly's matrix and kind); the others in
-the folder are counted, not shown.
+"""Each cell's outcomes over the last runs of a folder, read from their tables: which cells
+changed or flip; pruning. One line of runs (``store.lineage``: by default the newest nightly's
+matrix and kind) is shown, the others counted.
 """
 
 from __future__ import annotations
@@ -107,10 +104,8 @@ class History:
 def load(folder: Path, *, last: int = 10, keyword: str | None = None,
          line: tuple[str, str] | None = None, before: Path | None = None,
          quiet: bool = False) -> History:
-    """The last ``last`` runs of ``folder``, one query of its table each (runs of the same
-    keys in the same order share their keys' digest: only the first has its keys read).
-    ``line``: the matrix and kind to follow; ``before``: only runs made before this one;
-    ``quiet``: damaged lines left out without a word (a report's page)."""
+    """The last ``last`` runs of ``folder`` of one ``line`` (matrix and kind), made ``before``
+    a run, one query of each's table (keys read once per digest); ``quiet``: as ``table.read``."""
     every = ordered_metas(folder, required=True)
     if before is not None:  # a report's page: what came before its run, whatever came after
         mine = run_order(before)
@@ -121,8 +116,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
                         lines[-1] if lines else ("", "nightly"))
     runs = [path for (path, _), found in zip(every, lines, strict=True) if found == line][-last:]
     left_out = sum(found != line for found in lines)
-    keys: list[Key] = []  # every cell of any of the runs, in order of first appearance
-    where: dict[Key, int] = {}
+    keys: dict[Key, int] = {}  # every cell of the runs, in order of first appearance: place
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
     columns: list[tuple[list[int], str]] = []
     for run in runs:
@@ -136,20 +130,11 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
                 run_keys = whole.logical_keys()
                 found = whole.keys_digest, "".join(map(_BY_NAME.__getitem__,
                                                        whole.column("outcome")))
-            places = placed[found[0]] = []
-            for key in run_keys:
-                if key not in where:
-                    where[key] = len(keys)
-                    keys.append(key)
-                places.append(where[key])
+            places = placed[found[0]] = [keys.setdefault(k, len(keys)) for k in run_keys]
         columns.append((places, found[1]))
-    in_order: dict[int, bool] = {}  # a list of places (by id) -> whether it is 0, 1, 2...
     full = []  # per run, a letter per key (ABSENT: not in that run)
     for places, text in columns:
-        ordered = in_order.get(id(places))
-        if ordered is None:  # asked once per list (``columns`` holds each)
-            ordered = in_order[id(places)] = places == list(range(len(places)))
-        if ordered:
+        if places == list(range(len(places))):
             full.append(text + ABSENT * (len(keys) - len(places)))
         else:
             column = [ABSENT] * len(keys)

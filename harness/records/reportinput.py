@@ -71,7 +71,15 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
     # The same cells in the same order (a nightly's): compared in the two tables.
     changed = table.changed(previous.run_dir, stores[0].run_dir) if (
         previous is not None and given is None and len(stores) == 1 and not moved) else None
-    pairs, earlier = _pairs(stores, given), _earlier(stores[0].run_dir)
+    # Each cell once: one record's results (or ``given``), else chosen as a merge chooses.
+    pairs = tuple(choose_records(stores)[0].values()) if len(stores) > 1 else tuple(
+        (stores[0], r) for r in (stores[0].results() if given is None else given))
+    run_dir, own = stores[0].run_dir, read_meta(stores[0].run_dir)
+    # Quiet: the earlier runs' damaged lines are theirs, named by `harness history`.
+    found = history.load(run_dir.parent, last=HISTORY_RUNS - 1, line=lineage(own),
+                         before=run_dir, quiet=True)
+    earlier = Earlier(history=found, own=own,
+                      metas=tuple(read_meta(run_dir.parent / name) for name in found.runs))
     # Asked after the reads above, which may have made it.
     tabled = len(stores) == 1 and table.current(stores[0].run_dir, ()) is not None
     where = reports_dir_of(stores[0].run_dir)
@@ -90,20 +98,3 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
         if previous is not None and changed is None else None,
         bisects=tuple(read_bisects(where)) if where else (), earlier=earlier, tabled=tabled)
 
-
-def _pairs(stores: Sequence[RunStore], given: Sequence[CellResult] | None
-           ) -> tuple[tuple[RunStore, CellResult], ...]:
-    """Each cell once, with its record: one record's results (or ``given``), else chosen as
-    ``harness merge`` chooses."""
-    if len(stores) == 1:
-        return tuple((stores[0], r) for r in (stores[0].results() if given is None else given))
-    return tuple(choose_records(stores)[0].values())
-
-
-def _earlier(run_dir: Path) -> Earlier:
-    meta = read_meta(run_dir)
-    # Quiet: the earlier runs' damaged lines are theirs, named by `harness history`.
-    found = history.load(run_dir.parent, last=HISTORY_RUNS - 1, line=lineage(meta),
-                         before=run_dir, quiet=True)
-    return Earlier(history=found, metas=tuple(read_meta(run_dir.parent / name)
-                                              for name in found.runs), own=meta)

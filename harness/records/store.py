@@ -1,14 +1,7 @@
-"""Run folders: a record that describes itself, appended as results arrive, and read back.
-
-A run folder holds ``run.json`` (ids, time, filters, shard, executor, environments asked for,
-expectations), ``plan.json`` (its cells; a shard's ``full_plan.json`` too), ``cases.json``
-(each variant's metadata), ``envs/<key>.json`` (what each environment held), ``results.jsonl``
-(a line per attempt, appended as it ends: a kill -9 loses no finished cell), ``events.jsonl``
-(what cells' processes said), ``shared.jsonl`` and ``logs/``; every path in it relative to it.
-
-A value thousands of lines would repeat (a fingerprint, a machine) is written once to
-``shared.jsonl`` as ``["<hash of its content>", value]``, and a line holds the hash in its
-place: two shards' values of one name are one value, so a merge is a union.
+"""Run folders: ``run.json``, ``plan.json``, ``cases.json``, ``envs/``, ``logs/`` and the
+record, ``results.jsonl`` (a line per attempt, appended as it ends: a kill -9 loses no finished
+cell). docs/record.md describes each file. A value thousands of lines would repeat (a
+fingerprint, a machine) is written once to ``shared.jsonl``, named by the hash of its content.
 """
 
 from __future__ import annotations
@@ -22,9 +15,8 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -36,7 +28,7 @@ from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt, damage
 from harness.records import codec
-from harness.records.codec import Batched, append, read_record
+from harness.records.codec import Batched, append
 
 RESULTS = "results.jsonl"
 META = "run.json"
@@ -61,8 +53,7 @@ EVENTS = "events.jsonl"  # what cells' processes said, a line per event (``RunSt
 
 @dataclass(frozen=True)
 class PlanText:
-    """A plan as the JSON text of a plan file, with its number of cells (a merge writes a
-    shard's whole plan as it is)."""
+    """A plan file's JSON text and its number of cells (a merge writes a shard's as it is)."""
 
     text: bytes
     cells: int
@@ -201,8 +192,7 @@ class RunStore:
                               **self.redactor.obj(e)}) + b"\n" for e in run.events))
         if run.fingerprint and not (self.run_dir / "envs" / f"{result.env_key}.json").exists():
             self.write_json(f"envs/{result.env_key}.json", run.fingerprint)
-        fresh: dict[str, Any] = {}
-        self.append_encoded(self.encode(result, fresh), fresh, batched=True)
+        self.extend([result], batched=True)
         return result
 
     def sync(self) -> None:
@@ -213,36 +203,11 @@ class RunStore:
     def append(self, result: CellResult) -> None:
         self.extend([result])
 
-    def extend(self, results: Sequence[CellResult]) -> None:
-        """Append the results' lines: one write and one fsync."""
+    def extend(self, results: Sequence[CellResult], *, batched: bool = False) -> None:
+        """Append the results' lines, after the new shared values they name: one write, one
+        fsync (``batched``: fsynced with what ``record`` writes, at ``sync``)."""
         fresh: dict[str, Any] = {}
-        lines = b"".join([self.encode(r, fresh) for r in results])
-        self.append_encoded(lines, fresh)
-
-    def encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
-        """``result``'s line, newline included, its fields at their default left out; the values
-        it names that shared.jsonl lacks are added to ``fresh`` (for ``append_encoded``)."""
-        named = {name: self._share(value, fresh)
-                 for name in BY_REFERENCE if (value := getattr(result, name))}
-        if named:
-            result = result.replace(**named)
-        if not self.redactor.secrets:
-            with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError):
-                return ENCODER.encode(result) + b"\n"
-        # A secret to redact, or a value msgspec does not write (as jsonio.dumps writes it).
-        return jsonio.dumps(self.redactor.obj(msgspec.to_builtins(result, enc_hook=str))) + b"\n"
-
-    def share_named(self, digest: str, value: Any, fresh: dict[str, Any]) -> None:
-        """A value a line written elsewhere names by ``digest``, added to ``fresh`` unless
-        shared.jsonl has it."""
-        shared = self._shared_values()
-        if digest not in shared:
-            shared[digest] = fresh[digest] = value
-
-    def append_encoded(self, lines: bytes | Sequence[bytes], fresh: Mapping[str, Any], *,
-                       batched: bool = False) -> None:
-        """Whole lines, after the new shared values they name (``fresh``). ``batched``: fsynced
-        with the lines ``record`` writes (``sync``), not at once."""
+        lines = b"".join([self._encode(r, fresh) for r in results])
         if fresh:  # first, and fsynced, so no line points at a value that is not there
             append(self.run_dir / SHARED, b"".join(
                 jsonio.dumps([digest, value]) + b"\n" for digest, value in fresh.items()))
@@ -252,6 +217,23 @@ class RunStore:
             self._recorded.append(lines)
         else:
             append(self.run_dir / RESULTS, lines)
+
+    def _encode(self, result: CellResult, fresh: dict[str, Any]) -> bytes:
+        """``result``'s line, its fields at their default left out; the values it names that
+        shared.jsonl lacks are added to ``fresh``."""
+        named = {name: self._share(value, fresh)
+                 for name in BY_REFERENCE if (value := getattr(result, name))}
+        if named:
+            result = result.replace(**named)
+        if not self.redactor.secrets:
+            with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError, RecursionError):
+                return ENCODER.encode(result) + b"\n"
+        # A secret to redact, or a value msgspec does not write (as jsonio.dumps writes it).
+        try:
+            data = self.redactor.obj(msgspec.to_builtins(result, enc_hook=str))
+            return jsonio.dumps(data) + b"\n"
+        except RecursionError:  # a hand-edited line nested past what JSON writers go
+            raise StoreError(f"{result.cell_id}: a value nested too deep to write") from None
 
     def _end_torn_tail(self) -> None:
         """A record whose last line was torn (killed mid-write, resumed) gets its newline
@@ -283,7 +265,7 @@ class RunStore:
     def _shared_values(self) -> dict[str, Any]:
         """shared.jsonl, read once (a torn last line skipped)."""
         if self._shared is None:
-            self._shared = {digest: value for digest, value, _ in read_shared(self.run_dir)}
+            self._shared = dict(read_shared(self.run_dir))
         return self._shared
 
     def as_of(self, size: int | None, *, quiet: bool = False) -> RunStore:
@@ -295,23 +277,29 @@ class RunStore:
         return frozen
 
     def attempts(self) -> list[CellResult]:
-        """Every recorded attempt, in order. A damaged line (``scan_damaged``) is left out,
-        kept in ``damaged`` and warned of."""
+        """Every recorded attempt, in order: a line decoded against the result's schema, else
+        read as JSON (``adopt``); a damaged line is left out, kept in ``damaged``, warned of."""
         self.damaged = []
+        out: list[CellResult] = []
+        whole = True
         try:
-            rows, whole = read_record(self.run_dir / RESULTS, self.upto)
+            for line in codec.lines(self.run_dir / RESULTS, self.upto):
+                try:
+                    out.append(DECODER.decode(line))
+                except REFUSED:
+                    found = _adopted(line)
+                    if found is None:
+                        whole &= not line.strip()
+                    else:
+                        out.append(found)
         except FileNotFoundError:
             return []
-        out: list[CellResult] = []
-        shared = self._shared_values()
-        for row in rows:
-            try:
-                for name in BY_REFERENCE:
-                    if isinstance(row.get(name), str):  # a value copied without it: {}
-                        row[name] = shared.get(row[name], {})
-                out.append(adopt(row))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                whole = False  # not a result line (a hand edit)
+        shared = dict(read_shared(self.run_dir))
+        for row in out:  # the values named put in place ({} for a name shared.jsonl lacks)
+            if row.fingerprint.__class__ is str:
+                force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
+            if row.hardware.__class__ is str:
+                force_setattr(row, "hardware", shared.get(row.hardware, {}))
         if not whole:
             self.damaged = scan_damaged(self.run_dir / RESULTS, self.upto)
             if not self.quiet:
@@ -319,12 +307,7 @@ class RunStore:
         return out
 
     def results(self) -> list[CellResult]:
-        """Every cell once: its last attempt (decoded by msgspec where every line fits)."""
-        rows = result_rows(self)
-        if rows is not None:
-            self.damaged = []
-            return rows
-        # A cell keeps its first attempt's place and its last attempt's record.
+        """Every cell once: its last attempt, at its first attempt's place."""
         return list({record.cell_id: record for record in self.attempts()}.values())
 
     def log_names(self) -> frozenset[str]:
@@ -361,45 +344,24 @@ def is_done(result: CellResult) -> bool:
     return result.outcome is not Outcome.NOT_RUN and not result.infra
 
 
-def read_shared(run_dir: Path) -> Iterator[tuple[str, Any, bytes]]:
-    """A run's shared.jsonl: each name, value and line (a torn or broken line skipped)."""
+def read_shared(run_dir: Path) -> Iterator[tuple[str, Any]]:
+    """A run's shared.jsonl: each name and value (a torn or broken line skipped)."""
     try:
         raw = (run_dir / SHARED).read_bytes()
     except FileNotFoundError:
         return
-    for line, pair, _ in jsonio.loads_lines(raw):
-        try:
+    for _, pair, _ in jsonio.loads_lines(raw):
+        with contextlib.suppress(ValueError, TypeError):
             digest, value = pair
-        except (ValueError, TypeError):
-            continue
-        yield str(digest), value, line
+            yield str(digest), value
 
 
-def result_rows(store: RunStore) -> list[CellResult] | None:
-    """``store.results()`` (up to ``store.upto``), decoded by msgspec a block at a time; None
-    where a line does not fit the schema (torn, blank, by hand): then read by ``attempts``."""
-    rows: list[CellResult] = []
+def _adopted(line: bytes) -> CellResult | None:
+    """A line the schema refuses, read as JSON (None: no result: torn, blank, damaged)."""
     try:
-        with open(store.run_dir / RESULTS, "rb") as fh:
-            rest, left = b"", store.upto
-            while block := fh.read(codec.CHUNK if left is None else min(codec.CHUNK, left)):
-                if left is not None:
-                    left -= len(block)
-                pieces = block.split(b"\n")
-                pieces[0] = rest + pieces[0]  # the line the block before ended in
-                rest = pieces.pop()
-                rows += map(DECODER.decode, pieces)
-            if rest:  # a last line without its newline: read, as the store reads it
-                rows.append(DECODER.decode(rest))
-    except FileNotFoundError:
-        return []
-    except REFUSED:
+        return adopt(jsonio.loads(line))
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    ids = list(map(_CELL_ID, rows))
-    if len(set(ids)) < len(ids):  # a cell retried: at its first place, its last attempt
-        rows = list(dict(zip(ids, rows, strict=True)).values())
-    in_place(rows, {digest: value for digest, value, _ in read_shared(store.run_dir)})
-    return rows
 
 
 DECODER = msgspec.json.Decoder(CellResult)
@@ -407,17 +369,6 @@ ENCODER = msgspec.json.Encoder(enc_hook=str)
 #: What ``DECODER`` raises for a line it does not take (RecursionError: nested deeper than
 #: msgspec goes, where orjson still reads it).
 REFUSED = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
-_CELL_ID = attrgetter("cell_id")
-
-
-def in_place(rows: Iterable[CellResult], shared: Mapping[str, Any]) -> None:
-    """The shared values that lines just decoded name, put in place as ``attempts`` does
-    (``{}`` for a name shared.jsonl lacks)."""
-    for row in rows:
-        if row.fingerprint.__class__ is str:
-            force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
-        if row.hardware.__class__ is str:
-            force_setattr(row, "hardware", shared.get(row.hardware, {}))
 
 
 class Damaged(NamedTuple):
@@ -471,8 +422,8 @@ def said(count: int) -> str:
     return f"{count} damaged line{'s' if count != 1 else ''} left out" if count else ""
 
 
-# The one definition of run order: a run's place is when it was created (run.json
-# ``created``), ties broken by its id; not a file's mtime, which a copy or a restore changes.
+# Run order: when a run was created (run.json ``created``), ties broken by its id; not a
+# file's mtime, which a copy or a restore changes.
 
 
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -484,17 +435,14 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def _created(meta: dict[str, Any] | None) -> float:
-    """When a run was created, from its run.json (-1: not a readable run folder)."""
+def run_order(run_dir: Path, meta: dict[str, Any] | None = None) -> tuple[float, str]:
+    """A run's place among runs: its creation time (-1: no readable run.json), then its id;
+    ``meta``: its run.json, read already."""
+    meta = read_meta(run_dir) if meta is None else meta
     try:
-        return float(meta.get("created") or 0.0) if meta is not None else -1.0
+        return float(meta.get("created") or 0.0) if meta is not None else -1.0, run_dir.name
     except (TypeError, ValueError):
-        return -1.0
-
-
-def run_order(run_dir: Path) -> tuple[float, str]:
-    """A run's place among runs: its creation time, then its id (the tie-break)."""
-    return _created(read_meta(run_dir)), run_dir.name
+        return -1.0, run_dir.name
 
 
 def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
@@ -516,9 +464,8 @@ def ordered_metas(folder: Path, *, with_results: bool = False, required: bool = 
         if with_results and not (path / RESULTS).is_file():
             continue
         meta = read_meta(path)
-        when = _created(meta)
-        if meta is not None and when >= 0:
-            found.append(((when, path.name), path, meta))
+        if meta is not None and (order := run_order(path, meta))[0] >= 0:
+            found.append((order, path, meta))
     return [(p, m) for _, p, m in sorted(found, key=lambda f: f[0])]
 
 
@@ -547,15 +494,14 @@ def newest_first(reports_dir: Path) -> Iterator[Path]:
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
-    """The newest nightly run of the same matrix created before ``current`` that covered the
-    same slice (filters and shard); a bump (``--set``) is compared with the newest run of its
-    slice without one, else the newest full run. Never a trial or a bump."""
+    """The newest nightly run of the same matrix and slice (filters, shard) created before
+    ``current``; for a bump (``--set``): of its slice without one, else the newest full run."""
     meta = read_meta(current)
     mine, scope = run_order(current), _scope(meta)
     here = current.resolve()
     line = (lineage(meta)[0], NIGHTLY)
     earlier = [(p, m) for p, m in ordered_metas(reports_dir / "runs", with_results=True)
-               if p.resolve() != here and (_created(m), p.name) < mine and lineage(m) == line]
+               if p.resolve() != here and run_order(p, m) < mine and lineage(m) == line]
     wanted = [scope]
     if meta and meta.get("set"):
         wanted = [_scope({**meta, "set": {}}), _scope({})]

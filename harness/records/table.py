@@ -1,10 +1,6 @@
-"""A run's table: one row per cell's last attempt, in ``cells.sqlite`` beside the record.
-
-``results.jsonl`` stays the record while a run runs; when a run or a merge ends, its table is
-written once (``write``) as an SQLite database that pandas, DuckDB and ``sqlite3`` read as it
-is (docs/record.md has the schema). Every reader of runs across runs reads it here (``read``).
-A table made from an older state of the record (or none) is made again on first read, the
-record's lines checked as ``RunStore`` reads them (a damaged line named; then no table kept).
+"""A run's table: one row per cell's last attempt, in ``cells.sqlite`` beside the record
+(docs/record.md has the schema), written when a run or a merge ends and read by every reader
+of runs; one made from an older state of the record (or none) is made again on first read.
 """
 
 from __future__ import annotations
@@ -13,15 +9,16 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.core import atomic
 from harness.core.results import CellResult, Keyed, Outcome, as_mapping, logical_key
-from harness.records.store import RESULTS, RunStore, result_rows
+from harness.records.store import RESULTS, RunStore
 
 CELLS = "cells.sqlite"
 FORMAT = "3"
@@ -74,8 +71,8 @@ _OUTCOME = {str(o): o for o in Outcome}
 
 
 class Row(NamedTuple):
-    """One cell as runs are compared: its logical key, content key, outcome, signature,
-    duration, axis values and versions (key versions; ``FREEZE``: the freeze hash)."""
+    """One cell as runs are compared (``versions``: key versions and, as ``FREEZE``, the
+    freeze hash)."""
 
     environment: str
     case_id: str
@@ -95,8 +92,8 @@ class Row(NamedTuple):
 
 @dataclass(frozen=True)
 class Cells:
-    """Rows of a run's table as read: the ``columns`` asked for, one tuple a cell, in the
-    record's order; ``keys_digest``: equal for runs of the same cells in the same order."""
+    """The ``columns`` of a run's table, one tuple a cell in the record's order;
+    ``keys_digest``: equal for runs of the same cells in the same order."""
 
     columns: tuple[str, ...]
     data: list[tuple[Any, ...]]
@@ -126,14 +123,7 @@ class Cells:
                                      strict=True) if d}
 
     def rows(self) -> list[Row]:
-        decoded: dict[str, dict[str, str]] = {}  # each distinct JSON text decoded once
-
-        def of(text: str) -> dict[str, str]:
-            found = decoded.get(text)
-            if found is None:
-                found = decoded[text] = json.loads(text)
-            return found
-
+        of: Callable[[str], dict[str, str]] = cache(json.loads)  # each distinct text once
         out = []
         for (environment, case_id, variant, target, cell_id, outcome, signature, duration,
              axes, versions, freeze) in map(itemgetter(*map(self.columns.index, ROWS)),
@@ -160,23 +150,18 @@ def stamp(run_dir: Path) -> Stamp | None:
 
 
 def _text(value: Any) -> str:
-    """A mapping (axis values, versions) as the JSON text a column holds: keys and values
-    as text, in the mapping's order."""
+    """A mapping (axis values, versions) as the JSON text of a column, keys and values text."""
     return json.dumps({str(k): str(v) for k, v in as_mapping(value).items()},
                       ensure_ascii=False, separators=(",", ":"))
 
 
-def _records(results: Sequence[CellResult], names: Mapping[str, Any] | None = None
-             ) -> Iterator[tuple[Any, ...]]:
-    """Each result as a tuple of ``NAMES`` (``names``: what a fingerprint held by its name in
-    shared.jsonl stands for). The cells of an environment share their fingerprint and axis
-    values: each object's text is worked out once."""
+def _records(results: Sequence[CellResult]) -> Iterator[tuple[Any, ...]]:
+    """Each result as a tuple of ``NAMES``; each fingerprint's and axis values' text worked
+    out once."""
     seen: dict[int, tuple[Any, str, str | None]] = {}
     axes: dict[str, str] = {}  # axis values by their repr (each line decodes its own mapping)
     for r in results:
         fp = r.fingerprint
-        if fp.__class__ is str:
-            fp = (names or {}).get(fp, {})
         found = seen.get(id(fp))
         if found is None or found[0] is not fp:
             freeze = as_mapping(fp).get("freeze_sha256")
@@ -206,11 +191,9 @@ def _digest(results: Sequence[Keyed]) -> str:
     return keys.hexdigest()[:32]
 
 
-def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None, *,
-          names: Mapping[str, Any] | None = None) -> bool:
-    """The run's table of ``results`` (each cell's last attempt, in order), made from the
-    record as ``made_from`` found it; ``names``: as ``_records``'. Atomic (renamed over the
-    old one). Whether it was written (a read-only run folder keeps none)."""
+def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None) -> bool:
+    """The run's table of ``results``, made from the record as ``made_from`` found it; renamed
+    over the old one. Whether it was written (a read-only run folder keeps none)."""
     if made_from is None:
         return False
     path = run_dir / CELLS
@@ -221,11 +204,11 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None,
             # Written once and renamed into place: no journal, no sync of each page.
             db.executescript("pragma journal_mode = off; pragma synchronous = off;" + SCHEMA)
             try:
-                _insert(db, _records(results, names))
+                _insert(db, _records(results))
             except UnicodeEncodeError:  # a lone surrogate (by hand): kept as its escape
                 db.execute("delete from results")
                 db.execute("delete from environments")
-                _insert(db, map(_escaped, _records(results, names)))
+                _insert(db, map(_escaped, _records(results)))
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
@@ -267,12 +250,10 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
 
 
 def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | None:
-    """The keys' digest and each cell's outcome as its one-character ``letter``, in the
-    record's order, joined in SQL into one text (what history reads of each run whose keys
-    it knows: one small string a run, not an object a cell)."""
+    """The keys' digest and each cell's outcome as its ``letter``, in the record's order,
+    joined in SQL into one text (what history reads of a run whose keys it knows)."""
     when = " ".join(f"when '{o}' then '{letter[o]}'" for o in Outcome)
-    # A scan of the table is in place (row id) order: the rows are joined as it meets them
-    # (a subquery ordering them first takes twice as long).
+    # A scan of the table is in place (row id) order: no ordering needed.
     found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from results")
     if found is None:
         return None
@@ -306,9 +287,8 @@ def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool]
 
 
 def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
-    """The cells whose outcome or versions differ between two runs' current tables, as
-    (old, new) rows, compared in SQL place by place: None unless the runs hold the same
-    logical keys in the same order, each once (a nightly against the night before)."""
+    """The cells whose outcome or versions differ between two runs' current tables, as (old,
+    new) rows, compared place by place: None unless both hold the same keys in order, once."""
     old, new = current(old_dir, ()), current(new_dir, ())
     if (old is None or new is None or not old.keys_digest or old.keys_digest != new.keys_digest
             or not (old.keys_unique and new.keys_unique)):
@@ -334,9 +314,8 @@ def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
 
 
 def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) -> Cells:
-    """The run's table (``columns``: those alone): as written where current, else converted
-    from the record once (and written, for the next reader). ``quiet``: the record's damaged
-    lines left out without a word (the caller names them)."""
+    """The run's table (``columns``: those alone), converted from the record (and written)
+    where not current. ``quiet``: damaged lines left out without a word (the caller says)."""
     unknown = set(columns) - set(NAMES)
     if unknown:
         raise ValueError(f"no column {', '.join(sorted(unknown))} in {CELLS}")
@@ -345,10 +324,7 @@ def read(run_dir: Path, columns: Sequence[str] = NAMES, *, quiet: bool = False) 
         return found
     made_from = stamp(run_dir)
     store = RunStore(run_dir).as_of(None, quiet=quiet)
-    # Each line decoded against the result's schema (msgspec); where one does not fit, the
-    # record is read as the store reads it, which names and counts the damaged lines.
-    rows = result_rows(store) if made_from is not None else []
-    results: Sequence[CellResult] = rows if rows is not None else store.results()
+    results = store.results() if made_from is not None else []
     # A damaged line: no table kept, each reader reads the record and says so.
     if not store.damaged and write(run_dir, results, made_from):
         found = current(run_dir, columns)

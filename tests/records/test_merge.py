@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from harness.core.errors import StoreError
 from harness.core.results import Outcome
 from harness.records import merge, table
-from harness.records.merge import _link, _Read, merge_runs
+from harness.records.merge import _link, merge_runs
 from harness.records.store import RunStore
 from tests.records.test_merge_verbatim import CELLS, record, result
 
@@ -53,26 +52,11 @@ def test_a_link_that_cannot_be_made_is_raised(tmp_path: Path) -> None:
         _link(str(src), str(tmp_path / "merged" / "logs" / "a.log"))
 
 
-def test_logs_are_linked_and_an_earlier_merge_removed_beside_the_merge(
+def test_logs_are_linked_when_the_merge_returns_and_a_link_that_fails_is_raised(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a thread of their own, done when the merge returns; what fails there is raised."""
     sources, out = shards_that_ran_everything(tmp_path / "shards"), tmp_path / "out"
-    threads: set[int] = set()
-    link, remove = merge._link, merge._remove_replaced
-
-    def linking(src: str, target: str) -> None:
-        threads.add(threading.get_ident())
-        link(src, target)
-
-    def removing(reports_dir: Path) -> None:
-        threads.add(threading.get_ident())
-        remove(reports_dir)
-
-    monkeypatch.setattr(merge, "_link", linking)
-    monkeypatch.setattr(merge, "_remove_replaced", removing)
     first = merge_runs(sources, out, run_id="m").store.run_dir
     merge_runs(sources, out, run_id="m")
-    assert threads and threading.get_ident() not in threads
     assert all((first / r.log).is_file() for r in RunStore(first).results() if r.log)
     assert not (out / ".replaced").exists()
 
@@ -122,10 +106,10 @@ def test_a_shard_that_cannot_be_read_puts_the_earlier_merge_back(
     (first / "stray.txt").write_text("of the earlier merge")
     before = (first / "results.jsonl").read_bytes()
 
-    def unreadable(self: _Read) -> list[object]:
+    def unreadable(self: RunStore) -> list[object]:
         raise StoreError(f"{self.run_dir}: unreadable")
 
-    monkeypatch.setattr(_Read, "last_attempts", unreadable)
+    monkeypatch.setattr(RunStore, "results", unreadable)
     with pytest.raises(StoreError, match="unreadable"):
         merge_runs(sources, out, run_id="m")
     assert (first / "stray.txt").read_text() == "of the earlier merge"

@@ -21,7 +21,8 @@ from harness.core import jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.core.rules import Rule
-from harness.records import codec, merge, table
+from harness.records import codec, table
+from harness.records import store as store_module
 from harness.records.compare import choose_records
 from harness.records.expect import judged_summary
 from harness.records.merge import MergeReport, _full_plan, _missing, merge_runs
@@ -165,7 +166,7 @@ def assert_decoded_as_through_orjson(sources: list[RunStore], tmp: Path, merged:
     """The merge with every line read by orjson and ``adopt`` (msgspec refusing each): the
     same record, byte for byte, plan and shared values included; the same verdicts and the
     same table from what it hands on."""
-    with mock.patch.object(merge, "DECODER", _Refusing()):
+    with mock.patch.object(store_module, "DECODER", _Refusing()):
         lines = merge_runs(sources, tmp / "lines", run_id="merged", warn=lambda _: None)
     assert lines.cells == merged.cells
     assert (lines.missing, lines.conflicts) == (merged.missing, merged.conflicts)
@@ -247,26 +248,17 @@ def test_a_merge_equals_the_merge_through_full_decoding(
     assert_merged_as_reference(both, tmp_path / "second")
 
 
-def test_lines_are_passed_through_and_only_the_rest_encoded(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Most lines as the shard wrote them, byte for byte; the store encodes only what the
-    merged record holds otherwise (here: a gap, a lost log, a value given inline)."""
+def test_lines_the_store_wrote_are_merged_as_the_shard_wrote_them(tmp_path: Path) -> None:
+    """Byte for byte; what the merged record holds otherwise (here: a gap, a lost log, a value
+    given inline) is written as the store writes it."""
     reports = tmp_path / "shards"
     one = shard(reports, "shard-1", "1/1", CELLS[:5])
     for cell in CELLS[:3]:
         record(one, result(cell, "shard-1", Outcome.PASS))
     record(one, result(CELLS[3], "shard-1", Outcome.PASS, log="gone"), log=False)
     add_line(one, {**result(CELLS[4], "shard-1", Outcome.PASS).to_dict()})  # inline values
-    encoded: list[str] = []
-    encode = RunStore.encode
-
-    def counting(self: RunStore, res: CellResult, fresh: dict[str, Any]) -> bytes:
-        encoded.append(res.cell_id)
-        return encode(self, res, fresh)
-
-    monkeypatch.setattr(RunStore, "encode", counting)
     merged = merge_runs([RunStore.open(reports, "shard-1")], tmp_path / "out", run_id="m")
-    assert encoded == [c["cell_id"] for c in CELLS[3:]]
+    assert_merged_as_reference([RunStore.open(reports, "shard-1")], tmp_path)
     written = (merged.store.run_dir / "results.jsonl").read_bytes().splitlines()
     source = (one.run_dir / "results.jsonl").read_bytes().splitlines()
     assert written[:3] == source[:3]
@@ -323,13 +315,13 @@ def test_lines_are_read_as_json_reads_them_and_marked_verbatim_where_exact() -> 
         (b'{"a": 123456789012345678901234567890}', {"a": 123456789012345678901234567890}, False)]
 
 
-def test_lines_appended_in_pieces_are_their_concatenation(tmp_path: Path) -> None:
+def test_lines_appended_are_their_concatenation(tmp_path: Path) -> None:
     path = tmp_path / "results.jsonl"
     codec.append(path, b"first\n")
-    pieces = [f"line {i}".encode() if i % 2 == 0 else b"\n" for i in range(5000)]
-    codec.append(path, pieces)  # more pieces than one writev takes
-    codec.append(path, [])
-    assert path.read_bytes() == b"first\n" + b"".join(pieces)
+    lines = b"".join(f"line {i}\n".encode() * 1000 for i in range(100))  # past a pipe's write
+    codec.append(path, lines)
+    codec.append(path, b"")
+    assert path.read_bytes() == b"first\n" + lines
 
 
 def test_the_merged_run_holds_the_shards_plan_and_says_where_it_came_from(
@@ -497,17 +489,17 @@ def test_times_past_a_double_s_precision_are_compared_as_written(tmp_path: Path)
     assert out.results()[0].run_id == "a"  # a's is later, by one
 
 
-def test_a_line_nested_deeper_than_msgspec_goes_is_read_as_orjson_reads_it(
+def test_a_line_nested_deeper_than_a_writer_goes_is_read_and_refused_in_one_line(
         tmp_path: Path) -> None:
     """orjson reads 1,024 levels; msgspec stops short of that (RecursionError): such a line
-    is read as a result, and the merged record is the same both ways."""
+    is read as a result, and a merge that would write it again says so in one line."""
     one = shard(tmp_path / "shards", "shard-1", "1/1", CELLS[:2])
     record(one, result(CELLS[0], "shard-1", Outcome.PASS))
     line = json.dumps({**rows(one)[0], "cell_id": CELLS[1]["cell_id"], "log": None,
                        "details": "here"}, separators=(",", ":"))
     add_line(one, line.replace('"here"', "[" * 1015 + "1" + "]" * 1015).encode() + b"\n")
-    out = merge_runs([one], tmp_path / "a").store
-    with mock.patch.object(merge, "DECODER", _Refusing()):
-        orjson_only = merge_runs([one], tmp_path / "b").store
-    written = [(s.run_dir / "results.jsonl").read_bytes() for s in (out, orjson_only)]
-    assert written[0] == written[1] and written[0].count(b"[" * 1015) == 1
+    assert [r.cell_id for r in RunStore(one.run_dir).results()] == [
+        c["cell_id"] for c in CELLS[:2]]
+    with pytest.raises(StoreError, match="nested too deep") as raised:
+        merge_runs([one], tmp_path / "a")
+    assert "\n" not in str(raised.value)

@@ -34,21 +34,22 @@ def test_torn_last_line_is_skipped_and_last_record_wins(tmp_path: Path) -> None:
     assert got == {"a": Outcome.REPRODUCED, "b": Outcome.PASS}
 
 
-def test_a_record_read_in_chunks_keeps_every_line_and_skips_only_the_bad_ones(
+def test_a_record_read_in_blocks_gives_every_line_as_it_is(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lines = [json.dumps({"n": i, "pad": "x" * (i % 7)}).encode() for i in range(200)]
     lines[57] = b'{"n": 57, "torn'  # a line a kill tore, mid-record (a resumed run's)
     lines[120] = b""  # a blank one
+    lines.append(b'{"n": 200}')  # the last without its newline
     path = tmp_path / "results.jsonl"
-    path.write_bytes(b"\n".join(lines) + b"\n" + b'{"n": 200}')  # the last without its \n
-    want = [i for i in range(201) if i not in (57, 120)]
+    path.write_bytes(b"\n".join(lines))
     for chunk in (1, 7, 100, 1 << 22):  # a block inside a line, a few lines, the whole file
         monkeypatch.setattr(store_module, "CHUNK", chunk)
-        assert [v["n"] for v in store_module.read_lines(path)] == want, chunk
+        assert list(store_module.lines(path)) == lines, chunk
+        assert list(store_module.lines(path, 30)) == [lines[0], lines[1][:10]], chunk
     path.write_bytes(b"")
-    assert store_module.read_lines(path) == []
+    assert list(store_module.lines(path)) == []
     path.write_bytes(b"\n\n")
-    assert store_module.read_lines(path) == []
+    assert list(store_module.lines(path)) == [b"", b""]
 
 
 def test_a_run_as_of_a_size_reads_what_its_record_held_then(
@@ -280,7 +281,7 @@ def test_shared_values_are_read_as_json_reads_them_line_by_line(tmp_path: Path) 
     run.mkdir()
     (run / "shared.jsonl").write_bytes(
         b'["a", {"x": 1.5}]\n["b", {"x": NaN}]\n["c", {"x"\n["d", [1, 2]]\n')
-    found = [(d, v) for d, v, _ in read_shared(run)]
+    found = list(read_shared(run))
     assert found[0] == ("a", {"x": 1.5}) and found[2] == ("d", [1, 2]) and len(found) == 3
     assert found[1][0] == "b" and math.isnan(found[1][1]["x"])
 
