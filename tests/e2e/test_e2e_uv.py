@@ -69,7 +69,8 @@ def outcomes(workdir: Path, run: str) -> dict[tuple[str, str], dict[str, object]
 
 
 def latest(workdir: Path) -> str:
-    return sorted(p.name for p in (workdir / "reports" / "runs").iterdir())[-1]
+    # The last written: two runs of one second sort by their ids' random suffix.
+    return max((workdir / "reports" / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns).name
 
 
 def test_mergekit_reproduces_on_old_torch_and_passes_on_new(

@@ -55,10 +55,14 @@ def harness(tmp_path: Path, *args: str, timeout: float = 1800,
                           check=False, timeout=timeout)
 
 
+def newest_run(tmp_path: Path) -> Path:
+    """The last run's folder: two runs of one second sort by their ids' random suffix."""
+    return max((tmp_path / "r" / "runs").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+
+
 def results(tmp_path: Path) -> list[dict[str, Any]]:
-    runs = sorted((tmp_path / "r" / "runs").iterdir())
     # Through the store: a line holds its fingerprint by reference (shared/<hash>.json).
-    return [r.to_dict() for r in RunStore(runs[-1]).attempts()]
+    return [r.to_dict() for r in RunStore(newest_run(tmp_path)).attempts()]
 
 
 BEHAVIOUR = f"""\

@@ -29,7 +29,7 @@ from harness.envs.images import REPOSITORY, ImagePlan, ensure_image
 from harness.matrix.load import load_matrix, parse_matrix
 from harness.matrix.sources import REGISTRY_VAR, with_find_links
 from tests.conftest import DATA, write_matrix
-from tests.envs.test_docker import client, harness, ours, results
+from tests.envs.test_docker import client, harness, newest_run, ours, results
 
 __all__ = ["client"]  # the engine fixture, shared with the docker backend's tests
 
@@ -120,7 +120,7 @@ def test_an_image_pushed_once_is_pulled_not_built(tmp_path: Path, client: Any,
 
     def run(*args: str) -> tuple[dict[str, Any], str, list[str]]:
         proc = harness(tmp_path, "run", "-m", str(m), "-k", "test_pass", *args, env=cache)
-        run_dir = sorted((tmp_path / "r" / "runs").iterdir())[-1]
+        run_dir = newest_run(tmp_path)
         (row,) = results(tmp_path)
         origins = [json.loads(p.read_text()).get("provenance") for p in run_dir.glob("envs/*.json")]
         return row, proc.stdout + proc.stderr, origins
