@@ -11,7 +11,8 @@ imports at each start, a cost the other side does not pay.
         --repeat 5 -- --reports reports report merged --out /tmp/out
 
 prints each run's wall seconds, both medians (wall and CPU), the peak RSS, and the speed line
-before and after. ``DATA`` is where the command runs (a ``bench/scale.py --keep`` folder); its
+before and after. ``DATA`` is where the command runs (a ``bench/scale.py --keep`` folder;
+``--old-cwd`` another for the old side, one its own revision wrote); its
 ``cache`` folder is the harness's cache for both.
 """
 
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", required=True, help="the revision to compare against")
     parser.add_argument("--cwd", type=Path, required=True, help="where the command runs")
+    parser.add_argument("--old-cwd", type=Path,
+                        help="where the old side runs (default: --cwd): data it wrote itself")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a variable for both sides (repeatable)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each (default: 5)")
@@ -61,9 +64,11 @@ def main(argv: list[str] | None = None) -> int:
 def _alternate(old: Path, options: argparse.Namespace, args: list[str],
                extra: dict[str, str], tmp: Path) -> int:
     sides = {"old": old, "new": ROOT}
+    cwds = {"old": options.old_cwd or options.cwd, "new": options.cwd}
     for checkout in sides.values():
         compileall.compile_dir(checkout / "harness", quiet=2)
-    print(f"$ python -m harness {' '.join(args)}  (in {options.cwd})", flush=True)
+    print(f"$ python -m harness {' '.join(args)}  (new in {cwds['new']}, old in {cwds['old']})",
+          flush=True)
     print(f"old {options.old} against new (this checkout); {load_line()}")
     print(f"before: {speed_line()}")
     seconds: dict[str, list[float]] = {name: [] for name in sides}
@@ -71,10 +76,10 @@ def _alternate(old: Path, options: argparse.Namespace, args: list[str],
     peaks: dict[str, float] = {}
     for _ in range(options.repeat):
         for name, checkout in sides.items():
-            env = harness_env(options.cwd / "cache")
+            env = harness_env(cwds[name] / "cache")
             env["PYTHONPATH"] = str(checkout)
             env.update(extra)
-            run = run_fresh(args, env=env, cwd=options.cwd, out=tmp / name, timeout=600)
+            run = run_fresh(args, env=env, cwd=cwds[name], out=tmp / name, timeout=600)
             if run.figures is None or run.figures.code != 0:
                 print(f"{name}: the command failed: " + " | ".join(run.stderr_lines()[-3:]))
                 return 1
