@@ -182,10 +182,9 @@ class RunStore:
 
     def _keep(self, run: CellRun, log: str | None) -> CellResult:
         """The run's events and fingerprint, then its result line (pointing at ``log``)."""
-        row = self.redactor.obj(run.result.to_dict())
-        if log is not None:
-            row["log"] = log
-        result = CellResult.from_dict(row)
+        result = run.result if log is None else run.result.replace(log=log)
+        if self.redactor.secrets:
+            result = CellResult.from_dict(self.redactor.obj(result.to_dict()))
         if run.events:  # one file for the run: a suite's thousands of tests are not a file each
             self._events.append(b"".join(
                 jsonio.dumps({"cell_id": result.cell_id, "attempt": result.attempt,
@@ -279,19 +278,20 @@ class RunStore:
     def attempts(self) -> list[CellResult]:
         """Every recorded attempt, in order: a line decoded against the result's schema, else
         read as JSON (``adopt``); a damaged line is left out, kept in ``damaged``, warned of."""
+        path = self.run_dir / RESULTS
         self.damaged = []
         out: list[CellResult] = []
-        whole = True
         try:
-            for line in codec.lines(self.run_dir / RESULTS, self.upto):
+            for number, line in enumerate(codec.lines(path, self.upto), 1):
                 try:
                     out.append(DECODER.decode(line))
                 except REFUSED:
-                    found = _adopted(line)
-                    if found is None:
-                        whole &= not line.strip()
-                    else:
-                        out.append(found)
+                    if line.strip():
+                        found = _adopted(line)
+                        if isinstance(found, str):
+                            self.damaged.append(Damaged(path, number, found))
+                        else:
+                            out.append(found)
         except FileNotFoundError:
             return []
         shared = dict(read_shared(self.run_dir))
@@ -300,10 +300,8 @@ class RunStore:
                 force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
             if row.hardware.__class__ is str:
                 force_setattr(row, "hardware", shared.get(row.hardware, {}))
-        if not whole:
-            self.damaged = scan_damaged(self.run_dir / RESULTS, self.upto)
-            if not self.quiet:
-                warn_damaged(self.damaged)
+        if self.damaged and not self.quiet:
+            warn_damaged(self.damaged)
         return out
 
     def results(self) -> list[CellResult]:
@@ -356,12 +354,13 @@ def read_shared(run_dir: Path) -> Iterator[tuple[str, Any]]:
             yield str(digest), value
 
 
-def _adopted(line: bytes) -> CellResult | None:
-    """A line the schema refuses, read as JSON (None: no result: torn, blank, damaged)."""
+def _adopted(line: bytes) -> CellResult | str:
+    """A line the schema refuses, read as JSON; else why it is no result (``damage``)."""
     try:
-        return adopt(jsonio.loads(line))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+        row = jsonio.loads(line)
+    except (ValueError, RecursionError):
+        return "not JSON" if line.endswith(b"\n") else "torn (its end never written)"
+    return damage(row) or adopt(row)
 
 
 DECODER = msgspec.json.Decoder(CellResult)
@@ -386,24 +385,6 @@ class Damaged(NamedTuple):
 #: How many damaged lines of one reading are named; the rest are counted.
 NAMED = 10
 _WARNED: set[Damaged] = set()  # (a command reading one record twice says each once)
-
-
-def scan_damaged(path: Path, size: int | None = None) -> list[Damaged]:
-    """Each damaged line of the record at ``path`` (``size``: its first bytes alone), as
-    readers leave them out; a blank line is none (line by line: read only where one is)."""
-    with open(path, "rb") as fh:
-        data = fh.read() if size is None else fh.read(size)
-    found = []
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            why = damage(json.loads(line))
-        except ValueError:
-            why = "torn (its end never written)" if number > data.count(b"\n") else "not JSON"
-        if why is not None:
-            found.append(Damaged(path, number, why))
-    return found
 
 
 def warn_damaged(found: Sequence[Damaged]) -> None:
