@@ -44,13 +44,11 @@ class History:
         seen = [o for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
         return sum(a != b for a, b in pairwise(seen))
 
-    @classmethod
-    def flaky(cls, outcomes: tuple[Outcome | None, ...]) -> bool:
+    @staticmethod
+    def flaky(outcomes: tuple[Outcome | None, ...]) -> bool:
         """FLAKY in some run, or fine and failing by turns: failed, passed, failed again."""
-        if Outcome.FLAKY in outcomes:
-            return True
-        seen = [o in _OK for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
-        return sum(a != b for a, b in pairwise(seen)) >= 2
+        ran = [o in _OK for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
+        return Outcome.FLAKY in outcomes or sum(a != b for a, b in pairwise(ran)) >= 2
 
     def rows(self, *, changed_only: bool) -> Iterator[tuple[Key, tuple[Outcome | None, ...]]]:
         for key in sorted(self.cells):
