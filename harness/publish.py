@@ -77,6 +77,6 @@ def _against_previous(store: RunStore, reports_dir: Path,
     found = previous_run(reports_dir, store.run_dir)
     before = RunStore(found) if found else None
     mine = list(results) if results is not None else store.results()
-    changes = (diff_runs(table.read(before.run_dir, table.ROWS).rows(), table.rows_of(mine),
+    changes = (diff_runs(table.read(before.run_dir).rows(), mine,
                          bumped([store.meta])) if before else [])
     return before, mine, changes

@@ -23,7 +23,6 @@ from harness.records.expect import (
 )
 from harness.records.merge import merge_runs
 from harness.records.store import RunStore
-from harness.records.table import Row
 from harness.report.build import write_report
 from harness.report.check import check_run
 
@@ -97,8 +96,8 @@ def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baselin
 def cmd_baseline(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run) for run in args.runs]
     # One run: its table; several: each cell's record chosen as a merge would.
-    results: Sequence[CellResult | Row] = (
-        table.read(stores[0].run_dir, table.ROWS).rows() if len(stores) == 1
+    results: Sequence[CellResult] = (
+        table.read(stores[0].run_dir).rows() if len(stores) == 1
         else [r for _, r in choose_records(stores)[0].values()])
     data = baseline_from(results, ", ".join(s.run_id for s in stores))
     text = json.dumps(data, indent=1) + "\n"

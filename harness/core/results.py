@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from operator import attrgetter, itemgetter
-from typing import Any, Protocol, TypeVar
+from operator import attrgetter
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -39,6 +39,10 @@ class Outcome(StrEnum):
     def failed(self) -> bool:
         """What a retry may change: the case failed or its process died."""
         return self in (Outcome.FAIL, Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH)
+
+
+#: What ``CellResult.versions`` names the freeze hash by (beside the key versions).
+FREEZE = "(freeze)"
 
 
 class CellResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
@@ -88,6 +92,16 @@ class CellResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         """What the cell is to a reader, stable across pin changes (``cell_id`` is not)."""
         return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
+    @property
+    def versions(self) -> dict[str, str]:
+        """What "what changed" compares: its fingerprint's key versions and, as ``FREEZE``,
+        its freeze hash."""
+        fp = as_mapping(self.fingerprint)
+        found = {str(k): str(v) for k, v in as_mapping(fp.get("key")).items()}
+        if fp.get("freeze_sha256"):
+            found[FREEZE] = str(fp["freeze_sha256"])
+        return found
+
     def replace(self, **changes: Any) -> CellResult:
         return msgspec.structs.replace(self, **changes)
 
@@ -116,13 +130,13 @@ def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def logical_keys(results: Sequence[Keyed]) -> list[tuple[str, str, str]]:
+def logical_keys(results: Sequence[CellResult]) -> list[tuple[str, str, str]]:
     """Each result's ``logical_key``, in C (no property call per result)."""
     return list(zip(map(attrgetter("environment"), results), labels(results),
                     map(attrgetter("hardware_target"), results), strict=True))
 
 
-def labels(results: Sequence[Keyed]) -> list[str]:
+def labels(results: Sequence[CellResult]) -> list[str]:
     """Each result's ``case::variant`` (its logical key's middle), in C."""
     cases = list(map(attrgetter("case_id"), results))
     variants = list(map(attrgetter("variant"), results))
@@ -130,20 +144,6 @@ def labels(results: Sequence[Keyed]) -> list[str]:
         return list(map("::".join, zip(cases, variants, strict=True)))
     # a number in a hand-written record, a str subclass given by a caller: as f"" writes it
     return [f"{c}::{v}" for c, v in zip(cases, variants, strict=True)]
-
-
-class Keyed(Protocol):
-    """A result or a table's row, as far as every reader of one reads it: what its logical
-    key is made of. Readers' protocols add what each reads."""
-
-    @property
-    def environment(self) -> str: ...
-    @property
-    def case_id(self) -> str: ...
-    @property
-    def variant(self) -> str: ...
-    @property
-    def hardware_target(self) -> str: ...
 
 
 AnyResult = TypeVar("AnyResult", bound=CellResult)
@@ -185,27 +185,17 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _plain(row: dict[str, Any]) -> bool:
-    """Whether a row with every field holds each as the harness writes it (``damage``'s
-    checks, in C where it can: a type a field)."""
-    return (set(map(type, _TEXTS(row))) == _STR and row["outcome"] in _OUTCOMES
-            and type(row["duration"]) in _NUMBER and type(row["finished_at"]) in _NUMBER
-            and type(row["attempt"]) is int and type(row["infra"]) is bool
-            and type(row["signature"]) in _OPTIONAL and type(row["log"]) in _OPTIONAL
-            and type(row["gpu"]) in _INT_OR_NONE)
-
-
 def adopt(row: dict[str, Any]) -> CellResult:
-    """A decoded line (changed in place) as a result: unknown keys dropped, defaults filled.
-    A KeyError where the row is no result (its words: ``damage``'s)."""
-    # A line the harness wrote holds every field and no other, each of its type.
-    if row.keys() != FIELDS or not _plain(row):
-        found = damage(row)
-        if found is not None:
-            raise KeyError(found)
-        for name in row.keys() - FIELDS:
-            del row[name]
+    """A decoded line (changed in place) as a result: unknown keys dropped, defaults filled,
+    axis values text (as the table reads them). A KeyError where the row is no result (its
+    words: ``damage``'s)."""
+    found = damage(row)
+    if found is not None:
+        raise KeyError(found)
+    for name in row.keys() - FIELDS:
+        del row[name]
     row["outcome"] = _OUTCOMES[row["outcome"]]
+    row["values"] = {str(k): str(v) for k, v in as_mapping(row["values"]).items()}
     return CellResult(**row)
 
 
@@ -220,7 +210,6 @@ _LINE_VALUES = attrgetter(*LINE)
 FIELDS = frozenset(LINE)
 _REQUIRED = frozenset(f.name for f in _STRUCT_FIELDS if f.required)
 _OUTCOMES = {str(o): o for o in Outcome}
-_STR = {str}
 _NUMBER = (int, float)  # (not bool: a number, as msgspec reads one)
 _OPTIONAL = (str, type(None))
 _INT_OR_NONE = (int, type(None))
@@ -231,8 +220,6 @@ _SCALARS = tuple(
     + [(name, _NUMBER, "a number") for name in ("duration", "finished_at")]
     + [("attempt", (int,), "a whole number"), ("gpu", _INT_OR_NONE, "a whole number or null"),
        ("infra", (bool,), "true or false"), ("outcome", (str,), "text")])
-_TEXTS = itemgetter(*(name for name, kinds, _ in _SCALARS if kinds == (str,)
-                      and name != "outcome"))
 
 
 @dataclass(frozen=True, kw_only=True)

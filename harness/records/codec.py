@@ -1,5 +1,5 @@
-"""Run records' JSON lines: appended whole and fsynced (at once, or in batches), read a block
-at a time."""
+"""Run records' JSON lines: appended whole and fsynced (at once, or in batches), read line by
+line."""
 
 from __future__ import annotations
 
@@ -70,19 +70,15 @@ class Batched:
             os.close(self.fd)
 
 
-#: How much of a record is read at once (not the whole of a large one in memory).
-CHUNK = 1 << 20
-
-
 def lines(path: Path, size: int | None = None) -> Iterator[bytes]:
-    """The lines of a file (``size``: its first bytes alone), the last one with or without
-    its newline, read a block at a time."""
-    rest, left = b"", size
+    """The lines of a file, each with its newline (a torn last one without); ``size``: its
+    first bytes alone."""
+    left = size
     with open(path, "rb") as fh:
-        while block := fh.read(CHUNK if left is None else min(CHUNK, left)):
+        for line in fh:
             if left is not None:
-                left -= len(block)
-            *whole, rest = (rest + block).split(b"\n")
-            yield from whole
-    if rest:
-        yield rest
+                if left <= 0:
+                    return
+                line = line[:left]
+                left -= len(line)
+            yield line

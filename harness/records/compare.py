@@ -4,13 +4,13 @@ which cell of an earlier run a cell is compared with ("what changed", a bump's r
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.releases import in_force
-from harness.core.results import CellResult, Keyed, Outcome
+from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
 
 LogicalKey = tuple[str, str, str]
@@ -50,34 +50,22 @@ def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, st
             result.finished_at, source.run_id)
 
 
-class Compared(Keyed, Protocol):
-    """What a cell is matched by: a record's ``CellResult``, or a row of a run's table."""
-
-    @property
-    def values(self) -> Mapping[str, str]: ...
-    @property
-    def logical_key(self) -> LogicalKey: ...
-
-
-C = TypeVar("C", bound=Compared)
-
-
-def match_previous(old: Sequence[C], new: Sequence[Compared],
-                   moved: Sequence[str] = ()) -> dict[LogicalKey, C]:
+def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
+                   moved: Sequence[str] = ()) -> dict[LogicalKey, CellResult]:
     """The cell of ``old`` each cell of ``new`` is compared with, by the new cell's logical
     key: the cell with the same key; or, for the keys a ``--set`` bump replaced (``moved``),
     the cell whose environment differs only in those (of several, the one in force)."""
     if not moved:
         return {r.logical_key: r for r in old}
 
-    def neutral(r: Compared) -> tuple[Any, ...]:
+    def neutral(r: CellResult) -> tuple[Any, ...]:
         rest = tuple(sorted((k, v) for k, v in r.values.items() if k not in moved))
         return (r.environment.split(":", 1)[0], rest, r.case_id, r.variant, r.hardware_target)
 
-    candidates: dict[tuple[Any, ...], list[C]] = {}
+    candidates: dict[tuple[Any, ...], list[CellResult]] = {}
     for r in old:
         candidates.setdefault(neutral(r), []).append(r)
-    out: dict[LogicalKey, C] = {}
+    out: dict[LogicalKey, CellResult] = {}
     for cell in new:
         found = candidates.get(neutral(cell))
         if found:

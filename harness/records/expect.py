@@ -20,7 +20,6 @@ from harness.core.rules import Rule
 from harness.records import table
 from harness.records.compare import choose_records
 from harness.records.store import RunStore, latest_run, lineage
-from harness.records.table import Row
 
 Key = tuple[str, str, str]
 J = TypeVar("J", bound=CellResult)
@@ -36,7 +35,7 @@ class Baseline:
     outcomes: Mapping[Key, Outcome]
 
 
-def baseline_from(results: Iterable[CellResult | Row], source: str) -> dict[str, Any]:
+def baseline_from(results: Iterable[CellResult], source: str) -> dict[str, Any]:
     """A baseline file's content: each cell that ran, by logical key, in a stable order."""
     cells = sorted(({"environment": r.environment, "case": f"{r.case_id}::{r.variant}",
                      "hardware": r.hardware_target, "outcome": str(r.outcome)}

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.core.results import Outcome
 from harness.records import table
-from harness.records.store import lineage, ordered_metas, run_order
+from harness.records.store import list_runs, read_run
 from harness.records.table import Key
 
 #: One letter an outcome, as a strip shows it.
@@ -44,13 +44,11 @@ class History:
         seen = [o for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
         return sum(a != b for a, b in pairwise(seen))
 
-    @classmethod
-    def flaky(cls, outcomes: tuple[Outcome | None, ...]) -> bool:
+    @staticmethod
+    def flaky(outcomes: tuple[Outcome | None, ...]) -> bool:
         """FLAKY in some run, or fine and failing by turns: failed, passed, failed again."""
-        if Outcome.FLAKY in outcomes:
-            return True
-        seen = [o in _OK for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
-        return sum(a != b for a, b in pairwise(seen)) >= 2
+        ran = [o in _OK for o in outcomes if o is not None and o is not Outcome.NOT_RUN]
+        return Outcome.FLAKY in outcomes or sum(a != b for a, b in pairwise(ran)) >= 2
 
     def rows(self, *, changed_only: bool) -> Iterator[tuple[Key, tuple[Outcome | None, ...]]]:
         for key in sorted(self.cells):
@@ -106,15 +104,15 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
          quiet: bool = False) -> History:
     """The last ``last`` runs of ``folder`` of one ``line`` (matrix and kind), made ``before``
     a run, one query of each's table (keys read once per digest); ``quiet``: as ``table.read``."""
-    every = ordered_metas(folder, required=True)
+    every = list_runs(folder, required=True)
     if before is not None:  # a report's page: what came before its run, whatever came after
-        mine = run_order(before)
-        every = [(p, m) for p, m in every if run_order(p) < mine]
-    lines = [lineage(meta) for _, meta in every]
+        mine = read_run(before)
+        every = [run for run in every if mine is not None and run.order < mine.order]
+    lines = [run.line for run in every]
     # The line followed: the one asked for, else the newest nightly's (else the newest run's).
     line = line or next((x for x in reversed(lines) if x[1] == "nightly"),
                         lines[-1] if lines else ("", "nightly"))
-    runs = [path for (path, _), found in zip(every, lines, strict=True) if found == line][-last:]
+    runs = [run.path for run, found in zip(every, lines, strict=True) if found == line][-last:]
     left_out = sum(found != line for found in lines)
     keys: dict[Key, int] = {}  # every cell of the runs, in order of first appearance: place
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
@@ -157,7 +155,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
 
 def prune(folder: Path, *, keep: int) -> list[Path]:
     """Remove all but the newest ``keep`` run folders; returns what was removed."""
-    old = [path for path, _ in ordered_metas(folder, required=True)][:-keep]
+    old = [run.path for run in list_runs(folder, required=True)][:-keep]
     for path in old:
         shutil.rmtree(path)
     return old

@@ -45,8 +45,8 @@ class ReportInput:
     plan: tuple[str, ...] | None
     log_names: tuple[frozenset[str], ...]  # each store's names in logs/
     previous: RunStore | None
-    changed: list[tuple[table.Row, table.Row]] | None  # from the two tables, where they tell
-    before: list[table.Row] | None  # else the previous run's rows
+    changed: list[tuple[CellResult, CellResult]] | None  # from the two tables, where they tell
+    before: list[CellResult] | None  # else the previous run's, from its table
     bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
     earlier: Earlier
     tabled: bool  # one record whose table is written already
@@ -94,7 +94,7 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
         plan=None if len(stores) == 1 and metas[0].get("ordered_cells") == len(pairs)
         else tuple(c["cell_id"] for s in stores for c in s.planned()),
         log_names=tuple(s.log_names() for s in stores), previous=previous, changed=changed,
-        before=table.read(previous.run_dir, table.ROWS).rows()
+        before=table.read(previous.run_dir).rows()
         if previous is not None and changed is None else None,
         bisects=tuple(read_bisects(where)) if where else (), earlier=earlier, tabled=tabled)
 

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -182,10 +183,9 @@ class RunStore:
 
     def _keep(self, run: CellRun, log: str | None) -> CellResult:
         """The run's events and fingerprint, then its result line (pointing at ``log``)."""
-        row = self.redactor.obj(run.result.to_dict())
-        if log is not None:
-            row["log"] = log
-        result = CellResult.from_dict(row)
+        result = run.result if log is None else run.result.replace(log=log)
+        if self.redactor.secrets:
+            result = CellResult.from_dict(self.redactor.obj(result.to_dict()))
         if run.events:  # one file for the run: a suite's thousands of tests are not a file each
             self._events.append(b"".join(
                 jsonio.dumps({"cell_id": result.cell_id, "attempt": result.attempt,
@@ -279,19 +279,20 @@ class RunStore:
     def attempts(self) -> list[CellResult]:
         """Every recorded attempt, in order: a line decoded against the result's schema, else
         read as JSON (``adopt``); a damaged line is left out, kept in ``damaged``, warned of."""
+        path = self.run_dir / RESULTS
         self.damaged = []
         out: list[CellResult] = []
-        whole = True
         try:
-            for line in codec.lines(self.run_dir / RESULTS, self.upto):
+            for number, line in enumerate(codec.lines(path, self.upto), 1):
                 try:
                     out.append(DECODER.decode(line))
                 except REFUSED:
-                    found = _adopted(line)
-                    if found is None:
-                        whole &= not line.strip()
-                    else:
-                        out.append(found)
+                    if line.strip():
+                        found = _adopted(line)
+                        if isinstance(found, str):
+                            self.damaged.append(Damaged(path, number, found))
+                        else:
+                            out.append(found)
         except FileNotFoundError:
             return []
         shared = dict(read_shared(self.run_dir))
@@ -300,10 +301,8 @@ class RunStore:
                 force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
             if row.hardware.__class__ is str:
                 force_setattr(row, "hardware", shared.get(row.hardware, {}))
-        if not whole:
-            self.damaged = scan_damaged(self.run_dir / RESULTS, self.upto)
-            if not self.quiet:
-                warn_damaged(self.damaged)
+        if self.damaged and not self.quiet:
+            warn_damaged(self.damaged)
         return out
 
     def results(self) -> list[CellResult]:
@@ -356,12 +355,13 @@ def read_shared(run_dir: Path) -> Iterator[tuple[str, Any]]:
             yield str(digest), value
 
 
-def _adopted(line: bytes) -> CellResult | None:
-    """A line the schema refuses, read as JSON (None: no result: torn, blank, damaged)."""
+def _adopted(line: bytes) -> CellResult | str:
+    """A line the schema refuses, read as JSON; else why it is no result (``damage``)."""
     try:
-        return adopt(jsonio.loads(line))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
+        row = jsonio.loads(line)
+    except (ValueError, RecursionError):
+        return "not JSON" if line.endswith(b"\n") else "torn (its end never written)"
+    return damage(row) or adopt(row)
 
 
 DECODER = msgspec.json.Decoder(CellResult)
@@ -386,24 +386,6 @@ class Damaged(NamedTuple):
 #: How many damaged lines of one reading are named; the rest are counted.
 NAMED = 10
 _WARNED: set[Damaged] = set()  # (a command reading one record twice says each once)
-
-
-def scan_damaged(path: Path, size: int | None = None) -> list[Damaged]:
-    """Each damaged line of the record at ``path`` (``size``: its first bytes alone), as
-    readers leave them out; a blank line is none (line by line: read only where one is)."""
-    with open(path, "rb") as fh:
-        data = fh.read() if size is None else fh.read(size)
-    found = []
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            why = damage(json.loads(line))
-        except ValueError:
-            why = "torn (its end never written)" if number > data.count(b"\n") else "not JSON"
-        if why is not None:
-            found.append(Damaged(path, number, why))
-    return found
 
 
 def warn_damaged(found: Sequence[Damaged]) -> None:
@@ -435,38 +417,39 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
-def run_order(run_dir: Path, meta: dict[str, Any] | None = None) -> tuple[float, str]:
-    """A run's place among runs: its creation time (-1: no readable run.json), then its id;
-    ``meta``: its run.json, read already."""
-    meta = read_meta(run_dir) if meta is None else meta
-    try:
-        return float(meta.get("created") or 0.0) if meta is not None else -1.0, run_dir.name
-    except (TypeError, ValueError):
-        return -1.0, run_dir.name
+@dataclass(frozen=True)
+class Run:
+    """A run folder, its run.json, and its place among runs."""
+
+    path: Path
+    meta: dict[str, Any]
+    order: tuple[float, str]
+
+    @property
+    def line(self) -> tuple[str, str]:
+        return lineage(self.meta)
 
 
-def ordered_runs(folder: Path, *, with_results: bool = False) -> list[Path]:
-    """The run folders under ``folder`` (none if missing), oldest first; ``with_results``:
-    only those that recorded a result."""
-    return [path for path, _ in ordered_metas(folder, with_results=with_results)]
+def read_run(run_dir: Path) -> Run | None:
+    """A run folder whose run.json is readable and says when it was made; else None."""
+    meta = read_meta(run_dir)
+    with contextlib.suppress(TypeError, ValueError):
+        if meta is not None and (created := float(meta.get("created") or 0.0)) >= 0:
+            return Run(run_dir, meta, (created, run_dir.name))
+    return None
 
 
-def ordered_metas(folder: Path, *, with_results: bool = False, required: bool = False
-                  ) -> list[tuple[Path, dict[str, Any]]]:
-    """``ordered_runs``, each with its run.json (read once); ``required``: a UsageError where
-    there is no such folder (``harness history``)."""
+def list_runs(folder: Path, *, with_results: bool = False, required: bool = False
+              ) -> list[Run]:
+    """The runs under ``folder`` (none if missing), oldest first; ``with_results``: only those
+    that recorded a result; ``required``: a UsageError where there is no such folder."""
     if not folder.is_dir():
         if required:
             raise UsageError(f"no folder of runs at {folder}")
         return []
-    found = []
-    for path in folder.iterdir():
-        if with_results and not (path / RESULTS).is_file():
-            continue
-        meta = read_meta(path)
-        if meta is not None and (order := run_order(path, meta))[0] >= 0:
-            found.append((order, path, meta))
-    return [(p, m) for _, p, m in sorted(found, key=lambda f: f[0])]
+    found = [read_run(path) for path in folder.iterdir()
+             if not with_results or (path / RESULTS).is_file()]
+    return sorted(filter(None, found), key=attrgetter("order"))
 
 
 def run_kind(meta: dict[str, Any] | None) -> str:
@@ -483,40 +466,35 @@ def lineage(meta: dict[str, Any] | None) -> tuple[str, str]:
 
 def latest_run(reports_dir: Path, line: tuple[str, str] | None = None) -> Path | None:
     """The newest run under ``reports_dir``; ``line``: of that matrix and kind (``lineage``)."""
-    runs = [p for p, meta in ordered_metas(reports_dir / "runs")
-            if line is None or lineage(meta) == line]
-    return runs[-1] if runs else None
+    found = [run.path for run in list_runs(reports_dir / "runs") if line in (None, run.line)]
+    return found[-1] if found else None
 
 
-def newest_first(reports_dir: Path) -> Iterator[Path]:
+def newest_first(reports_dir: Path) -> list[Path]:
     """Runs that recorded results, newest first (where earlier durations are looked up)."""
-    yield from reversed(ordered_runs(reports_dir / "runs", with_results=True))
+    return [run.path for run in reversed(list_runs(reports_dir / "runs", with_results=True))]
 
 
 def previous_run(reports_dir: Path, current: Path) -> Path | None:
     """The newest nightly run of the same matrix and slice (filters, shard) created before
     ``current``; for a bump (``--set``): of its slice without one, else the newest full run."""
-    meta = read_meta(current)
-    mine, scope = run_order(current), _scope(meta)
-    here = current.resolve()
-    line = (lineage(meta)[0], NIGHTLY)
-    earlier = [(p, m) for p, m in ordered_metas(reports_dir / "runs", with_results=True)
-               if p.resolve() != here and run_order(p, m) < mine and lineage(m) == line]
-    wanted = [scope]
-    if meta and meta.get("set"):
-        wanted = [_scope({**meta, "set": {}}), _scope({})]
-    scopes = {p: _scope(m) for p, m in earlier}
+    mine = read_run(current)
+    if mine is None:
+        return None
+    earlier = [run for run in list_runs(reports_dir / "runs", with_results=True)
+               if run.order < mine.order and run.line == (mine.line[0], NIGHTLY)]
+    wanted = [_scope(mine.meta)]
+    if mine.meta.get("set"):
+        wanted = [_scope({**mine.meta, "set": {}}), _scope({})]
     for want in wanted:
-        found = [p for p, _ in earlier if scopes[p] == want]
+        found = [run.path for run in earlier if _scope(run.meta) == want]
         if found:
             return found[-1]
     return None
 
 
-def _scope(meta: dict[str, Any] | None) -> str:
+def _scope(meta: dict[str, Any]) -> str:
     """What part of the matrix a run covered: its filters, shard and what --set replaced."""
-    if meta is None:
-        return "?"
     filters = {k: v for k, v in (meta.get("filters") or {}).items() if v}
     # Older records have no "set": the same scope as an empty one (dropped when empty).
     sets = meta.get("set") or {}

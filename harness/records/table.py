@@ -14,16 +14,14 @@ from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from harness.core import atomic
-from harness.core.results import CellResult, Keyed, Outcome, as_mapping, logical_key
+from harness.core.results import CellResult, Outcome, as_mapping
 from harness.records.store import RESULTS, RunStore
 
 CELLS = "cells.sqlite"
 FORMAT = "3"
-#: What ``Row.versions`` names the freeze hash by (beside the fingerprint's key versions).
-FREEZE = "(freeze)"
 _CHECKED = "text not null check (outcome in ({}))".format(", ".join(f"'{o}'" for o in Outcome))
 #: Every column of ``cells``, in order, with its SQL type and constraint.
 COLUMNS = (
@@ -48,10 +46,6 @@ _TYPES = dict(COLUMNS)
 KEYED = ("environment", "case_id", "variant", "hardware_target")
 OUTCOMES = (*KEYED, "outcome")
 DURATIONS = ("cell_id", "duration")
-#: What ``Cells.rows`` reads.
-ROWS = (*KEYED, "cell_id", "outcome", "signature", "duration", "axes", "versions",
-        "freeze_sha256")
-_ROWS_AT = itemgetter(*map(NAMES.index, ROWS))
 # ``results``: a cell's own columns, its environment's by number; a suite's test, whose node
 # id is its variant, holds none (null). ``cells``: the view of every column.
 SCHEMA = (
@@ -68,26 +62,6 @@ SCHEMA = (
 Key = tuple[str, str, str]
 Stamp = tuple[int, int]  # the record's size and modification time (ns)
 _OUTCOME = {str(o): o for o in Outcome}
-
-
-class Row(NamedTuple):
-    """One cell as runs are compared (``versions``: key versions and, as ``FREEZE``, the
-    freeze hash)."""
-
-    environment: str
-    case_id: str
-    variant: str
-    hardware_target: str
-    cell_id: str
-    outcome: Outcome
-    signature: str | None
-    duration: float
-    values: Mapping[str, str]
-    versions: Mapping[str, str]
-
-    @property
-    def logical_key(self) -> Key:
-        return logical_key(self.environment, self.case_id, self.variant, self.hardware_target)
 
 
 @dataclass(frozen=True)
@@ -122,22 +96,26 @@ class Cells:
         return {c: d for c, d in zip(self.column("cell_id"), self.column("duration"),
                                      strict=True) if d}
 
-    def rows(self) -> list[Row]:
+    def rows(self) -> list[CellResult]:
+        """Each cell as a result (every column read): no details nor machine, and of its
+        fingerprint the key versions and freeze hash alone."""
         of: Callable[[str], dict[str, str]] = cache(json.loads)  # each distinct text once
-        out = []
-        for (environment, case_id, variant, target, cell_id, outcome, signature, duration,
-             axes, versions, freeze) in map(itemgetter(*map(self.columns.index, ROWS)),
-                                           self.data):
-            found = of(versions)
-            out.append(Row(environment, case_id, variant, target, cell_id, _OUTCOME[outcome],
-                           signature, duration, of(axes),
-                           {**found, FREEZE: freeze} if freeze else found))
-        return out
 
+        @cache
+        def fingerprint(versions: str, freeze: str | None) -> dict[str, Any]:
+            return {k: v for k, v in (("key", of(versions)), ("freeze_sha256", freeze)) if v}
 
-def rows_of(results: Sequence[CellResult]) -> list[Row]:
-    """``results`` as the rows their table would read back (a run in memory, compared)."""
-    return Cells(ROWS, list(map(_ROWS_AT, _records(results)))).rows()
+        return [CellResult(
+            run_id=run_id, cell_id=cell_id, environment=environment, values=of(axes),
+            env_key=env_key, backend=backend, case_id=case_id, variant=variant, nodeid=nodeid,
+            hardware_target=target, outcome=_OUTCOME[outcome], reason=reason,
+            signature=signature, duration=duration, log=log, finished_at=finished_at,
+            caveat=caveat, attempt=attempt, node=node, gpu=gpu, infra=bool(infra),
+            parent=parent, fingerprint=fingerprint(versions, freeze))
+            for (run_id, cell_id, environment, case_id, variant, target, outcome, signature,
+                 reason, duration, attempt, finished_at, env_key, backend, nodeid, node, gpu,
+                 log, infra, parent, caveat, axes, versions, freeze)
+            in map(itemgetter(*map(self.columns.index, NAMES)), self.data)]
 
 
 def stamp(run_dir: Path) -> Stamp | None:
@@ -182,7 +160,7 @@ def _escaped(row: tuple[Any, ...]) -> tuple[Any, ...]:
                  for v in row)
 
 
-def _digest(results: Sequence[Keyed]) -> str:
+def _digest(results: Sequence[CellResult]) -> str:
     """The digest of the cells' logical keys in order: runs of the same cells share it."""
     keys = hashlib.sha256()
     for r in results:
@@ -286,14 +264,14 @@ def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool]
     return data, meta.get("keys_digest", ""), meta.get("keys_unique") == "1"
 
 
-def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
+def changed(old_dir: Path, new_dir: Path) -> list[tuple[CellResult, CellResult]] | None:
     """The cells whose outcome or versions differ between two runs' current tables, as (old,
-    new) rows, compared place by place: None unless both hold the same keys in order, once."""
+    new) results, compared place by place: None unless both hold the same keys in order, once."""
     old, new = current(old_dir, ()), current(new_dir, ())
     if (old is None or new is None or not old.keys_digest or old.keys_digest != new.keys_digest
             or not (old.keys_unique and new.keys_unique)):
         return None
-    columns = ", ".join(f"{side}.{name}" for side in ("o", "n") for name in ROWS)
+    columns = ", ".join(f"{side}.{name}" for side in ("o", "n") for name in NAMES)
     try:
         with contextlib.closing(sqlite3.connect(f"file:{new_dir / CELLS}?mode=ro",
                                                 uri=True)) as db:
@@ -307,9 +285,9 @@ def changed(old_dir: Path, new_dir: Path) -> list[tuple[Row, Row]] | None:
                 "or o.freeze_sha256 is not n.freeze_sha256 order by n.place").fetchall()
     except sqlite3.Error:
         return None
-    width = len(ROWS)
-    was = Cells(ROWS, [row[:width] for row in data]).rows()
-    now = Cells(ROWS, [row[width:] for row in data]).rows()
+    width = len(NAMES)
+    was = Cells(NAMES, [row[:width] for row in data]).rows()
+    now = Cells(NAMES, [row[width:] for row in data]).rows()
     return list(zip(was, now, strict=True))
 
 

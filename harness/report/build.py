@@ -16,7 +16,6 @@ from harness.records import reportinput, table
 from harness.records.compare import match_previous
 from harness.records.expect import Baseline
 from harness.records.store import RunStore
-from harness.records.table import Row
 from harness.report.data import Cells as _Cells
 from harness.report.data import Report
 from harness.report.data import summary_line as summary_line
@@ -67,7 +66,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             return diff_pairs(got.changed)
         if got.before is None:
             return []
-        return diff_runs(got.before, table.rows_of(cells.rows), got.moved)
+        return diff_runs(got.before, cells.rows, got.moved)
 
     return Report(stores=got.stores, metas=got.metas, cases=got.cases,
                   environments=got.environments, rules=rules, baseline=baseline,
@@ -113,7 +112,7 @@ class _Linked(dict[str | None, str]):
         return link
 
 
-def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
+def diff_runs(old: Sequence[CellResult], new: Sequence[CellResult], moved: Sequence[str] = ()
               ) -> list[dict[str, Any]]:
     """What changed between two runs' rows, matched by logical key (a pin change renames the
     content id), in ``_ORDER``. ``moved``: the keys a ``--set`` bump replaced (none is gone)."""
@@ -131,13 +130,13 @@ def diff_runs(old: Sequence[Row], new: Sequence[Row], moved: Sequence[str] = ()
     return sorted(filter(None, changes), key=_change_order)
 
 
-def diff_pairs(pairs: Iterable[tuple[Row, Row]]) -> list[dict[str, Any]]:
+def diff_pairs(pairs: Iterable[tuple[CellResult, CellResult]]) -> list[dict[str, Any]]:
     """``diff_runs`` of two runs of the same cells, from the pairs ``table.changed`` gives."""
     return sorted(filter(None, (_compared(now.logical_key, was, now) for was, now in pairs)),
                   key=_change_order)
 
 
-def _compared(key: tuple[str, str, str], was: Row, now: Row) -> dict[str, Any] | None:
+def _compared(key: tuple[str, str, str], was: CellResult, now: CellResult) -> dict[str, Any] | None:
     """The change of a cell in both runs; None where its outcome and versions stayed."""
     if was.outcome != now.outcome:
         return _change(moved_class(was.outcome, now.outcome), key, was, now)
@@ -161,8 +160,8 @@ def _change_order(change: dict[str, Any]) -> tuple[int, str, str, str]:
     return (_ORDER[change["class"]], change["environment"], change["case"], change["hardware"])
 
 
-def _change(kind: str, key: tuple[str, str, str], was: Row | None,
-            now: Row | None) -> dict[str, Any]:
+def _change(kind: str, key: tuple[str, str, str], was: CellResult | None,
+            now: CellResult | None) -> dict[str, Any]:
     either = now or was
     change: dict[str, Any] = {
         "class": kind, "environment": key[0], "case": key[1], "hardware": key[2],

@@ -1,5 +1,5 @@
-"""``adopt``: a record's line made a ``CellResult``; a line with exactly the fields skips the
-checks, any other goes the checked way. The same type is what msgspec decodes a line into."""
+"""``adopt``: a record's line that msgspec refuses made a ``CellResult``, its fields checked.
+The same type is what msgspec decodes a line into."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_a_line_with_every_field_and_no_other_is_the_result_it_was() -> None:
 
 
 def test_an_unknown_field_in_place_of_a_known_one_is_dropped_and_the_default_filled() -> None:
-    """As many keys as fields, not the same ones: the checked way, not the fast one."""
+    """As many keys as fields, not the same ones."""
     row = line(extra="from a later harness")
     del row["caveat"]
     got = adopt(row)
@@ -84,3 +84,11 @@ def test_logical_keys_made_together_are_each_ones_logical_key() -> None:
     assert logical_keys(odd) == [r.logical_key for r in odd]
     assert logical_keys(odd)[0][1].startswith("tagged!::")
     assert labels([FULL, FULL]) == [FULL.logical_key[1]] * 2
+
+
+def test_hand_written_axis_values_are_read_as_text_as_the_table_holds_them() -> None:
+    """The schema's type for axis values; a line msgspec refuses for a number there reads the
+    same through ``adopt`` as through the run's table (``str``)."""
+    got = adopt(line(values={"torch": 2.1, "fp8": True}))
+    assert got.values == {"torch": "2.1", "fp8": "True"}
+    assert adopt(line(values=None)).values == {}

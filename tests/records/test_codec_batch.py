@@ -73,7 +73,8 @@ def test_a_line_written_a_while_after_the_last_fsync_is_fsynced_with_it(
     time.sleep(0.3)
     batched.append(b'{"n": 3}\n')
     assert len(fsyncs) == 1 and batched.pending == 0
-    assert list(codec.lines(tmp_path / RESULTS)) == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}']
+    assert list(codec.lines(tmp_path / RESULTS)) == [b'{"n": 1}\n', b'{"n": 2}\n',
+                                                     b'{"n": 3}\n']
 
 
 def test_a_batched_file_is_opened_once_until_synced(tmp_path: Path,

@@ -12,7 +12,6 @@ from harness.core.results import CellResult, Outcome
 from harness.records import table
 from harness.records.compare import bumped, match_previous, new_releases, pinned_releases
 from harness.records.store import RunStore
-from harness.records.table import rows_of
 from harness.report.build import diff_pairs, diff_runs
 from harness.report.ci import status_badge, step_summary
 from tests.conftest import examples
@@ -40,14 +39,14 @@ def test_a_bump_is_compared_with_the_newest_release_it_replaced() -> None:
     assert {k[0]: v.environment for k, v in paired.items()} == {
         "cpu:torch=2.6.0,numpy>=2": "cpu:torch=2.5.1,numpy>=2",
         "cpu:torch=2.6.0,numpy<2": "cpu:torch=2.5.1,numpy<2"}
-    changes = diff_runs(rows_of(NIGHT), rows_of(bump), ("torch",))
+    changes = diff_runs(NIGHT, bump, ("torch",))
     assert [(c["class"], c["environment"], c["before"], c["after"]) for c in changes] == [
         ("new failure", "cpu:torch=2.6.0,numpy>=2", "PASS", "FAIL"),
         ("versions changed", "cpu:torch=2.6.0,numpy<2", "PASS", "PASS"),
         ("new cell", "cpu:torch=2.6.0,numpy<2", "", "PASS")]  # nothing "gone"
     assert changes[0]["versions"] == {"torch": "2.5.1 -> 2.6.0"}
     # Without the bump's keys, nothing matches: every cell is new, every old one gone.
-    assert {c["class"] for c in diff_runs(rows_of(NIGHT), rows_of(bump))} == {"new cell", "gone"}
+    assert {c["class"] for c in diff_runs(NIGHT, bump)} == {"new cell", "gone"}
 
 
 def test_bumped_keys_come_from_the_records() -> None:
@@ -119,8 +118,8 @@ def test_what_changed_off_the_run_befores_table_is_what_its_results_say(
     store = RunStore.create(tmp_path_factory.mktemp("runs"), {})
     store.extend(nights[0])
     before = table.read(store.run_dir).rows()
-    assert diff_runs(before, rows_of(nights[1]), moved) == diff_runs(
-        rows_of(store.results()), rows_of(nights[1]), moved)
+    assert diff_runs(before, nights[1], moved) == diff_runs(
+        store.results(), nights[1], moved)
 
 
 @settings(max_examples=examples(100), deadline=None)
@@ -138,7 +137,7 @@ def test_what_changed_off_the_two_tables_is_what_the_rows_say(
         table.read(store.run_dir)
         stores.append(store)
     pairs = table.changed(stores[0].run_dir, stores[1].run_dir)
-    want = diff_runs(rows_of(nights[0]), rows_of(nights[1]))
+    want = diff_runs(stores[0].results(), stores[1].results())
     if pairs is not None:
         assert diff_pairs(pairs) == want
     keys = [r.logical_key for r in nights[1]]

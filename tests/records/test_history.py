@@ -9,7 +9,7 @@ import pytest
 from harness.core.errors import UsageError
 from harness.core.results import CellResult, Outcome
 from harness.records.history import load, prune
-from harness.records.store import ordered_runs
+from harness.records.store import list_runs
 
 P, F, R = Outcome.PASS, Outcome.FAIL, Outcome.REPRODUCED
 
@@ -56,7 +56,7 @@ def test_prune_keeps_the_newest_runs(tmp_path: Path) -> None:
         write_run(tmp_path, f"run{i}", 1000.0 + i, {("a", "x"): Outcome.PASS})
     removed = prune(tmp_path, keep=2)
     assert [p.name for p in removed] == ["run0", "run1"]
-    assert [p.name for p in ordered_runs(tmp_path)] == ["run2", "run3"]
+    assert [r.path.name for r in list_runs(tmp_path)] == ["run2", "run3"]
     with pytest.raises(UsageError, match="no folder of runs"):
         prune(tmp_path / "absent", keep=2)
 

@@ -14,7 +14,6 @@ from msgspec.structs import astuple, replace
 
 from harness.core import jsonio
 from harness.core.results import LINE, CellResult, Outcome, adopt
-from harness.records import codec
 from harness.records.store import BY_REFERENCE, RunStore, read_shared
 from tests.conftest import examples
 from tests.records.test_table import results
@@ -68,18 +67,15 @@ def test_a_line_is_every_field_of_a_result_in_its_order() -> None:
 
 @settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4),
-       chunk=st.sampled_from([codec.CHUNK, 1, 97, 700]))
+@given(cells=results(), retried=st.lists(st.integers(0, 11), max_size=4))
 def test_a_record_the_harness_wrote_is_read_into_the_rows_the_store_gives(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-        cells: list[CellResult], retried: list[int], chunk: int) -> None:
+        tmp_path_factory: pytest.TempPathFactory, cells: list[CellResult],
+        retried: list[int]) -> None:
     """Lines as the store writes them (values named in shared.jsonl, retries later in the
-    record, each cell at its first place with its last attempt), read in blocks of any
-    size."""
+    record, each cell at its first place with its last attempt)."""
     store = RunStore.create(tmp_path_factory.mktemp("runs"), {"planned": []})
     store.extend(cells + [replace(cells[i], attempt=2, outcome=Outcome.PASS, duration=3,
                                   hardware={"cpu": "x"}) for i in retried if i < len(cells)])
-    monkeypatch.setattr(codec, "CHUNK", chunk)
     fast = store.results()
     assert text(fast) == by_json(store)
     if fast:  # the shared values put in place: one object per name, as the store has them
@@ -150,3 +146,14 @@ def test_a_record_as_it_was_when_the_report_began(tmp_path: Path) -> None:
     assert [r.cell_id for r in fast] == ["c1", "c2"]
     assert text(fast) == by_json(store)
     assert RunStore(tmp_path / "nowhere").results() == []
+
+
+def test_a_line_nested_deeper_than_any_json_reader_goes_is_named_not_a_traceback(
+        tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([cell("c1", "2.0.1", Outcome.REPRODUCED)])
+    with open(store.run_dir / "results.jsonl", "ab") as fh:
+        fh.write(_line(details="here").replace(b'"here"', b"[" * 100_000) + b"\n")
+    reading = store.as_of(None, quiet=True)
+    assert [r.cell_id for r in reading.results()] == ["c1"]
+    assert [(d.line, d.why) for d in reading.damaged] == [(2, "not JSON")]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.records import history
 from harness.records.expect import resolve_baseline
-from harness.records.store import RunStore, latest_run, newest_first, ordered_runs, previous_run
+from harness.records.store import RunStore, latest_run, list_runs, newest_first, previous_run
 
 
 def make_run(reports: Path, run_id: str, created: float, *, filters: dict[str, object] | None
@@ -37,7 +37,7 @@ def test_latest_is_the_newest_created_not_the_newest_file(tmp_path: Path) -> Non
 def test_a_tie_is_broken_by_the_run_id(tmp_path: Path) -> None:
     first = make_run(tmp_path, "x-1", 100.0)
     second = make_run(tmp_path, "x-2", 100.0)
-    assert ordered_runs(tmp_path / "runs") == [first, second]
+    assert [r.path for r in list_runs(tmp_path / "runs")] == [first, second]
     assert latest_run(tmp_path) == second
     assert previous_run(tmp_path, second) == first
 
@@ -67,5 +67,5 @@ def test_a_bump_is_compared_with_its_slice_unbumped_else_the_full_run(tmp_path: 
 def test_history_reads_runs_in_the_same_order(tmp_path: Path) -> None:
     for name, when in (("c", 300.0), ("a", 100.0), ("b", 200.0)):
         make_run(tmp_path, name, when)
-    assert [p.name for p in ordered_runs(tmp_path / "runs")] == ["a", "b", "c"]
+    assert [r.path.name for r in list_runs(tmp_path / "runs")] == ["a", "b", "c"]
     assert [p.name for p in history.prune(tmp_path / "runs", keep=2)] == ["a"]

@@ -8,10 +8,9 @@ import pytest
 from msgspec.structs import replace
 
 from harness.core.results import CellResult, Outcome
-from harness.records import codec as store_module
+from harness.records import codec
 from harness.records.compare import choose_records
 from harness.records.store import RunStore, read_shared
-from harness.records.table import rows_of
 from harness.report.build import diff_runs, summary_line, write_report
 from harness.report.data import long_columns
 
@@ -34,38 +33,34 @@ def test_torn_last_line_is_skipped_and_last_record_wins(tmp_path: Path) -> None:
     assert got == {"a": Outcome.REPRODUCED, "b": Outcome.PASS}
 
 
-def test_a_record_read_in_blocks_gives_every_line_as_it_is(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_record_read_line_by_line_gives_every_line_as_it_is(tmp_path: Path) -> None:
     lines = [json.dumps({"n": i, "pad": "x" * (i % 7)}).encode() for i in range(200)]
     lines[57] = b'{"n": 57, "torn'  # a line a kill tore, mid-record (a resumed run's)
     lines[120] = b""  # a blank one
     lines.append(b'{"n": 200}')  # the last without its newline
     path = tmp_path / "results.jsonl"
     path.write_bytes(b"\n".join(lines))
-    for chunk in (1, 7, 100, 1 << 22):  # a block inside a line, a few lines, the whole file
-        monkeypatch.setattr(store_module, "CHUNK", chunk)
-        assert list(store_module.lines(path)) == lines, chunk
-        assert list(store_module.lines(path, 30)) == [lines[0], lines[1][:10]], chunk
+    ended = [line + b"\n" for line in lines[:-1]] + lines[-1:]  # each with its newline
+    assert list(codec.lines(path)) == ended
+    assert list(codec.lines(path, 30)) == [ended[0], ended[1][:10]]
+    assert list(codec.lines(path, 0)) == []
     path.write_bytes(b"")
-    assert list(store_module.lines(path)) == []
+    assert list(codec.lines(path)) == []
     path.write_bytes(b"\n\n")
-    assert list(store_module.lines(path)) == [b"", b""]
+    assert list(codec.lines(path)) == [b"\n", b"\n"]
 
 
-def test_a_run_as_of_a_size_reads_what_its_record_held_then(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_as_of_a_size_reads_what_its_record_held_then(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, {"planned": []})
     store.append(result("a", "2.0.1", "repro", Outcome.PASS))
     store.append(result("b", "2.0.1", "repro", Outcome.PASS))
     size = (store.run_dir / "results.jsonl").stat().st_size
     then = store.as_of(size)
     store.append(result("c", "2.0.1", "repro", Outcome.FAIL))  # the run goes on
-    for chunk in (7, 1 << 20):  # a limit inside a block, and a block past it
-        monkeypatch.setattr(store_module, "CHUNK", chunk)
-        assert [r.cell_id for r in then.results()] == ["a", "b"]
-        assert [r.cell_id for r in store.results()] == ["a", "b", "c"]
-        assert [r.cell_id for r in store.as_of(size - 5).results()] == ["a"]  # b cut: torn
-        assert store.as_of(0).results() == []
+    assert [r.cell_id for r in then.results()] == ["a", "b"]
+    assert [r.cell_id for r in store.results()] == ["a", "b", "c"]
+    assert [r.cell_id for r in store.as_of(size - 5).results()] == ["a"]  # b cut: torn
+    assert store.as_of(0).results() == []
     assert then.run_id == store.run_id and then.upto == size and store.upto is None
 
 
@@ -125,7 +120,7 @@ def test_a_caveat_marks_the_cell_and_is_listed_under_the_table(tmp_path: Path) -
 def test_diff_lists_new_failures_first() -> None:
     old = [result("a", "x", "repro", Outcome.PASS), result("b", "y", "repro", Outcome.FAIL)]
     new = [result("a", "x", "repro", Outcome.CRASH), result("b", "y", "repro", Outcome.PASS)]
-    changes = diff_runs(rows_of(old), rows_of(new))
+    changes = diff_runs(old, new)
     assert [(c["before"], c["after"]) for c in changes] == [("PASS", "CRASH"), ("FAIL", "PASS")]
 
 
@@ -207,12 +202,12 @@ def test_a_pin_change_and_a_flip_are_told_apart_by_logical_key() -> None:
     tonight = run("2.1.0", Outcome.FAIL)
     tonight[2] = CellResult.from_dict({**tonight[2].to_dict(),
                                        "fingerprint": last_night[2].fingerprint})
-    changes = diff_runs(rows_of(last_night), rows_of(tonight))
+    changes = diff_runs(last_night, tonight)
     assert [(c["class"], c["case"]) for c in changes] == [
         ("new failure", "mergekit_fp16::workaround"),
         ("versions changed", "mergekit_fp16::repro")]
     assert changes[1]["versions"] == {"torch": "2.0.1 -> 2.1.0"}
-    assert diff_runs(rows_of(tonight), rows_of(last_night))[0]["class"] == "fixed"
+    assert diff_runs(tonight, last_night)[0]["class"] == "fixed"
 
 
 def test_the_json_download_keeps_each_fingerprint_once_and_every_difference(

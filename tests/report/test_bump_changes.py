@@ -3,18 +3,17 @@ outcome, then only the cells whose outcome moved (not a "versions changed" line 
 
 from __future__ import annotations
 
-from harness.core.results import Outcome
-from harness.records.table import Row
+from harness.core.results import CellResult, Outcome
 from harness.report.build import diff_runs
 from harness.report.site.model import Header, Site
 from harness.report.site.render import summary_text
 
 
-def row(torch: str, variant: str, outcome: Outcome) -> Row:
-    return Row(environment=f"cpu:torch={torch}", case_id="probe", variant=variant,
-               hardware_target="cpu", cell_id=f"{torch}-{variant}", outcome=outcome,
-               signature=None, duration=1.0, values={"torch": torch},
-               versions={"torch": torch})
+def row(torch: str, variant: str, outcome: Outcome) -> CellResult:
+    return CellResult(run_id="r", environment=f"cpu:torch={torch}", case_id="probe",
+                      variant=variant, hardware_target="cpu", cell_id=f"{torch}-{variant}",
+                      outcome=outcome, duration=1.0, values={"torch": torch}, env_key="k",
+                      backend="uv", nodeid="n", fingerprint={"key": {"torch": torch}})
 
 
 def site(changes: list[dict[str, object]], sets: tuple[str, ...]) -> Site:
