@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,10 @@ from harness.core.matrix import (
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, parsed
 from harness.matrix import census
-from harness.matrix.census import CaseCount, Count, Follower, count_combos, expand, refuse_past
-from harness.matrix.lock import Releases
+from harness.matrix.census import CaseCount, Count, count_combos, expand, refuse_past
 from harness.matrix.overrides import apply_sets
 from harness.matrix.reader import KeyPath, Reader, Source, kind, load_source, value_limit
-from harness.matrix.releases import query_at
+from harness.matrix.releases import Releases, query_at
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
@@ -104,8 +103,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
         refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
     entries = [top.entry(("matrices", name), str(name), defaults) for name in matrices]
-    refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
-    envs = [env for e in entries for env in top.environments(e)]
+    refuse_past(sum((cells for cells, _ in entries), named_cells), limit, file, body_line)
+    envs = [env for _, environments in entries for env in environments()]
     envs += [top.named_env(("environments", name), str(name), defaults) for name in names]
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
@@ -150,22 +149,6 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
         seen[env.name] = env
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Entry:
-    """One entry of ``matrices:``, checked and counted, before its environments are made."""
-
-    name: str
-    settings: dict[str, Any]
-    axes: dict[str, list[dict[str, Any]]]
-    exclude: list[dict[str, Any]]
-    include: list[dict[str, Any]]
-    follow: Mapping[str, Follower]
-    shown: frozenset[str]  # keys that name the environments
-    followers: frozenset[str]  # keys that follow a linked axis: not in the names
-    variables: frozenset[str]
-    cells: Count  # at least, unless the cases were counted (count_cases)
-
-
 class _Reader(Reader):
     """The matrix's structure: its entries, axes, queries and environments."""
 
@@ -206,8 +189,10 @@ class _Reader(Reader):
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
         return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
-    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> _Entry:
-        """One entry of ``matrices:``, checked and counted (refused past the limit)."""
+    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]
+              ) -> tuple[Count, Callable[[], list[EnvSpec]]]:
+        """One entry of ``matrices:``, checked and counted (refused past the limit): its cells
+        (at least, unless the cases were counted), and what makes its environments."""
         raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
         raw_axes = self.mapping((*path, "axes"), None)
@@ -246,18 +231,12 @@ class _Reader(Reader):
         follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings,
                                        axes[axis])
                   for axis, (query, when) in queries.items()}
-        return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
-                      include=include, follow=follow, shown=frozenset(shown),
-                      followers=frozenset(followers), variables=frozenset(variables),
-                      cells=envs * census.cells_per_env(settings, self.pick))
 
-    def environments(self, entry: _Entry) -> list[EnvSpec]:
-        """What a counted entry expands to."""
-        return [self._env_spec(combo, entry.settings, name=entry.name,
-                               origin=f"matrices.{entry.name}", axis_keys=entry.shown,
-                               hidden=entry.followers, variables=entry.variables)
-                for combo in expand(entry.axes, entry.exclude, entry.include,
-                                    follow=entry.follow)]
+        def environments() -> list[EnvSpec]:
+            return [self._env_spec(combo, settings, name=name, origin=f"matrices.{name}",
+                                   axis_keys=shown, hidden=followers, variables=variables)
+                    for combo in expand(axes, exclude, include, follow=follow)]
+        return envs * census.cells_per_env(settings, self.pick), environments
 
     def _query(self, path: KeyPath, axis: str, raw: Any
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
