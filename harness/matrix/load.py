@@ -97,7 +97,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     # Counted first; from the axes' lengths alone where they are the count.
     names = list(top.mapping(("environments",), None, optional=True))
     matrices = list(top.mapping(("matrices",), None, optional=True))
-    named_cells = sum((top.named_cells(("environments", n), defaults) for n in names), Count(0))
+    named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTING_KEYS}, defaults)
+                       for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
         refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
@@ -162,10 +163,6 @@ class _Reader(Reader):
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
         self.pick: census.CasePick | None = None
 
-    def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
-        """A named environment's cells, from its targets, cases and suites alone."""
-        return self._cells_of(path, self.mapping(path, {"pins", *SETTING_KEYS}), defaults)
-
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
         """A matrix entry's cells from its axes' lengths; None where that is not its count."""
         raw = self.at(path)
@@ -176,16 +173,17 @@ class _Reader(Reader):
             return None
         envs = Count(math.prod(len(values) for values in axes.values()))
         self._refuse_envs(path, envs)
-        allowed = {"axes", "variables", *SETTING_KEYS}
-        return envs * self._cells_of(path, self.mapping(path, allowed), defaults)
+        return envs * self.cells_of(path, {"axes", "variables", *SETTING_KEYS}, defaults)
 
     def _refuse_envs(self, path: KeyPath, envs: Count) -> None:
         if envs.n > self.max_cells:
             raise self.src.error((*path, "axes"), f"the axes cross into {envs} environments, "
                                  f"over the limit of {self.max_cells:,} cells (--max-cells)")
 
-    def _cells_of(self, path: KeyPath, raw: Mapping[str, Any], defaults: dict[str, Any]
-                  ) -> Count:
+    def cells_of(self, path: KeyPath, allowed: set[str], defaults: dict[str, Any]) -> Count:
+        """An environment's cells (of a matrix entry: each's), from its targets, cases and
+        suites alone."""
+        raw = self.mapping(path, allowed)
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
         return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
