@@ -17,8 +17,8 @@ from harness.core.errors import UsageError
 from harness.core.matrix import MatrixSpec
 from harness.core.paths import default_cache_dir
 from harness.matrix.load import load_matrix
-from harness.matrix.lock import Releases, check_sets
 from harness.matrix.overrides import in_use, parse_sets
+from harness.matrix.releases import Releases
 from harness.matrix.sources import with_find_links
 from harness.plan.cases import CaseVariant, collect_cases
 from harness.plan.cells import Plan, case_counter, filter_plan, make_plan
@@ -145,8 +145,8 @@ def plan_cells(state: RunState, *, notes: bool = True) -> RunState:
     if state.options.sets:  # a release the index does not have: said before anything builds
         releases = Releases.for_run(state.options.matrix, state.options.find_links,
                                     state.options.offline, "lock")
-        check_sets(releases, state.options.sets, {c.env.name: c.env for c in plan.cells}.values(),
-                   state.spec.distributions)
+        envs = {c.env.name: c.env for c in plan.cells}.values()
+        releases.check_sets(state.options.sets, envs, state.spec.distributions)
     full = plan
     if state.options.shard:
         plan = select_shard(plan, state.options.shard, shard_durations(state.options))

@@ -23,7 +23,7 @@ from harness.core.errors import UsageError
 from harness.core.matrix import requirement_name
 from harness.core.releases import ReleaseQuery
 from harness.core.results import CellResult, Outcome
-from harness.matrix.lock import Releases
+from harness.matrix.releases import Releases
 from harness.plan.bisect import (
     Change,
     Probe,

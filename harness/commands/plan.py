@@ -7,7 +7,7 @@ import json
 import sys
 
 from harness.matrix.load import load_matrix
-from harness.matrix.lock import Releases
+from harness.matrix.releases import Releases
 from harness.plan import collected
 from harness.plan.cells import json_lines
 from harness.plan.hardware import describe, probe_machine

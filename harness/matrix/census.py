@@ -143,7 +143,10 @@ def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]
         return Count(len(include))  # no combination: each include is one of its own
     fixed = [axis for axis, values in axes.items() if values]
     sizes = [len(axes[axis]) for axis in fixed]
-    owner = _owners(axes, fixed)
+    owner: dict[str, list[int]] = {}  # the axes each key comes from (a linked axis repeats one)
+    for i, axis in enumerate(fixed):
+        for key in {k for value in axes[axis] for k in value}:
+            owner.setdefault(key, []).append(i)
     exact = len(fixed) == len(axes)
     boxes = []
     for pattern in exclude:
@@ -169,15 +172,6 @@ def count_combos(axes: Mapping[str, Values], exclude: Sequence[Mapping[str, Any]
         except _OverBudgetError:
             return Count(left + added, exact=False)
     return Count(left + added)
-
-
-def _owners(axes: Mapping[str, Values], fixed: Sequence[str]) -> dict[str, list[int]]:
-    """Which axes each key comes from (several, when a linked axis repeats another's key)."""
-    owner: dict[str, list[int]] = {}
-    for i, axis in enumerate(fixed):
-        for key in {k for value in axes[axis] for k in value}:
-            owner.setdefault(key, []).append(i)
-    return owner
 
 
 def _box(pattern: Mapping[str, Any], axes: Mapping[str, Values], fixed: Sequence[str],

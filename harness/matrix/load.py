@@ -7,7 +7,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +28,10 @@ from harness.core.matrix import (
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, parsed
 from harness.matrix import census
-from harness.matrix.census import CaseCount, Count, Follower, count_combos, expand, refuse_past
-from harness.matrix.lock import Releases
+from harness.matrix.census import CaseCount, Count, count_combos, expand, refuse_past
 from harness.matrix.overrides import apply_sets
 from harness.matrix.reader import KeyPath, Reader, Source, kind, load_source, value_limit
-from harness.matrix.releases import query_at
+from harness.matrix.releases import Releases, query_at
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
@@ -98,14 +97,15 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     # Counted first; from the axes' lengths alone where they are the count.
     names = list(top.mapping(("environments",), None, optional=True))
     matrices = list(top.mapping(("matrices",), None, optional=True))
-    named_cells = sum((top.named_cells(("environments", n), defaults) for n in names), Count(0))
+    named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTING_KEYS}, defaults)
+                       for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
         refuse_past(sum((c for c in plain if c is not None), named_cells), limit, file,
                      body_line)
     entries = [top.entry(("matrices", name), str(name), defaults) for name in matrices]
-    refuse_past(sum((e.cells for e in entries), named_cells), limit, file, body_line)
-    envs = [env for e in entries for env in top.environments(e)]
+    refuse_past(sum((cells for cells, _ in entries), named_cells), limit, file, body_line)
+    envs = [env for _, environments in entries for env in environments()]
     envs += [top.named_env(("environments", name), str(name), defaults) for name in names]
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
@@ -150,22 +150,6 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
         seen[env.name] = env
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Entry:
-    """One entry of ``matrices:``, checked and counted, before its environments are made."""
-
-    name: str
-    settings: dict[str, Any]
-    axes: dict[str, list[dict[str, Any]]]
-    exclude: list[dict[str, Any]]
-    include: list[dict[str, Any]]
-    follow: Mapping[str, Follower]
-    shown: frozenset[str]  # keys that name the environments
-    followers: frozenset[str]  # keys that follow a linked axis: not in the names
-    variables: frozenset[str]
-    cells: Count  # at least, unless the cases were counted (count_cases)
-
-
 class _Reader(Reader):
     """The matrix's structure: its entries, axes, queries and environments."""
 
@@ -179,10 +163,6 @@ class _Reader(Reader):
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
         self.pick: census.CasePick | None = None
 
-    def named_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count:
-        """A named environment's cells, from its targets, cases and suites alone."""
-        return self._cells_of(path, self.mapping(path, {"pins", *SETTING_KEYS}), defaults)
-
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
         """A matrix entry's cells from its axes' lengths; None where that is not its count."""
         raw = self.at(path)
@@ -193,21 +173,24 @@ class _Reader(Reader):
             return None
         envs = Count(math.prod(len(values) for values in axes.values()))
         self._refuse_envs(path, envs)
-        allowed = {"axes", "variables", *SETTING_KEYS}
-        return envs * self._cells_of(path, self.mapping(path, allowed), defaults)
+        return envs * self.cells_of(path, {"axes", "variables", *SETTING_KEYS}, defaults)
 
     def _refuse_envs(self, path: KeyPath, envs: Count) -> None:
         if envs.n > self.max_cells:
             raise self.src.error((*path, "axes"), f"the axes cross into {envs} environments, "
                                  f"over the limit of {self.max_cells:,} cells (--max-cells)")
 
-    def _cells_of(self, path: KeyPath, raw: Mapping[str, Any], defaults: dict[str, Any]
-                  ) -> Count:
+    def cells_of(self, path: KeyPath, allowed: set[str], defaults: dict[str, Any]) -> Count:
+        """An environment's cells (of a matrix entry: each's), from its targets, cases and
+        suites alone."""
+        raw = self.mapping(path, allowed)
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
         return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
-    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> _Entry:
-        """One entry of ``matrices:``, checked and counted (refused past the limit)."""
+    def entry(self, path: KeyPath, name: str, defaults: dict[str, Any]
+              ) -> tuple[Count, Callable[[], list[EnvSpec]]]:
+        """One entry of ``matrices:``, checked and counted (refused past the limit): its cells
+        (at least, unless the cases were counted), and what makes its environments."""
         raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
         raw_axes = self.mapping((*path, "axes"), None)
@@ -246,18 +229,12 @@ class _Reader(Reader):
         follow = {axis: self._follower((*path, "axes", axis), axis, query, when, settings,
                                        axes[axis])
                   for axis, (query, when) in queries.items()}
-        return _Entry(name=name, settings=settings, axes=axes, exclude=exclude,
-                      include=include, follow=follow, shown=frozenset(shown),
-                      followers=frozenset(followers), variables=frozenset(variables),
-                      cells=envs * census.cells_per_env(settings, self.pick))
 
-    def environments(self, entry: _Entry) -> list[EnvSpec]:
-        """What a counted entry expands to."""
-        return [self._env_spec(combo, entry.settings, name=entry.name,
-                               origin=f"matrices.{entry.name}", axis_keys=entry.shown,
-                               hidden=entry.followers, variables=entry.variables)
-                for combo in expand(entry.axes, entry.exclude, entry.include,
-                                    follow=entry.follow)]
+        def environments() -> list[EnvSpec]:
+            return [self._env_spec(combo, settings, name=name, origin=f"matrices.{name}",
+                                   axis_keys=shown, hidden=followers, variables=variables)
+                    for combo in expand(axes, exclude, include, follow=follow)]
+        return envs * census.cells_per_env(settings, self.pick), environments
 
     def _query(self, path: KeyPath, axis: str, raw: Any
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:

@@ -49,9 +49,10 @@ class Plan:
         return tuple({cell.env.name: cell.env for cell in self.cells}.values())
 
 
-def cell_id(env: EnvSpec, case: CaseVariant, hardware: str) -> str:
-    """Hash of what defines the cell, never of paths or time: the same on every machine."""
-    blob = json.dumps([env.name, env.key, case.nodeid, hardware]).encode()
+def cell_id(env: EnvSpec, nodeid: str, hardware: str) -> str:
+    """Hash of what defines the cell, never of paths or time: the same on every machine; a
+    suite's test: over its suite-qualified node id (``suite::nodeid``)."""
+    blob = json.dumps([env.name, env.key, nodeid, hardware]).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 
 

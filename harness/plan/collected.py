@@ -9,8 +9,10 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+import msgspec
 
 from harness.core import atomic
 from harness.core.matrix import EnvSpec, SuiteSpec
@@ -22,13 +24,12 @@ FOLDER = "collected"  # under the harness's cache folder
 _ABOVE = ("conftest.py", *(name for name, _ in CONFIG_FILES))
 
 
-@dataclass(frozen=True)
-class Collected:
+class Collected(msgspec.Struct, frozen=True):
     """A suite's tests in one environment, as its last session there collected them."""
 
     tests: tuple[str, ...]  # stable node ids (``run.suite.stable_nodeid``), pytest's order
-    errors: int  # modules that did not collect
-    at: float  # when (seconds since the epoch)
+    errors: Annotated[int, msgspec.Meta(ge=0)]  # modules that did not collect
+    at: Annotated[float, msgspec.Meta(ge=0, lt=1e11)]  # when (seconds since the epoch)
 
     def line(self) -> str:
         errors = (f", {self.errors} module{'s' if self.errors != 1 else ''} did not collect"
@@ -70,15 +71,9 @@ def load(env: EnvSpec, suite: SuiteSpec, hardware: str, *, cache_dir: Path | Non
         return None
     path = (cache_dir or default_cache_dir()) / FOLDER / f"{found}.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        tests, errors, at = data["tests"], data["errors"], data["at"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return msgspec.json.decode(path.read_bytes(), type=Collected)
+    except (OSError, msgspec.MsgspecError):
         return None  # none kept, or damaged: unknown, as before any run
-    if not (isinstance(tests, list) and all(isinstance(t, str) for t in tests)
-            and type(errors) is int and errors >= 0 and type(at) in (int, float)
-            and 0 <= at < 1e11):
-        return None  # damaged
-    return Collected(tests=tuple(tests), errors=errors, at=float(at))
 
 
 def _stamps(folder: Path) -> list[tuple[str, int, int]]:

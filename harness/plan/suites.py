@@ -4,11 +4,9 @@ which the run expands into one result per test."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 from pathlib import Path
 
-from harness.core.matrix import EnvSpec, SuiteSpec
+from harness.core.matrix import SuiteSpec
 from harness.plan.cases import CaseVariant
 
 #: The variant of a suite's session cell; a test's variant is its pytest node id.
@@ -21,12 +19,6 @@ def session_variant(suite: SuiteSpec) -> CaseVariant:
                        title=f"test suite {suite.name} ({suite.target})",
                        markers=("suite", "isolate"), isolate=True, suite=suite,
                        about=tuple(suite.packages))
-
-
-def suite_cell_id(env: EnvSpec, suite: str, nodeid: str, hardware: str) -> str:
-    """A test's cell id: the same hash as a case cell's, over the suite-qualified node id."""
-    blob = json.dumps([env.name, env.key, f"{suite}::{nodeid}", hardware]).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
 
 
 #: Files that make a folder pytest's rootdir, in pytest's order, and the section they need.

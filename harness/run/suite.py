@@ -17,8 +17,8 @@ from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
 from harness.inenv.harness_events import stable_nodeid
 from harness.plan import collected
-from harness.plan.cells import Cell
-from harness.plan.suites import rootdir, suite_cell_id
+from harness.plan.cells import Cell, cell_id
+from harness.plan.suites import rootdir
 from harness.run.classify import Decision, Ending, classify
 from harness.run.supervise import ProcessGuard
 from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
@@ -168,7 +168,7 @@ class _Session:
         fields.setdefault("finished_at", time.time())
         fields.setdefault("details", {"pytest": pytest_word})
         result = self._result(
-            cell_id=suite_cell_id(self.env.spec, suite, name, cell.hardware), case_id=suite,
+            cell_id=cell_id(self.env.spec, f"{suite}::{name}", cell.hardware), case_id=suite,
             variant=name, nodeid=name, outcome=outcome, reason=reason, parent=cell.cell_id,
             **fields)
         # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).

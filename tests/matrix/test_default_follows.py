@@ -11,8 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.matrix.load import load_matrix
-from harness.matrix.lock import Releases, lock_path
-from harness.matrix.releases import machine_platform
+from harness.matrix.releases import Releases, lock_path, machine_platform
 from tests.conftest import ROOT
 from tests.matrix.test_queries import simple_index, torch_files
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import UsageError
-from harness.matrix.lock import LOCK_FORMAT, read_lock
+from harness.matrix.releases import LOCK_FORMAT, read_lock
 
 
 @pytest.mark.parametrize(("text", "why"), [

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.matrix.lock import lock_path
+from harness.matrix.releases import lock_path
 from tests.conftest import ROOT
 from tests.matrix.test_queries import MATRIX as QUERY_MATRIX
 from tests.matrix.test_queries import simple_index, torch_files

@@ -12,8 +12,7 @@ import pytest
 
 from harness.core.errors import SpecError, UsageError
 from harness.matrix.load import load_matrix
-from harness.matrix.lock import Releases, lock_path
-from harness.matrix.releases import machine_platform
+from harness.matrix.releases import Releases, lock_path, machine_platform
 from tests.conftest import served as serving
 
 TAG = {"linux_x86_64": "manylinux_2_17_x86_64"}.get(machine_platform(), machine_platform())

@@ -43,7 +43,7 @@ def test_fast_paths_give_the_defining_ids_and_json_byte_for_byte() -> None:
     spec = load_matrix(ROOT / "matrix.yaml")
     plan = make_plan(spec, collect_cases(spec.cases_dir), ("cpu", "sm_90"))
     assert [c.cell_id for c in plan.cells] == [
-        cell_id(c.env, c.case, c.hardware) for c in plan.cells]
+        cell_id(c.env, c.case.nodeid, c.hardware) for c in plan.cells]
     lines = list(json_lines(plan.cells))
     assert [json.loads(line) for line in lines] == [c.to_dict() for c in plan.cells]
     assert not any("\n" in line for line in lines)

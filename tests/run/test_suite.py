@@ -19,8 +19,8 @@ from harness.core.results import CellRun
 from harness.envs.host import HostBackend
 from harness.matrix.load import parse_matrix
 from harness.plan import collected
-from harness.plan.cells import make_plan
-from harness.plan.suites import rootdir, suite_cell_id
+from harness.plan.cells import cell_id, make_plan
+from harness.plan.suites import rootdir
 from harness.run.cell import iter_batch, run_cell
 from harness.run.suite import stable_nodeid
 from tests.conftest import DATA, PY
@@ -96,7 +96,7 @@ def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(
                        file="m.yaml", base=tmp_path).environments[0]
     for child in run.children:
         assert child.result.parent == run.result.cell_id
-        assert child.result.cell_id == suite_cell_id(env, "mine", child.result.variant, "cpu")
+        assert child.result.cell_id == cell_id(env, f"mine::{child.result.variant}", "cpu")
     # Its tests share one fingerprint summary and one mapping of axis values: the record
     # names a value it met already without encoding it again.
     assert len({id(c.result.fingerprint) for c in run.children}) == 1
