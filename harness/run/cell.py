@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import HarnessError
 from harness.core.matrix import memory_bytes
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
@@ -59,10 +58,7 @@ def iter_batch(cells: Sequence[Cell], backend: Backend, gpu: int | None, *, case
         else:
             batch = _Batch(realized.env, backend, gpu, cases_dir, guard, place,
                            realized.checking, drawer)
-            if realized.checking is None:  # (no run is None without a check)
-                yield from _built_once(filter(None, _processes(cells, batch)), realized.built)
-            else:
-                yield from _once_checked(_processes(cells, batch), realized, cells, batch)
+            yield from _once_checked(_processes(cells, batch), realized, cells, batch)
     finally:
         if drawer is not None:
             drawer.leave()
@@ -139,8 +135,8 @@ def _processes(cells: Sequence[Cell], batch: _Batch) -> Generator[CellRun | None
 
 def _once_checked(runs: Generator[CellRun | None, None, None], realized: Realized,
                   cells: Sequence[Cell], batch: _Batch) -> Iterator[CellRun]:
-    """``runs`` of a new environment, held until its check ends, then fingerprinted; if the
-    check breaks it, every cell of the batch is its ERROR instead."""
+    """``runs``, held while a new environment's check runs, then fingerprinted; if the check
+    breaks it, every cell of the batch is its ERROR instead."""
     held: list[CellRun] = []
     with contextlib.closing(runs):
         for run in runs:
@@ -198,6 +194,7 @@ def _one_process(cells: Sequence[Cell], batch: _Batch, scratch: Path
         gpu=batch.gpu, timeout=env.spec.timeout,
         memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
         queue=drawer.folder if drawer else None)
+    watch = Watch(events_path, env.spec.timeout)
 
     def run_of(result: CellResult, events: tuple[dict[str, Any], ...] = ()) -> CellRun:
         nonlocal log_name
@@ -205,19 +202,11 @@ def _one_process(cells: Sequence[Cell], batch: _Batch, scratch: Path
         return CellRun(result=result, log=read_log(log_path), log_name=log_name,
                        events=events, fingerprint=env.fingerprint)
 
-    try:
-        process = batch.backend.launch(env, request)
-    except (OSError, HarnessError) as exc:
-        # No case ran: the machine could not start them (the driver retries).
-        for cell in (cells if drawer is None else drawer.give_up()):
-            yield run_of(batch.ended(cell, {}, kind="cannot_start", reason=str(exc)))
-        return
-    watch = Watch(events_path, env.spec.timeout)
-
     def finished() -> Iterator[CellRun]:
-        for nodeid, finish in watch.read():
-            if nodeid in by_node:
-                yield run_of(batch.finished(by_node[nodeid], finish, watch),
+        for event in watch.read():
+            nodeid = event.get("nodeid")
+            if event.get("event") == "finish" and nodeid in by_node:
+                yield run_of(batch.finished(by_node[nodeid], event, watch),
                              watch.events_of(nodeid))
 
     def tick() -> Iterator[CellRun | None]:
@@ -226,14 +215,17 @@ def _one_process(cells: Sequence[Cell], batch: _Batch, scratch: Path
             yield None  # what waited for the check goes now
 
     ended = yield from watch_process(
-        process, watch, batch.guard, tick=tick, stop=lambda: batch.broken,
+        batch.backend, env, request, watch, batch.guard, tick=tick, stop=lambda: batch.broken,
         settled=lambda: watch.drained if drawer else all(n in watch.finished for n in by_node))
     if ended.killed == "stopped":  # the check found the environment broken: no result counts
         return
-    if ended.lost:
-        for cell in (cells if drawer is None else drawer.held()):
+    failed = ended.failed
+    if failed is not None:  # the cells it did not settle (none ran if it never started)
+        lost = (cells if drawer is None else
+                drawer.give_up() if failed.kind == "cannot_start" else drawer.held())
+        for cell in lost:
             if cell.case.nodeid not in watch.finished:
-                yield run_of(batch.ended(cell, {}, kind="machine_lost", reason=ended.lost))
+                yield run_of(batch.ended(cell, {}, kind=failed.kind, reason=failed.reason))
         return
     yield from finished()  # what it wrote between the last look and its end
     current = watch.current

@@ -4,6 +4,7 @@ fault, not the case's: the driver runs it again (``next_try``)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import signal
 from collections.abc import Callable
@@ -160,6 +161,7 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1024)  # a suite's thousands of tests end in a few ways
 def classify(ending: Ending) -> Decision:
     """The outcome of ``ending``: the first row of ``ROWS`` that applies."""
     for row in ROWS:

@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import HarnessError
 from harness.core.matrix import SuiteSpec, memory_bytes
 from harness.core.results import CellResult, CellRun, Outcome
 from harness.envs import Backend, Environment, LaunchRequest
@@ -101,7 +100,6 @@ class _Session:
         self.sent: set[str] = set()  # the tests already yielded
         self.log_sent_at = 0.0
         self.exitstatus: int | None = None  # pytest's own, from the last process that said
-        self.decided: dict[tuple[str, str], Decision] = {}  # (outcome, reason) -> classified
         # A resumed session's recorded tests count as they are, by their stable node id.
         for done in cell.resumed:
             self.children[done.nodeid] = CellRun(result=done)
@@ -131,8 +129,7 @@ class _Session:
 
     def take(self, watch: Watch) -> None:
         """What the process wrote since the last call: its collection and the tests ended."""
-        finishes = watch.read()
-        for event in watch.events[watch.absorbed:]:
+        for event in watch.read():
             kind = event.get("event")
             if kind == "collected" and not self.collected:
                 self.collected = [str(n) for n in event.get("nodeids", [])]
@@ -143,17 +140,13 @@ class _Session:
                     self.collect_errors[nodeid] = reason
                     self.add(nodeid, Outcome.ERROR, "collection failed: " + reason,
                              pytest_word="error")
-        watch.absorbed = len(watch.events)
-        for nodeid, finish in finishes:
-            self.finished(nodeid, finish, watch)
+            elif kind == "finish":
+                self.finished(str(event.get("nodeid", "")), event, watch)
 
     def finished(self, nodeid: str, finish: dict[str, Any], watch: Watch) -> None:
-        ending = (finish["outcome"], str(finish.get("reason", "")))
-        decision = self.decided.get(ending)
-        if decision is None:  # each way a test ends classified once (thousands pass alike)
-            decision = self.decided[ending] = classify(Ending(
-                kind="finished", reported=Outcome(ending[0]), reason=ending[1],
-                memory=self.env.spec.memory))
+        decision = classify(Ending(kind="finished", reported=Outcome(finish["outcome"]),
+                                   reason=str(finish.get("reason", "")),
+                                   memory=self.env.spec.memory))
         details = {"pytest": finish.get("pytest")}
         details.update((k, finish[k]) for k in ("worker", "traceback") if finish.get(k))
         self.add(nodeid, decision.outcome, decision.reason, pytest_word=finish.get("pytest"),
@@ -235,11 +228,6 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
         # A container sees the suite's folder (from its rootdir) at its own path; cwd stays
         # the empty scratch folder, so nothing there shadows imports.
         mounts=(rootdir(Path(suite.path)),) if suite.path is not None else ())
-    try:
-        process = backend.launch(env, request)
-    except (OSError, HarnessError) as exc:
-        session.failure = classify(Ending(kind="cannot_start", reason=str(exc)))
-        return True
     watch = Watch(events_path, timeout)
 
     def tick() -> Iterator[CellRun]:
@@ -251,9 +239,10 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
         return (bool(session.collected) and watch.current is None
                 and all(n in session.children for n in every))
 
-    ended = yield from watch_process(process, watch, guard, tick=tick, settled=settled)
-    if ended.lost:
-        session.failure = classify(Ending(kind="machine_lost", reason=ended.lost))
+    ended = yield from watch_process(backend, env, request, watch, guard, tick=tick,
+                                     settled=settled)
+    if ended.failed is not None:  # it never started, or its machine was lost
+        session.failure = classify(ended.failed)
         return True
     session.take(watch)
     if watch.ended:

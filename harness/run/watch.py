@@ -1,6 +1,6 @@
 """Watching a pytest process from outside, for a batch of cases and a suite's session alike: the
-variables every cell gets, its events file read as it grows, the one loop that waits for it
-(killed when overdue or hung on exit), its log kept within bounds."""
+variables every cell gets, its events file read as it grows, the one loop that launches and
+waits for it (killed when overdue or hung on exit), its log kept within bounds."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from harness.core import jsonio
-from harness.core.errors import InfraError
+from harness.core.errors import HarnessError, InfraError
 from harness.core.paths import INENV_DIR
 from harness.core.reaper import scratch_prefix
-from harness.envs import Process
+from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cells import Cell
+from harness.run.classify import Ending
 from harness.run.supervise import ProcessGuard
 
 #: Set in every cell: no hub downloads, no stray bytecode; GPUs numbered by PCI bus, as the
@@ -68,14 +69,13 @@ class Watch:
         self.hardware: dict[str, Any] = {}
         self.timed_out = False
         self.oom = False  # the backend saw its memory limit kill the process
-        self.absorbed = 0  # how many of ``events`` a reader of other kinds has taken
         self.ended = False  # pytest said it is done (a suite's plugin); only teardown is left
         self.exitstatus: int | None = None  # pytest's own, with ``ended``
         self.drained = False  # it found no case left to claim in its queue (``run.queue``)
         self.missing: list[str] = []  # with ``drained``: node ids asked for, not collected
 
-    def read(self) -> list[tuple[str, dict[str, Any]]]:
-        """New finish events since the last read, as (nodeid, event)."""
+    def read(self) -> list[dict[str, Any]]:
+        """The events written since the last read."""
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
@@ -84,8 +84,8 @@ class Watch:
             return []
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written waits for later
         self.offset += len(complete)
-        out = []
-        for event in _decoded(complete):
+        new = _decoded(complete)
+        for event in new:
             self.events.append(event)
             kind, nodeid = event.get("event"), event.get("nodeid", "")
             if kind == "session":
@@ -98,14 +98,13 @@ class Watch:
                 self.finished.add(nodeid)
                 self.running.pop(nodeid, None)
                 self.last_activity = float(event.get("time", time.time()))
-                out.append((nodeid, event))
             elif kind == "drained":
                 self.drained = True
                 self.missing = list(event.get("missing") or [])
             elif kind == "ended":
                 self.ended = True
                 self.exitstatus = event.get("exitstatus")
-        return out
+        return new
 
     @property
     def current(self) -> str | None:
@@ -148,14 +147,20 @@ Killed = Literal["timeout", "settled", "stopped"]
 class Ended:
     code: int  # the exit status; -9 when it would not say
     killed: Killed | None = None  # None: it ended on its own
-    lost: str = ""  # the machine failed while it ran (the backend's error)
+    failed: Ending | None = None  # the machine could not start it, or failed while it ran
 
 
-def watch_process(process: Process, watch: Watch, guard: ProcessGuard, *,
-                  tick: Callable[[], Iterator[T]], settled: Callable[[], bool],
-                  stop: Callable[[], bool] = lambda: False) -> Generator[T, None, Ended]:
-    """Wait for ``process``, yielding what ``tick`` yields each ``SLICE``; kill it once
+def watch_process(backend: Backend, env: Environment, request: LaunchRequest, watch: Watch,
+                  guard: ProcessGuard, *, tick: Callable[[], Iterator[T]],
+                  settled: Callable[[], bool], stop: Callable[[], bool] = lambda: False
+                  ) -> Generator[T, None, Ended]:
+    """Launch ``request``, yielding what ``tick`` yields each ``SLICE``; kill it once
     ``settled()`` and done or quiet, once overdue, or on ``stop()``. Raises ``Cancelled``."""
+    try:
+        process = backend.launch(env, request)
+    except (OSError, HarnessError) as exc:  # no test ran: the driver runs them again
+        return Ended(-9, failed=Ending(kind="cannot_start", reason=str(exc)))
+    watch.last_activity = time.time()  # the first test's timeout runs from the launch
     code: int | None = None
     killed: Killed | None = None
     try:
@@ -165,7 +170,7 @@ def watch_process(process: Process, watch: Watch, guard: ProcessGuard, *,
                     code = process.wait(SLICE)
                 except InfraError as exc:
                     process.kill()
-                    return Ended(-9, lost=str(exc))
+                    return Ended(-9, failed=Ending(kind="machine_lost", reason=str(exc)))
                 if code is not None:
                     break
                 yield from tick()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.errors import EnvImportError
+from harness.core.errors import BackendError, EnvImportError, InfraError
 from harness.core.matrix import EnvSpec
 from harness.core.results import CellRun
 from harness.envs import Environment, LaunchRequest, Process, Realizing
@@ -89,6 +89,46 @@ def test_a_case_past_its_memory_limit_is_out_of_memory_and_the_next_goes_on(
                            cases_dir=CASES))
     assert [r.result.outcome for r in runs] == ["CRASH", "PASS"]
     assert runs[0].result.reason.startswith("out of memory (memory: 256m): MemoryError")
+
+
+class Unreachable(HostBackend):
+    """A machine that cannot start a process (``lost`` False), or that stops answering once
+    it has started one (True)."""
+
+    def __init__(self, cache_dir: Path, lost: bool) -> None:
+        super().__init__(cache_dir)
+        self.lost = lost
+
+    def launch(self, env: Environment, request: LaunchRequest) -> Process:
+        if not self.lost:
+            raise BackendError("the container did not start")
+        process = super().launch(env, request)
+
+        class Unanswered:
+            def kill(self) -> None:
+                process.kill()
+
+            def wait(self, timeout: float | None = None) -> int | None:
+                raise InfraError("the Docker engine stopped answering")
+
+        return Unanswered()
+
+
+@pytest.mark.parametrize(("lost", "reason"), [
+    (False, "cannot start: the container did not start"),
+    (True, "the Docker engine stopped answering")])
+def test_a_machine_that_cannot_start_or_is_lost_is_an_infra_error_of_cells_and_sessions(
+        tmp_path: Path, lost: bool, reason: str) -> None:
+    backend = Unreachable(tmp_path, lost)
+    batch = cells(tmp_path, 30, "pass", "reproduces")
+    runs = list(iter_batch(batch, backend, None, cases_dir=CASES))
+    (suite,) = make_plan(parse_matrix(
+        f"version: 1\nsuites: {{s: {{path: {CASES}}}}}\nenvironments:\n"
+        f"  e: {{backend: host, python: '{PY}', suites: [s]}}\n", file="m.yaml",
+        base=tmp_path), (), ("cpu",)).cells
+    runs.append(run_cell(suite, backend, None, cases_dir=CASES))
+    assert [(r.result.outcome, r.result.reason, r.result.infra) for r in runs] == [
+        ("ERROR", reason, True)] * 3
 
 
 # A new uv environment's check (importing what it names, reading its fingerprint) runs beside

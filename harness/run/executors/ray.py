@@ -4,13 +4,9 @@ after the architecture, ``{"sm_90": 1}``) or a CPU; a lost task is an ``InfraErr
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
 import ipaddress
 import os
 import re
-import shutil
-import tarfile
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -60,18 +56,6 @@ def _import_ray(address: str | None) -> Any:
     return ray
 
 
-def pack_cases(cases_dir: Path) -> tuple[bytes, str]:
-    """The cases folder as a tarball (no caches), and its digest: what nodes unpack."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for path in sorted(cases_dir.rglob("*")):
-            if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
-                continue
-            tar.add(path, arcname=str(path.relative_to(cases_dir)))
-    blob = buffer.getvalue()
-    return blob, hashlib.sha256(blob).hexdigest()[:16]
-
-
 class RayExecutor(Partials):
     name = "ray"
     queues = False  # no queue shared across machines: the driver cuts fixed batches
@@ -81,22 +65,22 @@ class RayExecutor(Partials):
         super().__init__()
         self.ray = _import_ray(address)
         self.address = address
+        # Ray copies the cases folder to each node, once per content: its tasks' working folder.
+        common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "runtime_env": {"working_dir": str(cases_dir),
+                                                  "excludes": ["__pycache__", "*.pyc"]}}
         try:
             if address:
-                self.ray.init(address=address, include_dashboard=False,
-                              log_to_driver=False, ignore_reinit_error=True,
+                self.ray.init(address=address, ignore_reinit_error=True, **common,
                               **({"_node_ip_address": "127.0.0.1"} if _loopback(address)
                                  else {}))
             else:  # a one-machine cluster of this machine's CPUs and GPUs
                 arches = Counter(g.arch for g in machine.gpus)
                 self.ray.init(num_cpus=jobs, num_gpus=len(machine.gpus),
-                              resources=dict(arches), include_dashboard=False,
-                              log_to_driver=False, _node_ip_address="127.0.0.1")
+                              resources=dict(arches), _node_ip_address="127.0.0.1", **common)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--executor ray: cannot reach a Ray cluster at "
                              f"{address or 'a new local one'}: {exc}") from None
-        blob, self.cases_digest = pack_cases(cases_dir)
-        self.cases_ref = self.ray.put(blob)
         # A generator task: each cell's run comes back as it ends, not when the batch does.
         self._remote = self.ray.remote(num_returns="streaming")(_run_on_node)
         self._lock = threading.Lock()
@@ -146,7 +130,7 @@ class RayExecutor(Partials):
         generator = self._remote.options(
             **options, max_retries=0, retry_exceptions=False,
             name=f"cells {first.case.label} @{first.hardware} x{len(cells)}",
-        ).remote(tuple(cells), run_id, attempt, self.cases_ref, self.cases_digest)
+        ).remote(tuple(cells), run_id, attempt)
         with self._lock:
             self._live[generator] = futures
         return list(futures.values())
@@ -213,12 +197,10 @@ _NODE_ENVS = EnvCache()  # per worker process: an environment is realized once p
 _NODE_BACKENDS: dict[str, Backend] = {}
 
 
-def _run_on_node(cells: tuple[Cell, ...], run_id: str, attempt: int, cases: bytes,
-                 digest: str) -> Iterator[CellRun]:
+def _run_on_node(cells: tuple[Cell, ...], run_id: str, attempt: int) -> Iterator[CellRun]:
     import ray
 
     cache_dir = default_cache_dir()
-    cases_dir = _unpack_cases(cache_dir / "cases" / digest, cases)
     name = cells[0].env.backend
     with _NODE_LOCK:
         if not _NODE_BACKENDS:  # this worker's first cell: what dead workers left, goes
@@ -229,24 +211,6 @@ def _run_on_node(cells: tuple[Cell, ...], run_id: str, attempt: int, cases: byte
     gpu_ids = ray.get_gpu_ids() if cells[0].hardware != "cpu" else []
     gpu = int(gpu_ids[0]) if gpu_ids else None
     node = ray.get_runtime_context().get_node_id()
-    yield from iter_batch(cells, backend, gpu, cases_dir=cases_dir, envs=_NODE_ENVS,
+    # The cases folder is the task's working folder (``runtime_env`` in ``RayExecutor``).
+    yield from iter_batch(cells, backend, gpu, cases_dir=Path.cwd(), envs=_NODE_ENVS,
                           node=node, run_id=run_id, attempt=attempt)
-
-
-def _unpack_cases(target: Path, blob: bytes) -> Path:
-    """Unpack once per node and digest; a half-unpacked folder is never used."""
-    if (target / ".complete").exists():
-        return target
-    with _NODE_LOCK:
-        if (target / ".complete").exists():
-            return target
-        staging = target.with_name(f"{target.name}.tmp{os.getpid()}")
-        staging.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-            tar.extractall(staging, filter="data")
-        (staging / ".complete").touch()
-        try:
-            staging.rename(target)
-        except OSError:  # another worker on this node got there first
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
