@@ -166,7 +166,7 @@ Handover = Callable[[Environment], None]
 
 class Backend(ABC):
     """``realize``: under the lock, the environment found or built, then drift checked every
-    time. A backend implements ``_locate``, ``_lock_path``, ``_find``, ``_build``, ``launch``."""
+    time. A backend implements ``_locate``, ``_build_dir``, ``_find``, ``_build``, ``launch``."""
 
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
@@ -184,12 +184,12 @@ class Backend(ABC):
 
     def realize(self, spec: EnvSpec, *, handover: Handover | None = None) -> Environment:
         place = self._locate(spec)
-        lock = self._lock_path(place)
-        with locked(lock) if lock is not None else contextlib.nullcontext():
+        folder = self._build_dir(place)
+        with (locked(folder.with_name(folder.name + ".lock")) if folder is not None
+              else contextlib.nullcontext()):
             env = self._find(spec, place)
             if env is None:
-                parts = place if isinstance(place, tuple) else (place,)
-                with watched(spec, [str(p) for p in parts if isinstance(p, Path)]):
+                with watched(spec, [str(folder)] if folder is not None else []):
                     env = self._build(spec, place, handover)
         problems = drift(spec, env.fingerprint)
         if problems:
@@ -221,8 +221,8 @@ class Backend(ABC):
     def _locate(self, spec: EnvSpec) -> Any:
         return None  # where the environment lives (a folder, an image plan), for the steps
 
-    def _lock_path(self, place: Any) -> Path | None:
-        return None  # nothing is built, nothing locked
+    def _build_dir(self, place: Any) -> Path | None:
+        return None  # the folder a build makes, its lock beside it; None: nothing is built
 
     @abstractmethod
     def _find(self, spec: EnvSpec, place: Any) -> Environment | None:

@@ -49,8 +49,8 @@ class DockerBackend(Backend):
         return images.plan_image(spec, uv_binary=images.find_uv_binary(),
                                  ca_bundle=images.find_ca_bundle())
 
-    def _lock_path(self, place: images.ImagePlan) -> Path:
-        return self.root / f"{place.tag.rsplit(':', 1)[1]}.lock"
+    def _build_dir(self, place: images.ImagePlan) -> Path:
+        return self.root / place.tag.rsplit(":", 1)[1]  # named for its lock: the image is Docker's
 
     def _find(self, spec: EnvSpec, place: images.ImagePlan) -> None:
         return None  # Docker knows its images: ensure_image builds only what is missing

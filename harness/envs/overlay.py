@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from harness.core.errors import EnvBuildError, UsageError
 from harness.core.releases import parsed
 from harness.envs.base import purelib, read_fingerprint
+from harness.envs.wheelkey import pin_parts
 
 PTH_NAME = "_harness_base.pth"
 # The user site too: clusters put torch there with `pip install --user`.
@@ -141,29 +142,21 @@ def inherited_conflicts(requirements: tuple[str, ...], base: dict[str, str]) -> 
 
 def added_by_overlay(pins: list[str], base: dict[str, str]) -> list[str]:
     """The resolved lines the base does not already hold at that version."""
-    return [line for line in pins if not _same(base.get(pin_name(line)), _pinned_version(line))]
+    return [line for line in pins if not _held(line, base)]
 
 
 def shadowed(pins: list[str], base: dict[str, str]) -> dict[str, str]:
     """Inherited packages the overlay installs at another version: name -> "base -> overlay"."""
-    return {name: f"{base[name]} -> {_pinned_version(line) or line.split('@', 1)[-1].strip()}"
-            for line in added_by_overlay(pins, base) if (name := pin_name(line)) in base}
+    return {name: f"{base[name]} -> {pin_parts(line)[1] or line.split('@', 1)[-1].strip()}"
+            for line in added_by_overlay(pins, base) if (name := pin_parts(line)[0]) in base}
 
 
-def _same(have: str | None, pinned: str | None) -> bool:
-    """Equal as versions (1.00 is 1.0); a URL pin (no version) is never the base's."""
-    a, b = parsed(have or ""), parsed(pinned or "")
-    return have is not None and pinned is not None and (a == b if a and b else have == pinned)
-
-
-def _pinned_version(line: str) -> str | None:
-    spec = list(Requirement(line).specifier)
-    return spec[0].version if len(spec) == 1 and spec[0].operator == "==" else None
-
-
-def pin_name(line: str) -> str:
-    """``torch==2.5.1`` / ``fork @ file:///...`` (a line of ``uv pip compile``) -> its name."""
-    return canonicalize_name(Requirement(line).name)
+def _held(line: str, base: dict[str, str]) -> bool:
+    """The base holds ``line``'s version (1.00 is 1.0); a URL pin (no version) never."""
+    name, pinned = pin_parts(line)
+    have = base.get(name)
+    a, b = parsed(have or ""), parsed(pinned)
+    return bool(have and pinned) and (a == b if a and b else have == pinned)
 
 
 def read_packages(path: Path) -> dict[str, str]:

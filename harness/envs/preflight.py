@@ -95,7 +95,7 @@ def resolve_env(env: EnvSpec, *, cache_dir: Path, platform: str) -> EnvCheck:
     started = time.monotonic()
     try:
         pins = _compile(env, cache_dir=cache_dir, platform=platform)
-    except (HarnessError, OSError, subprocess.SubprocessError) as exc:
+    except (HarnessError, OSError) as exc:
         host = unreachable_host(str(exc))
         return _with(check, started, resolves="no" if host is None else "unreachable",
                      unreachable=host, reason=(f"needs {host}, which this machine cannot reach"
@@ -121,27 +121,26 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
         # What source builds compile against is in the resolution too; a URL goes by a keyed
         # wheel built from it, where one fits.
         requirements = wheelkey.choose(env, wheelkey.pinned_torch(env.requirements),
-                                       frozenset()).swapped(env.requirements) \
-            if env.find_links else env.requirements
+                                       frozenset()).swapped(env.requirements)
         reqs.write_text("\n".join([*requirements, uv.PYTEST_REQUIREMENT,
                                    *sourcebuild.build_requirements(env)]) + "\n")
-        args = [uv._uv_binary(), "pip", "compile", str(reqs), "--quiet", "--no-header",
-                "--no-annotate", "--python-version", env.python, "--python-platform",
-                platform, *uv.install_args(env)]
+        args = ["pip", "compile", str(reqs), "--quiet", "--no-header", "--no-annotate",
+                "--python-version", env.python, "--python-platform", platform,
+                *uv.install_args(env)]
         if base is not None:
             args += resolution_args(base, Path(tmp) / "base")
         if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
             args += ["--python", _resolver_python(env, cache_dir),
                      *sourcebuild.no_isolation_args(env),
                      *(f"--find-links={e.where}" for e in wheelkey.filed(env.find_links))]
-        proc = subprocess.run(args, capture_output=True, text=True, check=False, cwd=tmp,
-                              env={**uv.uv_environ(), **sourcebuild.build_variables(env)},
-                              timeout=RESOLVE_TIMEOUT)
-        if proc.returncode != 0:
-            raise EnvBuildError(proc.stderr)
+        try:
+            said = uv._uv(args, env, sourcebuild.build_variables(env), RESOLVE_TIMEOUT,
+                          registry=Registry(cache_dir), cwd=Path(tmp))
+        except EnvBuildError as exc:  # uv's own words, as the table and wheelhouse show them
+            raise EnvBuildError(str(exc).split(": ", 1)[-1]) from None
         if base is not None:  # in the output file, which held the preferences
             return read_resolution(Path(tmp) / "base")
-    return [ln for ln in proc.stdout.splitlines() if ln and not ln.startswith(("#", " "))]
+    return [ln for ln in said.splitlines() if ln and not ln.startswith(("#", " "))]
 
 
 def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -264,10 +263,8 @@ def _lay_out(debian: Path, cuda: Path) -> None:
 
 def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-    with tempfile.TemporaryFile() as log:
-        done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                              check=False, timeout=3600)
-        if done.returncode != 0:
-            log.seek(0)
-            tail = " | ".join(log.read().decode(errors="replace").strip().splitlines()[-3:])
-            raise EnvBuildError(f"{what} failed (exit {done.returncode}): {tail}")
+    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+                          env=env, text=True, errors="replace", check=False, timeout=3600)
+    if done.returncode != 0:
+        tail = " | ".join(done.stdout.strip().splitlines()[-3:])
+        raise EnvBuildError(f"{what} failed (exit {done.returncode}): {tail}")

@@ -38,7 +38,6 @@ from harness.envs.base import (
     start_group,
 )
 from harness.envs.overlay import Base
-from harness.envs.sourcebuild import check_nvcc  # (tests import it from here)
 from harness.matrix.sources import is_url
 
 MARKER = "harness-env.json"
@@ -73,8 +72,8 @@ class UvBackend(Backend):
         base = overlay.find_base(spec.base) if spec.base else None
         return self.path_for(spec, base), base
 
-    def _lock_path(self, place: tuple[Path, Base | None]) -> Path:
-        return place[0].with_name(place[0].name + ".lock")
+    def _build_dir(self, place: tuple[Path, Base | None]) -> Path:
+        return place[0]
 
     def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
@@ -184,7 +183,7 @@ class UvBackend(Backend):
             print(f"environment {spec.name}: no wheel of the wheel folder fits ({why}): "
                   "building here", file=sys.stderr, flush=True)
         nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
-        check_nvcc(spec, nvcc)  # before minutes of installing torch
+        sourcebuild.check_nvcc(spec, nvcc)  # before minutes of installing torch
         # What a package built without isolation compiles against goes in first.
         self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
         variables = {**sourcebuild.build_variables(spec), **toolchain,
@@ -339,14 +338,14 @@ def uv_error(stderr: str, count: int = 6) -> str:
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, registry: Registry | None = None,
-        program: list[str] | None = None, said: bool = False) -> str:
-    """Run uv (or ``program``, pip) in a session of its own (a timeout kills its compilers
-    too): its stdout (``said``: and stderr), else EnvBuildError."""
+        program: list[str] | None = None, said: bool = False, cwd: Path | None = None) -> str:
+    """Run uv (or ``program``, pip) in a session of its own (a timeout or Ctrl-C kills its
+    compilers too): its stdout (``said``: and stderr), else EnvBuildError."""
     name = "pip" if program else "uv"
     try:
         group = start_group([*(program or [_uv_binary()]), *args],
                             {**uv_environ(), **(variables or {})}, registry, "build",
-                            " ".join([name, *args]), text=True,
+                            " ".join([name, *args]), text=True, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise EnvBuildError(f"{name} failed to start: {exc}") from exc

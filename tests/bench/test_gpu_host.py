@@ -20,7 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.envs.overlay import added_by_overlay, pin_name, read_packages
+from harness.core.matrix import requirement_name
+from harness.envs.overlay import added_by_overlay, read_packages
 from harness.envs.preflight import DEFAULT_PLATFORM, _compile
 from harness.envs.uv import uv_environ
 from harness.matrix.load import load_matrix
@@ -86,7 +87,7 @@ def test_prepare_fits_each_part_into_a_device_carry(prepared: tuple[Path, str]) 
         size = tree + sum(p.stat().st_size for d in ("harness", str(part))
                           for p in (wheels / d).iterdir())
         assert said == -(-size // 2**20) <= LIMIT_MIB, (part, said, size)
-    names = {d: {pin_name(p.name.split("-")[0]) for p in (wheels / d).glob("*.whl")}
+    names = {d: {requirement_name(p.name.split("-")[0]) for p in (wheels / d).glob("*.whl")}
              for d in ("1", "2", "harness")}
     assert {"mergekit", "transformers", "flashinfer-python"} <= names["1"], names
     assert {"transformer-lens", "transformers", "wandb", "typeguard"} <= names["2"], names
@@ -116,7 +117,8 @@ def stand_in_host(prepared: tuple[Path, str],
     # what they depend on too (a base package stands in without its dependencies), each at
     # the freeze's version where it can be: uv prefers the versions of its output file
     wanted = folder / "requirements.in"
-    wanted.write_text("\n".join(sorted({pin_name(p) for p in taken} | set(HOST_OWN))) + "\n")
+    names = {requirement_name(p) for p in taken} | set(HOST_OWN)
+    wanted.write_text("\n".join(sorted(names)) + "\n")
     resolved = folder / "host.txt"
     resolved.write_text("".join(f"{n}=={v.split('+')[0]}\n" for n, v in freeze.items()))
     venv = folder / "venv"

@@ -31,9 +31,9 @@ class Recording(Backend):
         self.steps.append("locate")
         return f"/envs/{spec.name}"
 
-    def _lock_path(self, place: Any) -> Path:
+    def _build_dir(self, place: Any) -> Path:
         self.steps.append("lock")
-        return self.cache_dir / "env.lock"
+        return self.cache_dir / "env"
 
     def _find(self, spec: EnvSpec, place: Any) -> Environment | None:
         self.steps.append("find")

@@ -4,10 +4,12 @@ matrix."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,42 @@ def test_skip_build_of_a_dist_nothing_builds_is_one_line() -> None:
     assert proc.stderr.strip().splitlines() == [
         "harness: error: --skip-build flash-atn: no environment builds it from source (built: "
         "flash-attn, transformer-engine, transformer-engine-torch)"]
+
+
+def test_ctrl_c_during_a_resolve_leaves_nothing_uv_started(monkeypatch: pytest.MonkeyPatch,
+                                                          tmp_path: Path) -> None:
+    """An sdist's setup.py that uv runs for its metadata ends with the resolve on Ctrl-C."""
+    import signal
+
+    import psutil
+
+    from harness.envs import uv
+
+    pid_file = tmp_path / "setup.pid"  # a stand-in uv: a setup.py running, then Ctrl-C
+    fake = tmp_path / "uv"
+    fake.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid_file}\nsleep 1\n"
+                    "kill -USR1 $PPID\nwait\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(uv, "_uv_binary", lambda: str(fake))
+    monkeypatch.setenv("UV_SYSTEM_CERTS", "1")  # uv's release is not asked for
+
+    def ctrl_c(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            resolve_env(env("sdist", "pkg"), cache_dir=tmp_path, platform=DEFAULT_PLATFORM)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    setup = int(pid_file.read_text())
+
+    def running() -> bool:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return psutil.Process(setup).status() != psutil.STATUS_ZOMBIE
+        return False
+
+    deadline = time.monotonic() + 10
+    while running() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running()

@@ -4,7 +4,6 @@ there is none."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ import uv as uv_package
 from harness.cli import main
 from harness.core.errors import EnvBuildError
 from harness.core.matrix import EnvSpec
-from harness.envs import preflight, uv
+from harness.envs import uv
 from harness.envs.preflight import check_environments
 
 
@@ -48,10 +47,11 @@ def no_uv_on_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def test_uv_is_found_once_before_the_resolves_start(no_uv_on_path: list[str],
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     tmp_path: Path) -> None:
-    def compile_(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(argv, 0, stdout="pkg==1.0\n", stderr="")
+    def compile_(*_: Any, **__: Any) -> str:
+        uv._uv_binary()  # as the real one does, in the thread that resolves
+        return "pkg==1.0\n"
 
-    monkeypatch.setattr(preflight.subprocess, "run", compile_)
+    monkeypatch.setattr(uv, "_uv", compile_)
     envs = [spec(f"e{i}") for i in range(6)]
     checks = check_environments(envs, backends={}, cache_dir=tmp_path, jobs=6)
     assert [c.resolves for c in checks] == ["yes"] * 6

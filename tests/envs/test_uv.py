@@ -14,7 +14,8 @@ from harness.core.errors import EnvBuildError, EnvImportError
 from harness.core.matrix import BuildSetting, EnvSpec
 from harness.envs import uv
 from harness.envs.base import Environment, LaunchRequest, read_fingerprint
-from harness.envs.uv import UvBackend, check_nvcc
+from harness.envs.sourcebuild import check_nvcc
+from harness.envs.uv import UvBackend
 from tests.conftest import PY
 from tests.packages import make_sdist, make_wheel
 
