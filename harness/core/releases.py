@@ -1,5 +1,5 @@
 """Axes that follow the index (``torch: {releases: ">=2.0,<3"}``): the query, and what it
-resolved to (``harness.matrix.releases`` answers it; ``harness.matrix.lock`` keeps it)."""
+resolved to (``harness.matrix.releases`` answers it and keeps it in the lock)."""
 
 from __future__ import annotations
 
