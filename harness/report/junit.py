@@ -33,8 +33,14 @@ def _text(value: str) -> str:
     return escape(_NOT_XML.sub("\ufffd", value))
 
 
+#: Anything ``_attr`` would change: most names and ids have none of it, and go out as they are.
+_SPECIAL = re.compile('[&<>"\x00-\x1f\ufffe\uffff]')
+
+
 def _attr(value: str) -> str:
     """An attribute value in double quotes."""
+    if _SPECIAL.search(value) is None:
+        return value
     return escape(_NOT_XML.sub("\ufffd", value), _IN_ATTR)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
+import secrets
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -99,10 +100,18 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
         more_news=max(0, len(news) - 10), heatmap_width=width))
     put("probes.html", env.get_template("probes.html.j2").render(
         **common, g=site.grid or Grid(hardware=(), rows=())))
-    data = {**{name: LONG_COLUMNS.index(name) for name in ("outcome", "reason", "log")},
-            "rows": long_rows}
-    put("cells.html", env.get_template("cells.html.j2").render(
-        **common, columns=LONG_COLUMNS, data_json=Markup(script_json(data).decode())))
+    # The long table's data goes out as bytes between the halves of the page, not through
+    # the template: a page of 100,000 rows is not held three times.
+    mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
+    head, tail = env.get_template("cells.html.j2").render(
+        **common, columns=LONG_COLUMNS, data_json=Markup(mark)).split(mark)
+    with open(out_dir / "cells.html", "wb") as fh:
+        fh.write(head.encode() + script_json({
+            name: LONG_COLUMNS.index(name) for name in ("outcome", "reason", "log")})[:-1]
+            + b',"rows":')
+        jsonio.write_array(fh, long_rows, script_json)
+        fh.write(b"}" + tail.encode())
+    paths["cells.html"] = out_dir / "cells.html"
     failure = env.get_template("failure.html.j2")
     for f in site.failures:
         # Pages of ROWS_PER_PAGE rows, the first under the name the index links to.
