@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
-from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -78,38 +77,24 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
 def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
            names: Sequence[frozenset[str]], out_dir: Path) -> list[str]:
     """Each cell's log as a path relative to the report ("" where it has none, or it is not
-    there), so that the report and the run folder can move together."""
+    there), so that the report and the run folder can move together. ``names``: each store's
+    names in logs/ (a listing: no look-up per log there)."""
     report = out_dir.resolve()
-    linked = {id(s): _Linked(s.run_dir, logs, report)
-              for s, logs in zip(stores, names, strict=True)}
-    if len(stores) == 1:
-        return list(map(linked[id(stores[0])].__getitem__, map(_LOG, map(itemgetter(1), pairs))))
-    return [linked[id(store)][row.log] for store, row in pairs]
+    runs = {id(s): (s.run_dir, os.path.relpath(s.run_dir, report), logs)
+            for s, logs in zip(stores, names, strict=True)}
 
+    @functools.cache  # many cells share a log: each looked up once
+    def link(store: int, log: str | None) -> str:
+        run_dir, base, logs = runs[store]
+        if not log:
+            return ""
+        if log.startswith("logs/") and "/" not in log[5:]:
+            return f"{base}/{log}" if log[5:] in logs else ""
+        if os.path.isabs(log):  # noqa: PTH117  (records before format 2)
+            return os.path.relpath(log, report) if Path(log).is_file() else ""
+        return f"{base}/{log}" if (run_dir / log).is_file() else ""
 
-_LOG = attrgetter("log")
-
-
-class _Linked(dict[str | None, str]):
-    """A run's logs -> their links from the report, each made once."""
-
-    def __init__(self, run_dir: Path, names: frozenset[str], report: Path) -> None:
-        super().__init__()
-        self.run_dir, self.report = run_dir, report
-        self.base = os.path.relpath(run_dir, report)
-        # Every log in logs/ linked up front; the rest on demand.
-        self.update(zip(map("logs/".__add__, names),  # a set: the same order twice
-                        map(f"{self.base}/logs/".__add__, names), strict=True))
-
-    def __missing__(self, log: str | None) -> str:
-        if not log or (log.startswith("logs/") and "/" not in log[5:]):
-            link = ""  # a log in logs/ that is there was linked up front
-        elif os.path.isabs(log):  # noqa: PTH117  (records before format 2)
-            link = os.path.relpath(log, self.report) if Path(log).is_file() else ""
-        else:
-            link = f"{self.base}/{log}" if os.path.isfile(f"{self.run_dir}/{log}") else ""  # noqa: PTH113
-        self[log] = link
-        return link
+    return [link(id(store), row.log) for store, row in pairs]
 
 
 def diff_runs(old: Sequence[CellResult], new: Sequence[CellResult], moved: Sequence[str] = ()

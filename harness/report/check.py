@@ -3,9 +3,8 @@ its meaning from the record, not by the code that made it; the contradictions, a
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,10 @@ from harness.report.site.model import (
     probe_packages,
     row_versions,
     unbuildable,
-    version_list,
 )
 from harness.report.site.suites import PYTEST_WORDS, SESSION, SuiteTable, suite_names
 from harness.report.site.suites import word as claim_word
-from harness.report.site.versions import combinations, varying, version_sort_key
+from harness.report.site.versions import combinations, varying
 
 Versions = Mapping[str, Mapping[str, str]]
 
@@ -47,18 +45,17 @@ def check(site: Site, results: Sequence[CellResult],
     broken = {env for env, rs in by_env.items() if unbuildable(rs) is not None}
     by_case = group(results, lambda r: r.case_id)
     suites = suite_names(results, cases)
-    problems = _header(site.header, results)
-    if {e for e, _ in site.unbuildable} != broken:
-        problems.append(f"says {sorted(e for e, _ in site.unbuildable)} could not build; the "
-                        f"record: {sorted(broken)}")
-    recorded = {env: said for env, rs in by_env.items() for r in rs
-                if (said := tuple(as_mapping(r.fingerprint).get("provenance") or ()))}
-    if dict(site.provenance) != recorded:
-        problems.append(f"says packages came from {dict(site.provenance)}; the record: "
-                        f"{recorded}")
-    problems += _same_set("failure tables", [t.case for t in site.failures],
-                          set(by_case) - suites - {PROBES})
-    problems += _same_set("suite tables", [t.suite for t in site.suites], suites & set(by_case))
+    problems = _header(site.header, results) + _differ("the report", {
+        "could not build": sorted(e for e, _ in site.unbuildable),
+        "packages came from": dict(site.provenance),
+        "failure tables for": sorted(t.case for t in site.failures),
+        "suite tables for": sorted(t.suite for t in site.suites)}, {
+        "could not build": sorted(broken),
+        "packages came from": {env: said for env, rs in by_env.items() for r in rs
+                               if (said := tuple(as_mapping(r.fingerprint).get("provenance")
+                                                 or ()))},
+        "failure tables for": sorted(set(by_case) - suites - {PROBES}),
+        "suite tables for": sorted(suites & set(by_case))})
     for table in site.failures:
         mine = by_case.get(table.case, [])
         problems += _table(table, mine, versions, broken)
@@ -86,6 +83,12 @@ def check_run(stores: Sequence[RunStore], report_dir: Path,
     return check_report(prepare(stores, report_dir, previous=previous))
 
 
+def _differ(where: str, said: Mapping[str, object], want: Mapping[str, object]) -> list[str]:
+    """A line for each claim ``said`` that is not what the record has (``want``)."""
+    return [f"{where} says {name} {said[name]}; the record: {want[name]}"
+            for name in want if said[name] != want[name]]
+
+
 def _same_set(what: str, said: Sequence[str], want: set[str]) -> list[str]:
     if sorted(said) == sorted(want):
         return []
@@ -100,10 +103,9 @@ def _header(header: Header, results: Sequence[CellResult]) -> list[str]:
     want = {"cells": len(cells), "ran": len(cells) - counts[str(Outcome.NOT_RUN)],
             "counts": dict(counts), "tested": tested,
             "not tested": sorted({r.hardware_target for r in results} - set(tested))}
-    said = {"cells": header.cells, "ran": header.ran, "counts": dict(header.counts),
-            "tested": list(header.tested), "not tested": list(header.not_tested)}
-    return [f"the coverage line says {name} {said[name]}; the record: {value}"
-            for name, value in want.items() if said[name] != value]
+    return _differ("the coverage line", {
+        "cells": header.cells, "ran": header.ran, "counts": dict(header.counts),
+        "tested": list(header.tested), "not tested": list(header.not_tested)}, want)
 
 
 def _table(table: FailureTable, results: Sequence[CellResult], versions: Versions,
@@ -137,17 +139,10 @@ def _table(table: FailureTable, results: Sequence[CellResult], versions: Version
     return problems
 
 
-def _says(where: str, text: str, tested: Iterable[str] | None, want: set[str]) -> list[str]:
-    """``text`` is the record's ``want`` as a verdict lists versions (ranges over ``tested``)."""
-    shown = version_list(want, tested)
-    return [] if text == shown else [f"{where}: says {text!r}; the record: {shown!r}"]
-
-
 def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versions,
              cases: Mapping[str, Mapping[str, Any]], broken: set[str],
              reports_dir: Path | None) -> list[str]:
     """Each part of the verdict, by the versions of the package the table varies most in."""
-    where = f"{table.case} verdict"
     key = table.varying[0] if table.varying else None
     value = {row.environment: versions.get(row.environment, {}).get(key, "—") if key else
              row.environment for row in table.rows}
@@ -162,40 +157,25 @@ def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versi
             affected.add(value[env])
         elif reps and all(r.outcome is Outcome.PASS for r in reps):
             clean.add(value[env])
-    tested, name = (set(value.values()), f"{key} ") if key else (None, "")
-    problems: list[str] = []
-    for part in table.verdict:
-        word, _, text = part.partition(": ")
-        text = text.removeprefix(name)
-        if word == "affected":
-            problems += _says(f"{where} 'affected'", text, tested, affected)
-        elif word == "not affected" and text.startswith("≥ "):
-            floor = text.removeprefix("≥ ")
-            if floor not in clean or any(version_sort_key(a) >= version_sort_key(floor)
-                                         for a in affected):
-                problems.append(f"{where}: says not affected from {floor}; clean: "
-                                f"{sorted(clean)}, affected: {sorted(affected)}")
-        elif word == "not affected":
-            problems += _says(f"{where} 'not affected'", text, tested, clean)
-        elif word == "bisect":
-            problems += _bisected(where, table.case, part, reports_dir)
-        elif word == "could not build":
-            want = {r.environment for r in results if r.environment in broken}
-            if set(text.split(", ")) != want:
-                problems.append(f"{where}: says {part!r}; the record: {sorted(want)}")
-        elif part.endswith(": not tested this run"):
-            named = set(part.removesuffix(": not tested this run").split("/"))
-            want = {r.hardware_target for r in results} - {
-                r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
-            if named != want:
-                problems.append(f"{where}: says {part!r}; nothing ran on {sorted(want)}")
-        elif not part.startswith(("the reproduction did not", "not run here")):
-            problems += _workaround(where, part, ran, value, tested, name)
-    claimed = {p.partition(": ")[0] for p in table.verdict}
-    if affected and "affected" not in claimed:
-        problems.append(f"{where}: does not say it reproduced on {sorted(affected)}")
-    if clean and "not affected" not in claimed:
-        problems.append(f"{where}: does not say it did not reproduce on {sorted(clean)}")
+    helped: dict[str, tuple[list[str], list[str]]] = {}
+    for variant, rs in group((r for r in ran if r.variant not in repro),
+                             lambda r: r.variant).items():
+        went = [r for r in rs if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
+        helped[variant] = (sorted({value[r.environment] for r in went if r.outcome.passed}),
+                           sorted({value[r.environment] for r in went if not r.outcome.passed}))
+    ran_on = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}
+    want = {"a reproduction": bool(repro), "affected": sorted(affected),
+            "not affected": sorted(clean), "workarounds": helped,
+            "not tested": sorted({r.hardware_target for r in results} - ran_on),
+            "could not build": sorted({r.environment for r in results} & broken)}
+    said = {"a reproduction": table.reproduces, "affected": sorted(table.affected),
+            "not affected": sorted(table.clean), "workarounds": {
+                w.variant: (sorted(w.works), sorted(w.fails)) for w in table.workarounds},
+            "not tested": sorted(table.not_tested),
+            "could not build": sorted(e for e, _ in table.unbuildable)}
+    problems = _differ(f"{table.case}: the verdict", said, want)
+    for part in table.bisected:
+        problems += _bisected(f"{table.case} verdict", table.case, part, reports_dir)
     return problems
 
 
@@ -214,34 +194,6 @@ def _bisected(where: str, case: str, part: str, reports_dir: Path | None) -> lis
         if sentence(seen) == part:
             return []
     return [f"{where}: says {part!r}, which no bisect of {case} shows in its probes' runs"]
-
-
-def _workaround(where: str, part: str, ran: Sequence[CellResult], value: Mapping[str, str],
-                tested: set[str] | None, name: str) -> list[str]:
-    """``<variant> works on ...; fails on ...``, ``... every tested version``, ``...: not run``."""
-    # A variant's name may hold anything (a parametrized id): match the names the record has.
-    match = next((m for variant in sorted({r.variant for r in ran}, key=len, reverse=True)
-                  if (m := re.match(rf"^(?P<variant>{re.escape(variant)})"
-                                    r"(?::| (?P<verb>works|fails)) (?P<rest>.*)$", part))),
-                 None)
-    if match is None:
-        return [f"{where}: an unreadable part {part!r}"]
-    variant = match["variant"]
-    went = [r for r in ran if r.variant == variant
-            and r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
-    good = {value[r.environment] for r in went if r.outcome.passed}
-    bad = {value[r.environment] for r in went if not r.outcome.passed}
-    rest = match["rest"].split("; caveat: ")[0]
-    if match["verb"] is None:  # "<variant>: not run (...)"
-        return [f"{where}: says {variant} did not run; it ran in {len(went)} cells"] \
-            if went else []
-    if rest == "on every tested version":
-        ok = (not bad and bool(good)) if match["verb"] == "works" else (not good and bool(bad))
-        return [] if ok else [f"{where}: says {variant} {match['verb']} on every tested "
-                              f"version; works on {sorted(good)}, fails on {sorted(bad)}"]
-    works, _, fails = rest.removeprefix("on ").partition("; fails on ")
-    return (_says(f"{where} '{variant} works on'", works.removeprefix(name), tested, good)
-            + _says(f"{where} '{variant} fails on'", fails, tested, bad))
 
 
 def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,

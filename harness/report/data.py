@@ -3,13 +3,11 @@ the formats that share it (the long table's columns, the judging, the site's mod
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
-from operator import attrgetter
 from typing import Any
 
 from harness.core.results import (
@@ -36,43 +34,27 @@ LONG = ("environment", "hardware", "column", "outcome", "signature", "reason", "
 
 
 def long_columns(results: Sequence[CellResult], log_links: Sequence[str] | None = None,
-                 only: Collection[str] | None = None,
                  labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
-    """One row per cell, as columns. ``log_links``: each log's link ("" for none); ``only``:
-    these columns of ``LONG`` alone, no axis; ``labels_of``: the results' ``labels``, if held."""
-
-    def field(name: str) -> list[Any]:
-        return list(map(attrgetter(name), results))
-
-    @functools.cache
-    def derived() -> list[tuple[str, ...]]:  # python, cuda, the key versions, as columns
-        fingerprints = field("fingerprint")
-        made = {i: _facts(fp) for i, fp in {id(fp): fp for fp in fingerprints}.items()}
-        return list(zip(*(made[id(fp)] for fp in fingerprints), strict=True)) or [
-            () for _ in range(2 + len(KEY_VERSIONS))]
-
-    makers: dict[str, Callable[[], list[Any]]] = {
-        "environment": lambda: field("environment"),
-        "hardware": lambda: field("hardware_target"),
-        "column": lambda: labels(results) if labels_of is None else list(labels_of),
-        "outcome": lambda: [str(o) for o in field("outcome")],
-        "signature": lambda: [s or "" for s in field("signature")],
-        "reason": lambda: field("reason"),
-        "duration": lambda: field("duration"),
+    """One row per cell, as columns: ``LONG``, then each axis in order of appearance.
+    ``log_links``: each log's link ("" for none); ``labels_of``: the results' ``labels``."""
+    facts = [_facts(r.fingerprint) for r in results]
+    columns: dict[str, list[Any]] = {
+        "environment": [r.environment for r in results],
+        "hardware": [r.hardware_target for r in results],
+        "column": labels(results) if labels_of is None else list(labels_of),
+        "outcome": [str(r.outcome) for r in results],
+        "signature": [r.signature or "" for r in results],
+        "reason": [r.reason for r in results],
+        "duration": [r.duration for r in results],
         # Records before format 2 kept the caveat among the details.
-        "caveat": lambda: [r.caveat or str(r.details.get("caveat", "")) for r in results],
-        "cell_id": lambda: field("cell_id"),
-        "attempt": lambda: field("attempt"),
-        "node": lambda: field("node"),
-        "log": lambda: [""] * len(results) if log_links is None else list(log_links),
-        **{name: functools.partial(lambda i: list(derived()[i]), i)
-           for i, name in enumerate(LONG[12:])},
-    }
-    columns = {name: make() for name, make in makers.items() if only is None or name in only}
-    if only is None:  # the axes, in order of appearance, a column each
-        values = field("values")
-        for axis in dict.fromkeys(chain.from_iterable(values)):
-            columns.setdefault(f"axis:{axis}", [v.get(axis, "") for v in values])
+        "caveat": [r.caveat or str(r.details.get("caveat", "")) for r in results],
+        "cell_id": [r.cell_id for r in results],
+        "attempt": [r.attempt for r in results],
+        "node": [r.node for r in results],
+        "log": [""] * len(results) if log_links is None else list(log_links),
+        **{name: [f[i] for f in facts] for i, name in enumerate(LONG[12:])}}
+    for axis in dict.fromkeys(chain.from_iterable(r.values for r in results)):
+        columns[f"axis:{axis}"] = [r.values.get(axis, "") for r in results]
     return columns
 
 
@@ -117,7 +99,7 @@ class Cells:
 
     def logs(self) -> dict[str, str]:
         """Cell id -> its log's link (made where asked: the downloads read them in order)."""
-        return dict(zip(map(_CELL_ID, self.rows), self.links, strict=True))
+        return dict(zip((r.cell_id for r in self.rows), self.links, strict=True))
 
 
 @dataclass(frozen=True)
@@ -161,7 +143,7 @@ class Report:
 
     @cached_property
     def columns(self) -> dict[str, list[Any]]:
-        """The long table, every column (the CSV and compat.json)."""
+        """The long table (the CSV, compat.json's summary, cells.html and the heatmap)."""
         return long_columns(self.cells.rows, self.cells.links,
                             labels_of=[key[1] for key in self.keys])
 
@@ -192,5 +174,3 @@ def _bisects(records: Sequence[BisectRecord], case_ids: set[str]) -> dict[str, l
         out.setdefault(record.case, []).append(sentence(record))
     return out
 
-
-_CELL_ID = attrgetter("cell_id")

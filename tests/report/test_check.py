@@ -98,9 +98,15 @@ def test_a_model_changed_to_contradict_its_record_is_caught(tmp_path: Path) -> N
     assert problems_of(report, site) == []
     (mk,) = site.failures
     assert mk.verdict[0] == "affected: torch 2.0.1, 2.1.2"
-    verdict = replace(mk, verdict=("affected: torch 2.0.1", *mk.verdict[1:]))
+    verdict = replace(mk, affected=frozenset({"2.0.1"}))
+    assert verdict.verdict[0] == "affected: torch 2.0.1"
     assert problems_of(report, replace(site, failures=(verdict,))) == [
-        "mk verdict 'affected': says '2.0.1'; the record: '2.0.1, 2.1.2'"]
+        "mk: the verdict says affected ['2.0.1']; the record: ['2.0.1', '2.1.2']"]
+    (helps,) = mk.workarounds
+    dropped = replace(mk, workarounds=(replace(helps, works=helps.works - {"2.2.2"}),))
+    assert problems_of(report, replace(site, failures=(dropped,))) == [
+        "mk: the verdict says workarounds {'workaround[bfloat16]': (['2.0.1', '2.1.2'], [])}; "
+        "the record: {'workaround[bfloat16]': (['2.0.1', '2.1.2', '2.2.2'], [])}"]
 
     counts = replace(site.header, counts=tuple((o, n + (o == "PASS"))
                                                for o, n in site.header.counts))
@@ -244,7 +250,7 @@ def test_where_packages_built_from_source_came_from_is_said_and_checked(tmp_path
     assert f"<li><code>{env}</code>: {took}</li>" in (out / "index.html").read_text()
     dropped = replace(site, provenance=site.provenance[1:])
     (problem,) = problems_of(report, dropped)
-    assert problem.startswith("says packages came from {"), problem
+    assert problem.startswith("the report says packages came from {"), problem
     # A report of environments that built nothing from source says nothing of it.
     store, out = reported(tmp_path / "plain", MERGEKIT)
     assert "Where environments came from" not in (out / "compat.md").read_text()

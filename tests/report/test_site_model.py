@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 from msgspec.structs import replace
 
 from harness.core import jsonio
 from harness.core.results import CellResult, Outcome
-from harness.report.site.model import build_site, spec_versions
+from harness.report.site.model import Workaround, build_site, spec_versions
 
 CASES = {
     "mk::repro": {"case": "mk", "variant": "repro", "failure": "addmm on Half",
@@ -49,6 +51,42 @@ def test_the_verdict_is_derived_from_the_results_and_rows_sort_as_versions() -> 
     assert table.hardware == ("cpu",) and table.not_tested == ("sm_90",)
     assert [b.label for b in table.rows[0].cells["cpu"]] == ["REPRO", "PASS"]  # repro first
     assert table.upstream == ("https://github.com/arcee-ai/mergekit/issues/175",)
+
+
+def test_the_verdict_says_its_parts_and_nothing_else() -> None:
+    """The check compares the verdict's parts with the record; its text is made of them
+    alone: ranges over the tested versions, "≥" for a clean top, each workaround's sentence,
+    what was not tested or built, what bisects found."""
+    torches = ("2.0.1", "2.1.2", "2.2.2", "2.3.0")
+    (table,) = build_site([cell(f"t-{v}", "repro", Outcome.PASS) for v in torches],
+                          envs(*(f"t-{v}" for v in torches)), CASES, [{}], {}).failures
+    assert table.verdict == ("not affected: torch 2.0.1–2.3.0",)
+
+    def said(**parts: object) -> tuple[str, ...]:
+        return dataclasses.replace(table, **parts).verdict
+
+    assert said(affected=frozenset(torches[:2]), clean=frozenset(torches[2:])) == (
+        "affected: torch 2.0.1, 2.1.2", "not affected: torch ≥ 2.2.2")
+    assert said(affected=frozenset(torches[:3]), clean=frozenset({"2.3.0"}))[0] == (
+        "affected: torch 2.0.1–2.2.2")
+    assert said(affected=frozenset({"2.2.2"}), clean=frozenset({"2.0.1", "2.3.0"}))[1] == (
+        "not affected: torch 2.0.1, 2.3.0")
+    assert said(clean=frozenset()) == (
+        "the reproduction did not run to a verdict here (see the table)",)
+    assert said(clean=frozenset(), rows=()) == ("not run here",)
+    w = Workaround(variant="w", works=frozenset({"2.3.0"}), fails=frozenset(torches[:3]),
+                   caveat="fp8 off")
+    assert said(clean=frozenset(), reproduces=False, workarounds=(
+        w, dataclasses.replace(w, fails=frozenset()), dataclasses.replace(w, works=frozenset()),
+        Workaround(variant="x", works=frozenset(), fails=frozenset(), why="needs sm_90"),
+        Workaround(variant="y", works=frozenset(), fails=frozenset()))) == (
+        "w works on torch 2.3.0; fails on 2.0.1–2.2.2; caveat: fp8 off",
+        "w works on every tested version; caveat: fp8 off", "w fails on every tested version",
+        "x: not run (needs sm_90)", "y: not run")
+    assert said(not_tested=("sm_90", "sm_100"), unbuildable=(("t-9", "no torch"),),
+                bisected=("bisect: first fixed in torch 2.2.2",))[1:] == (
+        "sm_90/sm_100: not tested this run", "could not build: t-9",
+        "bisect: first fixed in torch 2.2.2")
 
 
 def test_an_environment_that_never_built_is_listed_once_not_drawn() -> None:

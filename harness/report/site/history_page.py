@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 
@@ -59,17 +59,13 @@ class HistoryPage:
     groups: tuple[Group, ...]
     steady: int  # cells the same in every run: not shown past MAX_ROWS
     older: int  # cells that changed before those shown: not shown (past MAX_ROWS)
-    _made: dict[Strip, Markup] = field(default_factory=dict, compare=False, repr=False)
 
     def squares(self, strip: Strip) -> Markup:
-        """A strip as HTML, a square a run; made once per distinct strip."""
-        made = self._made.get(strip)
-        if made is None:
-            made = self._made[strip] = Markup("".join(
-                f'<span class="{css(o) if o is not None else "absent"}" title="'
-                f'{escape(run.run_id)}: {o if o is not None else "not in this run"}"></span>'
-                for o, run in zip(strip, self.runs, strict=True)))
-        return made
+        """A strip as HTML, a square a run."""
+        return Markup("".join(
+            f'<span class="{css(o) if o is not None else "absent"}" title="'
+            f'{escape(run.run_id)}: {o if o is not None else "not in this run"}"></span>'
+            for o, run in zip(strip, self.runs, strict=True)))
 
     @property
     def legend(self) -> tuple[tuple[str, str], ...]:

@@ -8,6 +8,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, TypeVar
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -67,6 +68,29 @@ class Row:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Workaround:
+    """A variant that does not reproduce: the versions it worked and failed on."""
+
+    variant: str
+    works: frozenset[str]
+    fails: frozenset[str]
+    why: str = ""  # the first skip's reason, where it never ran
+    caveat: str = ""
+
+    def text(self, name: str, tested: Sequence[str] | None) -> str:
+        """What the verdict says of it (``name``: the package's, "torch ")."""
+        if not (self.works or self.fails):
+            return f"{self.variant}: not run" + (f" ({self.why})" if self.why else "")
+        caveat = f"; caveat: {self.caveat}" if self.caveat else ""
+        if not self.fails:
+            return f"{self.variant} works on every tested version{caveat}"
+        if not self.works:
+            return f"{self.variant} fails on every tested version"
+        return (f"{self.variant} works on {name}{version_list(self.works, tested)}; "
+                f"fails on {version_list(self.fails, tested)}{caveat}")
+
+
+@dataclass(frozen=True, kw_only=True)
 class FailureTable:
     case: str
     failure: str
@@ -76,14 +100,46 @@ class FailureTable:
     varying: tuple[str, ...]
     hardware: tuple[str, ...]  # columns drawn
     rows: tuple[Row, ...]
-    verdict: tuple[str, ...]  # the verdict line's parts
     not_run_rows: int  # environments whose cells of this case are NOT_RUN everywhere
     not_tested: tuple[str, ...]  # hardware targets planned but NOT_RUN everywhere
     unbuildable: tuple[tuple[str, str], ...]  # (environment, reason)
+    # The verdict's parts, by the rows' versions of ``varying[0]`` (else their environments):
+    reproduces: bool  # a variant reproduces (declared so, or seen doing it)
+    affected: frozenset[str]  # where it reproduced
+    clean: frozenset[str]  # where every reproducing variant passed
+    workarounds: tuple[Workaround, ...]  # the other variants
+    bisected: tuple[str, ...] = ()  # what bisects of this case found
 
     @property
     def slug(self) -> str:
         return slug(self.case)
+
+    @cached_property
+    def verdict(self) -> tuple[str, ...]:
+        """The verdict line's parts, as the pages say them."""
+        key = self.varying[0] if self.varying else None
+        name = f"{key} " if key else ""
+        tested = [row.versions.get(key, "—") for row in self.rows] if key else None
+        parts: list[str] = []
+        if self.affected:
+            parts.append(f"affected: {name}{version_list(self.affected, tested)}")
+        if self.clean:
+            low = min(self.clean, key=version_sort_key)
+            # Every clean version above every affected one: the lowest clean above the highest.
+            above = self.affected and key and version_sort_key(low) > max(
+                map(version_sort_key, self.affected))
+            parts.append(f"not affected: {name}"
+                         + (f"≥ {low}" if above else version_list(self.clean, tested)))
+        if self.reproduces and self.rows and not (self.affected or self.clean):
+            parts.append("the reproduction did not run to a verdict here (see the table)")
+        elif self.reproduces and not self.rows:
+            parts.append("not run here")
+        parts += [w.text(name, tested) for w in self.workarounds]
+        if self.not_tested:
+            parts.append(f"{'/'.join(self.not_tested)}: not tested this run")
+        if self.unbuildable:
+            parts.append(f"could not build: {', '.join(e for e, _ in self.unbuildable)}")
+        return (*parts, *self.bisected)
 
     @property
     def caveats(self) -> list[tuple[str, str]]:
@@ -319,15 +375,24 @@ def _failure_table(case: str, results: Sequence[CellResult],
         r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}))
     key = vary[0] if vary else None
     value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
-    verdict = _verdict([r for r in results if r.environment in ran_set], value, key, repro,
-                       not_tested, table_broken) + tuple(bisected)
+    affected, clean = set(), set()
+    for env in ran_envs:
+        reps = [r for r in by_env[env] if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
+        if any(r.outcome is Outcome.REPRODUCED for r in reps):
+            affected.add(value[env])
+        elif reps and all(r.outcome is Outcome.PASS for r in reps):
+            clean.add(value[env])
     return FailureTable(
         case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
         title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),
         signatures=tuple(sorted({s["name"] for m in cases.values() if m.get("case") == case
                                  for s in m.get("signatures") or ()})),
-        varying=vary, hardware=drawn_hw, rows=tuple(rows), verdict=verdict,
-        not_run_rows=not_run_rows, not_tested=not_tested, unbuildable=table_broken)
+        varying=vary, hardware=drawn_hw, rows=tuple(rows), not_run_rows=not_run_rows,
+        not_tested=not_tested, unbuildable=table_broken, reproduces=bool(repro),
+        affected=frozenset(affected), clean=frozenset(clean), bisected=tuple(bisected),
+        workarounds=tuple(_workaround(variant, rs, value) for variant, rs in sorted(
+            group((r for r in results if r.environment in ran_set), lambda r: r.variant).items())
+            if variant not in repro))
 
 
 _ROLE = re.compile(r":[a-z]+:`([^`]+)`")  # :class:`Foo`, :func:`bar`
@@ -337,45 +402,6 @@ _RST_CODE = re.compile(r"``([^`]+)``")
 def plain(text: str) -> str:
     """A docstring's line as the pages show it: reStructuredText's code and roles as markdown's."""
     return _RST_CODE.sub(r"`\1`", _ROLE.sub(r"`\1`", text))
-
-
-def _verdict(results: Sequence[CellResult], value: Mapping[str, str], key: str | None,
-             repro: set[str], not_tested: tuple[str, ...], broken: tuple[tuple[str, str], ...]
-             ) -> tuple[str, ...]:
-    """Which values of ``key`` (each environment's: ``value``) the failure reproduces on,
-    whether each workaround helps, what was not tested."""
-    parts: list[str] = []
-    affected: set[str] = set()
-    clean: set[str] = set()
-    by_env = group(results, lambda r: r.environment)
-    for env, rs in by_env.items():
-        reps = [r for r in rs if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
-        if any(r.outcome is Outcome.REPRODUCED for r in reps):
-            affected.add(value[env])
-        elif reps and all(r.outcome is Outcome.PASS for r in reps):
-            clean.add(value[env])
-    name = f"{key} " if key else ""
-    tested = [value[env] for env in by_env] if key else None
-    if affected:
-        parts.append(f"affected: {name}{version_list(affected, tested)}")
-    if clean:
-        low = min(clean, key=version_sort_key)
-        # Every clean version above every affected one: the lowest clean above the highest.
-        above = affected and key and version_sort_key(low) > max(map(version_sort_key, affected))
-        parts.append(f"not affected: {name}"
-                     + (f"≥ {low}" if above else version_list(clean, tested)))
-    if repro and not affected and not clean and results:
-        parts.append("the reproduction did not run to a verdict here (see the table)")
-    elif repro and not results:
-        parts.append("not run here")
-    for variant, rs in sorted(group(results, lambda r: r.variant).items()):
-        if variant not in repro:
-            parts.append(_workaround(variant, rs, value, name, tested))
-    if not_tested:
-        parts.append(f"{'/'.join(not_tested)}: not tested this run")
-    if broken:
-        parts.append(f"could not build: {', '.join(e for e, _ in broken)}")
-    return tuple(parts)
 
 
 def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limit: int = 12) -> str:
@@ -399,22 +425,15 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
     return ", ".join(pieces[:limit]) + f" and {rest} more (the table lists them)"
 
 
-def _workaround(variant: str, results: Sequence[CellResult], value: Mapping[str, str],
-                name: str, tested: Sequence[str] | None) -> str:
-    """Whether a workaround helps, by the versions of the table's rows."""
+def _workaround(variant: str, results: Sequence[CellResult], value: Mapping[str, str]
+                ) -> Workaround:
+    """Whether a workaround helps, by the versions of the table's rows (``value``)."""
     ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
-    if not ran:
-        why = next((r.reason for r in results if r.outcome is Outcome.SKIP), "")
-        return f"{variant}: not run ({why})" if why else f"{variant}: not run"
-    good = {value[r.environment] for r in ran if r.outcome.passed}
-    bad = {value[r.environment] for r in ran if not r.outcome.passed}
-    caveat = "; caveat: " + ran[0].caveat if any(r.caveat for r in ran) else ""
-    if not bad:
-        return f"{variant} works on every tested version{caveat}"
-    if not good:
-        return f"{variant} fails on every tested version"
-    return (f"{variant} works on {name}{version_list(good, tested)}; "
-            f"fails on {version_list(bad, tested)}{caveat}")
+    return Workaround(
+        variant=variant, works=frozenset(value[r.environment] for r in ran if r.outcome.passed),
+        fails=frozenset(value[r.environment] for r in ran if not r.outcome.passed),
+        why="" if ran else next((r.reason for r in results if r.outcome is Outcome.SKIP), ""),
+        caveat=next((r.caveat for r in ran if r.caveat), ""))
 
 
 #: How a probe's outcome reads in the grid (the rest say nothing of the capability).

@@ -7,7 +7,7 @@ import functools
 import re
 import secrets
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,37 +50,19 @@ def _templates(**options: Any) -> Environment:
     return env
 
 
-def badges(cell: Sequence[Badge], made: dict[Any, Any] | None = None) -> Markup:
-    """A failure table's cell: each variant's badge, escaped. ``made``: what earlier badges
-    escaped, kept across a report's pages."""
-    made = {} if made is None else made
+def badges(cell: Sequence[Badge]) -> Markup:
+    """A failure table's cell: each variant's badge, escaped."""
     out = []
     for b in cell:
-        key = (b.variant, b.outcome, b.reason, b.caveat)  # all the badge is but its log
-        parts = made.get(key)
-        if parts is None:
-            parts = made[key] = _badge_parts(b)
-        head, inner = parts
+        variant = escape(b.variant)
+        title = (f"{variant}: {escape(b.outcome)}" + (f" — {escape(b.reason)}" if b.reason else "")
+                 + (f" (caveat: {escape(b.caveat)})" if b.caveat else ""))
+        inner = (f'<span class="v">{variant}</span> <span class="l">{escape(b.label)}'
+                 f'{" †" if b.caveat else ""}</span>')
         if b.log:
-            href = made.get(b.log)
-            if href is None:
-                href = made[b.log] = str(escape(b.log))
-            inner = f'<a href="{href}">{inner}</a>'
-        out.append(f"{head}{inner}</span>")
+            inner = f'<a href="{escape(b.log)}">{inner}</a>'
+        out.append(f'<span class="badge {escape(b.css)}" title="{title}">{inner}</span>')
     return Markup("".join(out))  # every value in it escaped above
-
-
-def _badge_parts(b: Badge) -> tuple[str, str]:
-    """A badge's opening tag (its class and title) and its text, escaped."""
-    variant = escape(b.variant)
-    title = f"{variant}: {escape(b.outcome)}"
-    if b.reason:
-        title += f" — {escape(b.reason)}"
-    if b.caveat:
-        title += f" (caveat: {escape(b.caveat)})"
-    return (f'<span class="badge {escape(b.css)}" title="{title}">',
-            f'<span class="v">{variant}</span> <span class="l">{escape(b.label)}'
-            f'{" †" if b.caveat else ""}</span>')
 
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -101,7 +83,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
                 heatmap: Sequence[Sequence[Outcome | None]],
                 history: HistoryPage | None = None) -> dict[str, Path]:
     env = _templates()
-    env.filters["badges"] = functools.partial(badges, made={})  # escaped once per report
+    env.filters["badges"] = badges
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     counts = Counter(c["class"] for c in site.changes)
@@ -119,7 +101,7 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     put("probes.html", env.get_template("probes.html.j2").render(
         **common, g=site.grid or Grid(hardware=(), rows=())))
     # The long table's data goes out as bytes between the halves of the page, not through
-    # the template.
+    # the template: a page of 100,000 rows is not held three times.
     mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
     head, tail = env.get_template("cells.html.j2").render(
         **common, columns=LONG_COLUMNS, data_json=Markup(mark)).split(mark)
@@ -149,14 +131,19 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     return paths
 
 
-def markdown(site: Site) -> list[str]:
-    """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend."""
-    env = _md_templates()
+def markdown(site: Site, against: Sequence[str] = (),
+             cases: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
+    """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend, the
+    cells judged ``against`` expectations, each case once (the run record's ``cases``)."""
+    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    for meta in (cases or {}).values():
+        by_case.setdefault(meta["case"], []).append(meta)
     counts = Counter(c["class"] for c in site.changes)
-    return env.get_template("compat.md.j2").render(
+    return _md_templates().get_template("compat.md.j2").render(
         site=site, about=_about(site.header),
         change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
-        symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME).split("\n")[:-1]
+        symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME, against="\n".join(against),
+        cases=by_case).split("\n")[:-1]
 
 
 @functools.cache
