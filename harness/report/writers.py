@@ -5,7 +5,10 @@ the folder in, the paths it wrote out) and a line in ``WRITERS``, or ``register`
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from harness.report import csvfile, junit, longjson, pages
 from harness.report.data import Report
@@ -14,6 +17,8 @@ Write = Callable[[Report, Path], dict[str, Path]]
 
 WRITERS: dict[str, Write] = {"junit": junit.write, "csv": csvfile.write,
                              "json": longjson.write, "site": pages.write}
+#: The format written in this process while a worker process writes the others.
+HERE = "site"
 
 
 def register(name: str, write: Write) -> None:
@@ -22,6 +27,18 @@ def register(name: str, write: Write) -> None:
 
 
 def write_all(report: Report, out_dir: Path) -> dict[str, Path]:
-    """Every registered format into ``out_dir``, in turn: the paths written, by name."""
-    return {key: path for write in WRITERS.values()
-            for key, path in write(report, out_dir).items()}
+    """Every registered format into ``out_dir``: the paths written, by name.
+    The worker is forked, so it is given the report as it is here, not a pickled copy."""
+    with ProcessPoolExecutor(1, mp_context=get_context("fork"), initializer=_given.extend,
+                             initargs=((report, out_dir),)) as pool:
+        there = {name: pool.submit(_write, name) for name in WRITERS if name != HERE}
+        written = {HERE: WRITERS[HERE](report, out_dir)} if HERE in WRITERS else {}
+        written.update((name, future.result()) for name, future in there.items())
+    return {key: path for name in WRITERS for key, path in written[name].items()}
+
+
+_given: list[Any] = []  # in the worker: the report and its folder
+
+
+def _write(name: str) -> dict[str, Path]:
+    return WRITERS[name](*_given)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -57,25 +58,26 @@ def test_the_formats_that_come_with_the_harness_are_registered(
     assert not (tmp_path / "out2" / "compat.csv").exists()
 
 
-def test_the_paths_come_back_in_the_order_of_the_formats_and_an_error_is_raised(
+def test_the_formats_but_the_site_are_written_in_a_worker_process(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A registered format is written after the others, from the report they were written
-    from; its error stops the report."""
+    """A registered format is written in a second process beside the site, from the report as
+    it is here; its paths come back in the order of the formats, its error is raised here."""
 
-    def count(report: Report, out_dir: Path) -> dict[str, Path]:
-        path = out_dir / "count.txt"
-        path.write_text(f"{len(report.cells.rows)} {(out_dir / 'index.html').is_file()}")
-        return {"count": path}
+    def pid(report: Report, out_dir: Path) -> dict[str, Path]:
+        path = out_dir / "pid.txt"
+        path.write_text(f"{os.getpid()} {len(report.cells.rows)}")
+        return {"pid": path}
 
     monkeypatch.setattr(writers, "WRITERS", dict(writers.WRITERS))
-    writers.register("count", count)
+    writers.register("pid", pid)
     paths = write_report(record(tmp_path), tmp_path / "out")
-    assert paths["count"].read_text() == "2 True"
-    assert next(iter(paths)) == "junit" and list(paths)[-1] == "count"
+    worker, cells = map(int, paths["pid"].read_text().split())
+    assert worker != os.getpid() and cells == 2
+    assert next(iter(paths)) == "junit" and list(paths)[-1] == "pid"
 
     def refused(report: Report, out_dir: Path) -> dict[str, Path]:
         raise UsageError("no such format")
 
-    writers.register("count", refused)
+    writers.register("pid", refused)
     with pytest.raises(UsageError, match="no such format"):
         write_report(record(tmp_path / "again"), tmp_path / "out2")
