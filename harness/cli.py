@@ -274,10 +274,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # A CI runner cancelling a job sends SIGTERM: clean up exactly as for Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    limit = getattr(args, "max_cells", None)
-    if limit is not None and limit < 1:
-        print("harness: error: --max-cells must be at least 1", file=sys.stderr)
-        return 2
+    for name, least in LEAST.items():  # a count out of range: refused before anything runs
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            print(f"harness: error: --{name.replace('_', '-')} must be "
+                  + (f"at least {least}" if least else "0 or more"), file=sys.stderr)
+            return 2
     module, _, function = COMMANDS[args.command].partition(":")
     try:
         body: Callable[[argparse.Namespace], int] = getattr(
@@ -297,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+#: The least value of each count option (any command's).
+LEAST = {"max_cells": 1, "jobs": 1, "retries": 0, "last": 1}
 #: Each command's body, imported when it runs: ``harness --help`` imports no pipeline module.
 COMMANDS = {"plan": "plan:cmd_plan", "run": "run:cmd_run", "report": "records:cmd_report",
             "merge": "records:cmd_merge", "baseline": "records:cmd_baseline",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,11 @@ __all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
 
 
 def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
-                   previous: RunStore | None = None,
-                   results: Sequence[CellResult] | None = None) -> dict[str, Path]:
+                   previous: RunStore | None = None) -> dict[str, Path]:
     """The run's report into ``<run>/report``, against ``previous`` (default: the run before
     it); ``reports/latest`` points at it if the run covers the whole matrix."""
     out = store.run_dir / "report"
-    report = prepare([store], out, baseline=baseline, previous=previous, results=results,
-                     since_in=reports_dir)
+    report = prepare([store], out, baseline=baseline, previous=previous, since_in=reports_dir)
     paths = write(report, out)
     meta = report.metas[0]
     if not meta.get("shard") and not any((meta.get("filters") or {}).values()):
@@ -42,15 +39,13 @@ def point_latest(reports_dir: Path, target: Path) -> None:
     atomic.point_link(link, os.path.relpath(target.resolve(), reports_dir.resolve()))
 
 
-def publish_ci(store: RunStore, reports_dir: Path,
-               results: Sequence[CellResult] | None = None) -> None:
-    """Under CI: the step summary and the new-failure annotations, against the run before.
-    ``results``: the record's, if the caller holds them (a merge: not read a second time)."""
+def publish_ci(store: RunStore, reports_dir: Path) -> None:
+    """Under CI: the step summary and the new-failure annotations, against the run before."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     actions = os.environ.get("GITHUB_ACTIONS") == "true"
     if not (target or actions):
         return
-    before, results, changes = _against_previous(store, reports_dir, results)
+    before, results, changes = _against_previous(store, reports_dir)
     if target:
         releases = new_releases(store.meta, before.meta) if before else []
         with open(target, "a", encoding="utf-8") as fh:
@@ -69,14 +64,13 @@ def write_status(store: RunStore, reports_dir: Path, path: Path) -> dict[str, An
     return badge
 
 
-def _against_previous(store: RunStore, reports_dir: Path,
-                      results: Sequence[CellResult] | None = None
+def _against_previous(store: RunStore, reports_dir: Path
                       ) -> tuple[RunStore | None, list[CellResult], list[dict[str, Any]]]:
     """The run before ``store`` (``records.store.previous_run``), ``store``'s results, and
     what changed since (a bump's cells against the cells it replaced)."""
     found = previous_run(reports_dir, store.run_dir)
     before = RunStore(found) if found else None
-    mine = list(results) if results is not None else store.results()
+    mine = store.results()
     changes = (diff_runs(table.read(before.run_dir).rows(), mine,
                          bumped([store.meta])) if before else [])
     return before, mine, changes

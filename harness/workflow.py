@@ -10,24 +10,14 @@ from itertools import islice
 from pathlib import Path
 
 from harness import __version__
-from harness.core.paths import default_cache_dir
 from harness.core.reaper import Registry
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun
 from harness.plan.cells import Plan
 from harness.plan.hardware import probe_machine
 
-# What a run is asked and its state live with the steps before any cell runs (``planning``,
-# which ``harness plan`` imports alone); a run's callers find them here too.
-from harness.planning import (
-    RunOptions,
-    RunState,
-    Step,
-    load_spec,
-    plan_cells,
-    probe_targets,
-    shard_durations,
-)
+# The steps before any cell runs live in ``planning`` (``harness plan`` imports it alone).
+from harness.planning import RunOptions, RunState, Step, load_spec, plan_cells
 from harness.publish import publish_ci, publish_report
 from harness.records import expect, table
 from harness.records.expect import load_baseline
@@ -40,8 +30,7 @@ from harness.run.executors.local import LocalExecutor
 from harness.run.executors.ray import RayExecutor
 from harness.run.progress import RunProgress
 
-__all__ = ["RunOptions", "RunState", "default_cache_dir", "execute", "load_spec", "plan_cells",
-           "probe_targets", "shard_durations"]
+__all__ = ["RunOptions", "RunState", "execute", "load_spec", "plan_cells"]
 
 
 def open_executor(state: RunState) -> RunState:
@@ -104,7 +93,7 @@ def open_store(state: RunState) -> RunState | int:
         "set": dict(state.spec.sets),
         # What the run was for: history, --baseline latest and "what changed" follow nightlies.
         "kind": opts.kind or ("bump" if state.spec.sets else "nightly"),
-        "expect": [rule.to_dict() for rule in state.spec.expect] if state.spec else [],
+        "expect": [rule.to_dict() for rule in state.spec.expect],
         # A shard knows the whole plan: a merge shows the cells of a shard that never came.
         "full_plan": [c.to_dict() for c in (state.full_plan or state.plan).cells]
         if opts.shard else None,
@@ -167,14 +156,6 @@ def report(state: RunState) -> RunState:
     return state
 
 
-def exit_code(state: RunState) -> int:
-    """By ``--fail-on``: a cell failing that was not expected to (the default), any change
-    from what was expected, or any failure at all."""
-    assert state.store is not None
-    return expect.judged_exit([state.store], state.options.reports_dir,
-                              state.options.fail_on, state.options.baseline)
-
-
 RUN_STEPS: Sequence[Step] = (load_spec, open_executor, plan_cells, open_store, run_cells,
                              report)
 
@@ -186,7 +167,9 @@ def execute(state: RunState, steps: Sequence[Step] = RUN_STEPS) -> int:
             if isinstance(result, int):
                 return result
             state = result
-        return exit_code(state)
+        assert state.store is not None  # the exit code by --fail-on
+        return expect.judged_exit([state.store], state.options.reports_dir,
+                                  state.options.fail_on, state.options.baseline)
     finally:
         if state.executor is not None:
             state.executor.shutdown()

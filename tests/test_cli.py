@@ -59,6 +59,11 @@ def test_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
     (("run", "--resume", "latest", "--run-id", "x"), "give one"),
     (("run", "--run-id", "a/b"), "--run-id 'a/b': use letters, digits"),
     (("run", "--retries", "-1"), "--retries must be 0 or more"),
+    # Every count option is checked in one place, for every command that takes it.
+    (("run", "-j", "0"), "--jobs must be at least 1"),
+    (("bisect", "--axis", "probe", "-j", "0"), "--jobs must be at least 1"),
+    (("history", "--last", "0"), "--last must be at least 1"),
+    (("plan", "--max-cells", "0"), "--max-cells must be at least 1"),
 ])
 def test_run_flags_that_do_not_fit_are_one_line(tmp_path: Path, args: tuple[str, ...],
                                                  message: str) -> None:

@@ -1,10 +1,7 @@
 """``harness bisect``: the first release of an axis where one cell's outcome changes, or with
-``--between``, which package changes between two runs flip it (delta debugging).
-
-Each probe or trial is an ordinary run of the matrix with ``--set``; the finding goes to
-reports/bisects/. A probe or trial that cannot be built says nothing; an answer resting on one
-is inconclusive: said, recorded, and the exit status is 1.
-"""
+``--between``, which package changes between two runs flip it (delta debugging). Each probe or
+trial is an ordinary run with ``--set``; an answer resting on one that could not be built is
+inconclusive: said, recorded (reports/bisects/), and the exit status is 1."""
 
 from __future__ import annotations
 
@@ -17,11 +14,11 @@ from fnmatch import fnmatchcase
 from itertools import islice, pairwise
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.core.errors import UsageError
 from harness.core.matrix import requirement_name
-from harness.core.releases import ReleaseQuery
+from harness.core.releases import ReleaseQuery, parsed, release_order
 from harness.core.results import CellResult, Outcome
 from harness.matrix.releases import Releases
 from harness.plan.bisect import (
@@ -34,7 +31,7 @@ from harness.plan.bisect import (
     undecided,
 )
 from harness.plan.cells import Cell
-from harness.planning import run_options
+from harness.planning import RunOptions, RunState, load_spec, plan_cells, probe_targets, run_options
 from harness.records.bisects import (
     BisectRecord,
     cell_results,
@@ -43,7 +40,7 @@ from harness.records.bisects import (
     write_finding,
 )
 from harness.records.store import RunStore, newest_first
-from harness.workflow import RunOptions, RunState, execute, load_spec, plan_cells, probe_targets
+from harness.workflow import execute
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -71,14 +68,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     def probe(version: str) -> Probe:
         run_id = f"bisect-{stamp}-{axis}-{version}"
         print(f"bisect: probing {axis} {version} (run {run_id})", flush=True)
-        execute(RunState(options=replace(options, sets=((axis, version),), run_id=run_id)))
-        found = cell_results(RunStore.open(options.reports_dir, run_id).results(),
-                             spec.case.case_id, spec.case.variant, spec.hardware)
+        found = _trial(replace(options, sets=((axis, version),)), run_id, spec.case.case_id,
+                       spec.case.variant, spec.hardware)
         if len(found) != 1:
             raise UsageError(f"a probe ran {len(found)} cells of {spec.case.label}, not one")
         result = _probe(version, found[0], run_id)
-        said = "could not be built (skipped)" if result.skipped else result.shown
-        print(f"bisect: {axis} {version}: {said}", flush=True)
+        print(f"bisect: {axis} {version}: {_said(result)}", flush=True)
         return result
 
     if args.good:
@@ -114,8 +109,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         probes=[p.to_dict() for p in boundary.probes], untested=list(boundary.untested),
         created=time.time(), package=requirement_name(distribution))
     print(f"bisect: {spec.case.label} @{spec.hardware} in {spec.env.origin}")
-    print("\n".join(f"  {p.version}: {'could not be built (skipped)' if p.skipped else p.shown}"
-                    + (f"  [{p.run_id}]" if p.run_id else "") for p in boundary.probes)
+    print("\n".join(f"  {p.version}: {_said(p)}" + (f"  [{p.run_id}]" if p.run_id else "")
+                    for p in boundary.probes)
           or "  (no release between them: they are the boundary)")
     # What the failure page will say, word for word.
     print(f"{sentence(record)}; {len(boundary.probes)} of {len(candidates)} releases probed")
@@ -131,14 +126,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
 def _check_order(axis: str, good: str, bad: str) -> None:
     """--good and --bad are releases, --good the older: checked before anything is planned."""
-    low, high = _version(good), _version(bad)
-    for flag, text, found in (("--good", good, low), ("--bad", bad, high)):
-        if found is None:
+    for flag, text in (("--good", good), ("--bad", bad)):
+        if parsed(text) is None:
             raise UsageError(f"{flag} {text}: not a release of {axis} (a version, like 2.2.2)")
-    assert low is not None and high is not None
-    if low == high:
+    if Version(good) == Version(bad):
         raise UsageError(f"--good and --bad are both {axis} {good}: give two releases")
-    if low > high:
+    if Version(good) > Version(bad):
         raise UsageError(f"--good {good} is newer than --bad {bad}: --good is the older "
                          f"release of {axis} (the search goes from it to --bad)")
 
@@ -160,22 +153,16 @@ def _selected(options: RunOptions, axis: str) -> tuple[list[Cell], dict[str, str
                          f"differ in {_differ(cells, axis)} ({shown}"
                          f"{'; ...' if len(groups) > 3 else ''}): bisect follows one; narrow "
                          "it with -k, --only or --hardware")
-    return (sorted(cells, key=lambda c: _version(dict(c.env.values)[axis]) or Version("0")),
+    return (sorted(cells, key=lambda c: release_order(dict(c.env.values)[axis])),
             state.spec.distributions)
 
 
 def _differ(cells: list[Cell], axis: str) -> str:
     """What the cells differ in besides ``axis``: ``transformers (4.46.3, *)``, the case..."""
-    facets: dict[str, set[str]] = {}
-    for cell in cells:
-        for key, value in (*((k, v) for k, v in cell.env.values if k != axis),
-                           ("matrix", cell.env.origin), ("case", cell.case.label),
-                           ("hardware", cell.hardware)):
-            facets.setdefault(key, set()).add(value)
-    for key in {k for c in cells for k, _ in c.env.values} - {axis}:
-        if any(key not in dict(c.env.values) for c in cells):
-            facets[key].add("(none)")
-    return ", ".join(f"{k} ({', '.join(sorted(v))})" for k, v in facets.items() if len(v) > 1)
+    facets = [{**{k: v for k, v in c.env.values if k != axis}, "matrix": c.env.origin,
+               "case": c.case.label, "hardware": c.hardware} for c in cells]
+    seen = {k: sorted({f.get(k, "(none)") for f in facets}) for f in facets for k in f}
+    return ", ".join(f"{k} ({', '.join(v)})" for k, v in seen.items() if len(v) > 1)
 
 
 def _neutral(cell: Cell, axis: str) -> tuple[Any, ...]:
@@ -183,11 +170,12 @@ def _neutral(cell: Cell, axis: str) -> tuple[Any, ...]:
     return (cell.env.origin, rest, cell.case.label, cell.hardware)
 
 
-def _version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+def _trial(options: RunOptions, run_id: str, case: str, variant: str, hardware: str
+           ) -> list[CellResult]:
+    """Run ``options`` as the run ``run_id``: the results of ``case::variant`` on ``hardware``."""
+    execute(RunState(options=replace(options, run_id=run_id)))
+    return cell_results(RunStore.open(options.reports_dir, run_id).results(), case, variant,
+                        hardware)
 
 
 def _probe(version: str, result: CellResult, run_id: str) -> Probe:
@@ -196,9 +184,12 @@ def _probe(version: str, result: CellResult, run_id: str) -> Probe:
                  skipped=result.unbuilt)
 
 
+def _said(probe: Probe) -> str:
+    return "could not be built (skipped)" if probe.skipped else probe.shown
+
+
 def _recorded(options: RunOptions, axis: str, version: str, like: Cell) -> Probe | None:
-    """``version``'s outcome for the cell from the newest run that has that very cell; None to
-    probe it."""
+    """``version``'s outcome for the cell from the newest run that has that very cell."""
     state = plan_cells(probe_targets(load_spec(RunState(
         options=replace(options, sets=((axis, version),))))), notes=False)
     assert state.plan is not None
@@ -211,8 +202,8 @@ def _from_last_run(options: RunOptions, axis: str, cells: list[Cell]) -> tuple[P
     """The first two neighbouring values of ``axis`` whose outcomes differ, in the newest run."""
     for run_id, found in _recorded_runs(options, {c.cell_id: dict(c.env.values)[axis]
                                                   for c in cells}):
-        probes = sorted((p for p in found if _version(p.version)),
-                        key=lambda p: _version(p.version) or Version("0"))
+        probes = sorted((p for p in found if parsed(p.version)),
+                        key=lambda p: release_order(p.version))
         for older, newer in pairwise(probes):
             if older.kind != newer.kind:
                 return older, newer
@@ -237,21 +228,19 @@ def _recorded_runs(options: RunOptions, versions: dict[str, str]
 
 def _between(options: RunOptions, like: Cell, distribution: str, good: str, bad: str, *,
              ends: bool = False) -> list[str]:
-    """The releases strictly between ``good`` and ``bad`` on the environment's indexes, from
-    good to bad (both checked releases); ``ends``: refuse an end the indexes lack."""
+    """The releases strictly between ``good`` and ``bad`` (the older) on the environment's
+    indexes, oldest first; ``ends``: refuse an end the indexes lack."""
     low, high = Version(good), Version(bad)
     dist = requirement_name(distribution)
     releases = Releases.for_run(options.matrix, options.find_links, options.offline, "refresh")
-    lo, hi = sorted((low, high))
-    found = releases.resolve(ReleaseQuery(dist=dist, releases=f">={lo},<={hi}", pick="all"),
+    found = releases.resolve(ReleaseQuery(dist=dist, releases=f">={low},<={high}", pick="all"),
                              like.env.python, like.env.index_urls)
     on_index = {Version(v) for v in found.versions}
-    for flag, text, version in (("--good", good, low), ("--bad", bad, high)):
-        if ends and version not in on_index:
+    for flag, text, version in (("--good", good, low), ("--bad", bad, high)) if ends else ():
+        if version not in on_index:
             raise UsageError(f"{flag} {text}: {dist} has no release {text} on the index "
                              f"(for Python {like.env.python})")
-    versions = [v for v in found.versions if Version(v) not in (lo, hi)]
-    return versions if low < high else versions[::-1]
+    return [v for v in found.versions if Version(v) not in (low, high)]
 
 
 def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
@@ -261,14 +250,14 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
         raise UsageError(f"--between names run {good_store.run_id} twice: give the run where "
                          "the cell has the good outcome, then the one where it has the bad")
     good, bad = _cell(good_store, options), _cell(bad_store, options)
-    good_kind, bad_kind = (str(good.outcome), good.signature), (str(bad.outcome), bad.signature)
+    label = f"{good.case_id}::{good.variant}"
+    good_kind, bad_kind = _probe("", good, "").kind, _probe("", bad, "").kind
     if good_kind == bad_kind:
-        raise UsageError(f"{good.case_id}::{good.variant} is {good.outcome} in both runs: "
-                         "nothing flips")
+        raise UsageError(f"{label} is {good.outcome} in both runs: nothing flips")
     (before, good_top), (after, bad_top) = _held(good_store, good), _held(bad_store, bad)
     changes, one_sided = top_level_changes(good_top | bad_top, before, after)
     moved = sum(before.get(n) != after.get(n) for n in set(before) | set(after))
-    print(f"bisect: {good.case_id}::{good.variant} @{good.hardware_target}: {good.outcome} in "
+    print(f"bisect: {label} @{good.hardware_target}: {good.outcome} in "
           f"{good_store.run_id}, {bad.outcome} in {bad_store.run_id}; "
           f"{_count(len(changes), 'top-level package')} moved (of {moved} packages that moved; "
           "the resolver settles the rest)"
@@ -290,11 +279,9 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
         sets = tuple((name, new if name in moving else old) for name, old, new in changes)
         run_id = f"between-{stamp}-{count}"
         print(f"bisect: trial {count}: {_moves(subset, ', ', '->')}", flush=True)
-        execute(RunState(options=replace(
-            options, sets=sets, run_id=run_id, only=filters, keyword=f"{good.case_id}::"
-            f"{good.variant}", hardware=(good.hardware_target,))))
-        found = cell_results(RunStore.open(options.reports_dir, run_id).results(),
-                             good.case_id, good.variant, good.hardware_target)
+        found = _trial(replace(options, sets=sets, only=filters, keyword=label,
+                               hardware=(good.hardware_target,)), run_id, good.case_id,
+                       good.variant, good.hardware_target)
         flipped, outcome, reason = _judge(found, good_kind, bad_kind)
         said[subset] = {"changes": [c[0] for c in subset], "flips": flipped,
                         "outcome": outcome, "reason": reason, "run_id": run_id}
@@ -336,15 +323,13 @@ def _judge(found: list[CellResult], good: tuple[str, str | None], bad: tuple[str
     """Whether a trial's cell flipped (None: it says nothing), its outcome, and its reason."""
     if len(found) != 1:
         return None, "NOT RUN", f"the trial ran {len(found)} cells of the case, not one"
-    result = found[0]
-    reason = result.reason.strip()
-    if result.unbuilt:
+    probe, reason = _probe("", found[0], ""), found[0].reason.strip()
+    if probe.skipped:
         return None, "could not be built", reason or "its environment was not built"
-    kind = (str(result.outcome), result.signature)
-    shown = result.outcome + (f" ({result.signature})" if result.signature else "")
-    if kind in (good, bad):
-        return kind == bad, shown, reason
-    return None, shown, f"neither end's outcome: {reason}" if reason else "neither end's outcome"
+    if probe.kind in (good, bad):
+        return probe.kind == bad, probe.shown, reason
+    return None, probe.shown, (f"neither end's outcome: {reason}" if reason
+                               else "neither end's outcome")
 
 
 def _first_line(text: str) -> str:

@@ -62,8 +62,6 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
     cache = default_cache_dir()
     envs = _selected_envs(args)
     backends = {name: get_backend(name, cache) for name in {e.backend for e in envs}}

@@ -70,27 +70,21 @@ def cmd_merge(args: argparse.Namespace) -> int:
     # Read before the merge, which may replace the run it names (merged again under the same
     # name): the verdicts and the report both judge against the run as it was.
     baseline = _baseline(args, sources[0])
-    store, code = _merged(args, sources, baseline)
+    merged = merge_runs(sources, args.reports, run_id=args.run_id,
+                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
+    store = merged.store
+    print(f"merged {len(sources)} runs into {store.run_id}: {merged.cells} cells, "
+          f"{merged.missing} MISSING -> {store.run_dir}")
+    # The verdicts read the lines as decoded, not as their shards wrote them.
+    lines, code = judged_lines([store], args.fail_on, baseline, merged.written)
+    if lines:
+        print("\n".join(lines))
     if args.no_report:
         return code
     paths = publish_report(store, args.reports, baseline=baseline)
     print(f"report: {paths['index.html']} (also compat.md, .csv, .json, junit.xml)")
     publish_ci(store, args.reports)
     return code
-
-
-def _merged(args: argparse.Namespace, sources: list[RunStore], baseline: Baseline | None
-            ) -> tuple[RunStore, int]:
-    """The merged run (its table written by the merge), its verdicts printed; the exit code
-    they ask for. The verdicts read the lines as decoded, not as their shards wrote them."""
-    report = merge_runs(sources, args.reports, run_id=args.run_id,
-                        warn=lambda m: print(f"harness: warning: {m}", file=sys.stderr))
-    print(f"merged {len(sources)} runs into {report.store.run_id}: {report.cells} cells, "
-          f"{report.missing} MISSING -> {report.store.run_dir}")
-    lines, code = judged_lines([report.store], args.fail_on, baseline, report.written)
-    if lines:
-        print("\n".join(lines))
-    return report.store, code
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
@@ -111,8 +105,6 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     folder = args.dir or args.reports / "runs"
-    if args.last < 1:
-        raise UsageError("--last must be at least 1")
     if args.action == "prune":
         for removed in history.prune(folder, keep=args.last):
             print(f"removed {removed}")

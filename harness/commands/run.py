@@ -14,10 +14,6 @@ from harness.workflow import RunState, execute
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-    if args.retries < 0:
-        raise UsageError("--retries must be 0 or more")
     if args.baseline:  # a bad baseline is said now, not after the whole run
         args.baseline = str(resolve_baseline(args.baseline, args.reports, args.matrix))
         load_baseline(Path(args.baseline), args.reports)

@@ -15,10 +15,7 @@ class UsageError(HarnessError):
     exit_code = 2
 
 
-MAX_MESSAGE = 200
-
-
-def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+def one_line(text: str, limit: int = 200) -> str:
     """Control characters shown as escapes, whitespace runs as one space, cut to ``limit``."""
     shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in " ".join(text.split()))
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
