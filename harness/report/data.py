@@ -37,7 +37,9 @@ def long_columns(results: Sequence[CellResult], log_links: Sequence[str] | None 
                  labels_of: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """One row per cell, as columns: ``LONG``, then each axis in order of appearance.
     ``log_links``: each log's link ("" for none); ``labels_of``: the results' ``labels``."""
-    facts = [_facts(r.fingerprint) for r in results]
+    made: dict[int, tuple[str, ...]] = {}  # a fingerprint's facts, once for its cells
+    facts = [made.get(id(r.fingerprint)) or made.setdefault(id(r.fingerprint), _facts(
+        r.fingerprint)) for r in results]
     columns: dict[str, list[Any]] = {
         "environment": [r.environment for r in results],
         "hardware": [r.hardware_target for r in results],

@@ -54,15 +54,22 @@ def badges(cell: Sequence[Badge]) -> Markup:
     """A failure table's cell: each variant's badge, escaped."""
     out = []
     for b in cell:
-        variant = escape(b.variant)
-        title = (f"{variant}: {escape(b.outcome)}" + (f" — {escape(b.reason)}" if b.reason else "")
-                 + (f" (caveat: {escape(b.caveat)})" if b.caveat else ""))
-        inner = (f'<span class="v">{variant}</span> <span class="l">{escape(b.label)}'
-                 f'{" †" if b.caveat else ""}</span>')
+        head, inner = _badge(b.variant, b.outcome, b.reason, b.caveat)
         if b.log:
             inner = f'<a href="{escape(b.log)}">{inner}</a>'
-        out.append(f'<span class="badge {escape(b.css)}" title="{title}">{inner}</span>')
+        out.append(f"{head}{inner}</span>")
     return Markup("".join(out))  # every value in it escaped above
+
+
+@functools.lru_cache(maxsize=4096)  # a report's badges repeat but for their logs
+def _badge(variant: str, outcome: Outcome, reason: str, caveat: str) -> tuple[str, str]:
+    """A badge's opening tag (its class and title) and its text, escaped."""
+    shown = Badge(variant=variant, outcome=outcome, reason=reason, log="", caveat=caveat)
+    title = (f"{escape(variant)}: {escape(outcome)}" + (f" — {escape(reason)}" if reason else "")
+             + (f" (caveat: {escape(caveat)})" if caveat else ""))
+    return (f'<span class="badge {escape(shown.css)}" title="{title}">',
+            f'<span class="v">{escape(variant)}</span> <span class="l">{escape(shown.label)}'
+            f'{" †" if caveat else ""}</span>')
 
 
 _CODE = re.compile(r"`([^`]+)`")
