@@ -79,6 +79,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     lines, code = judged_lines([store], args.fail_on, baseline, merged.written)
     if lines:
         print("\n".join(lines))
+    del merged  # the merge's results let go before the report reads the run (peak memory)
     if args.no_report:
         return code
     paths = publish_report(store, args.reports, baseline=baseline)
