@@ -15,12 +15,7 @@ from typing import Any
 from harness.core.results import Outcome
 from harness.records import table
 from harness.records.store import list_runs, read_run
-from harness.records.table import Key
-
-#: One letter an outcome, as a strip shows it.
-LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
-          Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
-          Outcome.MISSING: "?", Outcome.FLAKY: "~"}
+from harness.records.table import LETTER, Key
 
 ABSENT = "-"
 _FROM_LETTER: dict[str, Outcome | None] = {x: o for o, x in LETTER.items()} | {ABSENT: None}
@@ -118,7 +113,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
     columns: list[tuple[list[int], str]] = []
     for run in runs:
-        found = table.letters(run, LETTER)
+        found = table.letters(run)
         places = placed.get(found[0]) if found is not None else None
         if found is None or places is None or len(places) != len(found[1]):
             run_keys = table.logical_keys(run) if found is not None else None

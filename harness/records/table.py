@@ -9,7 +9,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from operator import itemgetter
@@ -21,7 +21,7 @@ from harness.core.results import CellResult, Outcome, as_mapping
 from harness.records.store import RESULTS, RunStore
 
 CELLS = "cells.sqlite"
-FORMAT = "3"
+FORMAT = "4"
 _CHECKED = "text not null check (outcome in ({}))".format(", ".join(f"'{o}'" for o in Outcome))
 #: Every column of ``cells``, in order, with its SQL type and constraint.
 COLUMNS = (
@@ -58,6 +58,11 @@ SCHEMA = (
     "create view cells as select place, "
     + ", ".join("coalesce(nodeid, variant) as nodeid" if n == "nodeid" else n for n in NAMES)
     + " from results join environments using (env);\n")
+
+#: One letter an outcome: a run's outcomes in order, kept as one text in the table's meta.
+LETTER = {Outcome.PASS: "P", Outcome.REPRODUCED: "R", Outcome.FAIL: "F", Outcome.SKIP: "S",
+          Outcome.ERROR: "E", Outcome.TIMEOUT: "T", Outcome.CRASH: "C", Outcome.NOT_RUN: ".",
+          Outcome.MISSING: "?", Outcome.FLAKY: "~"}
 
 Key = tuple[str, str, str]
 Stamp = tuple[int, int]  # the record's size and modification time (ns)
@@ -190,6 +195,7 @@ def write(run_dir: Path, results: Sequence[CellResult], made_from: Stamp | None)
             db.executemany("insert into meta values (?, ?)", [
                 ("format", FORMAT), ("record_size", str(made_from[0])),
                 ("record_mtime_ns", str(made_from[1])), ("keys_digest", _digest(results)),
+                ("letters", "".join([LETTER[r.outcome] for r in results])),
                 ("keys_unique", str(int(len({r.logical_key for r in results})
                                         == len(results))))])
             db.commit()
@@ -224,18 +230,17 @@ def current(run_dir: Path, columns: Sequence[str] = NAMES) -> Cells | None:
     ``columns``: its meta alone is read)."""
     found = _query(run_dir, f"select {', '.join(columns)} from cells order by place"
                    if columns else "")
-    return Cells(tuple(columns), *found) if found is not None else None
-
-
-def letters(run_dir: Path, letter: Mapping[Outcome, str]) -> tuple[str, str] | None:
-    """The keys' digest and each cell's outcome as its ``letter``, in the record's order,
-    joined in SQL into one text (what history reads of a run whose keys it knows)."""
-    when = " ".join(f"when '{o}' then '{letter[o]}'" for o in Outcome)
-    # A scan of the table is in place (row id) order: no ordering needed.
-    found = _query(run_dir, f"select group_concat(case outcome {when} end, '') from results")
     if found is None:
         return None
-    return found[1], (found[0][0][0] or "") if found[0] else ""
+    data, meta = found
+    return Cells(tuple(columns), data, meta.get("keys_digest", ""), meta.get("keys_unique") == "1")
+
+
+def letters(run_dir: Path) -> tuple[str, str] | None:
+    """The keys' digest and each cell's outcome as its ``LETTER``, in the record's order (what
+    history reads of a run whose keys it knows)."""
+    found = _query(run_dir, "")
+    return (found[1].get("keys_digest", ""), found[1].get("letters", "")) if found else None
 
 
 def logical_keys(run_dir: Path) -> list[Key] | None:
@@ -245,9 +250,9 @@ def logical_keys(run_dir: Path) -> list[Key] | None:
     return found[0] if found is not None else None
 
 
-def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool] | None:
-    """What ``query`` gives of the run's table, its keys' digest and whether each key is
-    there once, if the table was made from the record as it is now; else None."""
+def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], dict[str, str]] | None:
+    """What ``query`` gives of the run's table and the table's meta, if the table was made
+    from the record as it is now; else None."""
     path = run_dir / CELLS
     now = stamp(run_dir)
     if now is None or not path.is_file():
@@ -261,7 +266,7 @@ def _query(run_dir: Path, query: str) -> tuple[list[tuple[Any, ...]], str, bool]
             data = db.execute(query).fetchall() if query else []
     except sqlite3.Error:  # not a table (half a copy, another file)
         return None
-    return data, meta.get("keys_digest", ""), meta.get("keys_unique") == "1"
+    return data, meta
 
 
 def changed(old_dir: Path, new_dir: Path) -> list[tuple[CellResult, CellResult]] | None:

@@ -92,7 +92,8 @@ def test_the_table_is_read_while_current_and_made_again_when_the_record_grows(
         assert dict(db.execute("select name, value from meta"))["record_size"] == str(
             record.st_size)
         db.execute("update results set outcome = 'FAIL'")
-    # the table is what is read, by history and by the rest
+        db.execute("update meta set value = 'F' where name = 'letters'")
+    # the table is what is read, by history (its outcomes' letters) and by the rest
     assert run_outcomes(run) == {("a", "case::x", "cpu"): F}
     assert load(tmp_path, last=1).cells == {("a", "case::x", "cpu"): (F,)}
     write_run(tmp_path, "n2", 2.0, {("a", "x"): R})  # another record, appended to n1's file

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from harness.core.results import CellResult, Outcome
 from harness.records import table
-from harness.records.history import LETTER
+from harness.records.table import LETTER
 
 
 def cell(i: int, outcome: Outcome) -> CellResult:
@@ -25,16 +25,16 @@ def test_a_runs_outcomes_read_as_one_letter_a_cell_in_the_records_order(
     (tmp_path / "results.jsonl").write_bytes(b"x" * len(cells))
     assert table.write(tmp_path, cells, table.stamp(tmp_path))
     digest = table.read(tmp_path, ()).keys_digest
-    assert table.letters(tmp_path, LETTER) == (digest, "".join(LETTER[o] for o in outcomes))
+    assert table.letters(tmp_path) == (digest, "".join(LETTER[o] for o in outcomes))
 
 
 def test_no_letters_from_a_table_older_than_its_record(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl").write_text("x")
-    assert table.letters(tmp_path, LETTER) is None  # no table yet
+    assert table.letters(tmp_path) is None  # no table yet
     assert table.write(tmp_path, [cell(0, Outcome.FAIL)], table.stamp(tmp_path))
-    assert table.letters(tmp_path, LETTER) == (table.read(tmp_path, ()).keys_digest, "F")
+    assert table.letters(tmp_path) == (table.read(tmp_path, ()).keys_digest, "F")
     (tmp_path / "results.jsonl").write_text("xy")  # the record written since
-    assert table.letters(tmp_path, LETTER) is None
+    assert table.letters(tmp_path) is None
 
 
 def test_a_runs_logical_keys_read_as_rows_that_are_the_keys(tmp_path: Path) -> None:
