@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,7 +15,9 @@ if TYPE_CHECKING:
 def write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:
     """The header (the columns' names), then a line per row of ``columns`` (of one length)."""
     with open(path, "w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
+        # With csv's own line end ("\r\n") a field holding a lone CR is quoted too; each row
+        # is written ending in "\n".
+        writer = csv.writer(SimpleNamespace(write=lambda row: fh.write(row[:-2] + "\n")))
         writer.writerow(columns)
         writer.writerows(zip(*columns.values(), strict=True))
 
