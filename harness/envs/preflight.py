@@ -26,7 +26,6 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from harness.core.backends import REGISTRY
 from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
 from harness.core.matrix import BuildSetting, EnvSpec
-from harness.core.reaper import Registry
 from harness.envs import Backend, sourcebuild, uv, wheelkey
 from harness.envs.base import locked
 from harness.envs.images import find_ca_bundle
@@ -135,7 +134,7 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
                      *(f"--find-links={e.where}" for e in wheelkey.filed(env.find_links))]
         try:
             said = uv._uv(args, env, sourcebuild.build_variables(env), RESOLVE_TIMEOUT,
-                          registry=Registry(cache_dir), cwd=Path(tmp))
+                          cwd=Path(tmp))
         except EnvBuildError as exc:  # uv's own words, as the table and wheelhouse show them
             raise EnvBuildError(str(exc).split(": ", 1)[-1]) from None
         if base is not None:  # in the output file, which held the preferences
@@ -384,7 +383,7 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
         uv._uv(["wheel", "--no-deps", *([] if isolated else ["--no-build-isolation"]),
                 "--no-cache-dir", "--wheel-dir", tmp, *_pip_sources(env), pin], env,
                {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-               program=[python, "-m", "pip"], registry=Registry(cache_dir))  # Ctrl-C: ninja's too
+               program=[python, "-m", "pip"])  # in a group of its own: Ctrl-C kills ninja's too
         wheel = next(Path(tmp).glob("*.whl"))
         version = str(parse_wheel_filename(wheel.name)[1])
         key = replace(key, version=version)

@@ -23,7 +23,6 @@ from packaging.utils import canonicalize_name
 from harness.core import atomic
 from harness.core.errors import EnvBuildError, one_line
 from harness.core.matrix import EnvSpec
-from harness.core.reaper import Registry
 from harness.core.releases import release_order
 from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
@@ -211,7 +210,7 @@ class UvBackend(Backend):
 
     def _run_uv(self, args: list[str], spec: EnvSpec,
                 variables: dict[str, str] | None = None, *, said: bool = False) -> str:
-        return _uv(args, spec, variables, registry=self.registry, said=said)
+        return _uv(args, spec, variables, said=said)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables come first on PATH.
@@ -227,7 +226,7 @@ class UvBackend(Backend):
         variables = {**runtime, **variables, **{k: v for k, v in runtime.items()
                                                   if k == "LD_LIBRARY_PATH"},
                      **bytecode_variables(env.location)}
-        return launch_local(env.python, replace(request, env=variables), self.registry)
+        return launch_local(env.python, replace(request, env=variables))
 
     def listing(self) -> list[dict[str, Any]]:
         out = []
@@ -337,15 +336,14 @@ def uv_error(stderr: str, count: int = 6) -> str:
 
 
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
-        timeout: float = UV_TIMEOUT, *, registry: Registry | None = None,
-        program: list[str] | None = None, said: bool = False, cwd: Path | None = None) -> str:
+        timeout: float = UV_TIMEOUT, *, program: list[str] | None = None, said: bool = False,
+        cwd: Path | None = None) -> str:
     """Run uv (or ``program``, pip) in a session of its own (a timeout or Ctrl-C kills its
     compilers too): its stdout (``said``: and stderr), else EnvBuildError."""
     name = "pip" if program else "uv"
     try:
         group = start_group([*(program or [_uv_binary()]), *args],
-                            {**uv_environ(), **(variables or {})}, registry, "build",
-                            " ".join([name, *args]), text=True, cwd=cwd,
+                            {**uv_environ(), **(variables or {})}, text=True, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise EnvBuildError(f"{name} failed to start: {exc}") from exc

@@ -136,4 +136,42 @@ def test_a_run_killed_mid_build_is_reaped_by_the_next(tmp_path: Path) -> None:
     assert "reaped" in after.stdout, after.stdout + after.stderr
     time.sleep(0.2)
     assert not running(setup_py)
-    assert not list((tmp_path / "cache" / "procs").glob("*.json"))  # nothing left to reap
+    assert reap_in(tmp_path / "tmp") == "{}"  # nothing left to reap
+
+
+def reap_in(tmp: Path) -> str:
+    """What a harness whose temporary folder is ``tmp`` reaps, as it prints it."""
+    return subprocess.run([sys.executable, "-c", "from harness.core.reaper import reap; "
+                           "print(reap())"], env={**os.environ, "PYTHONPATH": str(ROOT),
+                                                  "TMPDIR": str(tmp)},
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+OWNER = """import sys, time
+from harness.envs.base import start_group
+print(start_group([sys.executable, "-c", "import time; time.sleep(300)"], {}).popen.pid,
+      flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_group_is_reaped_once_its_owner_is_gone_and_only_then(tmp_path: Path) -> None:
+    """Its token names its owner: nothing is written, so an owner killed right after it started
+    a group leaks nothing; a live owner's group, or another temporary folder's, is left alone."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], env=env(tmp_path),
+                             stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    child = int(owner.stdout.readline())
+    try:
+        assert reap_in(tmp_path / "tmp") == "{}" and running(child)  # its owner runs
+        owner.kill()
+        owner.wait()
+        (tmp_path / "other").mkdir()
+        assert reap_in(tmp_path / "other") == "{}" and running(child)
+        assert f"[{child}]" in reap_in(tmp_path / "tmp")
+        time.sleep(0.2)
+        assert not running(child)
+    finally:
+        owner.kill()
+        if running(child):
+            os.kill(child, signal.SIGKILL)
