@@ -131,18 +131,9 @@ class UvBackend(Backend):
         python = str(path / "bin" / "python")
         self._run_uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
         overlay.link_base(python, base)
-        with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
-            resolution = overlay.resolution_args(base.packages, Path(tmp) / "base")
-            reqs = Path(tmp) / "requirements.in"
-            reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
-            try:
-                self._run_uv(["pip", "compile", str(reqs), "--quiet", "--no-header",
-                              "--no-annotate", "--python", python, *resolution,
-                              *install_args(spec)], spec)
-            except EnvBuildError as exc:
-                raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
-                                    + str(exc).split(": ", 1)[-1]) from None
-            pins = overlay.read_resolution(Path(tmp) / "base")
+        pins = resolve(spec, [*spec.requirements, PYTEST_REQUIREMENT], "--python", python,
+                       base=base.packages,
+                       lead=f"{spec.name} does not fit on its base {base.python}: ")
         added = overlay.added_by_overlay(pins, base.packages)
         if added:
             self._run_uv(["pip", "install", "--python", python, "--no-deps",
@@ -170,10 +161,11 @@ class UvBackend(Backend):
                 self._run_uv([*install, "--no-build",
                               *(f"--find-links={e.where}" for e in choice.offered),
                               *sourcebuild.no_isolation_args(spec), *requirements,
-                              PYTEST_REQUIREMENT, *sourcebuild.build_requirements(spec)], spec)
+                              PYTEST_REQUIREMENT, *sourcebuild.build_requirements(spec)], spec,
+                             lead="")
                 return {}, self._provenance(spec, python, choice, "")
             except EnvBuildError as exc:  # then built here, none of those wheels taken
-                failed = one_line(str(exc).split(": ", 1)[-1], 300)
+                failed = one_line(str(exc), 300)
                 choice = replace(choice, offered=())
         if spec.find_links:  # a runner given wheels says why it compiles all the same
             why = (f"installing from it failed: {failed}" if failed
@@ -208,9 +200,9 @@ class UvBackend(Backend):
                                                         *wheelkey.url_sources(spec)])),
                                  {canonicalize_name(name) for name in _BUILT.findall(said)})
 
-    def _run_uv(self, args: list[str], spec: EnvSpec,
-                variables: dict[str, str] | None = None, *, said: bool = False) -> str:
-        return _uv(args, spec, variables, said=said)
+    def _run_uv(self, args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
+                *, said: bool = False, lead: str | None = None) -> str:
+        return _uv(args, spec, variables, said=said, lead=lead)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables come first on PATH.
@@ -335,11 +327,28 @@ def uv_error(stderr: str, count: int = 6) -> str:
     return "\n".join([lines[start], *lines[start + 1:][-(count - 1):]])
 
 
+def resolve(spec: EnvSpec, requirements: list[str], *options: str,
+            base: dict[str, str] | None = None, variables: dict[str, str] | None = None,
+            timeout: float = UV_TIMEOUT, lead: str | None = None) -> list[str]:
+    """``uv pip compile`` of ``requirements`` with ``options`` (for which Python): the pinned
+    lines; with ``base`` (an overlay's base packages), resolved against those."""
+    with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
+        reqs = Path(tmp) / "requirements.in"
+        reqs.write_text("\n".join(requirements) + "\n")
+        args = ["pip", "compile", str(reqs), "--no-header", "--no-annotate", *options,
+                *install_args(spec)]
+        if base is not None:
+            args += overlay.resolution_args(base, Path(tmp) / "base")
+        said = _uv(args, spec, variables, timeout, cwd=Path(tmp), lead=lead)
+    return [ln for ln in said.splitlines() if ln and not ln.startswith(("#", " "))]
+
+
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         timeout: float = UV_TIMEOUT, *, program: list[str] | None = None, said: bool = False,
-        cwd: Path | None = None) -> str:
+        cwd: Path | None = None, lead: str | None = None) -> str:
     """Run uv (or ``program``, pip) in a session of its own (a timeout or Ctrl-C kills its
-    compilers too): its stdout (``said``: and stderr), else EnvBuildError."""
+    compilers too): its stdout (``said``: and stderr), else EnvBuildError, its message uv's
+    words after ``lead`` (by default: which command failed for which environment)."""
     name = "pip" if program else "uv"
     try:
         group = start_group([*(program or [_uv_binary()]), *args],
@@ -361,6 +370,6 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         group.wait()  # forgets the group, killing what it left running
     if proc.returncode != 0:  # led by what uv's last lines of a build do not say
         cause = sourcebuild.first_compiler_error(stderr)
-        raise EnvBuildError(f"{name} {args[0]} failed for {spec.name}: "
-                            + (f"{cause}\n" if cause else "") + uv_error(stderr))
+        raise EnvBuildError((f"{name} {args[0]} failed for {spec.name}: " if lead is None
+                             else lead) + (f"{cause}\n" if cause else "") + uv_error(stderr))
     return str(stdout) + (str(stderr) if said else "")
