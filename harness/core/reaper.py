@@ -28,12 +28,13 @@ def start_time(pid: int) -> str | None:
         return None
 
 
-def alive(pid: int, started: str | None) -> bool:
-    return started is not None and start_time(pid) == started
+def _gone(pid: str, started: str) -> bool:
+    """Whether process ``pid`` that started at ``started`` has ended ("0", unknown: never)."""
+    return started != "0" and start_time(int(pid)) != started
 
 
 def owner() -> str:
-    """This process as a token and a scratch folder name it: ``pid.start_time``."""
+    """This process, as a token and a scratch folder name it: ``pid.start_time``."""
     me = os.getpid()
     return f"{me}.{_started(me)}"
 
@@ -64,7 +65,7 @@ def reap() -> dict[str, list[int]]:
 
     def orphan(token: str) -> bool:
         found = TOKEN.fullmatch(token)
-        return found is not None and found[3] == _place() and not alive(int(found[1]), found[2])
+        return found is not None and found[3] == _place() and _gone(found[1], found[2])
 
     killed = _kill(orphan)
     sweep_scratch()
@@ -88,8 +89,7 @@ def sweep_scratch(root: Path | None = None) -> list[Path]:
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             match = SCRATCH.match(entry.name)
-            if match and entry.is_dir(follow_symlinks=False) and not alive(
-                    int(match[1]), match[2]):
+            if match and entry.is_dir(follow_symlinks=False) and _gone(match[1], match[2]):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 swept.append(Path(entry.path))
     return swept

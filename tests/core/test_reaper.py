@@ -103,12 +103,14 @@ def test_scratch_folders_are_swept_only_when_their_harness_is_gone(tmp_path: Pat
     dead = tmp_path / f"harness-cell-0123456789ab-{dead_pid}.{start_time(os.getpid())}-x2"
     recycled = tmp_path / f"harness-cell-0123456789ab-{os.getpid()}.1-x3"  # my pid, not me
     other = tmp_path / "harness-cell-0123456789ab-x4"  # no owner in its name: not ours to judge
-    for folder in (mine, dead, recycled, other):
+    unknown = tmp_path / f"harness-cell-0123456789ab-{dead_pid}.0-x5"  # its start was unknown
+    for folder in (mine, dead, recycled, other, unknown):
         folder.mkdir()
         (folder / "cell.log").write_text("...")
     swept = sweep_scratch(tmp_path)
     assert sorted(swept) == sorted([dead, recycled])
-    assert mine.is_dir() and other.is_dir() and not dead.exists() and not recycled.exists()
+    assert mine.is_dir() and other.is_dir() and unknown.is_dir()
+    assert not dead.exists() and not recycled.exists()
 
 
 def test_a_run_killed_mid_build_is_reaped_by_the_next(tmp_path: Path) -> None:
