@@ -129,22 +129,22 @@ class UvBackend(Backend):
             raise EnvBuildError(f"{spec.name} asks for " + "; ".join(conflicts)
                                 + ": an overlay never replaces its base's torch or CUDA stack")
         python = str(path / "bin" / "python")
-        self._run_uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
+        _uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
         overlay.link_base(python, base)
         pins = resolve(spec, [*spec.requirements, PYTEST_REQUIREMENT], "--python", python,
                        base=base.packages,
                        lead=f"{spec.name} does not fit on its base {base.python}: ")
         added = overlay.added_by_overlay(pins, base.packages)
         if added:
-            self._run_uv(["pip", "install", "--python", python, "--no-deps",
-                          *install_args(spec), *added], spec)
+            _uv(["pip", "install", "--python", python, "--no-deps", *install_args(spec), *added],
+                spec)
         return overlay.shadowed(pins, base.packages)
 
     def _build_venv(self, spec: EnvSpec, path: Path) -> tuple[dict[str, str], list[str]]:
         """Build the venv; the variables that chose its CUDA toolkit, and its provenance."""
         python = str(path / "bin" / "python")
         interpreter = find_interpreter(spec.python)
-        self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
+        _uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         install = ["pip", "install", "--python", python, *install_args(spec)]
         # Wheels `envs build` compiled for this environment's torch (if it pins one with ==)
         # or built from the URLs it names; a URL it names goes by its wheel's file instead.
@@ -153,16 +153,14 @@ class UvBackend(Backend):
                   else wheelkey.Choice(offered=(), refused=()))
         requirements = choice.swapped(spec.requirements)
         if not spec.source_builds:
-            self._run_uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
+            _uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
             return {}, self._provenance(spec, python, choice, "") if choice.offered else []
         failed = ""
         if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
             try:
-                self._run_uv([*install, "--no-build",
-                              *(f"--find-links={e.where}" for e in choice.offered),
-                              *sourcebuild.no_isolation_args(spec), *requirements,
-                              PYTEST_REQUIREMENT, *sourcebuild.build_requirements(spec)], spec,
-                             lead="")
+                _uv([*install, "--no-build", *(f"--find-links={e.where}" for e in choice.offered),
+                     *sourcebuild.no_isolation_args(spec), *requirements, PYTEST_REQUIREMENT,
+                     *sourcebuild.build_requirements(spec)], spec, lead="")
                 return {}, self._provenance(spec, python, choice, "")
             except EnvBuildError as exc:  # then built here, none of those wheels taken
                 failed = one_line(str(exc), 300)
@@ -176,33 +174,28 @@ class UvBackend(Backend):
         nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
         sourcebuild.check_nvcc(spec, nvcc)  # before minutes of installing torch
         # What a package built without isolation compiles against goes in first.
-        self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
+        _uv([*install, *sourcebuild.build_requirements(spec)], spec)
         variables = {**sourcebuild.build_variables(spec), **toolchain,
                      **sourcebuild.header_variables(python)}
         # uv caches a wheel built from an sdist by the sdist alone (a TE built against
         # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
-        freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+        freeze = _uv(["pip", "freeze", "--python", python], spec)
         identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
-        said = self._run_uv([*install, *sourcebuild.no_isolation_args(spec), *spec.requirements,
-                             PYTEST_REQUIREMENT], spec, variables, said=True)
+        said = _uv([*install, *sourcebuild.no_isolation_args(spec), *spec.requirements,
+                    PYTEST_REQUIREMENT], spec, variables, said=True)
         return toolchain, self._provenance(spec, python, choice, said)
 
     def _provenance(self, spec: EnvSpec, python: str, choice: wheelkey.Choice,
                     said: str) -> list[str]:
         """Where each source-built distribution came from (``said``: what uv's install said)."""
-        listed = json.loads(self._run_uv(["pip", "list", "--format", "json", "--python", python],
-                                         spec))
+        listed = json.loads(_uv(["pip", "list", "--format", "json", "--python", python], spec))
         return choice.provenance({canonicalize_name(d["name"]): d["version"] for d in listed},
                                  tuple(dict.fromkeys([*(canonicalize_name(b.dist)
                                                          for b in spec.source_builds),
                                                         *wheelkey.url_sources(spec)])),
                                  {canonicalize_name(name) for name in _BUILT.findall(said)})
-
-    def _run_uv(self, args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
-                *, said: bool = False, lead: str | None = None) -> str:
-        return _uv(args, spec, variables, said=said, lead=lead)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables come first on PATH.
