@@ -10,7 +10,7 @@ from itertools import islice
 from pathlib import Path
 
 from harness import __version__
-from harness.core.reaper import Registry
+from harness.core import reaper
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun
 from harness.plan.cells import Plan
@@ -45,9 +45,9 @@ def open_executor(state: RunState) -> RunState:
                                jobs=opts.jobs)
     else:
         # What a killed run on this machine left running (cells, builds) goes first.
-        reaped = Registry(opts.cache_dir).reap()
+        reaped = reaper.reap()
         if reaped:
-            print(f"reaped {sum(len(r['killed']) for r in reaped)} processes of "
+            print(f"reaped {sum(map(len, reaped.values()))} processes of "
                   f"{len(reaped)} cells or builds left by a killed run")
         executor = LocalExecutor(machine, jobs=opts.jobs, cache_dir=opts.cache_dir,
                                  cases_dir=cases_dir)

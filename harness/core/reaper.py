@@ -1,20 +1,20 @@
-"""Process groups the harness starts (cells, builds), recorded per machine so that the next
-harness reaps what a killed one left: its groups (killed by their ``HARNESS_GROUP`` token, never by
-a bare pid) and its cells' scratch folders."""
+"""What a killed harness left running. Each process group the harness starts carries a
+``HARNESS_GROUP`` token naming its owner (pid and start time) and its temporary folder, as do its
+cells' scratch folders: the next harness of that folder kills the groups whose owner is gone, by
+token (never by a bare pid), and removes their scratch folders."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
+import hashlib
 import os
 import re
 import secrets
 import shutil
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -28,61 +28,56 @@ def start_time(pid: int) -> str | None:
         return None
 
 
-def alive(pid: int, started: str | None) -> bool:
-    return started is not None and start_time(pid) == started
+def _gone(pid: str, started: str) -> bool:
+    """Whether process ``pid`` that started at ``started`` has ended ("0", unknown: never)."""
+    return started != "0" and start_time(int(pid)) != started
 
 
-class Registry:
-    def __init__(self, cache_dir: Path) -> None:
-        self.folder = cache_dir / "procs"
-        self.owner = os.getpid()
-        self.owner_started = start_time(self.owner)
+def owner() -> str:
+    """This process, as a token and a scratch folder name it: ``pid.start_time``."""
+    me = os.getpid()
+    return f"{me}.{_started(me)}"
 
-    def add(self, pid: int, token: str, kind: str, what: str) -> Path | None:
-        """Record the group led by ``pid`` (its members carry ``HARNESS_GROUP=token``)."""
-        if self.owner_started is None:
-            return None
-        record = {"pgid": pid, "token": token, "kind": kind, "what": what[:300],
-                  "owner": self.owner, "owner_started": self.owner_started,
-                  "recorded_at": time.time()}
-        with contextlib.suppress(OSError):
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / f"{token}.json"
-            path.write_text(json.dumps(record))
-            return path
-        return None
 
-    def done(self, path: Path | None, token: str) -> None:
-        """The cell or build ended: kill what is left of its group, forget it."""
-        kill_members(token)
-        if path is not None:
-            path.unlink(missing_ok=True)
+@functools.cache
+def _started(pid: int) -> str:
+    """This process's start time, once (a forked child asks again: its pid differs)."""
+    return start_time(pid) or "0"
 
-    def reap(self) -> list[dict[str, Any]]:
-        """Kill the groups whose owning harness is gone; what was killed."""
-        reaped = []
-        for path in sorted(self.folder.glob("*.json")) if self.folder.is_dir() else []:
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError):
-                path.unlink(missing_ok=True)
-                continue
-            if alive(record["owner"], record["owner_started"]):
-                continue  # another harness, still running, owns it
-            record["killed"] = kill_members(str(record["token"]))
-            path.unlink(missing_ok=True)
-            reaped.append(record)
-        sweep_scratch()
-        return reaped
+
+@functools.cache
+def _place() -> str:  # the temporary folder: harnesses that share it reap each other's groups
+    return hashlib.sha256(tempfile.gettempdir().encode()).hexdigest()[:8]
+
+
+TOKEN = re.compile(r"(\d+)\.(\d+)-([0-9a-f]{8})-[0-9a-f]{16}")
+
+
+def new_token() -> str:
+    return f"{owner()}-{_place()}-{secrets.token_hex(8)}"
+
+
+def reap() -> dict[str, list[int]]:
+    """Kill the groups whose owning harness is gone and sweep its scratch folders; the pids
+    killed, by token."""
+    if start_time(os.getpid()) is None:  # no /proc: whose a group is cannot be told
+        return {}
+
+    def orphan(token: str) -> bool:
+        found = TOKEN.fullmatch(token)
+        return found is not None and found[3] == _place() and _gone(found[1], found[2])
+
+    killed = _kill(orphan)
+    sweep_scratch()
+    return killed
 
 
 SCRATCH = re.compile(r"harness-cell-[0-9a-f]+-(\d+)\.(\d+)-")
 
 
 def scratch_prefix(cell_id: str) -> str:
-    """A cell's scratch folder's name: the cell, then this process's pid and start time."""
-    me = os.getpid()
-    return f"harness-cell-{cell_id}-{me}.{_started(me)}-"
+    """A cell's scratch folder's name: the cell, then its owner (``owner``)."""
+    return f"harness-cell-{cell_id}-{owner()}-"
 
 
 def sweep_scratch(root: Path | None = None) -> list[Path]:
@@ -94,41 +89,36 @@ def sweep_scratch(root: Path | None = None) -> list[Path]:
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             match = SCRATCH.match(entry.name)
-            if match and entry.is_dir(follow_symlinks=False) and not alive(
-                    int(match[1]), match[2]):
+            if match and entry.is_dir(follow_symlinks=False) and _gone(match[1], match[2]):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 swept.append(Path(entry.path))
     return swept
 
 
-@functools.cache
-def _started(pid: int) -> str:
-    """This process's start time, once (a forked child asks again: its pid differs)."""
-    return start_time(pid) or "0"
-
-
-def new_token() -> str:
-    return secrets.token_hex(8)
-
-
 def kill_members(token: str) -> list[int]:
-    """SIGKILL every process with ``HARNESS_GROUP=token`` in its environment, whatever its
-    group now (a daemon that called ``setsid`` keeps it), until none is left; the pids killed."""
-    killed: set[int] = set()
+    """SIGKILL every process of the group ``token``; the pids killed."""
+    return _kill(token.__eq__).get(token, [])
+
+
+def _kill(which: Callable[[str], bool]) -> dict[str, list[int]]:
+    """SIGKILL every process whose ``HARNESS_GROUP`` token ``which`` accepts, whatever its group
+    now (a daemon that called ``setsid`` keeps it), until none is left; the pids, by token."""
+    killed: dict[str, set[int]] = {}
     for _ in range(5):  # one that forked meanwhile is found the next round
-        found = [p for p in psutil.process_iter() if p.pid != os.getpid() and _carries(p, token)]
+        found = {proc: token for proc in psutil.process_iter()
+                 if proc.pid != os.getpid() and (token := _token(proc)) and which(token)}
         if not found:
             break
-        for proc in found:
+        for proc, token in found.items():
             with contextlib.suppress(psutil.Error):
                 proc.kill()
-                killed.add(proc.pid)
-        psutil.wait_procs(found, timeout=1)
-    return sorted(killed)
+                killed.setdefault(token, set()).add(proc.pid)
+        psutil.wait_procs(list(found), timeout=1)
+    return {token: sorted(pids) for token, pids in killed.items()}
 
 
-def _carries(proc: psutil.Process, token: str) -> bool:
+def _token(proc: psutil.Process) -> str:
     try:
-        return proc.environ().get("HARNESS_GROUP") == token
+        return str(proc.environ().get("HARNESS_GROUP", ""))
     except (psutil.Error, OSError):
-        return False
+        return ""

@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from harness.core.errors import BackendError, DriftError, EnvBuildError, EnvImportError
 from harness.core.matrix import EnvSpec, requirement_name
-from harness.core.reaper import Registry, new_token
+from harness.core.reaper import kill_members, new_token
 from harness.core.redact import passed
 from harness.envs import wheelkey
 from harness.inenv import harness_fingerprint, harness_probe
@@ -87,12 +87,10 @@ class Process(Protocol):
 
 class LocalProcess:
     """A process in its own session, so a kill takes its whole group (workers, compilers);
-    when it ends, what it left running in its group goes too (a case's ``sleep &``)."""
+    when it ends, what it left running with its token goes too (a case's ``sleep &``)."""
 
-    def __init__(self, popen: subprocess.Popen[Any], registry: Registry | None = None,
-                 token: str = "", record: Path | None = None) -> None:
-        self.popen = popen
-        self.registry, self.token, self.record = registry, token, record
+    def __init__(self, popen: subprocess.Popen[Any], token: str) -> None:
+        self.popen, self.token = popen, token
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -103,9 +101,9 @@ class LocalProcess:
             code = self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
-        if self.registry is not None:
-            self.registry.done(self.record, self.token)
-            self.registry = None  # done once
+        if self.token:
+            kill_members(self.token)
+            self.token = ""  # done once
         return code
 
 
@@ -128,26 +126,23 @@ def _child_setup(memory: int | None) -> Callable[[], None]:
     return setup
 
 
-def start_group(argv: list[str], env: dict[str, str], registry: Registry | None, kind: str,
-                what: str, **popen: Any) -> LocalProcess:
-    """``argv`` in a session of its own, its group recorded in ``registry`` (``reaper``)."""
+def start_group(argv: list[str], env: dict[str, str], **popen: Any) -> LocalProcess:
+    """``argv`` in a session of its own, its members marked with this harness's token
+    (``reaper``)."""
     token = new_token()
     proc = subprocess.Popen(argv, env={**env, "HARNESS_GROUP": token}, start_new_session=True,
                             **popen)
-    record = registry.add(proc.pid, token, kind, what) if registry else None
-    return LocalProcess(proc, registry, token, record)
+    return LocalProcess(proc, token)
 
 
-def launch_local(python: str, request: LaunchRequest, registry: Registry | None = None
-                 ) -> LocalProcess:
+def launch_local(python: str, request: LaunchRequest) -> LocalProcess:
     env = {**passed(os.environ), **request.env}  # the machine's variables, less its secrets
     toolkit = harness_probe.cuda_home()
     if toolkit and "CUDA_HOME" not in env:  # for JIT builds: torch's guess fails on wrappers
         env["CUDA_HOME"] = toolkit
     with open(request.log, "ab") as log:
-        return start_group([python, *request.argv], env, registry, "cell",
-                           " ".join(request.argv[-3:]), cwd=request.cwd,
-                           stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        return start_group([python, *request.argv], env, cwd=request.cwd, stdout=log,
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                            preexec_fn=_child_setup(request.memory))  # safe under threads
 
 
@@ -176,7 +171,6 @@ class Backend(ABC):
 
     def __init__(self, cache_dir: Path) -> None:
         self.cache_dir = cache_dir
-        self.registry = Registry(cache_dir)  # the process groups its cells and builds start
 
     @property
     def root(self) -> Path:

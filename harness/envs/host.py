@@ -16,4 +16,4 @@ class HostBackend(base.Backend):
                                 fingerprint=base.read_fingerprint(sys.executable))
 
     def launch(self, env: base.Environment, request: base.LaunchRequest) -> base.Process:
-        return base.launch_local(env.python, request, self.registry)
+        return base.launch_local(env.python, request)

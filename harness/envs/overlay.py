@@ -95,7 +95,7 @@ def kept(name: str) -> bool:  # what an overlay never replaces
 
 def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
     """``uv pip compile`` arguments to resolve against a base: a metadata-only wheel per
-    package, the kept ones constrained, every version preferred (``read_resolution``)."""
+    package, the kept ones constrained, every version preferred (the output file's pins)."""
     folder.mkdir(parents=True, exist_ok=True)
     usable = {n: str(v) for n, v in ((n, parsed(v)) for n, v in packages.items()) if v}
     for name, version in usable.items():
@@ -107,12 +107,6 @@ def resolution_args(packages: dict[str, str], folder: Path) -> list[str]:
     preferences.write_text("".join(f"{n}=={v}\n" for n, v in sorted(usable.items())))
     return ["--constraint", str(constraints), f"--find-links={folder}",
             "--output-file", str(preferences)]
-
-
-def read_resolution(folder: Path) -> list[str]:
-    text = (folder / "resolved.txt").read_text()
-    return [ln.strip() for ln in text.splitlines()
-            if ln.strip() and not ln.startswith(("#", " "))]
 
 
 def _stand_in_wheel(folder: Path, name: str, version: str) -> None:

@@ -24,13 +24,12 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from harness.core.backends import REGISTRY
-from harness.core.errors import EnvBuildError, EnvImportError, HarnessError
+from harness.core.errors import EnvImportError, HarnessError
 from harness.core.matrix import BuildSetting, EnvSpec
-from harness.core.reaper import Registry
 from harness.envs import Backend, sourcebuild, uv, wheelkey
 from harness.envs.base import locked
 from harness.envs.images import find_ca_bundle
-from harness.envs.overlay import added_by_overlay, find_base, read_resolution, resolution_args
+from harness.envs.overlay import added_by_overlay, find_base
 from harness.envs.wheelkey import Filed, WheelKey
 
 #: The platform GPU runners are: glibc x86-64 (manylinux_2_28 covers current torch wheels).
@@ -113,34 +112,22 @@ def _on_base(env: EnvSpec, base: dict[str, str] | None) -> tuple[EnvSpec, dict[s
 
 def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
              base: dict[str, str] | None = None) -> list[str]:
-    """``uv pip compile`` for the environment's Python and platform: the pinned lines.
-    ``base``: an overlay's base packages (name -> version), else this machine's base's."""
+    """``uv pip compile`` for the environment's Python and platform: the pinned lines, in uv's
+    own words if it fails. ``base``: an overlay's base packages, else this machine's base's."""
     env, base = _on_base(env, base)
-    with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
-        reqs = Path(tmp) / "requirements.in"
-        # What source builds compile against is in the resolution too; a URL goes by a keyed
-        # wheel built from it, where one fits.
-        requirements = wheelkey.choose(env, wheelkey.pinned_torch(env.requirements),
-                                       frozenset()).swapped(env.requirements)
-        reqs.write_text("\n".join([*requirements, uv.PYTEST_REQUIREMENT,
-                                   *sourcebuild.build_requirements(env)]) + "\n")
-        args = ["pip", "compile", str(reqs), "--quiet", "--no-header", "--no-annotate",
-                "--python-version", env.python, "--python-platform", platform,
-                *uv.install_args(env)]
-        if base is not None:
-            args += resolution_args(base, Path(tmp) / "base")
-        if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
-            args += ["--python", _resolver_python(env, cache_dir),
-                     *sourcebuild.no_isolation_args(env),
-                     *(f"--find-links={e.where}" for e in wheelkey.filed(env.find_links))]
-        try:
-            said = uv._uv(args, env, sourcebuild.build_variables(env), RESOLVE_TIMEOUT,
-                          registry=Registry(cache_dir), cwd=Path(tmp))
-        except EnvBuildError as exc:  # uv's own words, as the table and wheelhouse show them
-            raise EnvBuildError(str(exc).split(": ", 1)[-1]) from None
-        if base is not None:  # in the output file, which held the preferences
-            return read_resolution(Path(tmp) / "base")
-    return [ln for ln in said.splitlines() if ln and not ln.startswith(("#", " "))]
+    # What source builds compile against is in the resolution too; a URL goes by a keyed wheel
+    # built from it, where one fits.
+    requirements = wheelkey.choose(env, wheelkey.pinned_torch(env.requirements),
+                                   frozenset()).swapped(env.requirements)
+    options = ["--python-version", env.python, "--python-platform", platform]
+    if env.source_builds:  # uv runs setup.py for an sdist's metadata: TE's imports torch
+        options += ["--python", _resolver_python(env, cache_dir),
+                    *sourcebuild.no_isolation_args(env),
+                    *(f"--find-links={e.where}" for e in wheelkey.filed(env.find_links))]
+    return uv.resolve(env, [*requirements, uv.PYTEST_REQUIREMENT,
+                            *sourcebuild.build_requirements(env)], *options, base=base,
+                      variables=sourcebuild.build_variables(env), timeout=RESOLVE_TIMEOUT,
+                      lead="")
 
 
 def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:
@@ -384,7 +371,7 @@ def _build_wheel(env: EnvSpec, pin: str, python: str, key: WheelKey, folder: Pat
         uv._uv(["wheel", "--no-deps", *([] if isolated else ["--no-build-isolation"]),
                 "--no-cache-dir", "--wheel-dir", tmp, *_pip_sources(env), pin], env,
                {**variables, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-               program=[python, "-m", "pip"], registry=Registry(cache_dir))  # Ctrl-C: ninja's too
+               program=[python, "-m", "pip"])  # in a group of its own: Ctrl-C kills ninja's too
         wheel = next(Path(tmp).glob("*.whl"))
         version = str(parse_wheel_filename(wheel.name)[1])
         key = replace(key, version=version)

@@ -23,7 +23,6 @@ from packaging.utils import canonicalize_name
 from harness.core import atomic
 from harness.core.errors import EnvBuildError, one_line
 from harness.core.matrix import EnvSpec
-from harness.core.reaper import Registry
 from harness.core.releases import release_order
 from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
@@ -130,31 +129,22 @@ class UvBackend(Backend):
             raise EnvBuildError(f"{spec.name} asks for " + "; ".join(conflicts)
                                 + ": an overlay never replaces its base's torch or CUDA stack")
         python = str(path / "bin" / "python")
-        self._run_uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
+        _uv(["venv", "--quiet", "--python", base.python, str(path)], spec)
         overlay.link_base(python, base)
-        with tempfile.TemporaryDirectory(prefix="harness-overlay-") as tmp:
-            resolution = overlay.resolution_args(base.packages, Path(tmp) / "base")
-            reqs = Path(tmp) / "requirements.in"
-            reqs.write_text("\n".join([*spec.requirements, PYTEST_REQUIREMENT]) + "\n")
-            try:
-                self._run_uv(["pip", "compile", str(reqs), "--quiet", "--no-header",
-                              "--no-annotate", "--python", python, *resolution,
-                              *install_args(spec)], spec)
-            except EnvBuildError as exc:
-                raise EnvBuildError(f"{spec.name} does not fit on its base {base.python}: "
-                                    + str(exc).split(": ", 1)[-1]) from None
-            pins = overlay.read_resolution(Path(tmp) / "base")
+        pins = resolve(spec, [*spec.requirements, PYTEST_REQUIREMENT], "--python", python,
+                       base=base.packages,
+                       lead=f"{spec.name} does not fit on its base {base.python}: ")
         added = overlay.added_by_overlay(pins, base.packages)
         if added:
-            self._run_uv(["pip", "install", "--python", python, "--no-deps",
-                          *install_args(spec), *added], spec)
+            _uv(["pip", "install", "--python", python, "--no-deps", *install_args(spec), *added],
+                spec)
         return overlay.shadowed(pins, base.packages)
 
     def _build_venv(self, spec: EnvSpec, path: Path) -> tuple[dict[str, str], list[str]]:
         """Build the venv; the variables that chose its CUDA toolkit, and its provenance."""
         python = str(path / "bin" / "python")
         interpreter = find_interpreter(spec.python)
-        self._run_uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
+        _uv(["venv", "--quiet", "--python", interpreter, str(path)], spec)
         install = ["pip", "install", "--python", python, *install_args(spec)]
         # Wheels `envs build` compiled for this environment's torch (if it pins one with ==)
         # or built from the URLs it names; a URL it names goes by its wheel's file instead.
@@ -163,18 +153,17 @@ class UvBackend(Backend):
                   else wheelkey.Choice(offered=(), refused=()))
         requirements = choice.swapped(spec.requirements)
         if not spec.source_builds:
-            self._run_uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
+            _uv([*install, *requirements, PYTEST_REQUIREMENT], spec)
             return {}, self._provenance(spec, python, choice, "") if choice.offered else []
         failed = ""
         if choice.offered:  # all from wheels: no toolkit fetched, no compiler started
             try:
-                self._run_uv([*install, "--no-build",
-                              *(f"--find-links={e.where}" for e in choice.offered),
-                              *sourcebuild.no_isolation_args(spec), *requirements,
-                              PYTEST_REQUIREMENT, *sourcebuild.build_requirements(spec)], spec)
+                _uv([*install, "--no-build", *(f"--find-links={e.where}" for e in choice.offered),
+                     *sourcebuild.no_isolation_args(spec), *requirements, PYTEST_REQUIREMENT,
+                     *sourcebuild.build_requirements(spec)], spec, lead="")
                 return {}, self._provenance(spec, python, choice, "")
             except EnvBuildError as exc:  # then built here, none of those wheels taken
-                failed = one_line(str(exc).split(": ", 1)[-1], 300)
+                failed = one_line(str(exc), 300)
                 choice = replace(choice, offered=())
         if spec.find_links:  # a runner given wheels says why it compiles all the same
             why = (f"installing from it failed: {failed}" if failed
@@ -185,33 +174,28 @@ class UvBackend(Backend):
         nvcc, toolchain = sourcebuild.compiler(spec, self.cache_dir)
         sourcebuild.check_nvcc(spec, nvcc)  # before minutes of installing torch
         # What a package built without isolation compiles against goes in first.
-        self._run_uv([*install, *sourcebuild.build_requirements(spec)], spec)
+        _uv([*install, *sourcebuild.build_requirements(spec)], spec)
         variables = {**sourcebuild.build_variables(spec), **toolchain,
                      **sourcebuild.header_variables(python)}
         # uv caches a wheel built from an sdist by the sdist alone (a TE built against
         # torch 2.5 would serve torch 2.6): a cache per build environment keeps them apart.
-        freeze = self._run_uv(["pip", "freeze", "--python", python], spec)
+        freeze = _uv(["pip", "freeze", "--python", python], spec)
         identity = json.dumps([spec.python, freeze, sorted(variables.items()), nvcc])
         digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
         variables["UV_CACHE_DIR"] = str(self.cache_dir / "uv-build-cache" / digest)
-        said = self._run_uv([*install, *sourcebuild.no_isolation_args(spec), *spec.requirements,
-                             PYTEST_REQUIREMENT], spec, variables, said=True)
+        said = _uv([*install, *sourcebuild.no_isolation_args(spec), *spec.requirements,
+                    PYTEST_REQUIREMENT], spec, variables, said=True)
         return toolchain, self._provenance(spec, python, choice, said)
 
     def _provenance(self, spec: EnvSpec, python: str, choice: wheelkey.Choice,
                     said: str) -> list[str]:
         """Where each source-built distribution came from (``said``: what uv's install said)."""
-        listed = json.loads(self._run_uv(["pip", "list", "--format", "json", "--python", python],
-                                         spec))
+        listed = json.loads(_uv(["pip", "list", "--format", "json", "--python", python], spec))
         return choice.provenance({canonicalize_name(d["name"]): d["version"] for d in listed},
                                  tuple(dict.fromkeys([*(canonicalize_name(b.dist)
                                                          for b in spec.source_builds),
                                                         *wheelkey.url_sources(spec)])),
                                  {canonicalize_name(name) for name in _BUILT.findall(said)})
-
-    def _run_uv(self, args: list[str], spec: EnvSpec,
-                variables: dict[str, str] | None = None, *, said: bool = False) -> str:
-        return _uv(args, spec, variables, registry=self.registry, said=said)
 
     def launch(self, env: Environment, request: LaunchRequest) -> Process:
         # As an activated venv: the environment's own executables come first on PATH.
@@ -227,7 +211,7 @@ class UvBackend(Backend):
         variables = {**runtime, **variables, **{k: v for k, v in runtime.items()
                                                   if k == "LD_LIBRARY_PATH"},
                      **bytecode_variables(env.location)}
-        return launch_local(env.python, replace(request, env=variables), self.registry)
+        return launch_local(env.python, replace(request, env=variables))
 
     def listing(self) -> list[dict[str, Any]]:
         out = []
@@ -336,16 +320,32 @@ def uv_error(stderr: str, count: int = 6) -> str:
     return "\n".join([lines[start], *lines[start + 1:][-(count - 1):]])
 
 
+def resolve(spec: EnvSpec, requirements: list[str], *options: str,
+            base: dict[str, str] | None = None, variables: dict[str, str] | None = None,
+            timeout: float = UV_TIMEOUT, lead: str | None = None) -> list[str]:
+    """``uv pip compile`` of ``requirements`` with ``options`` (for which Python): the pinned
+    lines; with ``base`` (an overlay's base packages), resolved against those."""
+    with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
+        reqs = Path(tmp) / "requirements.in"
+        reqs.write_text("\n".join(requirements) + "\n")
+        args = ["pip", "compile", str(reqs), "--no-header", "--no-annotate", *options,
+                *install_args(spec)]
+        if base is not None:
+            args += overlay.resolution_args(base, Path(tmp) / "base")
+        said = _uv(args, spec, variables, timeout, cwd=Path(tmp), lead=lead)
+    return [ln for ln in said.splitlines() if ln and not ln.startswith(("#", " "))]
+
+
 def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
-        timeout: float = UV_TIMEOUT, *, registry: Registry | None = None,
-        program: list[str] | None = None, said: bool = False, cwd: Path | None = None) -> str:
+        timeout: float = UV_TIMEOUT, *, program: list[str] | None = None, said: bool = False,
+        cwd: Path | None = None, lead: str | None = None) -> str:
     """Run uv (or ``program``, pip) in a session of its own (a timeout or Ctrl-C kills its
-    compilers too): its stdout (``said``: and stderr), else EnvBuildError."""
+    compilers too): its stdout (``said``: and stderr), else EnvBuildError, its message uv's
+    words after ``lead`` (by default: which command failed for which environment)."""
     name = "pip" if program else "uv"
     try:
         group = start_group([*(program or [_uv_binary()]), *args],
-                            {**uv_environ(), **(variables or {})}, registry, "build",
-                            " ".join([name, *args]), text=True, cwd=cwd,
+                            {**uv_environ(), **(variables or {})}, text=True, cwd=cwd,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         raise EnvBuildError(f"{name} failed to start: {exc}") from exc
@@ -363,6 +363,6 @@ def _uv(args: list[str], spec: EnvSpec, variables: dict[str, str] | None = None,
         group.wait()  # forgets the group, killing what it left running
     if proc.returncode != 0:  # led by what uv's last lines of a build do not say
         cause = sourcebuild.first_compiler_error(stderr)
-        raise EnvBuildError(f"{name} {args[0]} failed for {spec.name}: "
-                            + (f"{cause}\n" if cause else "") + uv_error(stderr))
+        raise EnvBuildError((f"{name} {args[0]} failed for {spec.name}: " if lead is None
+                             else lead) + (f"{cause}\n" if cause else "") + uv_error(stderr))
     return str(stdout) + (str(stderr) if said else "")

@@ -103,12 +103,14 @@ def test_scratch_folders_are_swept_only_when_their_harness_is_gone(tmp_path: Pat
     dead = tmp_path / f"harness-cell-0123456789ab-{dead_pid}.{start_time(os.getpid())}-x2"
     recycled = tmp_path / f"harness-cell-0123456789ab-{os.getpid()}.1-x3"  # my pid, not me
     other = tmp_path / "harness-cell-0123456789ab-x4"  # no owner in its name: not ours to judge
-    for folder in (mine, dead, recycled, other):
+    unknown = tmp_path / f"harness-cell-0123456789ab-{dead_pid}.0-x5"  # its start was unknown
+    for folder in (mine, dead, recycled, other, unknown):
         folder.mkdir()
         (folder / "cell.log").write_text("...")
     swept = sweep_scratch(tmp_path)
     assert sorted(swept) == sorted([dead, recycled])
-    assert mine.is_dir() and other.is_dir() and not dead.exists() and not recycled.exists()
+    assert mine.is_dir() and other.is_dir() and unknown.is_dir()
+    assert not dead.exists() and not recycled.exists()
 
 
 def test_a_run_killed_mid_build_is_reaped_by_the_next(tmp_path: Path) -> None:
@@ -136,4 +138,42 @@ def test_a_run_killed_mid_build_is_reaped_by_the_next(tmp_path: Path) -> None:
     assert "reaped" in after.stdout, after.stdout + after.stderr
     time.sleep(0.2)
     assert not running(setup_py)
-    assert not list((tmp_path / "cache" / "procs").glob("*.json"))  # nothing left to reap
+    assert reap_in(tmp_path / "tmp") == "{}"  # nothing left to reap
+
+
+def reap_in(tmp: Path) -> str:
+    """What a harness whose temporary folder is ``tmp`` reaps, as it prints it."""
+    return subprocess.run([sys.executable, "-c", "from harness.core.reaper import reap; "
+                           "print(reap())"], env={**os.environ, "PYTHONPATH": str(ROOT),
+                                                  "TMPDIR": str(tmp)},
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+OWNER = """import sys, time
+from harness.envs.base import start_group
+print(start_group([sys.executable, "-c", "import time; time.sleep(300)"], {}).popen.pid,
+      flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_group_is_reaped_once_its_owner_is_gone_and_only_then(tmp_path: Path) -> None:
+    """Its token names its owner: nothing is written, so an owner killed right after it started
+    a group leaks nothing; a live owner's group, or another temporary folder's, is left alone."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], env=env(tmp_path),
+                             stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    child = int(owner.stdout.readline())
+    try:
+        assert reap_in(tmp_path / "tmp") == "{}" and running(child)  # its owner runs
+        owner.kill()
+        owner.wait()
+        (tmp_path / "other").mkdir()
+        assert reap_in(tmp_path / "other") == "{}" and running(child)
+        assert f"[{child}]" in reap_in(tmp_path / "tmp")
+        time.sleep(0.2)
+        assert not running(child)
+    finally:
+        owner.kill()
+        if running(child):
+            os.kill(child, signal.SIGKILL)

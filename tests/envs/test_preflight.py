@@ -59,6 +59,7 @@ def test_resolves_for_the_environments_python_not_the_harnesses(tmp_path: Path) 
     bad = resolve_env(env("np", "numpy==2.3.0"), cache_dir=tmp_path, platform=DEFAULT_PLATFORM)
     assert bad.resolves == "no" and bad.unreachable is None
     assert "numpy==2.3.0" in bad.reason and "Python" in bad.reason
+    assert "failed for np" not in bad.reason  # uv's own words, the table names the environment
 
 
 def test_a_host_that_cannot_be_reached_is_not_a_resolution_failure(tmp_path: Path) -> None:

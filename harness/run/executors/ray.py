@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.core.errors import BackendError, InfraError, UsageError
 from harness.core.paths import default_cache_dir
-from harness.core.reaper import Registry
+from harness.core.reaper import reap
 from harness.core.results import CellRun
 from harness.envs import Backend, get_backend
 from harness.plan.cells import Cell
@@ -204,7 +204,7 @@ def _run_on_node(cells: tuple[Cell, ...], run_id: str, attempt: int) -> Iterator
     name = cells[0].env.backend
     with _NODE_LOCK:
         if not _NODE_BACKENDS:  # this worker's first cell: what dead workers left, goes
-            Registry(cache_dir).reap()
+            reap()
         if name not in _NODE_BACKENDS:
             _NODE_BACKENDS[name] = get_backend(name, cache_dir)
         backend = _NODE_BACKENDS[name]
