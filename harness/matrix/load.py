@@ -38,7 +38,7 @@ from harness.matrix import census
 from harness.matrix.census import CaseCount, Count, count_combos, expand, refuse_past
 from harness.matrix.overrides import apply_sets
 from harness.matrix.reader import KeyPath, Source, format_path, kind, load_source, value_limit
-from harness.matrix.releases import Releases, query_at, valid_specifier
+from harness.matrix.releases import Releases, query_at
 
 #: Keys a matrix combination, include or named environment may set besides package pins.
 SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
@@ -87,23 +87,23 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     src = load_source(text, file, max_values=value_limit(limit))
     set_notes = apply_sets(src.data, overrides)
     top = Reader(src, limit, releases)
-    root = top.mapping((), _TOP)
+    root = src.mapping((), _TOP)
     version = root.get("version", 1)
     if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
     top.distributions = {k: top.distribution(("distributions", k), v)
-                         for k, v in top.mapping(("distributions",), None, optional=True).items()}
+                         for k, v in src.mapping(("distributions",), None, optional=True).items()}
     defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
-        ("defaults",), top.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
+        ("defaults",), src.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
     top.builds = tuple(top.build(("build", name), str(name))
-                       for name in top.mapping(("build",), None, optional=True))
-    cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+                       for name in src.mapping(("build",), None, optional=True))
+    cases_dir = base / src.string(("cases_dir",), root.get("cases_dir", "cases"))
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
     body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
     # Counted first; from the axes' lengths alone where they are the count.
-    names = list(top.mapping(("environments",), None, optional=True))
-    matrices = list(top.mapping(("matrices",), None, optional=True))
+    names = list(src.mapping(("environments",), None, optional=True))
+    matrices = list(src.mapping(("matrices",), None, optional=True))
     named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTING_KEYS}, defaults)
                        for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
@@ -119,7 +119,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                         "environments:" if src.data is None else "no environments: name them "
                         "under matrices: or environments:", file=str(file), line=None)
     suites = tuple(top.suite(("suites", name), str(name), base)
-                   for name in top.mapping(("suites",), None, optional=True))
+                   for name in src.mapping(("suites",), None, optional=True))
     _check_environments(src, envs, tuple(s.name for s in suites))
     # A suite with xdist workers needs pytest-xdist where a backend installs.
     wide = {s.name for s in suites if s.workers > 1}
@@ -127,8 +127,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             if wide & set(env.suites) and backends.REGISTRY[env.backend].installs
             and "pytest-xdist" not in {requirement_name(r) for r in env.requirements}
             else env for env in envs]
-    runners = {str(hw): top.strings(("runners", hw), labels)
-               for hw, labels in top.mapping(("runners",), None, optional=True).items()}
+    runners = {str(hw): src.strings(("runners", hw), labels)
+               for hw, labels in src.mapping(("runners",), None, optional=True).items()}
     # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
     expect = top.expectations(("expect",), {env.name for env in envs}, strict=not overrides)
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
@@ -176,115 +176,35 @@ class Reader:
         self.pick: census.CasePick | None = None
         #: How each setting's value is checked into its typed value.
         self.checks: dict[str, Callable[[KeyPath, Any], Any]] = {
-            "backend": self.backend, "cuda": self.string, "image": self.string,
-            "base": self.string, "index": self.strings, "suites": self.strings,
+            "backend": self.backend, "cuda": src.string, "image": src.string,
+            "base": src.string, "index": src.strings, "suites": src.strings,
             "packages": self.packages, "env": self.env, "timeout": self.timeout,
-            "network": self.boolean, "cases": self.cases,
-            "python": lambda at, v: self.matching(at, v, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
-                                                  "a Python version like '3.11'"),
-            "memory": lambda at, v: self.matching(at, v, r"\d+[kmg]?",
-                                                  "a memory size like '16g' or '512m'"),
-            "retries": lambda at, v: self.number(at, v, lambda n: 0 <= n <= 10,
-                                                 "a number of retries from 0 to 10"),
-            "hardware": lambda at, v: self.each(at, v, _HARDWARE.match, "{} is not a hardware "
-                                                "target; use cpu, auto or a GPU architecture "
-                                                "like sm_90"),
+            "network": src.boolean, "cases": self.cases,
+            "python": lambda at, v: self.src.matching(at, v, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
+                                                      "a Python version like '3.11'"),
+            "memory": lambda at, v: self.src.matching(at, v, r"\d+[kmg]?",
+                                                      "a memory size like '16g' or '512m'"),
+            "retries": lambda at, v: self.src.number(at, v, lambda n: 0 <= n <= 10,
+                                                     "a number of retries from 0 to 10"),
+            "hardware": lambda at, v: self.src.each(at, v, _HARDWARE.match, "{} is not a hardware "
+                                                    "target; use cpu, auto or a GPU architecture "
+                                                    "like sm_90"),
         }
-
-    def at(self, path: KeyPath) -> Any:
-        node = self.src.data
-        for part in path:
-            in_dict = isinstance(node, dict) and part in node
-            in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
-            if not (in_dict or in_list):
-                return None
-            node = node[part]
-        return node
-
-    def mapping(self, path: KeyPath, allowed: set[str] | None, *, optional: bool = False
-                ) -> dict[str, Any]:
-        value = self.at(path)
-        if value is None and (optional or not path):
-            return {}
-        if not isinstance(value, dict):
-            raise self.src.error(path, f"expected a mapping, got {kind(value)}")
-        for key in value:
-            if not isinstance(key, str):
-                raise self.src.error((*path, key), f"keys must be strings, got {kind(key)}")
-            if allowed is not None and key not in allowed:
-                raise self.src.error((*path, key), f"unknown key {key!r}; expected one of: "
-                                     + ", ".join(sorted(allowed)))
-        return value
-
-    def string(self, path: KeyPath, value: Any, *, what: str = "a string") -> str:
-        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
-            raise self.src.error(path, f"expected {what}, got {kind(value)}")
-        if isinstance(value, int | float):
-            shown = repr(value) if len(repr(value)) <= 20 else kind(value)
-            raise self.src.error(path, f"{shown} is a number; quote it ('{shown}') so that "
-                                 "YAML keeps it exactly as written")
-        return self.printable(path, str(value))
-
-    def printable(self, path: KeyPath, text: str) -> str:
-        if any(not c.isprintable() for c in text):
-            raise self.src.error(path, f"{text!r} holds a control character")
-        return text
-
-    def strings(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        if isinstance(value, str):
-            return (value,)
-        if not isinstance(value, list):
-            raise self.src.error(path, f"expected a list of strings, got {kind(value)}")
-        return tuple(self.string((*path, i), v) for i, v in enumerate(value))
-
-    def each(self, path: KeyPath, value: Any, ok: Callable[[str], object], why: str
-             ) -> tuple[str, ...]:
-        """``strings``, each ``ok``; else ``why`` (``{}``: its text) at its own line."""
-        items = self.strings(path, value)
-        for i, item in enumerate(items):
-            if not ok(item):
-                raise self.src.error(path if isinstance(value, str) else (*path, i),
-                                     why.format(repr(item)))
-        return items
-
-    def number(self, path: KeyPath, value: Any, ok: Callable[[Any], bool], what: str, *,
-               floats: bool = False, shown: Callable[[Any], str] | None = None) -> Any:
-        types = int | float if floats else int
-        if isinstance(value, bool) or not isinstance(value, types) or not ok(value):
-            raise self.src.error(path, f"expected {what}, got {(shown or kind)(value)}")
-        return value
-
-    def boolean(self, path: KeyPath, value: Any) -> bool:
-        if not isinstance(value, bool):
-            raise self.src.error(path, f"expected true or false, got {kind(value)}")
-        return value
-
-    def matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
-        text = self.string(path, value)
-        if not re.fullmatch(pattern, text):
-            raise self.src.error(path, f"{text!r} is not {what}")
-        return text
 
     def settings(self, path: KeyPath, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The setting keys of ``raw`` (found at ``path``), checked into typed values."""
         return {key: self.checks[key]((*path, key), value) for key, value in raw.items()
                 if key in self.checks}
 
-    def specifier(self, path: KeyPath, value: Any, like: str) -> str:
-        text = self.string(path, value, what=f"a version specifier like {like!r}")
-        if not valid_specifier(text):
-            raise self.src.error(path, f"{text!r} is not a version specifier like {like!r}")
-        return text
-
     def backend(self, path: KeyPath, value: Any) -> str:
-        name = self.string(path, value)
+        name = self.src.string(path, value)
         if name not in backends.REGISTRY:
             raise self.src.error(path, f"unknown backend {name!r}; valid: "
                                  + ", ".join(backends.backend_names()))
         return name
 
     def packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        lines = self.strings(path, value)
+        lines = self.src.strings(path, value)
         for i, line in enumerate(lines):
             try:
                 Requirement(line)
@@ -293,21 +213,22 @@ class Reader:
         return lines
 
     def env(self, path: KeyPath, value: Any) -> tuple[tuple[str, str], ...]:
-        return tuple((k, self.string((*path, k), v)) for k, v in self.mapping(path, None).items())
+        return tuple((k, self.src.string((*path, k), v))
+                     for k, v in self.src.mapping(path, None).items())
 
     def timeout(self, path: KeyPath, value: Any) -> float:
-        return float(self.number(path, value, lambda v: 0 < v <= MAX_TIMEOUT, floats=True,
-                                 what=f"a positive number of seconds up to {MAX_TIMEOUT:,}"))
+        return float(self.src.number(path, value, lambda v: 0 < v <= MAX_TIMEOUT, floats=True,
+                                     what=f"a positive number of seconds up to {MAX_TIMEOUT:,}"))
 
     def cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
         return tuple(CaseSelector(pattern=p, where=f"{self.src.file}:{self.src.line((*path, i))}: "
                                   f"{format_path((*path, i))}")
-                     for i, p in enumerate(self.strings(path, value)))
+                     for i, p in enumerate(self.src.strings(path, value)))
 
 
     def distribution(self, path: KeyPath, value: Any) -> str:
         """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
-        text = self.string(path, value)
+        text = self.src.string(path, value)
         try:
             requirement: Requirement | None = Requirement(text)
         except InvalidRequirement:
@@ -320,45 +241,45 @@ class Reader:
     def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
         """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which
         packages are under test, and what pytest gets."""
-        raw = self.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout",
-                                  "workers"})
+        raw = self.src.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout",
+                                      "workers"})
         if ("path" in raw) == ("pyargs" in raw):
             raise self.src.error(path, "a suite needs exactly one of path: (a folder of tests) "
                                  "and pyargs: (an installed package's tests, like mylib.tests)")
         folder = pyargs = None
         if "path" in raw:
-            folder = str((base / self.string((*path, "path"), raw["path"])).resolve())
+            folder = str((base / self.src.string((*path, "path"), raw["path"])).resolve())
             if not Path(folder).exists():
                 raise self.src.error((*path, "path"), f"{folder}: no such file or folder")
         else:
-            pyargs = self.matching((*path, "pyargs"), raw["pyargs"],
-                                   r"[A-Za-z_][\w.]*(::\S+)?", "a package like 'mylib.tests'")
-        packages = self.each((*path, "package"), raw.get("package", []),
-                             re.compile(r"[A-Za-z_][\w.]*").fullmatch,
-                             "{} is not an import name like 'mylib'")
+            pyargs = self.src.matching((*path, "pyargs"), raw["pyargs"],
+                                       r"[A-Za-z_][\w.]*(::\S+)?", "a package like 'mylib.tests'")
+        packages = self.src.each((*path, "package"), raw.get("package", []),
+                                 re.compile(r"[A-Za-z_][\w.]*").fullmatch,
+                                 "{} is not an import name like 'mylib'")
         if not packages and pyargs:
             packages = (pyargs.split(".", 1)[0].split("::", 1)[0],)
         return SuiteSpec(
             name=name, path=folder, pyargs=pyargs, packages=packages,
-            args=self.strings((*path, "args"), raw.get("args", [])),
+            args=self.src.strings((*path, "args"), raw.get("args", [])),
             env=self.env((*path, "env"), raw["env"]) if "env" in raw else (),
             timeout=self.timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
             else None,
-            workers=self.number((*path, "workers"), raw.get("workers", 1),
-                                lambda v: 1 <= v <= 256, shown=repr,
-                                what="a number of pytest-xdist workers from 1 to 256"),
+            workers=self.src.number((*path, "workers"), raw.get("workers", 1),
+                                    lambda v: 1 <= v <= 256, shown=repr,
+                                    what="a number of pytest-xdist workers from 1 to 256"),
             where=f"{self.src.file}:{self.src.line(path)}")
 
     def build(self, path: KeyPath, dist: str) -> BuildSetting:
-        raw = self.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
+        raw = self.src.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
         nvcc = raw.get("nvcc")
         if nvcc is not None:
-            nvcc = self.specifier((*path, "nvcc"), nvcc, ">=12.0")
+            nvcc = self.src.specifier((*path, "nvcc"), nvcc, ">=12.0")
         return BuildSetting(
             dist=canonicalize_name(dist),
             via=tuple(canonicalize_name(v)
-                      for v in self.strings((*path, "via"), raw.get("via", []))),
-            isolation=self.boolean((*path, "isolation"), raw.get("isolation", True)),
+                      for v in self.src.strings((*path, "via"), raw.get("via", []))),
+            isolation=self.src.boolean((*path, "isolation"), raw.get("isolation", True)),
             requires=self.packages((*path, "requires"), raw.get("requires", [])),
             env=self.env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
 
@@ -366,7 +287,7 @@ class Reader:
                      ) -> tuple[Rule, ...]:
         """``expect:``; not ``strict`` (under --set), a rule that matches no environment is
         left out rather than refused."""
-        raw = self.at(path)
+        raw = self.src.at(path)
         if raw is None:
             return ()
         if not isinstance(raw, list):
@@ -376,30 +297,30 @@ class Reader:
                      if strict or any(fnmatchcase(n, rule.environment) for n in names))
 
     def rule(self, path: KeyPath, names: set[str] | None) -> Rule:
-        raw = self.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
-                                  "why"})
+        raw = self.src.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
+                                      "why"})
         for key in ("outcome", "why"):
             if key not in raw:
                 raise self.src.error(path, f"a rule needs {key!r} (what is expected, and why)")
-        globs = {k: self.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
+        globs = {k: self.src.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
                  if k in raw}
         env_glob = globs.get("environment", "*")
         if names is not None and not any(fnmatchcase(n, env_glob) for n in names):
             raise self.src.error((*path, "environment"),
                                  f"{env_glob!r} matches no environment of this matrix")
         expected = [o for o in Outcome.__members__ if o != "NOT_RUN"]
-        outcomes = self.each((*path, "outcome"), raw["outcome"], expected.__contains__,
-                             "{} is not an outcome a cell can be expected to have; expected "
-                             "one of: " + ", ".join(expected))
+        outcomes = self.src.each((*path, "outcome"), raw["outcome"], expected.__contains__,
+                                 "{} is not an outcome a cell can be expected to have; expected "
+                                 "one of: " + ", ".join(expected))
         reason = None
         if "reason" in raw:
-            reason = self.string((*path, "reason"), raw["reason"])
+            reason = self.src.string((*path, "reason"), raw["reason"])
             try:
                 re.compile(reason)
             except re.error as exc:
                 raise self.src.error((*path, "reason"),
                                      f"not a regular expression: {exc}") from None
-        why = self.string((*path, "why"), raw["why"]).strip()
+        why = self.src.string((*path, "why"), raw["why"]).strip()
         if not why:
             raise self.src.error((*path, "why"), "say why this is expected")
         return Rule(outcomes=frozenset(map(Outcome, outcomes)), why=why, reason=reason,
@@ -407,7 +328,7 @@ class Reader:
 
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
         """A matrix entry's cells from its axes' lengths; None where that is not its count."""
-        raw = self.at(path)
+        raw = self.src.at(path)
         axes = raw.get("axes") if isinstance(raw, dict) else None
         if (not isinstance(axes, dict) or not axes or "exclude" in raw or "include" in raw
                 or not all(isinstance(v, list) and v for v in axes.values())
@@ -425,7 +346,7 @@ class Reader:
     def cells_of(self, path: KeyPath, allowed: set[str], defaults: dict[str, Any]) -> Count:
         """An environment's cells (of a matrix entry: each's), from its targets, cases and
         suites alone."""
-        raw = self.mapping(path, allowed)
+        raw = self.src.mapping(path, allowed)
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
         return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
@@ -433,9 +354,9 @@ class Reader:
               ) -> tuple[Count, Callable[[], list[EnvSpec]]]:
         """One entry of ``matrices:``, checked and counted (refused past the limit): its cells
         (at least, unless the cases were counted), and what makes its environments."""
-        raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
+        raw = self.src.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
         settings = {**defaults, **self.settings(path, raw)}
-        raw_axes = self.mapping((*path, "axes"), None)
+        raw_axes = self.src.mapping((*path, "axes"), None)
         if not raw_axes:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
         # An axis is a query, or a list whose one query item adds releases to its values.
@@ -482,26 +403,26 @@ class Reader:
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
         """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
         sdist, when: {"<2.5": {pins}}}``."""
-        raw = self.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
-                                  "when"})
+        raw = self.src.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
+                                      "when"})
         if axis in SETTING_KEYS:
             raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
                                  "package's axis")
-        releases = self.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
-        pick = self.string((*path, "pick"), raw.get("pick", "latest-patch"))
+        releases = self.src.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
+        pick = self.src.string((*path, "pick"), raw.get("pick", "latest-patch"))
         if pick not in PICKS:
             raise self.src.error((*path, "pick"), f"unknown pick {pick!r}; expected one of: "
                                  + ", ".join(PICKS))
         latest = raw.get("latest")
         if latest is not None:
-            self.number((*path, "latest"), latest, lambda n: n >= 1,
-                        "a number of minor series (1 or more)")
-        flags = {k: self.boolean((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
+            self.src.number((*path, "latest"), latest, lambda n: n >= 1,
+                            "a number of minor series (1 or more)")
+        flags = {k: self.src.boolean((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
                  if k in raw}
         when = []
-        for spec_text in self.mapping((*path, "when"), None, optional=True):
-            self.specifier((*path, "when", spec_text), spec_text, "<2.5")
-            table = self.mapping((*path, "when", spec_text), None)
+        for spec_text in self.src.mapping((*path, "when"), None, optional=True):
+            self.src.specifier((*path, "when", spec_text), spec_text, "<2.5")
+            table = self.src.mapping((*path, "when", spec_text), None)
             for key in table:
                 if key == axis or key in SETTING_KEYS:
                     raise self.src.error((*path, "when", spec_text, key), f"a when: table "
@@ -541,7 +462,7 @@ class Reader:
                    ) -> set[str]:
         """Keys that are cell settings, not packages (passed as environment variables): listed
         in ``variables:``, in capitals, or with no value that reads as a version."""
-        declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
+        declared = set(self.src.strings((*path, "variables"), raw.get("variables", [])))
         rows = [value if isinstance(value, dict) else {axis: value}
                 for axis, values in raw_axes.items() for value in values]
         rows += [entry for entry in raw.get("include") or [] if isinstance(entry, dict)]
@@ -571,7 +492,7 @@ class Reader:
             if (i,) == skip:  # the axis's query item: _follower adds what it resolves to
                 continue
             if isinstance(value, dict):  # a linked axis: these keys move together
-                linked = self.mapping((*path, i), None)
+                linked = self.src.mapping((*path, i), None)
                 out.append({k: self._value((*path, i, k), k, v, variables)
                             for k, v in linked.items()})
             else:
@@ -589,9 +510,9 @@ class Reader:
         if key in variables:
             if isinstance(value, list | dict):
                 raise self.src.error(path, f"a variable is one value, got {kind(value)}")
-            return self.printable(path, str(value).lower() if isinstance(value, bool)
-                                  else str(value))
-        text = self.string(path, value, what="a version, a specifier or null")
+            return self.src.printable(path, str(value).lower() if isinstance(value, bool)
+                                      else str(value))
+        text = self.src.string(path, value, what="a version, a specifier or null")
         if not is_pin(key, text):
             raise self.src.error(path, f"{text!r} is not a version or specifier")
         return text
@@ -599,14 +520,14 @@ class Reader:
     def _patterns(self, path: KeyPath, known: set[str] | None, variables: set[str]
                   ) -> list[dict[str, Any]]:
         """``exclude:`` or ``include:`` (at ``path``); ``known``: the keys it may name."""
-        raw, what = self.at(path), path[-1]
+        raw, what = self.src.at(path), path[-1]
         if raw is None:
             return []
         if not isinstance(raw, list):
             raise self.src.error(path, f"{what} is a list of mappings, got {kind(raw)}")
         out = []
         for i in range(len(raw)):
-            entry = self.mapping((*path, i), None)
+            entry = self.src.mapping((*path, i), None)
             for key in entry:
                 if known is not None and key not in known:
                     raise self.src.error((*path, i, key), f"{what} names unknown axis {key!r}; "
@@ -616,8 +537,8 @@ class Reader:
         return out
 
     def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> EnvSpec:
-        raw = self.mapping(path, {"pins", *SETTING_KEYS})
-        pins = self.mapping((*path, "pins"), None, optional=True)
+        raw = self.src.mapping(path, {"pins", *SETTING_KEYS})
+        pins = self.src.mapping((*path, "pins"), None, optional=True)
         setting = next((key for key in pins if key in SETTING_KEYS), None)
         if setting is not None:
             raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")

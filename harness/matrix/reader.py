@@ -1,13 +1,17 @@
-"""matrix.yaml read safely (hostile input refused), with the line of every key."""
+"""matrix.yaml read safely (hostile input refused), with the line of every key and typed access
+to its values: each checked, each failure a one-line SpecError at its line."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
 from harness.core.errors import SpecError
+from harness.matrix.releases import valid_specifier
 
 KeyPath = tuple[str | int, ...]
 
@@ -21,7 +25,7 @@ def format_path(path: KeyPath) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """Parsed YAML plus where each key path came from."""
+    """Parsed YAML, where each key path came from, and its values read as the types asked for."""
 
     file: str
     data: Any
@@ -34,6 +38,86 @@ class Source:
 
     def error(self, path: KeyPath, message: str) -> SpecError:
         return SpecError(message, file=self.file, line=self.line(path), path=format_path(path))
+
+    def at(self, path: KeyPath) -> Any:
+        node = self.data
+        for part in path:
+            in_dict = isinstance(node, dict) and part in node
+            in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+            if not (in_dict or in_list):
+                return None
+            node = node[part]
+        return node
+
+    def mapping(self, path: KeyPath, allowed: set[str] | None, *, optional: bool = False
+                ) -> dict[str, Any]:
+        value = self.at(path)
+        if value is None and (optional or not path):
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, f"expected a mapping, got {kind(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.error((*path, key), f"keys must be strings, got {kind(key)}")
+            if allowed is not None and key not in allowed:
+                raise self.error((*path, key), f"unknown key {key!r}; expected one of: "
+                                     + ", ".join(sorted(allowed)))
+        return value
+
+    def string(self, path: KeyPath, value: Any, *, what: str = "a string") -> str:
+        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+            raise self.error(path, f"expected {what}, got {kind(value)}")
+        if isinstance(value, int | float):
+            shown = repr(value) if len(repr(value)) <= 20 else kind(value)
+            raise self.error(path, f"{shown} is a number; quote it ('{shown}') so that "
+                                 "YAML keeps it exactly as written")
+        return self.printable(path, str(value))
+
+    def printable(self, path: KeyPath, text: str) -> str:
+        if any(not c.isprintable() for c in text):
+            raise self.error(path, f"{text!r} holds a control character")
+        return text
+
+    def strings(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            return (value,)
+        if not isinstance(value, list):
+            raise self.error(path, f"expected a list of strings, got {kind(value)}")
+        return tuple(self.string((*path, i), v) for i, v in enumerate(value))
+
+    def each(self, path: KeyPath, value: Any, ok: Callable[[str], object], why: str
+             ) -> tuple[str, ...]:
+        """``strings``, each ``ok``; else ``why`` (``{}``: its text) at its own line."""
+        items = self.strings(path, value)
+        for i, item in enumerate(items):
+            if not ok(item):
+                raise self.error(path if isinstance(value, str) else (*path, i),
+                                     why.format(repr(item)))
+        return items
+
+    def number(self, path: KeyPath, value: Any, ok: Callable[[Any], bool], what: str, *,
+               floats: bool = False, shown: Callable[[Any], str] | None = None) -> Any:
+        types = int | float if floats else int
+        if isinstance(value, bool) or not isinstance(value, types) or not ok(value):
+            raise self.error(path, f"expected {what}, got {(shown or kind)(value)}")
+        return value
+
+    def boolean(self, path: KeyPath, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(path, f"expected true or false, got {kind(value)}")
+        return value
+
+    def matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
+        text = self.string(path, value)
+        if not re.fullmatch(pattern, text):
+            raise self.error(path, f"{text!r} is not {what}")
+        return text
+
+    def specifier(self, path: KeyPath, value: Any, like: str) -> str:
+        text = self.string(path, value, what=f"a version specifier like {like!r}")
+        if not valid_specifier(text):
+            raise self.error(path, f"{text!r} is not a version specifier like {like!r}")
+        return text
 
 
 MAX_DEPTH = 64  # a matrix needs about 8
