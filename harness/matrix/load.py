@@ -22,7 +22,6 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import (
     OPERATORS,
     BuildSetting,
-    CaseSelector,
     EnvSpec,
     MatrixSpec,
     SuiteSpec,
@@ -37,12 +36,26 @@ from harness.core.rules import Rule
 from harness.matrix import census
 from harness.matrix.census import CaseCount, Count, count_combos, expand, refuse_past
 from harness.matrix.overrides import apply_sets
-from harness.matrix.reader import KeyPath, Source, format_path, kind, load_source, value_limit
+from harness.matrix.reader import KeyPath, Source, kind, load_source, value_limit
 from harness.matrix.releases import Releases, query_at
 
-#: Keys a matrix combination, include or named environment may set besides package pins.
-SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
-                "network", "hardware", "cases", "memory", "base", "retries", "suites")
+_HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
+#: What a matrix combination, include or named environment may set besides package pins, and
+#: how each value is checked.
+SETTINGS: dict[str, Callable[[Source, KeyPath, Any], Any]] = {
+    "backend": Source.backend, "packages": Source.packages, "env": Source.env,
+    "timeout": Source.timeout, "cases": Source.cases, "network": Source.boolean,
+    "cuda": Source.string, "image": Source.string, "base": Source.string,
+    "index": Source.strings, "suites": Source.strings,
+    "python": lambda src, at, v: src.matching(at, v, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
+                                              "a Python version like '3.11'"),
+    "memory": lambda src, at, v: src.matching(at, v, r"\d+[kmg]?",
+                                              "a memory size like '16g' or '512m'"),
+    "retries": lambda src, at, v: src.number(at, v, lambda n: 0 <= n <= 10,
+                                             "a number of retries from 0 to 10"),
+    "hardware": lambda src, at, v: src.each(at, v, _HARDWARE.match, "{} is not a hardware target; "
+                                            "use cpu, auto or a GPU architecture like sm_90"),
+}
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 #: Settings that say how many cells an environment has.
@@ -94,7 +107,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     top.distributions = {k: top.distribution(("distributions", k), v)
                          for k, v in src.mapping(("distributions",), None, optional=True).items()}
     defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
-        ("defaults",), src.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
+        ("defaults",), src.mapping(("defaults",), set(SETTINGS), optional=True))}
     top.builds = tuple(top.build(("build", name), str(name))
                        for name in src.mapping(("build",), None, optional=True))
     cases_dir = base / src.string(("cases_dir",), root.get("cases_dir", "cases"))
@@ -104,7 +117,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     # Counted first; from the axes' lengths alone where they are the count.
     names = list(src.mapping(("environments",), None, optional=True))
     matrices = list(src.mapping(("matrices",), None, optional=True))
-    named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTING_KEYS}, defaults)
+    named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTINGS}, defaults)
                        for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
@@ -157,10 +170,6 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
         seen[env.name] = env
 
 
-MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
-_HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
-
-
 class Reader:
     """The matrix's values, each checked into a one-line SpecError at its line, and its
     structure: entries, axes, queries and environments."""
@@ -174,57 +183,11 @@ class Reader:
         self.builds: tuple[BuildSetting, ...] = ()
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
         self.pick: census.CasePick | None = None
-        #: How each setting's value is checked into its typed value.
-        self.checks: dict[str, Callable[[KeyPath, Any], Any]] = {
-            "backend": self.backend, "cuda": src.string, "image": src.string,
-            "base": src.string, "index": src.strings, "suites": src.strings,
-            "packages": self.packages, "env": self.env, "timeout": self.timeout,
-            "network": src.boolean, "cases": self.cases,
-            "python": lambda at, v: self.src.matching(at, v, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
-                                                      "a Python version like '3.11'"),
-            "memory": lambda at, v: self.src.matching(at, v, r"\d+[kmg]?",
-                                                      "a memory size like '16g' or '512m'"),
-            "retries": lambda at, v: self.src.number(at, v, lambda n: 0 <= n <= 10,
-                                                     "a number of retries from 0 to 10"),
-            "hardware": lambda at, v: self.src.each(at, v, _HARDWARE.match, "{} is not a hardware "
-                                                    "target; use cpu, auto or a GPU architecture "
-                                                    "like sm_90"),
-        }
 
     def settings(self, path: KeyPath, raw: Mapping[str, Any]) -> dict[str, Any]:
         """The setting keys of ``raw`` (found at ``path``), checked into typed values."""
-        return {key: self.checks[key]((*path, key), value) for key, value in raw.items()
-                if key in self.checks}
-
-    def backend(self, path: KeyPath, value: Any) -> str:
-        name = self.src.string(path, value)
-        if name not in backends.REGISTRY:
-            raise self.src.error(path, f"unknown backend {name!r}; valid: "
-                                 + ", ".join(backends.backend_names()))
-        return name
-
-    def packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
-        lines = self.src.strings(path, value)
-        for i, line in enumerate(lines):
-            try:
-                Requirement(line)
-            except InvalidRequirement as exc:
-                raise self.src.error((*path, i), f"{line!r} is not a requirement: {exc}") from None
-        return lines
-
-    def env(self, path: KeyPath, value: Any) -> tuple[tuple[str, str], ...]:
-        return tuple((k, self.src.string((*path, k), v))
-                     for k, v in self.src.mapping(path, None).items())
-
-    def timeout(self, path: KeyPath, value: Any) -> float:
-        return float(self.src.number(path, value, lambda v: 0 < v <= MAX_TIMEOUT, floats=True,
-                                     what=f"a positive number of seconds up to {MAX_TIMEOUT:,}"))
-
-    def cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
-        return tuple(CaseSelector(pattern=p, where=f"{self.src.file}:{self.src.line((*path, i))}: "
-                                  f"{format_path((*path, i))}")
-                     for i, p in enumerate(self.src.strings(path, value)))
-
+        return {key: SETTINGS[key](self.src, (*path, key), value) for key, value in raw.items()
+                if key in SETTINGS}
 
     def distribution(self, path: KeyPath, value: Any) -> str:
         """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
@@ -262,8 +225,8 @@ class Reader:
         return SuiteSpec(
             name=name, path=folder, pyargs=pyargs, packages=packages,
             args=self.src.strings((*path, "args"), raw.get("args", [])),
-            env=self.env((*path, "env"), raw["env"]) if "env" in raw else (),
-            timeout=self.timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
+            env=self.src.env((*path, "env"), raw["env"]) if "env" in raw else (),
+            timeout=self.src.timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
             else None,
             workers=self.src.number((*path, "workers"), raw.get("workers", 1),
                                     lambda v: 1 <= v <= 256, shown=repr,
@@ -280,8 +243,8 @@ class Reader:
             via=tuple(canonicalize_name(v)
                       for v in self.src.strings((*path, "via"), raw.get("via", []))),
             isolation=self.src.boolean((*path, "isolation"), raw.get("isolation", True)),
-            requires=self.packages((*path, "requires"), raw.get("requires", [])),
-            env=self.env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
+            requires=self.src.packages((*path, "requires"), raw.get("requires", [])),
+            env=self.src.env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
 
     def expectations(self, path: KeyPath, names: set[str], *, strict: bool = True
                      ) -> tuple[Rule, ...]:
@@ -336,7 +299,7 @@ class Reader:
             return None
         envs = Count(math.prod(len(values) for values in axes.values()))
         self._refuse_envs(path, envs)
-        return envs * self.cells_of(path, {"axes", "variables", *SETTING_KEYS}, defaults)
+        return envs * self.cells_of(path, {"axes", "variables", *SETTINGS}, defaults)
 
     def _refuse_envs(self, path: KeyPath, envs: Count) -> None:
         if envs.n > self.max_cells:
@@ -354,7 +317,7 @@ class Reader:
               ) -> tuple[Count, Callable[[], list[EnvSpec]]]:
         """One entry of ``matrices:``, checked and counted (refused past the limit): its cells
         (at least, unless the cases were counted), and what makes its environments."""
-        raw = self.src.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
+        raw = self.src.mapping(path, {"axes", "exclude", "include", "variables", *SETTINGS})
         settings = {**defaults, **self.settings(path, raw)}
         raw_axes = self.src.mapping((*path, "axes"), None)
         if not raw_axes:
@@ -385,7 +348,7 @@ class Reader:
         envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
                             include, unknown=set(queries) | pinned)
         self._refuse_envs(path, envs)
-        shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
+        shown = axis_keys | {k for entry in include for k in entry if k not in SETTINGS}
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
                      if axis in value and k != axis} | pinned
@@ -405,7 +368,7 @@ class Reader:
         sdist, when: {"<2.5": {pins}}}``."""
         raw = self.src.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
                                       "when"})
-        if axis in SETTING_KEYS:
+        if axis in SETTINGS:
             raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
                                  "package's axis")
         releases = self.src.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
@@ -424,7 +387,7 @@ class Reader:
             self.src.specifier((*path, "when", spec_text), spec_text, "<2.5")
             table = self.src.mapping((*path, "when", spec_text), None)
             for key in table:
-                if key == axis or key in SETTING_KEYS:
+                if key == axis or key in SETTINGS:
                     raise self.src.error((*path, "when", spec_text, key), f"a when: table "
                                          f"pins other packages, not {key!r}")
             when.append((SpecifierSet(spec_text), {
@@ -472,7 +435,7 @@ class Reader:
                 seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
-            if key in SETTING_KEYS or key in self.distributions or key in declared:
+            if key in SETTINGS or key in self.distributions or key in declared:
                 continue
             if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
                 out.add(key)
@@ -501,10 +464,10 @@ class Reader:
 
     def _value(self, path: KeyPath, key: str, value: Any,
                variables: set[str] | frozenset[str] = frozenset()) -> Any:
-        if key in SETTING_KEYS:
+        if key in SETTINGS:
             if key not in _COMBO_SETTINGS:
                 raise self.src.error(path, f"{key!r} cannot vary along an axis")
-            return self.checks[key](path, value)
+            return SETTINGS[key](self.src, path, value)
         if value is None:
             return None  # null: this package is left out (this variable is not set)
         if key in variables:
@@ -537,9 +500,9 @@ class Reader:
         return out
 
     def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> EnvSpec:
-        raw = self.src.mapping(path, {"pins", *SETTING_KEYS})
+        raw = self.src.mapping(path, {"pins", *SETTINGS})
         pins = self.src.mapping((*path, "pins"), None, optional=True)
-        setting = next((key for key in pins if key in SETTING_KEYS), None)
+        setting = next((key for key in pins if key in SETTINGS), None)
         if setting is not None:
             raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
@@ -551,9 +514,9 @@ class Reader:
                   origin: str, axis_keys: set[str] | frozenset[str], named: bool = False,
                   hidden: frozenset[str] | set[str] = frozenset(),
                   variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
-        merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
+        merged = {**settings, **{k: v for k, v in combo.items() if k in SETTINGS}}
         pins = [(self.distributions.get(k, k), str(v)) for k, v in combo.items()
-                if k not in SETTING_KEYS and k not in variables and v is not None]
+                if k not in SETTINGS and k not in variables and v is not None]
         chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
         env_vars = list(merged.get("env", ()))
         if chosen:  # each in capitals (init_device: INIT_DEVICE), and all together as JSON

@@ -9,11 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from packaging.requirements import InvalidRequirement, Requirement
 
+from harness.core import backends
 from harness.core.errors import SpecError
+from harness.core.matrix import CaseSelector
 from harness.matrix.releases import valid_specifier
 
 KeyPath = tuple[str | int, ...]
+MAX_TIMEOUT = 7 * 24 * 3600  # a week: a longer timeout is a typo
 
 
 def format_path(path: KeyPath) -> str:
@@ -112,6 +116,35 @@ class Source:
         if not re.fullmatch(pattern, text):
             raise self.error(path, f"{text!r} is not {what}")
         return text
+
+    def backend(self, path: KeyPath, value: Any) -> str:
+        name = self.string(path, value)
+        if name not in backends.REGISTRY:
+            raise self.error(path, f"unknown backend {name!r}; valid: "
+                             + ", ".join(backends.backend_names()))
+        return name
+
+    def packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
+        lines = self.strings(path, value)
+        for i, line in enumerate(lines):
+            try:
+                Requirement(line)
+            except InvalidRequirement as exc:
+                raise self.error((*path, i), f"{line!r} is not a requirement: {exc}") from None
+        return lines
+
+    def env(self, path: KeyPath, value: Any) -> tuple[tuple[str, str], ...]:
+        return tuple((k, self.string((*path, k), v))
+                     for k, v in self.mapping(path, None).items())
+
+    def timeout(self, path: KeyPath, value: Any) -> float:
+        return float(self.number(path, value, lambda v: 0 < v <= MAX_TIMEOUT, floats=True,
+                                 what=f"a positive number of seconds up to {MAX_TIMEOUT:,}"))
+
+    def cases(self, path: KeyPath, value: Any) -> tuple[CaseSelector, ...]:
+        return tuple(CaseSelector(pattern=p, where=f"{self.file}:{self.line((*path, i))}: "
+                                  f"{format_path((*path, i))}")
+                     for i, p in enumerate(self.strings(path, value)))
 
     def specifier(self, path: KeyPath, value: Any, like: str) -> str:
         text = self.string(path, value, what=f"a version specifier like {like!r}")
