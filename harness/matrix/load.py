@@ -12,7 +12,6 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
@@ -104,7 +103,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     version = root.get("version", 1)
     if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
-    top.distributions = {k: top.distribution(("distributions", k), v)
+    top.distributions = {k: src.distribution(("distributions", k), v)
                          for k, v in src.mapping(("distributions",), None, optional=True).items()}
     defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
         ("defaults",), src.mapping(("defaults",), set(SETTINGS), optional=True))}
@@ -171,8 +170,8 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
 
 
 class Reader:
-    """The matrix's values, each checked into a one-line SpecError at its line, and its
-    structure: entries, axes, queries and environments."""
+    """The matrix read from its checked document: its sections (suites, build, expect), entries,
+    axes, release queries and environments."""
 
     def __init__(self, src: Source, max_cells: int, releases: Releases | None = None) -> None:
         self.src = src
@@ -188,18 +187,6 @@ class Reader:
         """The setting keys of ``raw`` (found at ``path``), checked into typed values."""
         return {key: SETTINGS[key](self.src, (*path, key), value) for key, value in raw.items()
                 if key in SETTINGS}
-
-    def distribution(self, path: KeyPath, value: Any) -> str:
-        """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
-        text = self.src.string(path, value)
-        try:
-            requirement: Requirement | None = Requirement(text)
-        except InvalidRequirement:
-            requirement = None
-        if requirement is None or requirement.specifier or requirement.url:
-            raise self.src.error(path, f"{text!r} is not a distribution name like "
-                                 "'transformer-engine[pytorch]'")
-        return text
 
     def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
         """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which

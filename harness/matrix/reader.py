@@ -146,6 +146,18 @@ class Source:
                                   f"{format_path((*path, i))}")
                      for i, p in enumerate(self.strings(path, value)))
 
+    def distribution(self, path: KeyPath, value: Any) -> str:
+        """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
+        text = self.string(path, value)
+        try:
+            requirement: Requirement | None = Requirement(text)
+        except InvalidRequirement:
+            requirement = None
+        if requirement is None or requirement.specifier or requirement.url:
+            raise self.error(path, f"{text!r} is not a distribution name like "
+                             "'transformer-engine[pytorch]'")
+        return text
+
     def specifier(self, path: KeyPath, value: Any, like: str) -> str:
         text = self.string(path, value, what=f"a version specifier like {like!r}")
         if not valid_specifier(text):
