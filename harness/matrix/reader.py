@@ -65,7 +65,7 @@ class Source:
                 raise self.error((*path, key), f"keys must be strings, got {kind(key)}")
             if allowed is not None and key not in allowed:
                 raise self.error((*path, key), f"unknown key {key!r}; expected one of: "
-                                     + ", ".join(sorted(allowed)))
+                                 + ", ".join(sorted(allowed)))
         return value
 
     def string(self, path: KeyPath, value: Any, *, what: str = "a string") -> str:
@@ -74,7 +74,7 @@ class Source:
         if isinstance(value, int | float):
             shown = repr(value) if len(repr(value)) <= 20 else kind(value)
             raise self.error(path, f"{shown} is a number; quote it ('{shown}') so that "
-                                 "YAML keeps it exactly as written")
+                             "YAML keeps it exactly as written")
         return self.printable(path, str(value))
 
     def printable(self, path: KeyPath, text: str) -> str:
@@ -96,7 +96,7 @@ class Source:
         for i, item in enumerate(items):
             if not ok(item):
                 raise self.error(path if isinstance(value, str) else (*path, i),
-                                     why.format(repr(item)))
+                                 why.format(repr(item)))
         return items
 
     def number(self, path: KeyPath, value: Any, ok: Callable[[Any], bool], what: str, *,
