@@ -111,6 +111,13 @@ def test_bad_version_value() -> None:
                        "or specifier")
 
 
+def test_a_bad_setting_along_an_axis_is_named_at_its_own_item() -> None:
+    """As a package's value is: its index and line, not the axis's line with its name twice."""
+    message = error(GOOD.replace('torch: ["2.0.1", "2.5.1"]', 'python: ["3.11",\n        "3.x"]'))
+    assert message == ("matrix.yaml:8: matrices.cpu.axes.python[1]: '3.x' is not a Python "
+                       "version like '3.11'")
+
+
 def test_named_environment_with_pins() -> None:
     text = GOOD + ("environments:\n  lf:\n    hardware: [sm_90]\n    cuda: '11.8'\n"
                    "    pins: {torch: '2.0.1', llm-foundry: '0.3.0'}\n")
