@@ -52,10 +52,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
     spec = load_matrix(args.matrix)
-    env_spec = spec.environment(args.env)
     cases_dir = spec.cases_dir.resolve()
     cells = [c for c in make_plan(spec, collect_cases(cases_dir), ("cpu",)).cells
              if c.env.name == args.env and c.hardware == "cpu"]
+    env_spec = cells[0].env
     env = get_backend(env_spec.backend, default_cache_dir()).realize(env_spec)
     nodeids = [c.case.nodeid for c in cells]
     n = len(nodeids)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from harness.core.errors import SpecError
-from harness.matrix.load import _Reader, load_matrix
+from harness.matrix.load import load_matrix
+from harness.matrix.reader import Source
 from tests.conftest import ROOT
 
 PAGE = ROOT / "docs" / "matrix.md"
@@ -34,17 +35,17 @@ def accepted(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> set[
     as it checks: its one-line message is cut at 200 characters)."""
     path = tmp_path / "matrix.yaml"
     path.write_text(text)
-    checked = _Reader.mapping
+    checked = Source.mapping
     refused_with: list[set[str]] = []
 
-    def mapping(self: _Reader, where: Any, allowed: set[str] | None, **kw: Any) -> Any:
+    def mapping(self: Source, where: Any, allowed: set[str] | None, **kw: Any) -> Any:
         try:
             return checked(self, where, allowed, **kw)
         except SpecError:
             refused_with.append(set(allowed or ()))
             raise
 
-    monkeypatch.setattr(_Reader, "mapping", mapping)
+    monkeypatch.setattr(Source, "mapping", mapping)
     with pytest.raises(SpecError, match="unknown key 'bogus'"):
         load_matrix(path, releases=None)
     return refused_with[0]

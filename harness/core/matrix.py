@@ -14,7 +14,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from harness.core.defaults import MAX_CELLS
-from harness.core.errors import SpecError, UsageError
+from harness.core.errors import SpecError
 from harness.core.releases import Resolution
 from harness.core.rules import Rule
 
@@ -162,12 +162,6 @@ class MatrixSpec:
     def cases_error(self, message: str) -> SpecError:
         return SpecError(message, file=self.file, line=self.cases_dir_line or 1,
                          path="cases_dir")
-
-    def environment(self, name: str) -> EnvSpec:
-        for env in self.environments:
-            if env.name == name:
-                return env
-        raise UsageError(f"no environment named {name!r} in {self.file}")
 
 
 #: What a pin that is a specifier, not a version, starts with (``<2``, ``>=2.1``, ``~=1.4``).

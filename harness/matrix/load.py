@@ -8,10 +8,12 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 from harness.core import backends
 from harness.core.defaults import cell_limit
@@ -21,21 +23,38 @@ from harness.core.matrix import (
     BuildSetting,
     EnvSpec,
     MatrixSpec,
+    SuiteSpec,
     is_pin,
     requirement_for,
     requirement_name,
     short_value,
 )
 from harness.core.releases import PICKS, ReleaseQuery, Resolution, parsed
+from harness.core.results import Outcome
+from harness.core.rules import Rule
 from harness.matrix import census
 from harness.matrix.census import CaseCount, Count, count_combos, expand, refuse_past
 from harness.matrix.overrides import apply_sets
-from harness.matrix.reader import KeyPath, Reader, Source, kind, load_source, value_limit
+from harness.matrix.reader import KeyPath, Source, kind, load_source, value_limit
 from harness.matrix.releases import Releases, query_at
 
-#: Keys a matrix combination, include or named environment may set besides package pins.
-SETTING_KEYS = ("backend", "python", "packages", "index", "cuda", "image", "env", "timeout",
-                "network", "hardware", "cases", "memory", "base", "retries", "suites")
+_HARDWARE = re.compile(r"^(cpu|auto|sm_\d{2,3}[a-z]?)$")
+#: What a matrix combination, include or named environment may set besides package pins, and
+#: how each value is checked.
+SETTINGS: dict[str, Callable[[Source, KeyPath, Any], Any]] = {
+    "backend": Source.backend, "packages": Source.packages, "env": Source.env,
+    "timeout": Source.timeout, "cases": Source.cases, "network": Source.boolean,
+    "cuda": Source.string, "image": Source.string, "base": Source.string,
+    "index": Source.strings, "suites": Source.strings,
+    "python": lambda src, at, v: src.matching(at, v, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
+                                              "a Python version like '3.11'"),
+    "memory": lambda src, at, v: src.matching(at, v, r"\d+[kmg]?",
+                                              "a memory size like '16g' or '512m'"),
+    "retries": lambda src, at, v: src.number(at, v, lambda n: 0 <= n <= 10,
+                                             "a number of retries from 0 to 10"),
+    "hardware": lambda src, at, v: src.each(at, v, _HARDWARE.match, "{} is not a hardware target; "
+                                            "use cpu, auto or a GPU architecture like sm_90"),
+}
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 #: Settings that say how many cells an environment has.
@@ -79,25 +98,25 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     limit = cell_limit(max_cells)
     src = load_source(text, file, max_values=value_limit(limit))
     set_notes = apply_sets(src.data, overrides)
-    top = _Reader(src, limit, releases)
-    root = top.mapping((), _TOP)
+    top = Reader(src, limit, releases)
+    root = src.mapping((), _TOP)
     version = root.get("version", 1)
     if isinstance(version, bool) or version != 1:  # True == 1 in Python
         raise src.error(("version",), f"unsupported version {version!r}; this harness reads 1")
-    top.distributions = {k: top.distribution(("distributions", k), v)
-                         for k, v in top.mapping(("distributions",), None, optional=True).items()}
+    top.distributions = {k: src.distribution(("distributions", k), v)
+                         for k, v in src.mapping(("distributions",), None, optional=True).items()}
     defaults = {"backend": backends.DEFAULT, "python": "3.11", **top.settings(
-        ("defaults",), top.mapping(("defaults",), set(SETTING_KEYS), optional=True))}
+        ("defaults",), src.mapping(("defaults",), set(SETTINGS), optional=True))}
     top.builds = tuple(top.build(("build", name), str(name))
-                       for name in top.mapping(("build",), None, optional=True))
-    cases_dir = base / top.string(("cases_dir",), root.get("cases_dir", "cases"))
+                       for name in src.mapping(("build",), None, optional=True))
+    cases_dir = base / src.string(("cases_dir",), root.get("cases_dir", "cases"))
     if count_cases is not None:
         top.pick = functools.partial(count_cases, cases_dir)
     body_line = src.line(("matrices",) if "matrices" in root else ("environments",)) or 1
     # Counted first; from the axes' lengths alone where they are the count.
-    names = list(top.mapping(("environments",), None, optional=True))
-    matrices = list(top.mapping(("matrices",), None, optional=True))
-    named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTING_KEYS}, defaults)
+    names = list(src.mapping(("environments",), None, optional=True))
+    matrices = list(src.mapping(("matrices",), None, optional=True))
+    named_cells = sum((top.cells_of(("environments", n), {"pins", *SETTINGS}, defaults)
                        for n in names), Count(0))
     plain = [top.plain_cells(("matrices", name), defaults) for name in matrices]
     if None not in plain:
@@ -112,7 +131,7 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                         "environments:" if src.data is None else "no environments: name them "
                         "under matrices: or environments:", file=str(file), line=None)
     suites = tuple(top.suite(("suites", name), str(name), base)
-                   for name in top.mapping(("suites",), None, optional=True))
+                   for name in src.mapping(("suites",), None, optional=True))
     _check_environments(src, envs, tuple(s.name for s in suites))
     # A suite with xdist workers needs pytest-xdist where a backend installs.
     wide = {s.name for s in suites if s.workers > 1}
@@ -120,8 +139,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             if wide & set(env.suites) and backends.REGISTRY[env.backend].installs
             and "pytest-xdist" not in {requirement_name(r) for r in env.requirements}
             else env for env in envs]
-    runners = {str(hw): top.strings(("runners", hw), labels)
-               for hw, labels in top.mapping(("runners",), None, optional=True).items()}
+    runners = {str(hw): src.strings(("runners", hw), labels)
+               for hw, labels in src.mapping(("runners",), None, optional=True).items()}
     # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
     expect = top.expectations(("expect",), {env.name for env in envs}, strict=not overrides)
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,
@@ -150,11 +169,12 @@ def _check_environments(src: Source, envs: list[EnvSpec], suites: tuple[str, ...
         seen[env.name] = env
 
 
-class _Reader(Reader):
-    """The matrix's structure: its entries, axes, queries and environments."""
+class Reader:
+    """The matrix read from its checked document: its sections (suites, build, expect), entries,
+    axes, release queries and environments."""
 
     def __init__(self, src: Source, max_cells: int, releases: Releases | None = None) -> None:
-        super().__init__(src)
+        self.src = src
         self.max_cells = max_cells
         self.releases = releases
         self.resolutions: dict[tuple[str, str], Resolution] = {}
@@ -163,9 +183,102 @@ class _Reader(Reader):
         # How many cases some selectors pick (parse_matrix's count_cases, at cases_dir).
         self.pick: census.CasePick | None = None
 
+    def settings(self, path: KeyPath, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """The setting keys of ``raw`` (found at ``path``), checked into typed values."""
+        return {key: SETTINGS[key](self.src, (*path, key), value) for key, value in raw.items()
+                if key in SETTINGS}
+
+    def suite(self, path: KeyPath, name: str, base: Path) -> SuiteSpec:
+        """One entry of ``suites:``: where the tests are (``path:`` or ``pyargs:``), which
+        packages are under test, and what pytest gets."""
+        raw = self.src.mapping(path, {"path", "pyargs", "package", "args", "env", "timeout",
+                                      "workers"})
+        if ("path" in raw) == ("pyargs" in raw):
+            raise self.src.error(path, "a suite needs exactly one of path: (a folder of tests) "
+                                 "and pyargs: (an installed package's tests, like mylib.tests)")
+        folder = pyargs = None
+        if "path" in raw:
+            folder = str((base / self.src.string((*path, "path"), raw["path"])).resolve())
+            if not Path(folder).exists():
+                raise self.src.error((*path, "path"), f"{folder}: no such file or folder")
+        else:
+            pyargs = self.src.matching((*path, "pyargs"), raw["pyargs"],
+                                       r"[A-Za-z_][\w.]*(::\S+)?", "a package like 'mylib.tests'")
+        packages = self.src.each((*path, "package"), raw.get("package", []),
+                                 re.compile(r"[A-Za-z_][\w.]*").fullmatch,
+                                 "{} is not an import name like 'mylib'")
+        if not packages and pyargs:
+            packages = (pyargs.split(".", 1)[0].split("::", 1)[0],)
+        return SuiteSpec(
+            name=name, path=folder, pyargs=pyargs, packages=packages,
+            args=self.src.strings((*path, "args"), raw.get("args", [])),
+            env=self.src.env((*path, "env"), raw["env"]) if "env" in raw else (),
+            timeout=self.src.timeout((*path, "timeout"), raw["timeout"]) if "timeout" in raw
+            else None,
+            workers=self.src.number((*path, "workers"), raw.get("workers", 1),
+                                    lambda v: 1 <= v <= 256, shown=repr,
+                                    what="a number of pytest-xdist workers from 1 to 256"),
+            where=f"{self.src.file}:{self.src.line(path)}")
+
+    def build(self, path: KeyPath, dist: str) -> BuildSetting:
+        raw = self.src.mapping(path, {"via", "isolation", "requires", "env", "nvcc"})
+        nvcc = raw.get("nvcc")
+        if nvcc is not None:
+            nvcc = self.src.specifier((*path, "nvcc"), nvcc, ">=12.0")
+        return BuildSetting(
+            dist=canonicalize_name(dist),
+            via=tuple(canonicalize_name(v)
+                      for v in self.src.strings((*path, "via"), raw.get("via", []))),
+            isolation=self.src.boolean((*path, "isolation"), raw.get("isolation", True)),
+            requires=self.src.packages((*path, "requires"), raw.get("requires", [])),
+            env=self.src.env((*path, "env"), raw["env"]) if "env" in raw else (), nvcc=nvcc)
+
+    def expectations(self, path: KeyPath, names: set[str], *, strict: bool = True
+                     ) -> tuple[Rule, ...]:
+        """``expect:``; not ``strict`` (under --set), a rule that matches no environment is
+        left out rather than refused."""
+        raw = self.src.at(path)
+        if raw is None:
+            return ()
+        if not isinstance(raw, list):
+            raise self.src.error(path, f"expected a list of rules, got {kind(raw)}")
+        rules = (self.rule((*path, i), names if strict else None) for i in range(len(raw)))
+        return tuple(rule for rule in rules
+                     if strict or any(fnmatchcase(n, rule.environment) for n in names))
+
+    def rule(self, path: KeyPath, names: set[str] | None) -> Rule:
+        raw = self.src.mapping(path, {"environment", "case", "hardware", "outcome", "reason",
+                                      "why"})
+        for key in ("outcome", "why"):
+            if key not in raw:
+                raise self.src.error(path, f"a rule needs {key!r} (what is expected, and why)")
+        globs = {k: self.src.string((*path, k), raw[k]) for k in ("environment", "case", "hardware")
+                 if k in raw}
+        env_glob = globs.get("environment", "*")
+        if names is not None and not any(fnmatchcase(n, env_glob) for n in names):
+            raise self.src.error((*path, "environment"),
+                                 f"{env_glob!r} matches no environment of this matrix")
+        expected = [o for o in Outcome.__members__ if o != "NOT_RUN"]
+        outcomes = self.src.each((*path, "outcome"), raw["outcome"], expected.__contains__,
+                                 "{} is not an outcome a cell can be expected to have; expected "
+                                 "one of: " + ", ".join(expected))
+        reason = None
+        if "reason" in raw:
+            reason = self.src.string((*path, "reason"), raw["reason"])
+            try:
+                re.compile(reason)
+            except re.error as exc:
+                raise self.src.error((*path, "reason"),
+                                     f"not a regular expression: {exc}") from None
+        why = self.src.string((*path, "why"), raw["why"]).strip()
+        if not why:
+            raise self.src.error((*path, "why"), "say why this is expected")
+        return Rule(outcomes=frozenset(map(Outcome, outcomes)), why=why, reason=reason,
+                    where=f"{self.src.file}:{self.src.line(path)}", **globs)
+
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
         """A matrix entry's cells from its axes' lengths; None where that is not its count."""
-        raw = self.at(path)
+        raw = self.src.at(path)
         axes = raw.get("axes") if isinstance(raw, dict) else None
         if (not isinstance(axes, dict) or not axes or "exclude" in raw or "include" in raw
                 or not all(isinstance(v, list) and v for v in axes.values())
@@ -173,7 +286,7 @@ class _Reader(Reader):
             return None
         envs = Count(math.prod(len(values) for values in axes.values()))
         self._refuse_envs(path, envs)
-        return envs * self.cells_of(path, {"axes", "variables", *SETTING_KEYS}, defaults)
+        return envs * self.cells_of(path, {"axes", "variables", *SETTINGS}, defaults)
 
     def _refuse_envs(self, path: KeyPath, envs: Count) -> None:
         if envs.n > self.max_cells:
@@ -183,7 +296,7 @@ class _Reader(Reader):
     def cells_of(self, path: KeyPath, allowed: set[str], defaults: dict[str, Any]) -> Count:
         """An environment's cells (of a matrix entry: each's), from its targets, cases and
         suites alone."""
-        raw = self.mapping(path, allowed)
+        raw = self.src.mapping(path, allowed)
         cell_settings = {k: raw[k] for k in _CELL_SETTINGS if k in raw}
         return census.cells_per_env({**defaults, **self.settings(path, cell_settings)}, self.pick)
 
@@ -191,9 +304,9 @@ class _Reader(Reader):
               ) -> tuple[Count, Callable[[], list[EnvSpec]]]:
         """One entry of ``matrices:``, checked and counted (refused past the limit): its cells
         (at least, unless the cases were counted), and what makes its environments."""
-        raw = self.mapping(path, {"axes", "exclude", "include", "variables", *SETTING_KEYS})
+        raw = self.src.mapping(path, {"axes", "exclude", "include", "variables", *SETTINGS})
         settings = {**defaults, **self.settings(path, raw)}
-        raw_axes = self.mapping((*path, "axes"), None)
+        raw_axes = self.src.mapping((*path, "axes"), None)
         if not raw_axes:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
         # An axis is a query, or a list whose one query item adds releases to its values.
@@ -222,7 +335,7 @@ class _Reader(Reader):
         envs = count_combos({a: [] if a in queries else v for a, v in axes.items()}, exclude,
                             include, unknown=set(queries) | pinned)
         self._refuse_envs(path, envs)
-        shown = axis_keys | {k for entry in include for k in entry if k not in SETTING_KEYS}
+        shown = axis_keys | {k for entry in include for k in entry if k not in SETTINGS}
         # Keys that follow a linked axis (transformers beside torch) stay out of env names.
         followers = {k for axis, values in axes.items() for value in values for k in value
                      if axis in value and k != axis} | pinned
@@ -240,28 +353,28 @@ class _Reader(Reader):
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
         """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
         sdist, when: {"<2.5": {pins}}}``."""
-        raw = self.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
-                                  "when"})
-        if axis in SETTING_KEYS:
+        raw = self.src.mapping(path, {"releases", "pick", "latest", "pre", "yanked", "sdist",
+                                      "when"})
+        if axis in SETTINGS:
             raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
                                  "package's axis")
-        releases = self.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
-        pick = self.string((*path, "pick"), raw.get("pick", "latest-patch"))
+        releases = self.src.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
+        pick = self.src.string((*path, "pick"), raw.get("pick", "latest-patch"))
         if pick not in PICKS:
             raise self.src.error((*path, "pick"), f"unknown pick {pick!r}; expected one of: "
                                  + ", ".join(PICKS))
         latest = raw.get("latest")
         if latest is not None:
-            self.number((*path, "latest"), latest, lambda n: n >= 1,
-                        "a number of minor series (1 or more)")
-        flags = {k: self.boolean((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
+            self.src.number((*path, "latest"), latest, lambda n: n >= 1,
+                            "a number of minor series (1 or more)")
+        flags = {k: self.src.boolean((*path, k), raw[k]) for k in ("pre", "yanked", "sdist")
                  if k in raw}
         when = []
-        for spec_text in self.mapping((*path, "when"), None, optional=True):
-            self.specifier((*path, "when", spec_text), spec_text, "<2.5")
-            table = self.mapping((*path, "when", spec_text), None)
+        for spec_text in self.src.mapping((*path, "when"), None, optional=True):
+            self.src.specifier((*path, "when", spec_text), spec_text, "<2.5")
+            table = self.src.mapping((*path, "when", spec_text), None)
             for key in table:
-                if key == axis or key in SETTING_KEYS:
+                if key == axis or key in SETTINGS:
                     raise self.src.error((*path, "when", spec_text, key), f"a when: table "
                                          f"pins other packages, not {key!r}")
             when.append((SpecifierSet(spec_text), {
@@ -299,7 +412,7 @@ class _Reader(Reader):
                    ) -> set[str]:
         """Keys that are cell settings, not packages (passed as environment variables): listed
         in ``variables:``, in capitals, or with no value that reads as a version."""
-        declared = set(self.strings((*path, "variables"), raw.get("variables", [])))
+        declared = set(self.src.strings((*path, "variables"), raw.get("variables", [])))
         rows = [value if isinstance(value, dict) else {axis: value}
                 for axis, values in raw_axes.items() for value in values]
         rows += [entry for entry in raw.get("include") or [] if isinstance(entry, dict)]
@@ -309,7 +422,7 @@ class _Reader(Reader):
                 seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
-            if key in SETTING_KEYS or key in self.distributions or key in declared:
+            if key in SETTINGS or key in self.distributions or key in declared:
                 continue
             if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
                 out.add(key)
@@ -329,7 +442,7 @@ class _Reader(Reader):
             if (i,) == skip:  # the axis's query item: _follower adds what it resolves to
                 continue
             if isinstance(value, dict):  # a linked axis: these keys move together
-                linked = self.mapping((*path, i), None)
+                linked = self.src.mapping((*path, i), None)
                 out.append({k: self._value((*path, i, k), k, v, variables)
                             for k, v in linked.items()})
             else:
@@ -338,18 +451,18 @@ class _Reader(Reader):
 
     def _value(self, path: KeyPath, key: str, value: Any,
                variables: set[str] | frozenset[str] = frozenset()) -> Any:
-        if key in SETTING_KEYS:
+        if key in SETTINGS:
             if key not in _COMBO_SETTINGS:
                 raise self.src.error(path, f"{key!r} cannot vary along an axis")
-            return self.settings(path[:-1], {key: value})[key]
+            return SETTINGS[key](self.src, path, value)
         if value is None:
             return None  # null: this package is left out (this variable is not set)
         if key in variables:
             if isinstance(value, list | dict):
                 raise self.src.error(path, f"a variable is one value, got {kind(value)}")
-            return self.printable(path, str(value).lower() if isinstance(value, bool)
-                                  else str(value))
-        text = self.string(path, value, what="a version, a specifier or null")
+            return self.src.printable(path, str(value).lower() if isinstance(value, bool)
+                                      else str(value))
+        text = self.src.string(path, value, what="a version, a specifier or null")
         if not is_pin(key, text):
             raise self.src.error(path, f"{text!r} is not a version or specifier")
         return text
@@ -357,14 +470,14 @@ class _Reader(Reader):
     def _patterns(self, path: KeyPath, known: set[str] | None, variables: set[str]
                   ) -> list[dict[str, Any]]:
         """``exclude:`` or ``include:`` (at ``path``); ``known``: the keys it may name."""
-        raw, what = self.at(path), path[-1]
+        raw, what = self.src.at(path), path[-1]
         if raw is None:
             return []
         if not isinstance(raw, list):
             raise self.src.error(path, f"{what} is a list of mappings, got {kind(raw)}")
         out = []
         for i in range(len(raw)):
-            entry = self.mapping((*path, i), None)
+            entry = self.src.mapping((*path, i), None)
             for key in entry:
                 if known is not None and key not in known:
                     raise self.src.error((*path, i, key), f"{what} names unknown axis {key!r}; "
@@ -374,9 +487,9 @@ class _Reader(Reader):
         return out
 
     def named_env(self, path: KeyPath, name: str, defaults: dict[str, Any]) -> EnvSpec:
-        raw = self.mapping(path, {"pins", *SETTING_KEYS})
-        pins = self.mapping((*path, "pins"), None, optional=True)
-        setting = next((key for key in pins if key in SETTING_KEYS), None)
+        raw = self.src.mapping(path, {"pins", *SETTINGS})
+        pins = self.src.mapping((*path, "pins"), None, optional=True)
+        setting = next((key for key in pins if key in SETTINGS), None)
         if setting is not None:
             raise self.src.error((*path, "pins", setting), f"{setting!r} is a setting, not a pin")
         combo = {k: self._value((*path, "pins", k), k, v) for k, v in pins.items()}
@@ -388,9 +501,9 @@ class _Reader(Reader):
                   origin: str, axis_keys: set[str] | frozenset[str], named: bool = False,
                   hidden: frozenset[str] | set[str] = frozenset(),
                   variables: set[str] | frozenset[str] = frozenset()) -> EnvSpec:
-        merged = {**settings, **{k: v for k, v in combo.items() if k in SETTING_KEYS}}
+        merged = {**settings, **{k: v for k, v in combo.items() if k in SETTINGS}}
         pins = [(self.distributions.get(k, k), str(v)) for k, v in combo.items()
-                if k not in SETTING_KEYS and k not in variables and v is not None]
+                if k not in SETTINGS and k not in variables and v is not None]
         chosen = {k: str(v) for k, v in combo.items() if k in variables and v is not None}
         env_vars = list(merged.get("env", ()))
         if chosen:  # each in capitals (init_device: INIT_DEVICE), and all together as JSON

@@ -111,10 +111,17 @@ def test_bad_version_value() -> None:
                        "or specifier")
 
 
+def test_a_bad_setting_along_an_axis_is_named_at_its_own_item() -> None:
+    """As a package's value is: its index and line, not the axis's line with its name twice."""
+    message = error(GOOD.replace('torch: ["2.0.1", "2.5.1"]', 'python: ["3.11",\n        "3.x"]'))
+    assert message == ("matrix.yaml:8: matrices.cpu.axes.python[1]: '3.x' is not a Python "
+                       "version like '3.11'")
+
+
 def test_named_environment_with_pins() -> None:
     text = GOOD + ("environments:\n  lf:\n    hardware: [sm_90]\n    cuda: '11.8'\n"
                    "    pins: {torch: '2.0.1', llm-foundry: '0.3.0'}\n")
-    env = parse(text).environment("lf")
+    env = {e.name: e for e in parse(text).environments}["lf"]
     assert env.requirements == ("torch==2.0.1", "llm-foundry==0.3.0")
     assert env.hardware == ("sm_90",) and env.cuda == "11.8"
 
@@ -187,9 +194,8 @@ def test_an_index_axis_reads_as_its_last_path_part() -> None:
 def test_cuda_is_part_of_the_environment_key() -> None:
     """``cuda`` picks the Docker base image and what drift expects of torch."""
     base = "environments:\n  a:\n    backend: docker\n    pins: {torch: '2.1.2'}\n"
-    plain = parse("version: 1\n" + base).environment("a")
-    with_cuda = parse("version: 1\n" + base + "    cuda: '12.1'\n").environment("a")
-    other = parse("version: 1\n" + base + "    cuda: '11.8'\n").environment("a")
+    plain, with_cuda, other = (parse("version: 1\n" + base + extra).environments[0]
+                               for extra in ("", "    cuda: '12.1'\n", "    cuda: '11.8'\n"))
     assert len({plain.key, with_cuda.key, other.key}) == 3
 
 

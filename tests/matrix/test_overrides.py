@@ -50,7 +50,7 @@ def test_an_axis_becomes_the_one_value_the_newest_row_kept() -> None:
     older = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("torch", "1.13.1"),))
     assert older.environments[0].requirements == ("torch==1.13.1", "transformers==4.46.3",
                                                   "numpy<2")
-    assert spec.environment("pinned").requirements == ("torch==2.6.0",)
+    assert {e.name: e for e in spec.environments}["pinned"].requirements == ("torch==2.6.0",)
     assert notes == ["--set torch=2.6.0: replaced in matrices.cpu, environments.pinned"]
     assert spec.expect == ()  # a rule about environments the bump replaced holds for none
 
@@ -69,7 +69,7 @@ def test_several_keys_in_one_flag_and_a_key_named_nowhere_is_added() -> None:
 
 def test_a_setting_is_replaced_where_it_is_set() -> None:
     spec = parse_matrix(MATRIX, file="m", base=Path(), overrides=(("cuda", "12.4"),))
-    assert spec.environment("gpu:te=2.2.0").cuda == "12.4"
+    assert {e.name: e for e in spec.environments}["gpu:te=2.2.0"].cuda == "12.4"
 
 
 @pytest.mark.parametrize(("given", "message"), [

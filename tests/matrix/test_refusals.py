@@ -18,7 +18,7 @@ from harness.core.errors import SpecError, UsageError
 from harness.core.matrix import CaseSelector
 from harness.matrix import reader
 from harness.matrix.census import CaseCount
-from harness.matrix.load import _Reader, parse_matrix
+from harness.matrix.load import Reader, parse_matrix
 from harness.matrix.reader import load_source, value_limit
 from harness.plan.cases import CaseVariant, collect_cases, select_cases
 from harness.plan.cells import case_counter, make_plan
@@ -44,7 +44,7 @@ def test_cells_past_the_limit_are_refused_before_an_environment_is_built() -> No
     text = (HEAD + "matrices:\n  big:\n    hardware: [cpu, sm_80, sm_90]\n"
             "    cases: [mergekit_fp16, probes, evo2_te_extra_state]\n    axes:\n"
             + axis("a", 200) + axis("b", 100))
-    with mock.patch.object(_Reader, "_env_spec", side_effect=AssertionError("built")), \
+    with mock.patch.object(Reader, "_env_spec", side_effect=AssertionError("built")), \
             pytest.raises(SpecError) as exc:
         parse(text)
     assert str(exc.value) == ("m.yaml:3: the matrix expands to at least 180,000 cells, over "
@@ -64,7 +64,7 @@ def test_with_the_cases_counted_the_cells_are_counted_in_full_before_building() 
     per_env = 3 * len(select_cases(cases(), tuple(
         CaseSelector(pattern=p, where="") for p in ("mergekit_fp16", "evo2_te_extra_state",
                                                      "probes"))))
-    with mock.patch.object(_Reader, "_env_spec", side_effect=AssertionError("built")), \
+    with mock.patch.object(Reader, "_env_spec", side_effect=AssertionError("built")), \
             pytest.raises(SpecError) as exc:
         parse(text, count_cases=case_counter())
     assert str(exc.value) == (f"m.yaml:3: the matrix expands to {8000 * per_env:,} cells, "
@@ -86,7 +86,7 @@ def test_every_matrix_entry_counts_toward_one_limit() -> None:
              "    axes:\n"
              + axis("a", 150) + axis("b", 100))
     text = HEAD + "matrices:\n" + entry.format("one") + entry.format("two")
-    with mock.patch.object(_Reader, "_env_spec", side_effect=AssertionError("built")), \
+    with mock.patch.object(Reader, "_env_spec", side_effect=AssertionError("built")), \
             pytest.raises(SpecError, match=r"m\.yaml:3: the matrix expands to at least "
                                            r"120,000 cells"):
         parse(text)

@@ -11,7 +11,7 @@ import yaml
 
 from harness.cli import main
 from harness.core.errors import SpecError
-from harness.matrix.load import _Reader, load_matrix, parse_matrix
+from harness.matrix.load import Reader, load_matrix, parse_matrix
 from harness.matrix.reader import load_source
 from harness.plan.cells import case_counter
 from tests.conftest import ROOT
@@ -54,7 +54,7 @@ def test_plan_and_run_refuse_an_empty_file_in_one_line(tmp_path: Path,
 
 def test_named_environments_are_counted_before_one_is_built() -> None:
     envs = "".join(f"  e{i}:\n    pins: {{numpy: '1.{i}'}}\n" for i in range(12_000))
-    with mock.patch.object(_Reader, "named_env", side_effect=BUILT), \
+    with mock.patch.object(Reader, "named_env", side_effect=BUILT), \
             pytest.raises(SpecError) as exc:
         parse(HEAD + "environments:\n" + envs)
     assert str(exc.value).startswith("m.yaml:3: the matrix expands to ")
@@ -65,12 +65,12 @@ def test_named_environments_are_counted_before_one_is_built() -> None:
 def test_a_long_axis_is_counted_before_a_value_is_read() -> None:
     values = ",".join(f'"1.{i}"' for i in range(40_000))
     text = HEAD + f"matrices:\n  big:\n    axes:\n      torch: [{values}]\n"
-    with mock.patch.object(_Reader, "_value", side_effect=BUILT), \
+    with mock.patch.object(Reader, "_value", side_effect=BUILT), \
             pytest.raises(SpecError, match=r"^m\.yaml:3: the matrix expands to [\d,]+ cells, "
                                            r"over the limit of 100,000"):
         parse(text)
     # Past the limit on its environments alone: said of the axes, as before.
-    with mock.patch.object(_Reader, "_value", side_effect=BUILT), \
+    with mock.patch.object(Reader, "_value", side_effect=BUILT), \
             pytest.raises(SpecError, match=r"^m\.yaml:5: matrices\.big\.axes: the axes cross "
                                            r"into 200,000 environments, over the limit"):
         parse(HEAD + "matrices:\n  big:\n    axes:\n      torch: [" + values + "]\n"
