@@ -110,12 +110,13 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     runs = [run.path for run, found in zip(every, lines, strict=True) if found == line][-last:]
     left_out = sum(found != line for found in lines)
     keys: dict[Key, int] = {}  # every cell of the runs, in order of first appearance: place
-    placed: dict[str, list[int]] = {}  # a run's keys (their digest) -> their places in ``keys``
-    columns: list[tuple[list[int], str]] = []
+    # a run's keys (their digest) -> their places in ``keys``, and whether those are 0, 1, ...
+    placed: dict[str, tuple[list[int], bool]] = {}
+    columns: list[tuple[list[int], bool, str]] = []
     for run in runs:
         found = table.letters(run)
-        places = placed.get(found[0]) if found is not None else None
-        if found is None or places is None or len(places) != len(found[1]):
+        known = placed.get(found[0]) if found is not None else None
+        if found is None or known is None or len(known[0]) != len(found[1]):
             run_keys = table.logical_keys(run) if found is not None else None
             if found is None or run_keys is None or len(run_keys) != len(found[1]):
                 # No current table: made from the record (once), its damaged lines named.
@@ -123,11 +124,12 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
                 run_keys = whole.logical_keys()
                 found = whole.keys_digest, "".join(map(_BY_NAME.__getitem__,
                                                        whole.column("outcome")))
-            places = placed[found[0]] = [keys.setdefault(k, len(keys)) for k in run_keys]
-        columns.append((places, found[1]))
+            places = [keys.setdefault(k, len(keys)) for k in run_keys]
+            known = placed[found[0]] = places, places == list(range(len(places)))
+        columns.append((*known, found[1]))
     full = []  # per run, a letter per key (ABSENT: not in that run)
-    for places, text in columns:
-        if places == list(range(len(places))):
+    for places, in_order, text in columns:
+        if in_order:
             full.append(text + ABSENT * (len(keys) - len(places)))
         else:
             column = [ABSENT] * len(keys)
