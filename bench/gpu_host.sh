@@ -50,10 +50,11 @@ EOF
         --dest "$WHEELS/harness" "${lacking[@]}"
     fi
     mkdir -p "$WHEELS/harness"
-    tree=$(git ls-files -z | du -cb --files0-from=- | tail -1 | cut -f1)
+    files() { du -cb --files0-from=- | tail -1 | cut -f1; }  # the bytes of the files named
+    tree=$(git ls-files -z | files)
     over=0
-    for part in 1 2; do
-      bytes=$(( tree + $(du -sb "$WHEELS/harness" | cut -f1) + $(du -sb "$WHEELS/$part" | cut -f1) ))
+    for part in 1 2; do  # the files alone: a folder's own size is not carried
+      bytes=$(( tree + $(find "$WHEELS/harness" "$WHEELS/$part" -type f -print0 | files) ))
       mib=$(( (bytes + 1048575) / 1048576 ))
       echo "part $part: carry $mib MiB (the tree, $WHEELS/harness, $WHEELS/$part; limit $LIMIT_MIB MiB)"
       [ "$mib" -le "$LIMIT_MIB" ] || over=1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from itertools import chain
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -30,4 +31,4 @@ def test_any_texts_read_back_as_they_were(tmp_path: Path, names: list[str], rows
     assert lines == [list(row) for row in zip(*columns.values(), strict=True)]
     text = (tmp_path / "compat.csv").read_bytes()
     assert text.endswith(b"\n") and text.count(b"\r\n") == sum(
-        v.count("\r\n") for column in columns.values() for v in column)
+        v.count("\r\n") for v in [*names, *chain.from_iterable(columns.values())])
