@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the run layer: what a run's later steps put in the state
     from harness.run.dispatch import DispatchStats
     from harness.run.executors import Executor
 
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     matrix: Path = Path("matrix.yaml")

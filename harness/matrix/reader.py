@@ -298,7 +298,6 @@ class _Converter:
         return self.constructor.construct_object(node)
 
 
-
 def kind(value: Any) -> str:
     """A value as a one-line message names it."""
     if value is None:

@@ -157,6 +157,7 @@ def _requires(text: str) -> SpecifierSet:
     except InvalidSpecifier:  # an index's odd metadata does not make a release unusable
         return SpecifierSet()
 
+
 #: Where uv (and so the harness's environments) install from when nothing else is said.
 PYPI = "https://pypi.org/simple"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -390,6 +391,7 @@ class Releases:
 def read_lock(path: Path) -> dict[Key, Resolution]:
     if not path.is_file():
         return {}
+
     def unreadable(why: object) -> UsageError:
         return UsageError(f"{path}: not a lock this harness reads ({why}); delete it and run "
                           "`harness lock`")
