@@ -47,7 +47,8 @@ HEAVY = ("slow", "docker", "ray", "browser", "actionlint", "gpu")
 @nox.session
 def fast(session: nox.Session) -> None:
     """Unit and plugin tests and the CLI: no Docker, Ray, browser, node or torch builds."""
-    session.install("-e", ".[test]")
+    # The Docker SDK without an engine: the docker backend's tests drive it with a fake one.
+    session.install("-e", ".[test,docker]")
     # Many tests wait on the processes they start: four workers keep both cores busy.
     # Hypothesis tries a tenth of its examples here; `tests` tries them all.
     session.env["HARNESS_TEST_EXAMPLES"] = "0.1"
