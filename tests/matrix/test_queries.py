@@ -222,3 +222,12 @@ def test_lock_of_a_matrix_without_a_query_says_so_in_one_line_and_writes_nothing
     assert out == [f"{path} has no release query (an axis like torch: {{releases: '>=2.0'}}); "
                    "nothing to lock"]
     assert not lock_path(path).exists()
+
+
+def test_a_linked_item_without_the_axis_key_beside_a_query_plans(tmp_path: Path,
+                                                                 index: Path) -> None:
+    """An item of a query's axis that leaves the axis's package out was a KeyError."""
+    path = matrix(tmp_path, MATRIX.replace('        releases: ">=2.0"\n', "").replace(
+        "        when:\n", '        - {transformers: "4.46.3"}\n'
+        '        - releases: ">=2.2"\n          when:\n').replace('"<2.2"', '  "<2.2"'))
+    assert names(path)[:2] == ["cpu:numpy<2", "cpu:numpy>=2"]
