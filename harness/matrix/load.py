@@ -126,6 +126,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     refuse_past(sum((cells for cells, _ in entries), named_cells), limit, file, body_line)
     envs = [env for _, environments in entries for env in environments()]
     envs += [top.named_env(("environments", name), str(name), defaults) for name in names]
+    if not envs and matrices:
+        raise src.error(("matrices",), "exclude: leaves no combination of the axes")
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
                         "environments:" if src.data is None else "no environments: name them "

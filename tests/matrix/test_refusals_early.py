@@ -28,6 +28,9 @@ def parse(text: str) -> object:
     ("", "m.yaml: empty: a matrix names its environments under matrices: or environments:"),
     ("version: 1\n", "m.yaml: no environments: name them under matrices: or environments:"),
     ("version: 1\nmatrices: {}\nenvironments: {}\n", "m.yaml: no environments"),
+    # Said "no environments: name them under matrices:" of a matrix that names them.
+    ("version: 1\nmatrices:\n  m:\n    axes: {numpy: ['<2']}\n    exclude: [{numpy: '<2'}]\n",
+     "m.yaml:2: matrices: exclude: leaves no combination of the axes"),
 ])
 def test_a_matrix_of_no_environment_is_refused(tmp_path: Path, text: str, said: str) -> None:
     path = tmp_path / "m.yaml"
