@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import DATA, ROOT, write_matrix
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -113,3 +113,31 @@ def test_zero_shards_is_refused() -> None:
     proc = harness("plan", "--format", "gha", "--shards", "0")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "harness: error: --shards 0: must be at least 1"
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a small real run (host backend, one case) under its reports/."""
+    tmp = tmp_path_factory.mktemp("one-run")
+    write_matrix(tmp / "matrix.yaml", f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+                 "environments:\n  host: {backend: host, python: '@PY@'}\n")
+    proc = harness("run", "-k", "test_behaviour.py::test_pass", cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    return tmp
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("report", "--out", "/dev/null"), "--out /dev/null: /dev/null is a file, not a folder"),
+    (("report", "--out", "matrix.yaml/x"), "--out matrix.yaml/x: Not a directory"),
+    (("report", "--status", "reports"), "--status reports: Is a directory"),
+    (("report", "--status", "/proc/x"), "--status /proc/x: No such file or directory"),
+    (("baseline", "-o", "reports"), "-o reports: Is a directory"),
+    (("baseline", "-o", "matrix.yaml/x"), "-o matrix.yaml/x: Not a directory"),
+])
+def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: tuple[str, ...],
+                                                          said: str) -> None:
+    """Each was an OSError traceback (--status after the report was written)."""
+    proc = harness(*args, cwd=one_run)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"harness: error: {said}"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
