@@ -133,6 +133,9 @@ def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (("report", "--status", "/proc/x"), "--status /proc/x: No such file or directory"),
     (("baseline", "-o", "reports"), "-o reports: Is a directory"),
     (("baseline", "-o", "matrix.yaml/x"), "-o matrix.yaml/x: Not a directory"),
+    (("wheelhouse", "matrix.yaml"), "wheelhouse matrix.yaml: matrix.yaml is a file, not a"),
+    (("wheelhouse", "w", "--base-packages", "reports"), "--base-packages reports: Is a dir"),
+    (("envs", "build", "--into", "/dev/null"), "--into /dev/null: /dev/null is a file, not a"),
 ])
 def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: tuple[str, ...],
                                                           said: str) -> None:
