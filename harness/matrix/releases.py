@@ -389,15 +389,16 @@ class Releases:
 
 
 def read_lock(path: Path) -> dict[Key, Resolution]:
-    if not path.is_file():
-        return {}
-
     def unreadable(why: object) -> UsageError:
         return UsageError(f"{path}: not a lock this harness reads ({why}); delete it and run "
                           "`harness lock`")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:  # a folder of that name, a name too long
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
         raise unreadable(exc) from None
     if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
         raise unreadable(f"format {data.get('format') if isinstance(data, dict) else None!r}")
