@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from harness import __version__
 from harness.core.defaults import DEFAULT_FAIL_ON, FAIL_ON, RETRIES
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, UsageError, one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -290,8 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except HarnessError as exc:
-        print(f"harness: error: {exc}", file=sys.stderr)
+    except HarnessError as exc:  # a user's mistake is one line, whatever it quotes
+        said = one_line(str(exc), 4000) if isinstance(exc, UsageError) else exc
+        print(f"harness: error: {said}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("harness: interrupted; finished results are kept (resume with --resume latest)",

@@ -3,6 +3,8 @@ line and exit 2, as every other error; ``--help`` still prints the whole usage."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.cli import main
@@ -25,6 +27,14 @@ def test_a_usage_error_is_one_line(args: tuple[str, ...], said: str,
     err = capsys.readouterr().err
     assert err.startswith(said), err
     assert err.count("\n") == 1 and "usage:" not in err, err
+
+
+def test_a_path_with_a_newline_is_quoted_in_one_line(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """It printed the path as it is: an error of two lines."""
+    assert main(["plan", "-m", str(tmp_path / "a\nb.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("a b.yaml: No such file or directory\n") and err.count("\n") == 1, err
 
 
 def test_help_still_prints_the_whole_usage(capsys: pytest.CaptureFixture[str]) -> None:
