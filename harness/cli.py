@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "build DIST from source (repeatable; flash-attn takes hours)")
     p.add_argument("--platform", default=None,
                    help="check: the platform to resolve for (default: x86_64-manylinux_2_28)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="list, check: a table, or JSON")
     p.add_argument("-j", "--jobs", type=int, default=4, help="check: resolves at a time")
     p.add_argument("--into", type=Path, metavar="DIR",
                    help="build: compile what the environments build from source into DIR, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from tests.conftest import DATA, ROOT, write_matrix
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def harness(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=ENV,
+def harness(*args: str, cwd: Path = ROOT, env: dict[str, str] = ENV
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False, timeout=300)
 
 
@@ -144,3 +146,10 @@ def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: 
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith(f"harness: error: {said}"), proc.stderr
     assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_envs_list_as_json(tmp_path: Path) -> None:
+    """--format json was taken and a table printed."""
+    proc = harness("envs", "list", "--format", "json", cwd=tmp_path,
+                   env={**ENV, "HARNESS_CACHE_DIR": str(tmp_path)})
+    assert (proc.returncode, json.loads(proc.stdout)) == (0, []), proc.stderr

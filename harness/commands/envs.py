@@ -45,6 +45,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
         return _build(args)
     if args.action == "list":
         listing = inventory.listing(cache)
+        if args.format == "json":
+            print(json.dumps(listing, indent=1))
+            return 0
         for e in listing:
             print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}"
                   + ("  (an earlier harness's folder: prune removes it)" if e.get("stale")
