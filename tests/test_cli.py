@@ -153,3 +153,12 @@ def test_envs_list_as_json(tmp_path: Path) -> None:
     proc = harness("envs", "list", "--format", "json", cwd=tmp_path,
                    env={**ENV, "HARNESS_CACHE_DIR": str(tmp_path)})
     assert (proc.returncode, json.loads(proc.stdout)) == (0, []), proc.stderr
+
+
+@pytest.mark.parametrize("value", ["200,000", "0", "abc"])
+def test_a_cell_limit_variable_that_is_not_a_count_is_refused(value: str) -> None:
+    """It was left out without a word: the default limit, and a refusal naming --max-cells."""
+    proc = harness("plan", env={**ENV, "HARNESS_MAX_CELLS": value})
+    assert proc.returncode == 2
+    assert proc.stderr == (f"harness: error: HARNESS_MAX_CELLS={value!r}: expected a number "
+                           "of cells, 1 or more\n")

@@ -95,7 +95,10 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                  count_cases: CaseCount | None = None) -> MatrixSpec:
     """The matrix in ``text``, refused past ``max_cells`` before any environment is made;
     ``overrides``: ``--set`` pairs; ``count_cases``: how many cases selectors pick."""
-    limit = cell_limit(max_cells)
+    try:
+        limit = cell_limit(max_cells)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     src = load_source(text, file, max_values=value_limit(limit))
     set_notes = apply_sets(src.data, overrides)
     top = Reader(src, limit, releases)
