@@ -420,7 +420,8 @@ class Reader:
         declared = set(self.src.strings((*path, "variables"), raw.get("variables", [])))
         rows = [value if isinstance(value, dict) else {axis: value}
                 for axis, values in raw_axes.items() for value in values]
-        rows += [entry for entry in raw.get("include") or [] if isinstance(entry, dict)]
+        include = raw.get("include")  # not a list: _patterns says so, at its line
+        rows += [e for e in include if isinstance(e, dict)] if isinstance(include, list) else []
         seen: dict[str, list[Any]] = {}
         for row in rows:
             for key, item in row.items():
