@@ -90,7 +90,8 @@ def _env_with(env: EnvSpec, folders: Sequence[str | Path], offline: bool) -> Env
 
 
 def offline_from_environment(flag: bool) -> bool:
-    return flag or os.environ.get(OFFLINE_VAR, "") not in ("", "0")
+    """``--offline``, or HARNESS_OFFLINE read as uv reads UV_OFFLINE (0, false, no, off: not)."""
+    return flag or os.environ.get(OFFLINE_VAR, "").lower() not in ("", "0", "false", "no", "off")
 
 
 def _swap(requirement: str, wheels: dict[str, Path]) -> str:

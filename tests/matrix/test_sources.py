@@ -8,7 +8,12 @@ import pytest
 
 from harness.core.errors import UsageError
 from harness.matrix.load import parse_matrix
-from harness.matrix.sources import find_links_folders, wheels_by_name, with_find_links
+from harness.matrix.sources import (
+    find_links_folders,
+    offline_from_environment,
+    wheels_by_name,
+    with_find_links,
+)
 from tests.packages import make_wheel
 
 MATRIX = """\
@@ -84,3 +89,13 @@ def test_folders_come_from_the_flag_and_the_environment(tmp_path: Path,
         "http://127.0.0.1:8000/wheels")
     with pytest.raises(UsageError, match=r"--find-links .*missing: not a folder, nor an http"):
         find_links_folders((tmp_path / "missing",))
+
+
+@pytest.mark.parametrize(("value", "offline"), [
+    ("", False), ("0", False), ("false", False), ("No", False), ("off", False),
+    ("1", True), ("true", True), ("yes", True)])
+def test_harness_offline_reads_as_uv_offline_does(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                 offline: bool) -> None:
+    """HARNESS_OFFLINE=false turned offline mode on."""
+    monkeypatch.setenv("HARNESS_OFFLINE", value)
+    assert offline_from_environment(False) is offline
