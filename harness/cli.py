@@ -272,7 +272,11 @@ def reference() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, whose --help lists its options
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     # A CI runner cancelling a job sends SIGTERM: clean up exactly as for Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     for name, least in LEAST.items():  # a count out of range: refused before anything runs

@@ -18,6 +18,9 @@ from harness.cli import main
                                     "'bogus'"),
     (("merge",), "harness merge: error: the following arguments are required: runs"),
     (("run", "--fail-on", "bogus"), "harness run: error: argument --fail-on: invalid choice"),
+    # It said "harness: error: ... (see harness --help)": the options are in run's --help.
+    (("run", "--diff", "x"), "harness run: error: unrecognized arguments: --diff x (see harness "
+                             "run --help)"),
 ])
 def test_a_usage_error_is_one_line(args: tuple[str, ...], said: str,
                                    capsys: pytest.CaptureFixture[str]) -> None:
