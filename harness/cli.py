@@ -299,8 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         said = one_line(str(exc), 4000) if isinstance(exc, UsageError) else exc
         print(f"harness: error: {said}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("harness: interrupted; finished results are kept (resume with --resume latest)",
+    except KeyboardInterrupt:  # only a run keeps results to resume
+        print("harness: interrupted" + ("; finished results are kept (resume with --resume "
+                                        "latest)" if args.command == "run" else ""),
               file=sys.stderr)
         return 130
 
