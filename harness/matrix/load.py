@@ -134,7 +134,8 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
                         "environments:" if src.data is None else "no environments: name them "
-                        "under matrices: or environments:", file=str(file), line=None)
+                        "under matrices: or environments:", file=str(file),
+                        line=body_line if {"matrices", "environments"} & set(root) else None)
     suites = tuple(top.suite(("suites", name), str(name), base)
                    for name in src.mapping(("suites",), None, optional=True))
     _check_environments(src, envs, tuple(s.name for s in suites))
