@@ -382,8 +382,12 @@ class Releases:
         kept.update(self.used)
         if _entries(kept) == _entries(self.locked):
             return False
-        write_text(self.path, json.dumps({"format": LOCK_FORMAT, "resolutions": _entries(kept)},
-                                         indent=1, sort_keys=True) + "\n")
+        text = json.dumps({"format": LOCK_FORMAT, "resolutions": _entries(kept)}, indent=1,
+                          sort_keys=True) + "\n"
+        try:
+            write_text(self.path, text)
+        except OSError as exc:  # a read-only checkout; a matrix read from a pipe
+            raise UsageError(f"cannot write {self.path}: {exc.strerror}") from None
         self.locked = kept
         return True
 
