@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from harness import __version__
 from harness.core.defaults import DEFAULT_FAIL_ON, FAIL_ON, RETRIES
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, UsageError, one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "build DIST from source (repeatable; flash-attn takes hours)")
     p.add_argument("--platform", default=None,
                    help="check: the platform to resolve for (default: x86_64-manylinux_2_28)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="list, check: a table, or JSON")
     p.add_argument("-j", "--jobs", type=int, default=4, help="check: resolves at a time")
     p.add_argument("--into", type=Path, metavar="DIR",
                    help="build: compile what the environments build from source into DIR, "
@@ -271,7 +272,11 @@ def reference() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, whose --help lists its options
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     # A CI runner cancelling a job sends SIGTERM: clean up exactly as for Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     for name, least in LEAST.items():  # a count out of range: refused before anything runs
@@ -290,11 +295,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except HarnessError as exc:
-        print(f"harness: error: {exc}", file=sys.stderr)
+    except HarnessError as exc:  # a user's mistake is one line, whatever it quotes
+        said = one_line(str(exc), 4000) if isinstance(exc, UsageError) else exc
+        print(f"harness: error: {said}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("harness: interrupted; finished results are kept (resume with --resume latest)",
+    except KeyboardInterrupt:  # only a run keeps results to resume
+        print("harness: interrupted" + ("; finished results are kept (resume with --resume "
+                                        "latest)" if args.command == "run" else ""),
               file=sys.stderr)
         return 130
 

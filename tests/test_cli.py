@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -9,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import DATA, ROOT, write_matrix
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def harness(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=ENV,
+def harness(*args: str, cwd: Path = ROOT, env: dict[str, str] = ENV
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False, timeout=300)
 
 
@@ -113,3 +115,50 @@ def test_zero_shards_is_refused() -> None:
     proc = harness("plan", "--format", "gha", "--shards", "0")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "harness: error: --shards 0: must be at least 1"
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a small real run (host backend, one case) under its reports/."""
+    tmp = tmp_path_factory.mktemp("one-run")
+    write_matrix(tmp / "matrix.yaml", f"version: 1\ncases_dir: {DATA / 'behaviour'}\n"
+                 "environments:\n  host: {backend: host, python: '@PY@'}\n")
+    proc = harness("run", "-k", "test_behaviour.py::test_pass", cwd=tmp)
+    assert proc.returncode == 0, proc.stderr
+    return tmp
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("report", "--out", "/dev/null"), "--out /dev/null: /dev/null is a file, not a folder"),
+    (("report", "--out", "matrix.yaml/x"), "--out matrix.yaml/x: Not a directory"),
+    (("report", "--status", "reports"), "--status reports: Is a directory"),
+    (("report", "--status", "/proc/x"), "--status /proc/x: No such file or directory"),
+    (("baseline", "-o", "reports"), "-o reports: Is a directory"),
+    (("baseline", "-o", "matrix.yaml/x"), "-o matrix.yaml/x: Not a directory"),
+    (("wheelhouse", "matrix.yaml"), "wheelhouse matrix.yaml: matrix.yaml is a file, not a"),
+    (("wheelhouse", "w", "--base-packages", "reports"), "--base-packages reports: Is a dir"),
+    (("envs", "build", "--into", "/dev/null"), "--into /dev/null: /dev/null is a file, not a"),
+])
+def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: tuple[str, ...],
+                                                          said: str) -> None:
+    """Each was an OSError traceback (--status after the report was written)."""
+    proc = harness(*args, cwd=one_run)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"harness: error: {said}"), proc.stderr
+    assert proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_envs_list_as_json(tmp_path: Path) -> None:
+    """--format json was taken and a table printed."""
+    proc = harness("envs", "list", "--format", "json", cwd=tmp_path,
+                   env={**ENV, "HARNESS_CACHE_DIR": str(tmp_path)})
+    assert (proc.returncode, json.loads(proc.stdout)) == (0, []), proc.stderr
+
+
+@pytest.mark.parametrize("value", ["200,000", "0", "abc"])
+def test_a_cell_limit_variable_that_is_not_a_count_is_refused(value: str) -> None:
+    """It was left out without a word: the default limit, and a refusal naming --max-cells."""
+    proc = harness("plan", env={**ENV, "HARNESS_MAX_CELLS": value})
+    assert proc.returncode == 2
+    assert proc.stderr == (f"harness: error: HARNESS_MAX_CELLS={value!r}: expected a number "
+                           "of cells, 1 or more\n")

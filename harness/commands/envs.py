@@ -10,6 +10,7 @@ from fnmatch import fnmatchcase
 
 from packaging.utils import canonicalize_name
 
+from harness.commands import naming
 from harness.core.backends import REGISTRY
 from harness.core.errors import HarnessError, UsageError
 from harness.core.matrix import EnvSpec
@@ -44,6 +45,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
         return _build(args)
     if args.action == "list":
         listing = inventory.listing(cache)
+        if args.format == "json":
+            print(json.dumps(listing, indent=1))
+            return 0
         for e in listing:
             print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}"
                   + ("  (an earlier harness's folder: prune removes it)" if e.get("stale")
@@ -89,6 +93,8 @@ def _build(args: argparse.Namespace) -> int:
     if not all(a.isdigit() for a in archs):
         raise UsageError(f"--arch {' '.join(args.arch)}: architectures are sm_80, sm_90, ...")
     selected = _selected_envs(args)
+    with naming("--into", args.into):
+        args.into.mkdir(parents=True, exist_ok=True)
     envs = [e for e in selected
             if (e.source_builds or url_sources(e)) and REGISTRY[e.backend].local]
     # With a registry, the images of the environments that run in one: built, pushed.
@@ -145,7 +151,10 @@ def _selected_envs(args: argparse.Namespace) -> list[EnvSpec]:
 
 def cmd_wheelhouse(args: argparse.Namespace) -> int:
     envs = [e for e in _selected_envs(args) if REGISTRY[e.backend].local]
-    base = read_packages(args.base_packages) if args.base_packages else None
+    with naming("--base-packages", args.base_packages):
+        base = read_packages(args.base_packages) if args.base_packages else None
+    with naming("wheelhouse", args.folder):
+        args.folder.mkdir(parents=True, exist_ok=True)
     if args.target_python:
         envs = [replace(e, python=args.target_python) if e.base else e for e in envs]
 

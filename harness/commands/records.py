@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.commands import naming
 from harness.core.errors import UsageError
 from harness.core.results import CellResult
 from harness.publish import publish_ci, publish_report, write_status
@@ -31,6 +32,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
     baseline = _baseline(args, stores[0])
+    if args.out is not None:  # refused before the report is read
+        with naming("--out", args.out):
+            args.out.mkdir(parents=True, exist_ok=True)
     if args.out is None and len(stores) == 1:
         paths = publish_report(stores[0], args.reports, baseline=baseline, previous=previous)
     else:
@@ -41,7 +45,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.status:
         if len(stores) != 1:
             raise UsageError("--status describes one run; give one run id")
-        badge = write_status(stores[0], args.reports, args.status)
+        with naming("--status", args.status):
+            badge = write_status(stores[0], args.reports, args.status)
         print(f"status: {args.status} ({badge['message']})")
     if args.check:
         problems = check_run(stores, paths["md"].parent, previous)
@@ -99,7 +104,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text)
         return 0
-    args.output.write_text(text, encoding="utf-8")
+    with naming("-o", args.output):
+        args.output.write_text(text, encoding="utf-8")
     print(f"baseline: {len(data['cells'])} cells from {data['source']} -> {args.output}")
     return 0
 

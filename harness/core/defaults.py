@@ -18,4 +18,6 @@ def cell_limit(given: int | None = None) -> int:
     if given is not None:
         return given
     raw = os.environ.get("HARNESS_MAX_CELLS", "")
-    return int(raw) if raw.isdigit() and int(raw) > 0 else MAX_CELLS
+    if raw and not (raw.isdigit() and int(raw) > 0):  # a UsageError where the matrix is read
+        raise ValueError(f"HARNESS_MAX_CELLS={raw!r}: expected a number of cells, 1 or more")
+    return int(raw) if raw else MAX_CELLS

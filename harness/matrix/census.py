@@ -40,7 +40,7 @@ def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
             combo: Combo = {}
             for axis in axes:
                 combo.update(values[axis][at[axis]] if axis in values else axes[axis][at[axis]])
-            placed.append((tuple(release_order(combo[axis]) if axis in values else at[axis]
+            placed.append((tuple(release_order(combo.get(axis, "")) if axis in values else at[axis]
                                  for axis in axes), combo))
     if followed:
         placed.sort(key=lambda item: item[0])

@@ -95,7 +95,10 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
                  count_cases: CaseCount | None = None) -> MatrixSpec:
     """The matrix in ``text``, refused past ``max_cells`` before any environment is made;
     ``overrides``: ``--set`` pairs; ``count_cases``: how many cases selectors pick."""
-    limit = cell_limit(max_cells)
+    try:
+        limit = cell_limit(max_cells)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     src = load_source(text, file, max_values=value_limit(limit))
     set_notes = apply_sets(src.data, overrides)
     top = Reader(src, limit, releases)
@@ -126,10 +129,13 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
     refuse_past(sum((cells for cells, _ in entries), named_cells), limit, file, body_line)
     envs = [env for _, environments in entries for env in environments()]
     envs += [top.named_env(("environments", name), str(name), defaults) for name in names]
+    if not envs and matrices:
+        raise src.error(("matrices",), "exclude: leaves no combination of the axes")
     if not envs:
         raise SpecError("empty: a matrix names its environments under matrices: or "
                         "environments:" if src.data is None else "no environments: name them "
-                        "under matrices: or environments:", file=str(file), line=None)
+                        "under matrices: or environments:", file=str(file),
+                        line=body_line if {"matrices", "environments"} & set(root) else None)
     suites = tuple(top.suite(("suites", name), str(name), base)
                    for name in src.mapping(("suites",), None, optional=True))
     _check_environments(src, envs, tuple(s.name for s in suites))
@@ -415,7 +421,8 @@ class Reader:
         declared = set(self.src.strings((*path, "variables"), raw.get("variables", [])))
         rows = [value if isinstance(value, dict) else {axis: value}
                 for axis, values in raw_axes.items() for value in values]
-        rows += [entry for entry in raw.get("include") or [] if isinstance(entry, dict)]
+        include = raw.get("include")  # not a list: _patterns says so, at its line
+        rows += [e for e in include if isinstance(e, dict)] if isinstance(include, list) else []
         seen: dict[str, list[Any]] = {}
         for row in rows:
             for key, item in row.items():

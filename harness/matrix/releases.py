@@ -382,22 +382,27 @@ class Releases:
         kept.update(self.used)
         if _entries(kept) == _entries(self.locked):
             return False
-        write_text(self.path, json.dumps({"format": LOCK_FORMAT, "resolutions": _entries(kept)},
-                                         indent=1, sort_keys=True) + "\n")
+        text = json.dumps({"format": LOCK_FORMAT, "resolutions": _entries(kept)}, indent=1,
+                          sort_keys=True) + "\n"
+        try:
+            write_text(self.path, text)
+        except OSError as exc:  # a read-only checkout; a matrix read from a pipe
+            raise UsageError(f"cannot write {self.path}: {exc.strerror}") from None
         self.locked = kept
         return True
 
 
 def read_lock(path: Path) -> dict[Key, Resolution]:
-    if not path.is_file():
-        return {}
-
     def unreadable(why: object) -> UsageError:
         return UsageError(f"{path}: not a lock this harness reads ({why}); delete it and run "
                           "`harness lock`")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except OSError as exc:  # a folder of that name, a name too long
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
         raise unreadable(exc) from None
     if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
         raise unreadable(f"format {data.get('format') if isinstance(data, dict) else None!r}")

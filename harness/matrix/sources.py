@@ -35,13 +35,14 @@ def find_links_folders(given: Sequence[str | Path]) -> tuple[str, ...]:
     from_env = [part for word in os.environ.get(ENV_VAR, "").split()
                 for part in ([word] if is_url(word) else word.split(os.pathsep)) if part]
     out = []
-    for where in (*map(str, given), *from_env):
+    for i, where in enumerate((*map(str, given), *from_env)):
         if is_url(where):
             out.append(where)
         elif Path(where).is_dir():
             out.append(str(Path(where).resolve()))
         else:
-            raise UsageError(f"--find-links {where}: not a folder, nor an http(s) URL")
+            source = "--find-links" if i < len(given) else ENV_VAR
+            raise UsageError(f"{source} {where}: not a folder, nor an http(s) URL")
     return tuple(dict.fromkeys(out))
 
 
@@ -71,9 +72,10 @@ def with_find_links(spec: MatrixSpec, folders: Sequence[str | Path], *, offline:
                     registry: str | None = None) -> MatrixSpec:
     """Point the local installers at ``folders`` (``offline``: at nothing else), and the Docker
     backend at ``registry`` (default: ``HARNESS_REGISTRY``)."""
+    source = "--registry" if registry else REGISTRY_VAR
     registry = registry or os.environ.get(REGISTRY_VAR) or None
     if registry and not REGISTRY_FORM.fullmatch(registry):
-        raise UsageError(f"registry {registry!r}: not HOST[:PORT]/NAME (lowercase, no tag)")
+        raise UsageError(f"{source} {registry!r}: not HOST[:PORT]/NAME (lowercase, no tag)")
     if not folders and not offline and not registry:
         return spec
     envs = tuple(replace(_env_with(env, folders, offline) if REGISTRY[env.backend].local
@@ -90,7 +92,8 @@ def _env_with(env: EnvSpec, folders: Sequence[str | Path], offline: bool) -> Env
 
 
 def offline_from_environment(flag: bool) -> bool:
-    return flag or os.environ.get(OFFLINE_VAR, "") not in ("", "0")
+    """``--offline``, or HARNESS_OFFLINE read as uv reads UV_OFFLINE (0, false, no, off: not)."""
+    return flag or os.environ.get(OFFLINE_VAR, "").lower() not in ("", "0", "false", "no", "off")
 
 
 def _swap(requirement: str, wheels: dict[str, Path]) -> str:

@@ -113,7 +113,8 @@ def _collect(cases_dir: Path) -> list[dict[str, Any]]:
         )
         if proc.returncode not in (0, 5) or not out.exists():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-            raise UsageError(f"{cases_dir}: cases do not collect: " + " | ".join(tail))
+            raise UsageError(f"{cases_dir}: cases do not collect: " + (
+                " | ".join(tail) or f"pytest exited {proc.returncode} and said nothing"))
         raw: list[dict[str, Any]] = json.loads(out.read_text())
     return raw
 

@@ -76,12 +76,14 @@ def probe_machine(gpus: str | None = None) -> Machine:
 
 
 def _override(spec: str, found: dict[int, Gpu]) -> tuple[Gpu, ...]:
-    out = []
+    out: list[Gpu] = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         match = re.fullmatch(r"(\d+)(?::sm_(\d{2,3})[a-z]?)?", part)  # sm_90a: sm_90, cc 9.0
         if not match:
             raise UsageError(f"--gpus: {part!r} is not a GPU index (like 0 or 0:sm_90)")
         index, digits = int(match[1]), match[2]
+        if index in {g.index for g in out}:
+            raise UsageError(f"--gpus: GPU {index} named twice; each GPU is one slot")
         if digits is None:
             if index not in found:
                 raise UsageError(f"--gpus: no GPU {index} on this machine; name its "

@@ -60,8 +60,8 @@ def make_shards(plan: Plan, count: int, durations: Mapping[str, float] | None = 
         for cells in bins:
             shards.append(Shard(index=len(shards) + 1, count=count, hardware=hw,
                                 cells=tuple(cells)))
-    # More shards than environments: the rest have nothing to do.
-    return shards + [Shard(index=i + 1, count=count, hardware=kinds[-1], cells=())
+    # More shards than environments (or no cell at all): the rest have nothing to do.
+    return shards + [Shard(index=i + 1, count=count, hardware=(kinds or ["cpu"])[-1], cells=())
                      for i in range(len(shards), count)]
 
 

@@ -70,6 +70,13 @@ def test_unquoted_version_is_a_type_error() -> None:
     assert error(text).startswith("matrix.yaml:7: matrices.cpu.axes.torch[1]: 2.5 is a number")
 
 
+@pytest.mark.parametrize("value", ["5", "true", "1.5"])
+def test_an_include_that_is_a_scalar_is_one_line(value: str) -> None:
+    """It was a TypeError: 'int' object is not iterable."""
+    assert error(GOOD + f"    include: {value}\n").startswith(
+        "matrix.yaml:9: matrices.cpu.include: include is a list of mappings, got ")
+
+
 def test_wrong_type_for_timeout() -> None:
     text = GOOD.replace('python: "3.11"', 'python: "3.11", timeout: soon')
     assert error(text) == ("matrix.yaml:2: defaults.timeout: expected a positive number of "

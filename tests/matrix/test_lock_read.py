@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import main
 from harness.core.errors import UsageError
 from harness.matrix.releases import LOCK_FORMAT, read_lock
 
@@ -30,3 +31,17 @@ def test_a_lock_that_does_not_read_is_one_line(tmp_path: Path, text: str, why: s
 
 def test_no_lock_is_an_empty_one(tmp_path: Path) -> None:
     assert read_lock(tmp_path / "matrix.lock.json") == {}
+
+
+def test_a_lock_path_that_cannot_be_a_file_is_one_line(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """A folder named as the lock, and -m with a name too long for a lock beside it, were
+    OSError tracebacks (the folder when the lock was written)."""
+    (tmp_path / "a-file").write_text("")
+    assert read_lock(tmp_path / "a-file" / "m.lock.json") == {}  # -m's own read says why
+    (tmp_path / "matrix.lock.json").mkdir()
+    with pytest.raises(UsageError, match=r"^cannot read .*matrix.lock.json: Is a directory$"):
+        read_lock(tmp_path / "matrix.lock.json")
+    assert main(["plan", "-m", str(tmp_path / ("m" * 250 + ".yaml"))]) == 2
+    assert capsys.readouterr().err.endswith(".lock.json: File name too long\n")

@@ -222,3 +222,25 @@ def test_lock_of_a_matrix_without_a_query_says_so_in_one_line_and_writes_nothing
     assert out == [f"{path} has no release query (an axis like torch: {{releases: '>=2.0'}}); "
                    "nothing to lock"]
     assert not lock_path(path).exists()
+
+
+def test_a_linked_item_without_the_axis_key_beside_a_query_plans(tmp_path: Path,
+                                                                 index: Path) -> None:
+    """An item of a query's axis that leaves the axis's package out was a KeyError."""
+    path = matrix(tmp_path, MATRIX.replace('        releases: ">=2.0"\n', "").replace(
+        "        when:\n", '        - {transformers: "4.46.3"}\n'
+        '        - releases: ">=2.2"\n          when:\n').replace('"<2.2"', '  "<2.2"'))
+    assert names(path)[:2] == ["cpu:numpy<2", "cpu:numpy>=2"]
+
+
+def test_a_lock_that_cannot_be_written_is_one_line(tmp_path: Path, index: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A matrix on a read-only mount, or read from a pipe (-m <(...)): an OSError traceback."""
+    def read_only(path: Path, text: str) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr("harness.matrix.releases.write_text", read_only)
+    path = matrix(tmp_path)
+    with pytest.raises(UsageError, match=r"^cannot write .*matrix.lock.json: Read-only file "
+                                         r"system$"):
+        load_matrix(path)

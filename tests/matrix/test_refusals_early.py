@@ -27,7 +27,12 @@ def parse(text: str) -> object:
 @pytest.mark.parametrize(("text", "said"), [
     ("", "m.yaml: empty: a matrix names its environments under matrices: or environments:"),
     ("version: 1\n", "m.yaml: no environments: name them under matrices: or environments:"),
-    ("version: 1\nmatrices: {}\nenvironments: {}\n", "m.yaml: no environments"),
+    # An empty section is named at its line (it had none).
+    ("version: 1\nmatrices: {}\nenvironments: {}\n", "m.yaml:2: no environments"),
+    ("version: 1\nenvironments:\n", "m.yaml:2: no environments"),
+    # Said "no environments: name them under matrices:" of a matrix that names them.
+    ("version: 1\nmatrices:\n  m:\n    axes: {numpy: ['<2']}\n    exclude: [{numpy: '<2'}]\n",
+     "m.yaml:2: matrices: exclude: leaves no combination of the axes"),
 ])
 def test_a_matrix_of_no_environment_is_refused(tmp_path: Path, text: str, said: str) -> None:
     path = tmp_path / "m.yaml"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from harness.core.errors import UsageError
 from harness.matrix.load import parse_matrix
-from harness.matrix.sources import find_links_folders, wheels_by_name, with_find_links
+from harness.matrix.sources import (
+    find_links_folders,
+    offline_from_environment,
+    wheels_by_name,
+    with_find_links,
+)
 from tests.packages import make_wheel
 
 MATRIX = """\
@@ -84,3 +90,31 @@ def test_folders_come_from_the_flag_and_the_environment(tmp_path: Path,
         "http://127.0.0.1:8000/wheels")
     with pytest.raises(UsageError, match=r"--find-links .*missing: not a folder, nor an http"):
         find_links_folders((tmp_path / "missing",))
+    # A bad one from the variable was said to be --find-links, which the user never gave.
+    monkeypatch.setenv("HARNESS_FIND_LINKS", str(tmp_path / "gone"))
+    with pytest.raises(UsageError, match=r"^HARNESS_FIND_LINKS .*gone: not a folder, nor an"):
+        find_links_folders((a,))
+
+
+@pytest.mark.parametrize(("flag", "variable", "said"), [
+    ("Bad Reg", None, "--registry 'Bad Reg': not HOST"),
+    (None, "Bad Reg", "HARNESS_REGISTRY 'Bad Reg': not HOST")])
+def test_a_bad_registry_names_where_it_came_from(monkeypatch: pytest.MonkeyPatch,
+                                                 flag: str | None, variable: str | None,
+                                                 said: str) -> None:
+    if variable:
+        monkeypatch.setenv("HARNESS_REGISTRY", variable)
+    spec = parse_matrix("version: 1\nenvironments:\n  e: {backend: host}\n", file="m.yaml",
+                        base=Path())
+    with pytest.raises(UsageError, match=f"^{re.escape(said)}"):
+        with_find_links(spec, (), registry=flag)
+
+
+@pytest.mark.parametrize(("value", "offline"), [
+    ("", False), ("0", False), ("false", False), ("No", False), ("off", False),
+    ("1", True), ("true", True), ("yes", True)])
+def test_harness_offline_reads_as_uv_offline_does(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                 offline: bool) -> None:
+    """HARNESS_OFFLINE=false turned offline mode on."""
+    monkeypatch.setenv("HARNESS_OFFLINE", value)
+    assert offline_from_environment(False) is offline

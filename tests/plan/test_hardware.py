@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from harness.core.errors import UsageError
 from harness.core.matrix import EnvSpec
 from harness.inenv import harness_probe
 from harness.inenv.harness_probe import visible_gpus
@@ -69,6 +70,15 @@ def test_a_gpu_declared_as_sm_90a_is_a_cc_9_0_gpu_that_serves_sm_90a() -> None:
     (gpu,) = _override("3:sm_90a", {})
     assert (gpu.index, gpu.arch, gpu.compute_capability, gpu.fp8) == (3, "sm_90", "9.0", True)
     assert "sm_90a" in Machine(gpus=(gpu,)).serves
+
+
+@pytest.mark.parametrize("spec", ["0:sm_90,0:sm_80", "1:sm_90, 1:sm_90"])
+def test_a_gpu_named_twice_is_refused(spec: str) -> None:
+    """It made two slots on one GPU: two cells at once where each should have it alone."""
+    from harness.plan.hardware import _override
+
+    with pytest.raises(UsageError, match=r"^--gpus: GPU \d named twice; each GPU is one slot$"):
+        _override(spec, {})
 
 
 def test_doctor_prints_how_a_node_joins_a_ray_cluster() -> None:

@@ -16,7 +16,7 @@ import pytest
 from harness.core.errors import UsageError
 from harness.matrix.load import parse_matrix
 from harness.plan.cases import collect_cases
-from harness.plan.cells import make_plan
+from harness.plan.cells import Plan, make_plan
 from harness.plan.shard import make_shards
 from tests.conftest import DATA, PY, ROOT, report_dir
 from tests.inproc import Ran, harness_main
@@ -137,3 +137,12 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
                                     "results.jsonl").read_text().splitlines()]
     assert all((tmp_path / "merged" / "runs" / "nightly" / r["log"]).is_file()
                for r in rows if r.get("log"))  # a line leaves out a default
+
+
+def test_a_plan_of_no_cells_shards_into_empty_jobs(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`hardware: []` plans no cell: `--format gha` and `run --shard` were an IndexError."""
+    (tmp_path / "matrix.yaml").write_text(MATRIX.replace("cpu, sm_90, sm_80", ""))
+    assert [s.cells for s in make_shards(Plan(cells=()), 2)] == [(), ()]
+    ran = harness_main(capsys, "plan", "--format", "gha", cwd=tmp_path)
+    assert (ran.returncode, ran.stdout) == (0, '{"include":[]}\n'), ran.stderr
