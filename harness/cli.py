@@ -276,7 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the command's own parser, whose --help lists its options
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
+        misplaced = [a for a in extra if a.split("=")[0] in parser._option_string_actions]
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}" + (
+            f"; {misplaced[0]} is an option of harness itself: give it before the command"
+            if misplaced else ""))
     # A CI runner cancelling a job sends SIGTERM: clean up exactly as for Ctrl-C.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     for name, least in LEAST.items():  # a count out of range: refused before anything runs

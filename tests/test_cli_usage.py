@@ -23,6 +23,10 @@ from tests.inproc import Ran, harness_main
     # It said "harness: error: ... (see harness --help)": the options are in run's --help.
     (("run", "--diff", "x"), "harness run: error: unrecognized arguments: --diff x (see harness "
                              "run --help)"),
+    # An option of harness itself after the command: where it goes, not only run's --help.
+    (("plan", "--reports", "x"), "harness plan: error: unrecognized arguments: --reports x; "
+                                 "--reports is an option of harness itself: give it before "
+                                 "the command"),
 ])
 def test_a_usage_error_is_one_line(args: tuple[str, ...], said: str,
                                    capsys: pytest.CaptureFixture[str]) -> None:
