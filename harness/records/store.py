@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Annotated, Any, Literal, NamedTuple, cast, get_args
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -45,7 +45,8 @@ FORMAT = 4
 BY_REFERENCE = ("fingerprint", "hardware")
 #: What a run was for (run.json ``kind``): a scheduled run of the matrix, a bisect's probe, a
 #: ``--set`` bump. Records written before it read as nightly.
-KINDS = ("nightly", "trial", "bump")
+Kind = Literal["nightly", "trial", "bump"]
+KINDS: tuple[str, ...] = get_args(Kind)
 NIGHTLY = "nightly"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -122,12 +123,14 @@ class RunStore:
             return cls(latest, redactor)
         for candidate in (runs / run_id, Path(run_id)):
             if (candidate / META).is_file():
-                return cls(candidate, redactor)
+                store = cls(candidate, redactor)
+                store.meta  # noqa: B018  (a damaged run.json is an error before any other read)
+                return store
         raise StoreError(f"no run {run_id!r} under {runs} (nor a run folder at that path)")
 
     @property
     def meta(self) -> dict[str, Any]:
-        return cast("dict[str, Any]", _load(self.run_dir / META))
+        return checked_meta(self.run_dir / META, _load(self.run_dir / META))
 
     def planned(self) -> list[dict[str, Any]]:
         """The cells this run was to run (a shard: its own), in plan order."""
@@ -408,13 +411,58 @@ def said(count: int) -> str:
 # file's mtime, which a copy or a restore changes.
 
 
-def read_meta(run_dir: Path) -> dict[str, Any] | None:
-    """A run folder's run.json, or None where there is no readable one."""
+class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
+    """The fields of run.json that readers rely on, with their types (any other passes)."""
+
+    run_id: str | None = None
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    created: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    cells: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    ordered_cells: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    damaged_lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    harness: str | None = None
+    matrix: str | None = None
+    matrix_sha256: str | None = None
+    kind: Kind | None = None
+    shard: str | None = None
+    filters: dict[str, Any] | None = None
+    sets: dict[str, Any] | None = None
+    environments: dict[str, dict[str, Any]] | None = None
+    expect: list[dict[str, Any]] | None = None
+    releases: list[dict[str, Any]] | None = None
+
+
+def checked_meta(path: Path, data: Any) -> dict[str, Any]:
+    """run.json's ``data``, if its fields have the types readers rely on and a format this
+    harness reads; else a StoreError naming the file and the field."""
     try:
-        meta = jsonio.loads((run_dir / META).read_bytes())
-    except (OSError, ValueError):
+        msgspec.convert(data, _Meta)
+    except msgspec.ValidationError as exc:
+        why, _, field = str(exc).partition(" - at `$.")
+        raise StoreError(f"{path}: {field[:-1]}: {why}" if field else f"{path}: {why}") from None
+    if (data.get("format") or 0) > FORMAT:
+        raise StoreError(f"{path}: format {data['format']}: written by a newer harness (this "
+                         f"one reads up to {FORMAT})")
+    return cast("dict[str, Any]", data)
+
+
+_LEFT_OUT: set[Path] = set()  # the runs a warning left out (each said once a process)
+
+
+def read_meta(run_dir: Path) -> dict[str, Any] | None:
+    """A run folder's run.json, or None where there is none; a damaged one is warned of (once)
+    and read as none."""
+    path = run_dir / META
+    try:
+        return checked_meta(path, jsonio.loads(path.read_bytes()))
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return meta if isinstance(meta, dict) else None
+    except (OSError, ValueError, StoreError) as exc:
+        if run_dir not in _LEFT_OUT:
+            _LEFT_OUT.add(run_dir)
+            why = exc if isinstance(exc, StoreError) else f"{path}: unreadable: {exc}"
+            print(f"harness: warning: {why}; the run is left out", file=sys.stderr)
+        return None
 
 
 @dataclass(frozen=True)
@@ -431,12 +479,9 @@ class Run:
 
 
 def read_run(run_dir: Path) -> Run | None:
-    """A run folder whose run.json is readable and says when it was made; else None."""
+    """A run folder whose run.json is readable (``read_meta``); else None."""
     meta = read_meta(run_dir)
-    with contextlib.suppress(TypeError, ValueError):
-        if meta is not None and (created := float(meta.get("created") or 0.0)) >= 0:
-            return Run(run_dir, meta, (created, run_dir.name))
-    return None
+    return None if meta is None else Run(run_dir, meta, (meta.get("created") or 0.0, run_dir.name))
 
 
 def list_runs(folder: Path, *, with_results: bool = False, required: bool = False

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
+from harness.core.errors import StoreError
 from harness.core.results import CellResult, Outcome
 from harness.records import codec
 from harness.records.compare import choose_records
-from harness.records.store import RunStore, read_shared
+from harness.records.store import RunStore, list_runs, read_shared
 from harness.report.build import diff_runs, summary_line, write_report
 from harness.report.data import long_columns
 
@@ -301,3 +302,33 @@ def test_a_line_leaves_out_fields_at_their_default_and_every_reader_fills_them(
     slow = RunStore(store.run_dir).results()
     assert fast == slow and [r.cell_id for r in fast] == ["a", "b", "c"]
     assert fast[:2] == [plain, retried]
+
+
+META_EDITS = [
+    ([1, 2], "Expected `object`, got `array`"),
+    ({"created": "yesterday"}, "created: Expected `float | null`, got `str`"),
+    ({"created": -5}, "created: Expected `float` >= 0.0"),
+    ({"cells": "five"}, "cells: "),
+    ({"matrix": 3}, "matrix: "),
+    ({"filters": ["a"]}, "filters: "),
+    ({"set": ["a"]}, "set: "),
+    ({"kind": "weekly"}, "kind: Invalid enum value 'weekly'"),
+    ({"format": 5}, "format 5: written by a newer harness (this one reads up to 4)"),
+    ({"format": "four"}, "format: "),
+    ({"environments": {"host": 1}}, "environments[...]: "),
+]
+
+
+@pytest.mark.parametrize(("edit", "said"), META_EDITS, ids=[m[1].split(":")[0] for m in META_EDITS])
+def test_a_damaged_run_json_is_an_error_naming_its_field_and_left_out_of_listings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: object, said: str) -> None:
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    meta = edit if isinstance(edit, list) else {"run_id": "x", "created": 1.0, **edit}
+    (run / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(StoreError) as raised:
+        RunStore.open(tmp_path, "x")
+    assert str(raised.value).startswith(f"{run / 'run.json'}: {said}"), raised.value
+    assert list_runs(tmp_path / "runs") == list_runs(tmp_path / "runs") == []
+    warned = capsys.readouterr().err.splitlines()  # said once, where the runs are listed
+    assert warned == [f"harness: warning: {raised.value}; the run is left out"]
