@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, cast, get_args
+from typing import Annotated, Any, Literal, NamedTuple, Required, TypedDict, cast, get_args
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -149,7 +149,7 @@ class RunStore:
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        return cast("dict[str, Any]", _load(path) if path.is_file() else {})
+        return _checked(path, _load(path), dict[str, _Case]) if path.is_file() else {}
 
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})
@@ -328,6 +328,39 @@ def _load(path: Path) -> Any:
         raise StoreError(f"{path}: unreadable: {exc}") from None
 
 
+def _checked(path: Path, data: Any, schema: Any) -> Any:
+    """``data``, read from ``path``, as it is, if ``schema`` takes it; else a StoreError."""
+    try:
+        msgspec.convert(data, schema)
+    except msgspec.ValidationError as exc:
+        raise StoreError(_refused(path, exc)) from None
+    return data
+
+
+def _refused(path: Path, exc: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$[2].case`" as "PATH: [2].case: Expected..."."""
+    why, _, field = str(exc).partition(" - at `$")
+    return f"{path}: {field[:-1].lstrip('.')}: {why}" if field else f"{path}: {why}"
+
+
+class _Signature(TypedDict, total=False):
+    name: Required[str]
+
+
+class _Case(TypedDict, total=False):
+    """A variant's entry in cases.json, as far as readers rely on its types."""
+
+    case: Required[str]
+    variant: Required[str]
+    title: str
+    failure: str
+    upstream: list[str]
+    signatures: list[_Signature]
+    caveats: list[str]
+    about: list[str]
+    suite: dict[str, Any]
+
+
 def check_run_id(run_id: str) -> str:
     """``run_id``, if it may name a run folder (no path in it); else a UsageError."""
     if not RUN_ID.fullmatch(run_id):
@@ -435,11 +468,7 @@ class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
 def checked_meta(path: Path, data: Any) -> dict[str, Any]:
     """run.json's ``data``, if its fields have the types readers rely on and a format this
     harness reads; else a StoreError naming the file and the field."""
-    try:
-        msgspec.convert(data, _Meta)
-    except msgspec.ValidationError as exc:
-        why, _, field = str(exc).partition(" - at `$.")
-        raise StoreError(f"{path}: {field[:-1]}: {why}" if field else f"{path}: {why}") from None
+    _checked(path, data, _Meta)
     if (data.get("format") or 0) > FORMAT:
         raise StoreError(f"{path}: format {data['format']}: written by a newer harness (this "
                          f"one reads up to {FORMAT})")

@@ -332,3 +332,21 @@ def test_a_damaged_run_json_is_an_error_naming_its_field_and_left_out_of_listing
     assert list_runs(tmp_path / "runs") == list_runs(tmp_path / "runs") == []
     warned = capsys.readouterr().err.splitlines()  # said once, where the runs are listed
     assert warned == [f"harness: warning: {raised.value}; the run is left out"]
+
+
+FILE_EDITS = [
+    ("cases.json", [1], "Expected `object`, got `array`"),
+    ("cases.json", {"a::b": 5}, "[...]: Expected `object`, got `int`"),
+    ("cases.json", {"a::b": {"case": "a", "variant": "b", "signatures": [{}]}},
+     "[...].signatures[0]: Object missing required field `name`"),
+]
+
+
+@pytest.mark.parametrize(("name", "edit", "said"), FILE_EDITS)
+def test_a_cases_file_of_the_wrong_shape_is_an_error_naming_its_field(
+        tmp_path: Path, name: str, edit: object, said: str) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    (store.run_dir / name).write_text(json.dumps(edit))
+    with pytest.raises(StoreError) as raised:
+        store.cases  # noqa: B018
+    assert str(raised.value) == f"{store.run_dir / name}: {said}"
