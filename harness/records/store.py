@@ -343,6 +343,33 @@ def _refused(path: Path, exc: msgspec.ValidationError) -> str:
     return f"{path}: {field[:-1].lstrip('.')}: {why}" if field else f"{path}: {why}"
 
 
+@contextlib.contextmanager
+def plan_cells(*stores: RunStore) -> Iterator[None]:
+    """Around a reading of the stores' plans: a cell of the wrong shape (not an object, a key
+    missing or of another type) is a StoreError naming file and field, found by checking the
+    plans only then (good ones pay no pass more)."""
+    try:
+        yield
+    except (TypeError, KeyError, AttributeError):
+        for path in (s.run_dir / name for s in stores for name in (PLAN, FULL_PLAN)):
+            if path.is_file():
+                _checked(path, _load(path), list[_Planned])
+        raise
+
+
+class _Planned(TypedDict, total=False):
+    """A cell of plan.json (``Cell.to_dict``), as far as readers rely on its types."""
+
+    cell_id: Required[str]
+    environment: Required[str]
+    case: Required[str]
+    variant: Required[str]
+    hardware: Required[str]
+    values: dict[str, Any]
+    backend: str
+    nodeid: str
+
+
 class _Signature(TypedDict, total=False):
     name: Required[str]
 

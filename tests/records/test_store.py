@@ -9,8 +9,9 @@ from msgspec.structs import replace
 
 from harness.core.errors import StoreError
 from harness.core.results import CellResult, Outcome
-from harness.records import codec
+from harness.records import codec, reportinput
 from harness.records.compare import choose_records
+from harness.records.merge import merge_runs
 from harness.records.store import RunStore, list_runs, read_shared
 from harness.report.build import diff_runs, summary_line, write_report
 from harness.report.data import long_columns
@@ -350,3 +351,26 @@ def test_a_cases_file_of_the_wrong_shape_is_an_error_naming_its_field(
     with pytest.raises(StoreError) as raised:
         store.cases  # noqa: B018
     assert str(raised.value) == f"{store.run_dir / name}: {said}"
+
+
+PLAN_EDITS = [
+    ({"a": 1}, "Expected `array`, got `object`"),
+    (["a"], "[0]: Expected `object`, got `str`"),
+    ([{"x": 1}], "[0]: Object missing required field `cell_id`"),
+    ([{"cell_id": "gap"}], "[0]: Object missing required field `environment`"),  # a merge's gap
+]
+
+
+@pytest.mark.parametrize(("edit", "said"), PLAN_EDITS)
+def test_a_plan_of_the_wrong_shape_is_an_error_naming_its_field(
+        tmp_path: Path, edit: object, said: str) -> None:
+    store = RunStore.create(tmp_path, {"planned": []}, run_id="r")
+    store.append(result("a", "2.0.1", "repro", Outcome.PASS))
+    (store.run_dir / "plan.json").write_text(json.dumps(edit))
+    reads = [lambda: merge_runs([store], tmp_path, run_id="m")]
+    if "gap" not in json.dumps(edit):  # (a report reads the ids alone)
+        reads.append(lambda: reportinput.read(store))
+    for read in reads:
+        with pytest.raises(StoreError) as raised:
+            read()
+        assert str(raised.value) == f"{store.run_dir / 'plan.json'}: {said}"
