@@ -299,11 +299,20 @@ class RunStore:
         except FileNotFoundError:
             return []
         shared = dict(read_shared(self.run_dir))
+        lacking = 0  # lines naming a value shared.jsonl lacks (lost, torn, hand-edited)
         for row in out:  # the values named put in place ({} for a name shared.jsonl lacks)
             if row.fingerprint.__class__ is str:
-                force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
+                if (value := shared.get(row.fingerprint)) is None:
+                    lacking, value = lacking + 1, {}
+                force_setattr(row, "fingerprint", value)
             if row.hardware.__class__ is str:
-                force_setattr(row, "hardware", shared.get(row.hardware, {}))
+                if (value := shared.get(row.hardware)) is None:
+                    lacking, value = lacking + 1, {}
+                force_setattr(row, "hardware", value)
+        if lacking and self.run_dir / SHARED not in _SAID:
+            _SAID.add(self.run_dir / SHARED)
+            print(f"harness: warning: {self.run_dir / SHARED}: lacks {lacking} values "
+                  f"{RESULTS} names (fingerprints, machines); read as unknown", file=sys.stderr)
         if self.damaged and not self.quiet:
             warn_damaged(self.damaged)
         return out
@@ -502,7 +511,7 @@ def checked_meta(path: Path, data: Any) -> dict[str, Any]:
     return cast("dict[str, Any]", data)
 
 
-_LEFT_OUT: set[Path] = set()  # the runs a warning left out (each said once a process)
+_SAID: set[Path] = set()  # the files a warning named (each said once a process)
 
 
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -514,8 +523,8 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, ValueError, StoreError) as exc:
-        if run_dir not in _LEFT_OUT:
-            _LEFT_OUT.add(run_dir)
+        if path not in _SAID:
+            _SAID.add(path)
             why = exc if isinstance(exc, StoreError) else f"{path}: unreadable: {exc}"
             print(f"harness: warning: {why}; the run is left out", file=sys.stderr)
         return None

@@ -374,3 +374,18 @@ def test_a_plan_of_the_wrong_shape_is_an_error_naming_its_field(
         with pytest.raises(StoreError) as raised:
             read()
         assert str(raised.value) == f"{store.run_dir / 'plan.json'}: {said}"
+
+
+def test_a_fingerprint_shared_jsonl_lacks_is_warned_of(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """shared.jsonl lost or torn: the cells naming its values read with no fingerprint, and
+    a warning says so (once), rather than a report silently without versions."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([result("a", "2.0.1", "repro", Outcome.PASS),
+                  result("b", "2.0.1", "workaround", Outcome.PASS)])
+    (store.run_dir / "shared.jsonl").write_text("")
+    assert [r.fingerprint for r in store.results()] == [{}, {}]
+    store.results()
+    assert capsys.readouterr().err == (
+        f"harness: warning: {store.run_dir / 'shared.jsonl'}: lacks 2 values results.jsonl names"
+        " (fingerprints, machines); read as unknown\n")
