@@ -298,6 +298,8 @@ class RunStore:
                             out.append(found)
         except FileNotFoundError:
             return []
+        except OSError as exc:  # a folder, a file this user may not read
+            raise StoreError(f"{path}: unreadable: {exc.strerror}") from None
         shared = dict(read_shared(self.run_dir))
         lacking = 0  # lines naming a value shared.jsonl lacks (lost, torn, hand-edited)
         for row in out:  # the values named put in place ({} for a name shared.jsonl lacks)
@@ -416,10 +418,11 @@ def is_done(result: CellResult) -> bool:
 
 
 def read_shared(run_dir: Path) -> Iterator[tuple[str, Any]]:
-    """A run's shared.jsonl: each name and value (a torn or broken line skipped)."""
+    """A run's shared.jsonl: each name and value (a torn or broken line skipped; an unreadable
+    file read as none: ``attempts`` warns of the values it lacks)."""
     try:
         raw = (run_dir / SHARED).read_bytes()
-    except FileNotFoundError:
+    except OSError:
         return
     for _, pair, _ in jsonio.loads_lines(raw):
         with contextlib.suppress(ValueError, TypeError):

@@ -389,3 +389,19 @@ def test_a_fingerprint_shared_jsonl_lacks_is_warned_of(
     assert capsys.readouterr().err == (
         f"harness: warning: {store.run_dir / 'shared.jsonl'}: lacks 2 values results.jsonl names"
         " (fingerprints, machines); read as unknown\n")
+
+
+def test_a_record_or_shared_values_that_cannot_be_read_are_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """results.jsonl or shared.jsonl a folder (or a file this user may not read): the record
+    is a one-line error, shared.jsonl's values read as unknown, said."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(result("a", "2.0.1", "repro", Outcome.PASS))
+    (store.run_dir / "shared.jsonl").unlink()
+    (store.run_dir / "shared.jsonl").mkdir()
+    assert [r.fingerprint for r in store.results()] == [{}]
+    assert "shared.jsonl: lacks 1 values" in capsys.readouterr().err
+    (store.run_dir / "results.jsonl").unlink()
+    (store.run_dir / "results.jsonl").mkdir()
+    with pytest.raises(StoreError, match=r"results\.jsonl: unreadable: Is a directory$"):
+        store.results()
