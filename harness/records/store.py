@@ -483,12 +483,15 @@ def said(count: int) -> str:
 # file's mtime, which a copy or a restore changes.
 
 
+LAST_SECOND = 253402300799  # 9999-12-31 23:59:59 UTC: the last time a date is written for
+
+
 class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
     """The fields of run.json that readers rely on, with their types (any other passes)."""
 
     run_id: str | None = None
     version: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    created: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    created: Annotated[float, msgspec.Meta(ge=0, le=LAST_SECOND)] | None = None
     cells: Annotated[int, msgspec.Meta(ge=0)] | None = None
     ordered_cells: Annotated[int, msgspec.Meta(ge=0)] | None = None
     damaged_lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
