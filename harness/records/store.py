@@ -483,6 +483,21 @@ def said(count: int) -> str:
 # file's mtime, which a copy or a restore changes.
 
 
+class _Env(TypedDict, total=False):
+    requirements: list[str]
+
+
+class _Rule(TypedDict, total=False):
+    """An ``expect:`` rule as run.json keeps it (``Rule.to_dict``)."""
+
+    outcome: Required[list[Outcome]]
+    why: Required[str]
+    environment: str
+    case: str
+    hardware: str
+    reason: str | None
+
+
 LAST_SECOND = 253402300799  # 9999-12-31 23:59:59 UTC: the last time a date is written for
 
 
@@ -502,8 +517,8 @@ class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
     shard: str | None = None
     filters: dict[str, Any] | None = None
     sets: dict[str, Any] | None = None
-    environments: dict[str, dict[str, Any]] | None = None
-    expect: list[dict[str, Any]] | None = None
+    environments: dict[str, _Env] | None = None
+    expect: list[_Rule] | None = None
     releases: list[dict[str, Any]] | None = None
 
 

@@ -250,7 +250,7 @@ def test_a_rule_that_cannot_be_read_stops_the_report_before_any_file(tmp_path: P
     store = RunStore.create(tmp_path, {"planned": [], "expect": [{"outcome": ["PASSED"],
                                                                   "why": "hand-edited"}]})
     store.append(result("a", "2.0.1", "repro", Outcome.PASS))
-    with pytest.raises(ValueError, match="PASSED"):
+    with pytest.raises(StoreError, match=r"run\.json: expect\[0\]\.outcome\[0\]: .*'PASSED'"):
         write_report(store, tmp_path / "report")
     assert list((tmp_path / "report").iterdir()) == []
 
@@ -318,6 +318,9 @@ META_EDITS = [
     ({"format": 5}, "format 5: written by a newer harness (this one reads up to 4)"),
     ({"format": "four"}, "format: "),
     ({"environments": {"host": 1}}, "environments[...]: "),
+    ({"environments": {"host": {"requirements": 5}}}, "environments[...].requirements: "),
+    ({"expect": [{"x": 1}]}, "expect[0]: Object missing required field `outcome`"),
+    ({"expect": [{"outcome": ["GREAT"], "why": ""}]}, "expect[0].outcome[0]: Invalid enum"),
 ]
 
 
