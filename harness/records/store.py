@@ -502,17 +502,11 @@ LAST_SECOND = 253402300799  # 9999-12-31 23:59:59 UTC: the last time a date is w
 
 
 class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
-    """The fields of run.json that readers rely on, with their types (any other passes)."""
+    """The fields of run.json whose types readers rely on (the others they read as text)."""
 
-    run_id: str | None = None
     version: Annotated[int, msgspec.Meta(ge=1)] | None = None
     created: Annotated[float, msgspec.Meta(ge=0, le=LAST_SECOND)] | None = None
-    cells: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    ordered_cells: Annotated[int, msgspec.Meta(ge=0)] | None = None
     damaged_lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    harness: str | None = None
-    matrix: str | None = None
-    matrix_sha256: str | None = None
     kind: Kind | None = None
     shard: str | None = None
     filters: dict[str, Any] | None = None

@@ -310,8 +310,6 @@ META_EDITS = [
     ({"created": "yesterday"}, "created: Expected `float | null`, got `str`"),
     ({"created": -5}, "created: Expected `float` >= 0.0"),
     ({"created": 1e20}, "created: Expected `float` <= 253402300799"),  # no date to write
-    ({"cells": "five"}, "cells: "),
-    ({"matrix": 3}, "matrix: "),
     ({"filters": ["a"]}, "filters: "),
     ({"set": ["a"]}, "set: "),
     ({"kind": "weekly"}, "kind: Invalid enum value 'weekly'"),
