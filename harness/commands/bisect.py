@@ -368,10 +368,10 @@ def _held(store: RunStore, result: CellResult) -> tuple[dict[str, str], set[str]
     those the run's matrix or ``--set`` chose for it."""
     path = store.run_dir / "envs" / f"{result.env_key}.json"
     try:
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        held = {str(k): str(v) for k, v in (data.get("packages") or {}).items()}
+    except (OSError, ValueError, AttributeError):  # none, or not an object of objects (by hand)
         raise UsageError(f"run {store.run_id}: no record of what {result.environment} held "
                          f"({path.name})") from None
     env = (store.meta.get("environments") or {}).get(result.environment) or {}
-    return ({str(k): str(v) for k, v in (data.get("packages") or {}).items()},
-            {requirement_name(r) for r in env.get("requirements") or ()})
+    return held, {requirement_name(r) for r in env.get("requirements") or ()}

@@ -19,7 +19,7 @@ from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
 from harness.records import table
 from harness.records.compare import choose_records
-from harness.records.store import RunStore, latest_run, lineage
+from harness.records.store import META, RunStore, latest_run, lineage
 
 Key = tuple[str, str, str]
 J = TypeVar("J", bound=CellResult)
@@ -58,7 +58,9 @@ def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = N
         return found.resolve()
     try:
         return RunStore.open(reports_dir, text).run_dir
-    except StoreError:
+    except StoreError as exc:
+        if any((run / META).is_file() for run in (reports_dir / "runs" / text, path)):
+            raise UsageError(f"--baseline {text}: {exc}") from None  # a run, damaged
         raise UsageError(f"--baseline {text}: neither a baseline file nor a run (an id under "
                          f"{reports_dir / 'runs'}, a run folder, latest)") from None
 

@@ -6,12 +6,14 @@ matrix and kind) is shown, the others counted.
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import StoreError
 from harness.core.results import Outcome
 from harness.records import table
 from harness.records.store import list_runs, read_run
@@ -113,6 +115,7 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
     # a run's keys (their digest) -> their places in ``keys``, and whether those are 0, 1, ...
     placed: dict[str, tuple[list[int], bool]] = {}
     columns: list[tuple[list[int], bool, str]] = []
+    unread: list[Path] = []  # runs whose record cannot be read at all: left out, said
     for run in runs:
         found = table.letters(run)
         known = placed.get(found[0]) if found is not None else None
@@ -120,7 +123,12 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
             run_keys = table.logical_keys(run) if found is not None else None
             if found is None or run_keys is None or len(run_keys) != len(found[1]):
                 # No current table: made from the record (once), its damaged lines named.
-                whole = table.read(run, table.OUTCOMES, quiet=quiet)
+                try:
+                    whole = table.read(run, table.OUTCOMES, quiet=quiet)
+                except StoreError as exc:
+                    print(f"harness: warning: {exc}; the run is left out", file=sys.stderr)
+                    unread.append(run)
+                    continue
                 run_keys = whole.logical_keys()
                 found = whole.keys_digest, "".join(map(_BY_NAME.__getitem__,
                                                        whole.column("outcome")))
@@ -146,8 +154,8 @@ def load(folder: Path, *, last: int = 10, keyword: str | None = None,
         if strip is None:
             strip = shared[letters] = tuple(map(_FROM_LETTER.__getitem__, letters))
         cells[key] = strip
-    return History(folder=folder, runs=tuple(r.name for r in runs), cells=cells, line=line,
-                   left_out=left_out)
+    return History(folder=folder, runs=tuple(r.name for r in runs if r not in unread),
+                   cells=cells, line=line, left_out=left_out)
 
 
 def prune(folder: Path, *, keep: int) -> list[Path]:

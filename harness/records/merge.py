@@ -31,6 +31,7 @@ from harness.records.store import (
     PlanText,
     RunStore,
     check_run_id,
+    plan_cells,
     run_kind,
 )
 from harness.run.classify import Ending, classify
@@ -57,7 +58,8 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         raise UsageError(f"merge: {target} is one of the runs being merged")
     redactor = Redactor.from_environment()
     metas = [s.meta for s in sources]
-    planned, order = _plan(sources, metas, redactor)
+    with plan_cells(*sources):
+        planned, order = _plan(sources, metas, redactor)
     # Read before any file is touched: one that cannot be read leaves an earlier merge of
     # the name as it was.
     chosen, conflicts = choose_records(sources, warn)
@@ -77,9 +79,10 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     for cell_id in order:
         found = chosen.get(cell_id)
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
-            gaps = gaps or _Gaps(sources)
+            with plan_cells(*sources):
+                gaps = gaps or _Gaps(sources)
+                lines.append(_missing(gaps.cells[cell_id], out.run_id, gaps.shard_of.get(cell_id)))
             report.missing += 1
-            lines.append(_missing(gaps.cells[cell_id], out.run_id, gaps.shard_of.get(cell_id)))
         else:
             lines.append(relocate(*found))
     # Ran, though no plan here names it: after the planned ones, in the order a report sorts

@@ -14,7 +14,7 @@ from harness.records import history, table
 from harness.records.bisects import BisectRecord, read_bisects, reports_dir_of
 from harness.records.compare import bumped, choose_records
 from harness.records.expect import recorded_rules
-from harness.records.store import RunStore, lineage, previous_run, read_meta
+from harness.records.store import RunStore, lineage, plan_cells, previous_run, read_meta
 
 #: Runs on the history page, the report's own included.
 HISTORY_RUNS = 30
@@ -83,6 +83,10 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
     # Asked after the reads above, which may have made it.
     tabled = len(stores) == 1 and table.current(stores[0].run_dir, ()) is not None
     where = reports_dir_of(stores[0].run_dir)
+    plan = None
+    if len(stores) > 1 or metas[0].get("ordered_cells") != len(pairs):
+        with plan_cells(*stores):
+            plan = tuple(c["cell_id"] for s in stores for c in s.planned())
     return ReportInput(
         stores=tuple(stores), metas=tuple(metas),
         made_from=stamps[0] if len(stores) == 1 else None,
@@ -91,8 +95,7 @@ def read(stores: RunStore | Sequence[RunStore], previous: RunStore | None = None
         environments=dict(ChainMap(*[m.get("environments") or {} for m in reversed(metas)])),
         rules=tuple(recorded_rules(metas)),
         moved=tuple(moved), pairs=pairs,
-        plan=None if len(stores) == 1 and metas[0].get("ordered_cells") == len(pairs)
-        else tuple(c["cell_id"] for s in stores for c in s.planned()),
+        plan=plan,
         log_names=tuple(s.log_names() for s in stores), previous=previous, changed=changed,
         before=table.read(previous.run_dir).rows()
         if previous is not None and changed is None else None,

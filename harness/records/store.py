@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Annotated, Any, Literal, NamedTuple, Required, TypedDict, cast, get_args
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -45,7 +45,8 @@ FORMAT = 4
 BY_REFERENCE = ("fingerprint", "hardware")
 #: What a run was for (run.json ``kind``): a scheduled run of the matrix, a bisect's probe, a
 #: ``--set`` bump. Records written before it read as nightly.
-KINDS = ("nightly", "trial", "bump")
+Kind = Literal["nightly", "trial", "bump"]
+KINDS: tuple[str, ...] = get_args(Kind)
 NIGHTLY = "nightly"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -122,12 +123,14 @@ class RunStore:
             return cls(latest, redactor)
         for candidate in (runs / run_id, Path(run_id)):
             if (candidate / META).is_file():
-                return cls(candidate, redactor)
+                store = cls(candidate, redactor)
+                store.meta  # noqa: B018  (a damaged run.json is an error before any other read)
+                return store
         raise StoreError(f"no run {run_id!r} under {runs} (nor a run folder at that path)")
 
     @property
     def meta(self) -> dict[str, Any]:
-        return cast("dict[str, Any]", _load(self.run_dir / META))
+        return checked_meta(self.run_dir / META, _load(self.run_dir / META))
 
     def planned(self) -> list[dict[str, Any]]:
         """The cells this run was to run (a shard: its own), in plan order."""
@@ -146,7 +149,7 @@ class RunStore:
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        return cast("dict[str, Any]", _load(path) if path.is_file() else {})
+        return _checked(path, _load(path), dict[str, _Case]) if path.is_file() else {}
 
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})
@@ -295,12 +298,23 @@ class RunStore:
                             out.append(found)
         except FileNotFoundError:
             return []
+        except OSError as exc:  # a folder, a file this user may not read
+            raise StoreError(f"{path}: unreadable: {exc.strerror}") from None
         shared = dict(read_shared(self.run_dir))
+        lacking = 0  # lines naming a value shared.jsonl lacks (lost, torn, hand-edited)
         for row in out:  # the values named put in place ({} for a name shared.jsonl lacks)
             if row.fingerprint.__class__ is str:
-                force_setattr(row, "fingerprint", shared.get(row.fingerprint, {}))
+                if (value := shared.get(row.fingerprint)) is None:
+                    lacking, value = lacking + 1, {}
+                force_setattr(row, "fingerprint", value)
             if row.hardware.__class__ is str:
-                force_setattr(row, "hardware", shared.get(row.hardware, {}))
+                if (value := shared.get(row.hardware)) is None:
+                    lacking, value = lacking + 1, {}
+                force_setattr(row, "hardware", value)
+        if lacking and self.run_dir / SHARED not in _SAID:
+            _SAID.add(self.run_dir / SHARED)
+            print(f"harness: warning: {self.run_dir / SHARED}: lacks {lacking} values "
+                  f"{RESULTS} names (fingerprints, machines); read as unknown", file=sys.stderr)
         if self.damaged and not self.quiet:
             warn_damaged(self.damaged)
         return out
@@ -325,6 +339,66 @@ def _load(path: Path) -> Any:
         raise StoreError(f"{path}: unreadable: {exc}") from None
 
 
+def _checked(path: Path, data: Any, schema: Any) -> Any:
+    """``data``, read from ``path``, as it is, if ``schema`` takes it; else a StoreError."""
+    try:
+        msgspec.convert(data, schema)
+    except msgspec.ValidationError as exc:
+        raise StoreError(_refused(path, exc)) from None
+    return data
+
+
+def _refused(path: Path, exc: msgspec.ValidationError) -> str:
+    """msgspec's "Expected `str`, got `int` - at `$[2].case`" as "PATH: [2].case: Expected..."."""
+    why, _, field = str(exc).partition(" - at `$")
+    return f"{path}: {field[:-1].lstrip('.')}: {why}" if field else f"{path}: {why}"
+
+
+@contextlib.contextmanager
+def plan_cells(*stores: RunStore) -> Iterator[None]:
+    """Around a reading of the stores' plans: a cell of the wrong shape (not an object, a key
+    missing or of another type) is a StoreError naming file and field, found by checking the
+    plans only then (good ones pay no pass more)."""
+    try:
+        yield
+    except (TypeError, KeyError, AttributeError):
+        for path in (s.run_dir / name for s in stores for name in (PLAN, FULL_PLAN)):
+            if path.is_file():
+                _checked(path, _load(path), list[_Planned])
+        raise
+
+
+class _Planned(TypedDict, total=False):
+    """A cell of plan.json (``Cell.to_dict``), as far as readers rely on its types."""
+
+    cell_id: Required[str]
+    environment: Required[str]
+    case: Required[str]
+    variant: Required[str]
+    hardware: Required[str]
+    values: dict[str, Any]
+    backend: str
+    nodeid: str
+
+
+class _Signature(TypedDict, total=False):
+    name: Required[str]
+
+
+class _Case(TypedDict, total=False):
+    """A variant's entry in cases.json, as far as readers rely on its types."""
+
+    case: Required[str]
+    variant: Required[str]
+    title: str
+    failure: str
+    upstream: list[str]
+    signatures: list[_Signature]
+    caveats: list[str]
+    about: list[str]
+    suite: dict[str, Any]
+
+
 def check_run_id(run_id: str) -> str:
     """``run_id``, if it may name a run folder (no path in it); else a UsageError."""
     if not RUN_ID.fullmatch(run_id):
@@ -344,10 +418,11 @@ def is_done(result: CellResult) -> bool:
 
 
 def read_shared(run_dir: Path) -> Iterator[tuple[str, Any]]:
-    """A run's shared.jsonl: each name and value (a torn or broken line skipped)."""
+    """A run's shared.jsonl: each name and value (a torn or broken line skipped; an unreadable
+    file read as none: ``attempts`` warns of the values it lacks)."""
     try:
         raw = (run_dir / SHARED).read_bytes()
-    except FileNotFoundError:
+    except OSError:
         return
     for _, pair, _ in jsonio.loads_lines(raw):
         with contextlib.suppress(ValueError, TypeError):
@@ -408,13 +483,66 @@ def said(count: int) -> str:
 # file's mtime, which a copy or a restore changes.
 
 
+class _Env(TypedDict, total=False):
+    requirements: list[str]
+
+
+class _Rule(TypedDict, total=False):
+    """An ``expect:`` rule as run.json keeps it (``Rule.to_dict``)."""
+
+    outcome: Required[list[Outcome]]
+    why: Required[str]
+    environment: str
+    case: str
+    hardware: str
+    reason: str | None
+
+
+LAST_SECOND = 253402300799  # 9999-12-31 23:59:59 UTC: the last time a date is written for
+
+
+class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
+    """The fields of run.json whose types readers rely on (the others they read as text)."""
+
+    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    created: Annotated[float, msgspec.Meta(ge=0, le=LAST_SECOND)] | None = None
+    damaged_lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    kind: Kind | None = None
+    shard: str | None = None
+    filters: dict[str, Any] | None = None
+    sets: dict[str, Any] | None = None
+    environments: dict[str, _Env] | None = None
+    expect: list[_Rule] | None = None
+    releases: list[dict[str, Any]] | None = None
+
+
+def checked_meta(path: Path, data: Any) -> dict[str, Any]:
+    """run.json's ``data``, if its fields have the types readers rely on and a format this
+    harness reads; else a StoreError naming the file and the field."""
+    _checked(path, data, _Meta)
+    if (data.get("format") or 0) > FORMAT:
+        raise StoreError(f"{path}: format {data['format']}: written by a newer harness (this "
+                         f"one reads up to {FORMAT})")
+    return cast("dict[str, Any]", data)
+
+
+_SAID: set[Path] = set()  # the files a warning named (each said once a process)
+
+
 def read_meta(run_dir: Path) -> dict[str, Any] | None:
-    """A run folder's run.json, or None where there is no readable one."""
+    """A run folder's run.json, or None where there is none; a damaged one is warned of (once)
+    and read as none."""
+    path = run_dir / META
     try:
-        meta = jsonio.loads((run_dir / META).read_bytes())
-    except (OSError, ValueError):
+        return checked_meta(path, jsonio.loads(path.read_bytes()))
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    return meta if isinstance(meta, dict) else None
+    except (OSError, ValueError, StoreError) as exc:
+        if path not in _SAID:
+            _SAID.add(path)
+            why = exc if isinstance(exc, StoreError) else f"{path}: unreadable: {exc}"
+            print(f"harness: warning: {why}; the run is left out", file=sys.stderr)
+        return None
 
 
 @dataclass(frozen=True)
@@ -431,12 +559,9 @@ class Run:
 
 
 def read_run(run_dir: Path) -> Run | None:
-    """A run folder whose run.json is readable and says when it was made; else None."""
+    """A run folder whose run.json is readable (``read_meta``); else None."""
     meta = read_meta(run_dir)
-    with contextlib.suppress(TypeError, ValueError):
-        if meta is not None and (created := float(meta.get("created") or 0.0)) >= 0:
-            return Run(run_dir, meta, (created, run_dir.name))
-    return None
+    return None if meta is None else Run(run_dir, meta, (meta.get("created") or 0.0, run_dir.name))
 
 
 def list_runs(folder: Path, *, with_results: bool = False, required: bool = False

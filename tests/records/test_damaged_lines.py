@@ -109,3 +109,21 @@ def test_a_torn_last_line_does_not_stop_a_resume(finished: Path, tmp_path: Path)
     assert len(RunStore(record.parent).results()) == 5
     header = (record.parent / "report" / "summary.txt").read_text()
     assert "5 of 5 cells ran (" in header and "; 1 damaged line left out" in header
+
+
+def test_a_run_json_of_the_wrong_shape_is_one_line_and_breaks_no_other_run(
+        finished: Path, tmp_path: Path) -> None:
+    """A hand-edited run.json (``filters`` a list): reading that run is a one-line error
+    naming the file and the field; a new run, and history, leave it out with a warning."""
+    reports = damaged_copy(finished, tmp_path, {})
+    meta = reports / "runs" / "copy" / "run.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "filters": ["a"]}))
+    said = f"{meta}: filters: Expected `object | null`, got `array`"
+    done = harness(reports, "report", "copy")
+    assert done.returncode == 2 and done.stderr == f"harness: error: {said}\n", done.stderr
+    matrix = finished.parents[2] / "matrix.yaml"
+    for args in (["run", "-m", str(matrix), "-k", "test_behaviour.py::test_pass"], ["history"]):
+        done = harness(reports, *args)
+        assert done.returncode == 0, (args, done.stderr)
+        warned = [line for line in done.stderr.splitlines() if said in line]  # said once
+        assert warned == [f"harness: warning: {said}; the run is left out"], done.stderr

@@ -27,6 +27,7 @@ from harness.records.expect import (
     judged_report,
     judged_summary,
     load_baseline,
+    resolve_baseline,
 )
 from harness.records.store import RunStore
 from tests.conftest import ROOT, examples, report_dir, write_matrix
@@ -436,3 +437,13 @@ def test_judged_lines_are_what_judged_exit_prints(tmp_path: Path,
             # A failure nobody expected is news, and fails the run; two passes are neither.
             assert (bool(lines), code != 0) == ((True, True) if run_id == "news"
                                                 else (False, False))
+
+
+def test_a_baseline_run_whose_run_json_is_damaged_is_said_so(tmp_path: Path) -> None:
+    """Not "neither a baseline file nor a run": the run is there, its run.json is not read."""
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text("[1]")
+    with pytest.raises(UsageError) as raised:
+        resolve_baseline("x", tmp_path)
+    assert str(raised.value) == f"--baseline x: {run / 'run.json'}: Expected `object`, got `array`"

@@ -102,3 +102,18 @@ def test_the_table_is_read_while_current_and_made_again_when_the_record_grows(
     # Stale (the record grew): made again from the record. n2's line is another cell (another
     # cell id) of the same logical key, recorded last: it is the key's outcome.
     assert run_outcomes(run) == {("a", "case::x", "cpu"): R}
+
+
+def test_a_run_whose_record_cannot_be_read_is_left_out_and_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A results.jsonl that is a folder (or a file this user may not read): history, and the
+    report of a later run, go on without that run and say why."""
+    write_run(tmp_path, "a", 1000.0, {("a", "x"): P})
+    broken = write_run(tmp_path, "b", 1001.0, {("a", "x"): F})
+    (broken / "results.jsonl").unlink()
+    (broken / "results.jsonl").mkdir()
+    write_run(tmp_path, "c", 1002.0, {("a", "x"): P})
+    history = load(tmp_path, last=10)
+    assert history.runs == ("a", "c") and history.cells[("a", "case::x", "cpu")] == (P, P)
+    assert capsys.readouterr().err == (f"harness: warning: {broken / 'results.jsonl'}: "
+                                       "unreadable: Is a directory; the run is left out\n")

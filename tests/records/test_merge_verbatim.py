@@ -50,7 +50,7 @@ def result(cell: dict[str, Any], run_id: str, outcome: Outcome, **changes: Any) 
 def shard(reports: Path, run_id: str, label: str | None, planned: list[dict[str, Any]]
           ) -> RunStore:
     meta: dict[str, Any] = {"planned": planned, "shard": label,
-                            "expect": [{"case": "case", "outcomes": ["FAIL"], "why": "known"}]}
+                            "expect": [{"case": "case", "outcome": ["FAIL"], "why": "known"}]}
     if label:
         meta["full_plan"] = CELLS
     return RunStore.create(reports, meta, run_id=run_id)

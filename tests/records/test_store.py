@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
+from harness.core.errors import StoreError
 from harness.core.results import CellResult, Outcome
-from harness.records import codec
+from harness.records import codec, reportinput
 from harness.records.compare import choose_records
-from harness.records.store import RunStore, read_shared
+from harness.records.merge import merge_runs
+from harness.records.store import RunStore, list_runs, read_shared
 from harness.report.build import diff_runs, summary_line, write_report
 from harness.report.data import long_columns
 
@@ -248,7 +250,7 @@ def test_a_rule_that_cannot_be_read_stops_the_report_before_any_file(tmp_path: P
     store = RunStore.create(tmp_path, {"planned": [], "expect": [{"outcome": ["PASSED"],
                                                                   "why": "hand-edited"}]})
     store.append(result("a", "2.0.1", "repro", Outcome.PASS))
-    with pytest.raises(ValueError, match="PASSED"):
+    with pytest.raises(StoreError, match=r"run\.json: expect\[0\]\.outcome\[0\]: .*'PASSED'"):
         write_report(store, tmp_path / "report")
     assert list((tmp_path / "report").iterdir()) == []
 
@@ -301,3 +303,107 @@ def test_a_line_leaves_out_fields_at_their_default_and_every_reader_fills_them(
     slow = RunStore(store.run_dir).results()
     assert fast == slow and [r.cell_id for r in fast] == ["a", "b", "c"]
     assert fast[:2] == [plain, retried]
+
+
+META_EDITS = [
+    ([1, 2], "Expected `object`, got `array`"),
+    ({"created": "yesterday"}, "created: Expected `float | null`, got `str`"),
+    ({"created": -5}, "created: Expected `float` >= 0.0"),
+    ({"created": 1e20}, "created: Expected `float` <= 253402300799"),  # no date to write
+    ({"filters": ["a"]}, "filters: "),
+    ({"set": ["a"]}, "set: "),
+    ({"kind": "weekly"}, "kind: Invalid enum value 'weekly'"),
+    ({"format": 5}, "format 5: written by a newer harness (this one reads up to 4)"),
+    ({"format": "four"}, "format: "),
+    ({"environments": {"host": 1}}, "environments[...]: "),
+    ({"environments": {"host": {"requirements": 5}}}, "environments[...].requirements: "),
+    ({"expect": [{"x": 1}]}, "expect[0]: Object missing required field `outcome`"),
+    ({"expect": [{"outcome": ["GREAT"], "why": ""}]}, "expect[0].outcome[0]: Invalid enum"),
+]
+
+
+@pytest.mark.parametrize(("edit", "said"), META_EDITS, ids=[m[1].split(":")[0] for m in META_EDITS])
+def test_a_damaged_run_json_is_an_error_naming_its_field_and_left_out_of_listings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: object, said: str) -> None:
+    run = tmp_path / "runs" / "x"
+    run.mkdir(parents=True)
+    meta = edit if isinstance(edit, list) else {"run_id": "x", "created": 1.0, **edit}
+    (run / "run.json").write_text(json.dumps(meta))
+    with pytest.raises(StoreError) as raised:
+        RunStore.open(tmp_path, "x")
+    assert str(raised.value).startswith(f"{run / 'run.json'}: {said}"), raised.value
+    assert list_runs(tmp_path / "runs") == list_runs(tmp_path / "runs") == []
+    warned = capsys.readouterr().err.splitlines()  # said once, where the runs are listed
+    assert warned == [f"harness: warning: {raised.value}; the run is left out"]
+
+
+FILE_EDITS = [
+    ("cases.json", [1], "Expected `object`, got `array`"),
+    ("cases.json", {"a::b": 5}, "[...]: Expected `object`, got `int`"),
+    ("cases.json", {"a::b": {"case": "a", "variant": "b", "signatures": [{}]}},
+     "[...].signatures[0]: Object missing required field `name`"),
+]
+
+
+@pytest.mark.parametrize(("name", "edit", "said"), FILE_EDITS)
+def test_a_cases_file_of_the_wrong_shape_is_an_error_naming_its_field(
+        tmp_path: Path, name: str, edit: object, said: str) -> None:
+    store = RunStore.create(tmp_path, {"planned": []})
+    (store.run_dir / name).write_text(json.dumps(edit))
+    with pytest.raises(StoreError) as raised:
+        store.cases  # noqa: B018
+    assert str(raised.value) == f"{store.run_dir / name}: {said}"
+
+
+PLAN_EDITS = [
+    ({"a": 1}, "Expected `array`, got `object`"),
+    (["a"], "[0]: Expected `object`, got `str`"),
+    ([{"x": 1}], "[0]: Object missing required field `cell_id`"),
+    ([{"cell_id": "gap"}], "[0]: Object missing required field `environment`"),  # a merge's gap
+]
+
+
+@pytest.mark.parametrize(("edit", "said"), PLAN_EDITS)
+def test_a_plan_of_the_wrong_shape_is_an_error_naming_its_field(
+        tmp_path: Path, edit: object, said: str) -> None:
+    store = RunStore.create(tmp_path, {"planned": []}, run_id="r")
+    store.append(result("a", "2.0.1", "repro", Outcome.PASS))
+    (store.run_dir / "plan.json").write_text(json.dumps(edit))
+    reads = [lambda: merge_runs([store], tmp_path, run_id="m")]
+    if "gap" not in json.dumps(edit):  # (a report reads the ids alone)
+        reads.append(lambda: reportinput.read(store))
+    for read in reads:
+        with pytest.raises(StoreError) as raised:
+            read()
+        assert str(raised.value) == f"{store.run_dir / 'plan.json'}: {said}"
+
+
+def test_a_fingerprint_shared_jsonl_lacks_is_warned_of(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """shared.jsonl lost or torn: the cells naming its values read with no fingerprint, and
+    a warning says so (once), rather than a report silently without versions."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.extend([result("a", "2.0.1", "repro", Outcome.PASS),
+                  result("b", "2.0.1", "workaround", Outcome.PASS)])
+    (store.run_dir / "shared.jsonl").write_text("")
+    assert [r.fingerprint for r in store.results()] == [{}, {}]
+    store.results()
+    assert capsys.readouterr().err == (
+        f"harness: warning: {store.run_dir / 'shared.jsonl'}: lacks 2 values results.jsonl names"
+        " (fingerprints, machines); read as unknown\n")
+
+
+def test_a_record_or_shared_values_that_cannot_be_read_are_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """results.jsonl or shared.jsonl a folder (or a file this user may not read): the record
+    is a one-line error, shared.jsonl's values read as unknown, said."""
+    store = RunStore.create(tmp_path, {"planned": []})
+    store.append(result("a", "2.0.1", "repro", Outcome.PASS))
+    (store.run_dir / "shared.jsonl").unlink()
+    (store.run_dir / "shared.jsonl").mkdir()
+    assert [r.fingerprint for r in store.results()] == [{}]
+    assert "shared.jsonl: lacks 1 values" in capsys.readouterr().err
+    (store.run_dir / "results.jsonl").unlink()
+    (store.run_dir / "results.jsonl").mkdir()
+    with pytest.raises(StoreError, match=r"results\.jsonl: unreadable: Is a directory$"):
+        store.results()
