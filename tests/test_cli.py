@@ -59,7 +59,10 @@ def test_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (("run", "--address", "auto"), "--address names a Ray cluster: add --executor ray"),
     (("run", "--resume", "latest", "--run-id", "x"), "give one"),
-    (("run", "--run-id", "a/b"), "--run-id 'a/b': use letters, digits"),
+    (("run", "--run-id", "a/b"), "--run-id 'a/b': use up to 128 letters, digits"),
+    (("run", "--run-id", "a" * 129), "use up to 128 letters"),
+    # It was taken: `report latest` and `--resume latest` then meant the newest run, not it.
+    (("run", "--run-id", "latest"), "--run-id latest: that name means the newest run"),
     (("run", "--retries", "-1"), "--retries must be 0 or more"),
     # Every count option is checked in one place, for every command that takes it.
     (("run", "-j", "0"), "--jobs must be at least 1"),

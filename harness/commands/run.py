@@ -9,7 +9,7 @@ from harness.core.errors import UsageError
 from harness.plan.shard import parse_shard
 from harness.planning import run_options
 from harness.records.expect import load_baseline, resolve_baseline
-from harness.records.store import RUN_ID
+from harness.records.store import check_run_id
 from harness.workflow import RunState, execute
 
 
@@ -23,6 +23,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--resume continues a run; --run-id names a new one: give one")
     if args.shard:
         parse_shard(args.shard)
-    if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
-        raise UsageError(f"--run-id {args.run_id!r}: use letters, digits, '.', '_' and '-'")
+    if args.run_id is not None:
+        check_run_id(args.run_id)
     return execute(RunState(options=run_options(args)))

@@ -402,7 +402,10 @@ class _Case(TypedDict, total=False):
 def check_run_id(run_id: str) -> str:
     """``run_id``, if it may name a run folder (no path in it); else a UsageError."""
     if not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-'")
+        raise UsageError(f"--run-id {run_id!r}: use up to 128 letters, digits, '.', '_' and "
+                         "'-', a letter or digit first")
+    if run_id == "latest":  # `report latest`, `--resume latest` would mean another run
+        raise UsageError("--run-id latest: that name means the newest run; choose another")
     return run_id
 
 

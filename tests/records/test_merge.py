@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.errors import StoreError
+from harness.core.errors import StoreError, UsageError
 from harness.core.results import Outcome
 from harness.records import merge, table
 from harness.records.merge import _link, merge_runs
@@ -156,3 +156,12 @@ def test_a_merge_returns_with_its_table_written(tmp_path: Path) -> None:
                         run_id="m")
     found = table.current(merged.store.run_dir, ("cell_id",))
     assert found is not None and found.column("cell_id") == [r.cell_id for r in merged.written]
+
+
+def test_a_run_named_twice_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """It merged the run with itself without a word: every cell a conflict with itself."""
+    shard = shards_that_ran_everything(tmp_path)[0]
+    again = RunStore.open(tmp_path, str(shard.run_dir))  # the same run, named by its folder
+    with pytest.raises(UsageError, match="a run is named twice"):
+        merge_runs([shard, again], tmp_path, run_id="m")
+    assert not (tmp_path / "runs" / "m").exists()
