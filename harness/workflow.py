@@ -68,13 +68,18 @@ def open_store(state: RunState) -> RunState | int:
         for r in results:
             if r.parent and r.cell_id in done:
                 tests.setdefault(r.parent, []).append(r)
+        # The run's own plan, not this command line's: a resume without its -k runs its slice.
+        planned = {c["cell_id"] for c in store.planned()}
         plan = Plan(cells=tuple(replace(c, resumed=tuple(tests.get(c.cell_id, ())))
-                                if c.case.suite is not None else c
-                                for c in state.plan.cells if c.cell_id not in done))
+                                if c.case.suite is not None else c for c in state.plan.cells
+                                if c.cell_id in planned and c.cell_id not in done))
         partial = sum(len(c.resumed) for c in plan.cells)
+        gone = len(planned - done - {c.cell_id for c in plan.cells})
         print(f"resuming {store.run_id}: {len(done) - partial} cells done, {len(plan.cells)} "
               "to run" + (f" (suites cut short: {partial} recorded tests kept, the rest run)"
-                        if partial else ""))
+                        if partial else "")
+              + (f"; {gone} of its cells are not in this plan (matrix or filters changed)"
+                 if gone else ""))
         return replace(state, store=store, plan=plan)
     matrix_text = Path(opts.matrix).read_bytes()
     cases = {c.label: c.metadata() for c in state.cases}

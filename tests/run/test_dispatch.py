@@ -122,6 +122,17 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None
     assert all(r["outcome"] == "PASS" for r in after)
 
 
+def test_resume_runs_what_the_runs_own_plan_lacks_not_the_command_lines(
+        tmp_path: Path) -> None:
+    """A resume without the run's -k ran every case of the matrix into the slice's run."""
+    m = matrix(tmp_path, timeout=3)
+    assert harness(tmp_path, "run", "-m", str(m), "-k", "test_pass").returncode == 0
+    proc = harness(tmp_path, "run", "-m", str(m), "--resume", "latest")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 cells done, 0 to run" in proc.stdout, proc.stdout
+    assert [r["variant"] for r in results(tmp_path)] == ["pass"]
+
+
 def test_ctrl_c_kills_children_and_exits_130(tmp_path: Path) -> None:
     m = matrix(tmp_path, timeout=300)
     args = [sys.executable, "-m", "harness", "--reports", str(tmp_path / "r"), "run", "-m",
