@@ -4,6 +4,7 @@ bare pytest would, and writes how each test ended, one JSON line per event, as i
 
 from __future__ import annotations
 
+import glob
 import importlib
 import os
 import sys
@@ -34,6 +35,20 @@ def pytest_configure(config: pytest.Config) -> None:
     if path and not hasattr(config, "workerinput"):  # an xdist worker: its controller says
         config.pluginmanager.register(_Recorder(config, Events(path)), "harness-suite-events")
 
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """A suite given as its rootdir runs what bare pytest run there runs: its ``testpaths``
+    (pytest reads them only when started in the rootdir; it starts in an empty folder)."""
+    given, root = early_config.known_args_namespace.file_or_dir, early_config.rootpath
+    if len(given) != 1 or given[0] not in args or Path(given[0]).resolve() != root.resolve():
+        return
+    found = [p for pattern in early_config.getini("testpaths")
+             for p in sorted(glob.iglob(str(root / pattern), recursive=True))]
+    if found:
+        where = args.index(given[0])
+        args[where:where + 1] = early_config.known_args_namespace.file_or_dir = found
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,

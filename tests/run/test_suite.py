@@ -224,6 +224,23 @@ def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path)
     assert "SUITE_BACKENDS is not set" in run.result.reason
 
 
+
+def test_a_suite_given_as_its_rootdir_runs_its_testpaths_as_bare_pytest_there_does(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "scripts").mkdir()
+    (folder / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (folder / "tests" / "test_in.py").write_text("def test_in():\n    pass\n")
+    (folder / "scripts" / "test_out.py").write_text("def test_out():\n    assert 0\n")
+    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\n"
+                        f"environments:\n  host: {{backend: host, python: '{PY}', "
+                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    assert [r.result.variant for r in runs] == ["tests/test_in.py::test_in", "(session)"]
+
+
 WAITING_SUITE = """\
 import os, pathlib, time
 
