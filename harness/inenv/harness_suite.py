@@ -82,7 +82,7 @@ class _Recorder:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.events.write(event="collect_error", nodeid=report.nodeid, time=time.time(),
-                              reason=error_lines(report.longreprtext))
+                              reason=error_lines(_text(report)))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not getattr(self.config.option, "numprocesses", None):  # xdist's: its workers'
@@ -109,7 +109,7 @@ class _Recorder:
             self.phases.pop(report.nodeid, None)
             self.events.write(event="finish", nodeid=report.nodeid, time=time.time(),
                               duration=0.0, outcome="CRASH", pytest="crashed",
-                              reason=error_lines(report.longreprtext))
+                              reason=error_lines(_text(report)))
             return
         self.phases.setdefault(report.nodeid, []).append(report)
 
@@ -169,7 +169,7 @@ def judge(reports: list[pytest.TestReport]) -> dict[str, Any]:
             return {"outcome": "SKIP", "pytest": "skipped", "reason": skip_reason(report)}
     if call is not None and call.failed:
         return {"outcome": "FAIL", "pytest": "failed", "reason": _crash(call),
-                "traceback": call.longreprtext[-2000:]}
+                "traceback": _text(call)[-2000:]}
     if teardown is not None and teardown.failed:
         return {"outcome": "ERROR", "pytest": "error",
                 "reason": "teardown failed: " + _crash(teardown)}
@@ -181,7 +181,12 @@ def judge(reports: list[pytest.TestReport]) -> dict[str, Any]:
 def _crash(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None)
-    return error_lines(str(message) if message else report.longreprtext)
+    return error_lines(str(message) if message else _text(report))
+
+
+def _text(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The report as pytest prints it, less the line xdist puts first (its worker's Python)."""
+    return "" if report.longrepr is None else str(report.longrepr)
 
 
 def error_lines(text: str, lines: int = 3) -> str:
