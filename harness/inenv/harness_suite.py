@@ -108,7 +108,7 @@ class _Recorder:
         if str(report.when) == "???":  # xdist: its worker died in this test; no end comes
             self.phases.pop(report.nodeid, None)
             self.events.write(event="finish", nodeid=report.nodeid, time=time.time(),
-                              duration=0.0, outcome="CRASH", pytest="crashed",
+                              duration=0.0, outcome="CRASH", pytest="error",
                               reason=error_lines(_text(report)))
             return
         self.phases.setdefault(report.nodeid, []).append(report)

@@ -188,6 +188,8 @@ def test_xdist_workers_share_the_suite_and_a_crash_or_hang_is_still_its_test(
     assert tests["test_endings.py::test_segfault"].outcome == "CRASH"
     # The worker's crash in xdist's words, not the line naming the worker's interpreter
     assert tests["test_endings.py::test_segfault"].reason.startswith("worker 'gw")
+    # counted as a crash is without xdist: in the suite's "error" column
+    assert tests["test_endings.py::test_segfault"].details["pytest"] == "error"
     assert tests["test_endings.py::test_hang"].outcome == "TIMEOUT"
     assert tests["test_endings.py::test_after"].outcome == "PASS"
     assert tests["test_zlast.py::test_other_module"].outcome == "PASS"
