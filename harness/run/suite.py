@@ -19,6 +19,7 @@ from harness.plan import collected
 from harness.plan.cells import Cell, cell_id
 from harness.plan.suites import rootdir
 from harness.run.classify import Decision, Ending, classify
+from harness.run.progress import pytest_words
 from harness.run.supervise import ProcessGuard
 from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
 
@@ -174,9 +175,8 @@ class _Session:
         # pytest's own words (passed, failed, xfailed...), counted as its summary line does
         counts = Counter(str(run.result.details.get("pytest") or run.result.outcome.lower())
                          for run in self.children.values())
-        words = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         decision = self.failure or classify(Ending(
-            kind="session_ended", reason=words, tests=len(self.children),
+            kind="session_ended", reason=pytest_words(counts), tests=len(self.children),
             failed=any(o.failed for o in outcomes),
             shadowed="; ".join(
                 f"{i['name']} did not import: {i['error']}" if i.get("error") else

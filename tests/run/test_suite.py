@@ -88,6 +88,7 @@ def test_each_test_is_a_result_counted_as_bare_pytest_counts_them(
     # The session sums them up as pytest's own summary line does.
     suite = run.result.details["suite"]
     assert suite["counts"] == bare_pytest_counts(folder, {"SUITE_BACKENDS": "numpy"})
+    assert run.result.reason == "1 failed, 3 passed, 3 skipped, 1 xfailed, 2 errors"
     assert run.result.outcome == "FAIL" and suite["processes"] == 1
     assert suite["pytest_exit"] == 1  # pytest's own exit status: tests failed
     # Every test's cell id is the plan's hash of its suite-qualified id; each names its session.
