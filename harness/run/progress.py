@@ -84,11 +84,11 @@ class RunProgress:
             self._test(result)
             return
         self.counts[str(result.outcome)] += 1
-        session = result.details.get("suite")
+        ended = self._ended(result) if "suite" in result.details else None
         if self.bar is not None:
             self.bar.update(self.bar.task_ids[0], advance=1, description=self._description())
-        if session is not None:
-            self.note(self._ended(result))
+        if ended is not None:
+            self.note(ended)
         elif self.bar is not None:
             return
         elif result.outcome is Outcome.NOT_RUN and not self.verbose:
@@ -124,10 +124,12 @@ class RunProgress:
 
     def _ended(self, result: CellResult) -> str:
         """A session's end, as pytest's summary line says it, then its suite and target."""
-        self.running.pop(result.cell_id, None)
         self.attempts.pop(result.cell_id, None)
         counts = Counter({str(w): int(n) for w, n in
                           result.details["suite"].get("counts", {}).items()})
+        # The run's tests: this session's as it counts them (with those kept by a resume).
+        self.tests += counts
+        self.tests -= self.running.pop(result.cell_id, Counter())
         words = pytest_words(counts) or "no tests ran"
         reason = (result.reason.splitlines() or [""])[0][:200]
         # A session that failed as a whole (no collection, the package from elsewhere).
