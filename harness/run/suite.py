@@ -29,12 +29,10 @@ LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
 def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
                done: Path | None = None, workers: int = 1) -> tuple[str, ...]:
-    """pytest's arguments for ``suite``: the installed package ahead of the suite's folder on
-    ``sys.path`` (unless its args choose an import mode), no cache written into the folder."""
+    """pytest's arguments for ``suite``: no cache written into the suite's folder (the plugin
+    puts the installed package ahead of it on ``sys.path``)."""
     argv = ["-m", "pytest", "-p", "harness_suite", "-p", "no:cacheprovider", "-q", "-rN",
             "--continue-on-collection-errors", f"--harness-suite-events={events}"]
-    if not any(a.startswith("--import-mode") for a in suite.args):
-        argv.append("--import-mode=append")
     argv += [f"--harness-suite-package={p}" for p in suite.packages]
     if suite.path is not None:
         argv.append(f"--rootdir={rootdir(Path(suite.path))}")

@@ -245,6 +245,24 @@ def test_a_suite_given_as_its_rootdir_runs_its_testpaths_as_bare_pytest_there_do
     assert [r.result.variant for r in runs] == ["tests/test_in.py::test_in", "(session)"]
 
 
+
+def test_an_import_mode_in_the_suites_addopts_applies_as_under_bare_pytest(
+        tmp_path: Path) -> None:
+    # Two test modules of one name: importlib imports both, append only the first.
+    folder = tmp_path / "project"
+    for sub in ("a", "b"):
+        (folder / sub).mkdir(parents=True)
+        (folder / sub / "test_same.py").write_text(f"def test_{sub}():\n    pass\n")
+    (folder / "pytest.ini").write_text("[pytest]\naddopts = --import-mode=importlib\n")
+    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\n"
+                        f"environments:\n  host: {{backend: host, python: '{PY}', "
+                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    assert {r.result.variant: str(r.result.outcome) for r in runs} == {
+        "a/test_same.py::test_a": "PASS", "b/test_same.py::test_b": "PASS", "(session)": "PASS"}
+
+
 WAITING_SUITE = """\
 import os, pathlib, time
 
