@@ -336,6 +336,8 @@ def test_node_ids_do_not_depend_on_the_machine(tmp_path: Path) -> None:
     assert rootdir(tmp_path / "proj" / "tests") == tmp_path / "proj" / "tests"  # not pytest's
     (tmp_path / "proj" / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
     assert rootdir(tmp_path / "proj" / "tests") == tmp_path / "proj"
+    (tmp_path / "proj" / "tests" / "pytest.toml").write_text("")  # pytest 9's, even empty
+    assert rootdir(tmp_path / "proj" / "tests") == tmp_path / "proj" / "tests"
 
 
 @pytest.mark.parametrize("events", ["collected", "finish"])
