@@ -36,7 +36,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Recorder(config, Events(path)), "harness-suite-events")
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
     """A suite given as its rootdir runs what bare pytest run there runs: its ``testpaths``
@@ -54,6 +53,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
     if found:
         where = args.index(given[0])
         args[where:where + 1] = early_config.known_args_namespace.file_or_dir = found
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
