@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import importlib
+import json
 import os
 import sys
 import sysconfig
@@ -23,7 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-suite-events", default=None,
                     help="append one JSON line per test event to this file")
     group.addoption("--harness-suite-only", default=None,
-                    help="run only the node ids listed in this file, one per line")
+                    help="run only the node ids this file lists (a JSON list)")
     group.addoption("--harness-suite-done", default=None,
                     help="do not run the tests whose stable node ids this file lists")
     group.addoption("--harness-suite-package", action="append", default=[],
@@ -61,8 +62,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     only, done = config.getoption("--harness-suite-only"), config.getoption("--harness-suite-done")
     if not only and not done:
         return
-    wanted = set(Path(only).read_text(encoding="utf-8").splitlines()) if only else None
-    recorded = set(Path(done).read_text(encoding="utf-8").splitlines()) if done else set()
+    # JSON lists: a node id may hold a newline (raw ids, when the suite's ini asks)
+    wanted = set(json.loads(Path(only).read_text(encoding="utf-8"))) if only else None
+    recorded = set(json.loads(Path(done).read_text(encoding="utf-8"))) if done else set()
     dropped = [item for item in items if stable_nodeid(item.nodeid) in recorded
                or (wanted is not None and item.nodeid not in wanted)]
     if dropped:

@@ -4,6 +4,7 @@ one result per test, yielded as it ends so that a killed harness keeps it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Generator, Iterator
@@ -214,7 +215,8 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     ends. Returns False when a test took it down and others may wait."""
     env, cell, log = session.env, session.cell, scratch / "cell.log"
     events_path = scratch / "events.jsonl"
-    only_path, done_path = _listed(scratch / "only.txt", only), _listed(scratch / "done.txt", done)
+    only_path = _listed(scratch / "only.json", only)
+    done_path = _listed(scratch / "done.json", done)
     # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
     variables = {**cell_variables(cell, gpu, session.place["node"]),
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
@@ -266,8 +268,8 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
 
 
 def _listed(path: Path, nodeids: list[str] | None) -> Path | None:
-    """``nodeids`` written one a line to ``path`` for the plugin; None for none given."""
+    """``nodeids`` written to ``path`` as a JSON list for the plugin; None for none given."""
     if nodeids is None:
         return None
-    path.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(nodeids), encoding="utf-8")
     return path

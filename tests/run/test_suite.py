@@ -263,6 +263,27 @@ def test_an_import_mode_in_the_suites_addopts_applies_as_under_bare_pytest(
         "a/test_same.py::test_a": "PASS", "b/test_same.py::test_b": "PASS", "(session)": "PASS"}
 
 
+
+def test_a_test_whose_id_holds_a_newline_still_runs_after_a_crash(tmp_path: Path) -> None:
+    # pytest keeps such ids raw when the suite asks; the next process is given them by name.
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "pytest.ini").write_text("[pytest]\ndisable_test_id_escaping_and_forfeit_all_"
+                                       "rights_to_community_support = true\n")
+    (folder / "test_raw.py").write_text(
+        "import os, pytest\n\ndef test_crash():\n    os._exit(1)\n\n"
+        "@pytest.mark.parametrize('v', ['nl\\nx', 'plain'], ids=['nl\\nx', 'plain'])\n"
+        "def test_p(v):\n    pass\n")
+    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\n"
+                        f"environments:\n  host: {{backend: host, python: '{PY}', "
+                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    assert {r.result.variant: str(r.result.outcome) for r in runs} == {
+        "test_raw.py::test_crash": "CRASH", "test_raw.py::test_p[nl\nx]": "PASS",
+        "test_raw.py::test_p[plain]": "PASS", "(session)": "FAIL"}
+
+
 WAITING_SUITE = """\
 import os, pathlib, time
 
