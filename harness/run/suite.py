@@ -22,7 +22,15 @@ from harness.plan.suites import rootdir
 from harness.run.classify import Decision, Ending, classify
 from harness.run.progress import pytest_words
 from harness.run.supervise import ProcessGuard
-from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
+from harness.run.watch import (
+    Watch,
+    cell_variables,
+    clipped,
+    read_log,
+    scratch_folder,
+    tail,
+    watch_process,
+)
 
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
@@ -68,7 +76,7 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
             ended = yield from _one_process(session, suite, backend, gpu, scratch, guard, only,
                                             done if processes == 1 else None,
                                             max(1, min(workers, suite.workers)))
-            session.log += read_log(scratch / "cell.log")
+            session.log = clipped(session.log + read_log(scratch / "cell.log"))
         if ended:  # it reached no test, or every test it was given ran
             break
         only = [n for n in session.collected if n not in session.children]
@@ -118,7 +126,7 @@ class _Session:
             run = self.children[nodeid]
             if i == 0 and attach:
                 self.log_sent_at = time.monotonic()
-                run = replace(run, log=self.log + current_log)
+                run = replace(run, log=clipped(self.log + current_log))
             yield run
 
     def order(self) -> list[str]:

@@ -284,6 +284,26 @@ def test_a_test_whose_id_holds_a_newline_still_runs_after_a_crash(tmp_path: Path
         "test_raw.py::test_p[plain]": "PASS", "(session)": "FAIL"}
 
 
+
+def test_a_sessions_log_stays_within_the_limit_across_its_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each crash starts a process whose log is within the limit; the session's, all of them.
+    monkeypatch.setattr("harness.run.watch.LOG_LIMIT", 4000)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "pytest.ini").write_text("[pytest]\n")
+    (folder / "test_loud.py").write_text("import os\n" + "".join(
+        f"\ndef test_{i}():\n    os.write(1, b'x' * 3000)\n    os._exit(1)\n" for i in range(4)))
+    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}, args: ['-s']}}}}\n"
+                        f"environments:\n  host: {{backend: host, python: '{PY}', "
+                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    assert runs[-1].result.details["suite"]["processes"] == 4
+    assert all(len(r.log) < 4100 for r in runs), [len(r.log) for r in runs]
+    assert b"bytes cut" in runs[-1].log
+
+
 WAITING_SUITE = """\
 import os, pathlib, time
 
