@@ -4,7 +4,9 @@ bare pytest would, and writes how each test ended, one JSON line per event, as i
 
 from __future__ import annotations
 
+import glob
 import importlib
+import json
 import os
 import sys
 import sysconfig
@@ -22,7 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--harness-suite-events", default=None,
                     help="append one JSON line per test event to this file")
     group.addoption("--harness-suite-only", default=None,
-                    help="run only the node ids listed in this file, one per line")
+                    help="run only the node ids this file lists (a JSON list)")
     group.addoption("--harness-suite-done", default=None,
                     help="do not run the tests whose stable node ids this file lists")
     group.addoption("--harness-suite-package", action="append", default=[],
@@ -35,14 +37,34 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_Recorder(config, Events(path)), "harness-suite-events")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """A suite given as its rootdir runs what bare pytest run there runs: its ``testpaths``
+    (pytest reads them only when started in the rootdir; it starts in an empty folder).
+    The installed package goes ahead of the suite's folder on ``sys.path``, unless the
+    suite's arguments or addopts (in ``args`` by now) choose an import mode."""
+    if not any(a.startswith("--import-mode") for a in args):
+        args.append("--import-mode=append")
+        early_config.known_args_namespace.importmode = "append"
+    given, root = early_config.known_args_namespace.file_or_dir, early_config.rootpath
+    if len(given) != 1 or given[0] not in args or Path(given[0]).resolve() != root.resolve():
+        return
+    found = [p for pattern in early_config.getini("testpaths")
+             for p in sorted(glob.iglob(str(root / pattern), recursive=True))]
+    if found:
+        where = args.index(given[0])
+        args[where:where + 1] = early_config.known_args_namespace.file_or_dir = found
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     only, done = config.getoption("--harness-suite-only"), config.getoption("--harness-suite-done")
     if not only and not done:
         return
-    wanted = set(Path(only).read_text(encoding="utf-8").splitlines()) if only else None
-    recorded = set(Path(done).read_text(encoding="utf-8").splitlines()) if done else set()
+    # JSON lists: a node id may hold a newline (raw ids, when the suite's ini asks)
+    wanted = set(json.loads(Path(only).read_text(encoding="utf-8"))) if only else None
+    recorded = set(json.loads(Path(done).read_text(encoding="utf-8"))) if done else set()
     dropped = [item for item in items if stable_nodeid(item.nodeid) in recorded
                or (wanted is not None and item.nodeid not in wanted)]
     if dropped:
@@ -67,7 +89,7 @@ class _Recorder:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.events.write(event="collect_error", nodeid=report.nodeid, time=time.time(),
-                              reason=error_lines(report.longreprtext))
+                              reason=error_lines(_text(report)))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if not getattr(self.config.option, "numprocesses", None):  # xdist's: its workers'
@@ -93,8 +115,8 @@ class _Recorder:
         if str(report.when) == "???":  # xdist: its worker died in this test; no end comes
             self.phases.pop(report.nodeid, None)
             self.events.write(event="finish", nodeid=report.nodeid, time=time.time(),
-                              duration=0.0, outcome="CRASH", pytest="crashed",
-                              reason=error_lines(report.longreprtext))
+                              duration=0.0, outcome="CRASH", pytest="error",
+                              reason=error_lines(_text(report)))
             return
         self.phases.setdefault(report.nodeid, []).append(report)
 
@@ -154,7 +176,7 @@ def judge(reports: list[pytest.TestReport]) -> dict[str, Any]:
             return {"outcome": "SKIP", "pytest": "skipped", "reason": skip_reason(report)}
     if call is not None and call.failed:
         return {"outcome": "FAIL", "pytest": "failed", "reason": _crash(call),
-                "traceback": call.longreprtext[-2000:]}
+                "traceback": _text(call)[-2000:]}
     if teardown is not None and teardown.failed:
         return {"outcome": "ERROR", "pytest": "error",
                 "reason": "teardown failed: " + _crash(teardown)}
@@ -166,7 +188,12 @@ def judge(reports: list[pytest.TestReport]) -> dict[str, Any]:
 def _crash(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None)
-    return error_lines(str(message) if message else report.longreprtext)
+    return error_lines(str(message) if message else _text(report))
+
+
+def _text(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The report as pytest prints it, less the line xdist puts first (its worker's Python)."""
+    return "" if report.longrepr is None else str(report.longrepr)
 
 
 def error_lines(text: str, lines: int = 3) -> str:

@@ -22,9 +22,9 @@ def session_variant(suite: SuiteSpec) -> CaseVariant:
 
 
 #: Files that make a folder pytest's rootdir, in pytest's order, and the section they need.
-CONFIG_FILES = (("pytest.ini", None), (".pytest.ini", None),
-                ("pyproject.toml", "[tool.pytest"), ("tox.ini", "[pytest]"),
-                ("setup.cfg", "[tool:pytest]"))
+CONFIG_FILES = (("pytest.toml", None), (".pytest.toml", None), ("pytest.ini", None),
+                (".pytest.ini", None), ("pyproject.toml", "[tool.pytest"),
+                ("tox.ini", "[pytest]"), ("setup.cfg", "[tool:pytest]"))
 
 
 def rootdir(path: Path) -> Path:

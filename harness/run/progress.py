@@ -47,6 +47,7 @@ class RunProgress:
         self.bar: Progress | None = None
         self.tests: Counter[str] = Counter()  # every suite's tests, in pytest's words
         self.running: dict[str, Counter[str]] = {}  # by session: its tests so far
+        self.attempts: dict[str, int] = {}  # by session: the attempt its tests come from
         self.said_at: dict[str, float] = {}  # by session: when its count was last said
         self.every = EVERY
 
@@ -83,11 +84,11 @@ class RunProgress:
             self._test(result)
             return
         self.counts[str(result.outcome)] += 1
-        session = result.details.get("suite")
+        ended = self._ended(result) if "suite" in result.details else None
         if self.bar is not None:
             self.bar.update(self.bar.task_ids[0], advance=1, description=self._description())
-        if session is not None:
-            self.note(self._ended(result))
+        if ended is not None:
+            self.note(ended)
         elif self.bar is not None:
             return
         elif result.outcome is Outcome.NOT_RUN and not self.verbose:
@@ -103,24 +104,32 @@ class RunProgress:
     def _test(self, result: CellResult) -> None:
         """A suite's test ended: counted in its session's running count."""
         word = str(result.details.get("pytest") or result.outcome.lower())
+        parent = result.parent or ""
+        if self.attempts.setdefault(parent, result.attempt) != result.attempt:
+            # Retried: the session runs its tests again from the start; count them once.
+            self.tests -= self.running.pop(parent, Counter())
+            self.attempts[parent] = result.attempt
         self.tests[word] += 1
-        running = self.running.setdefault(result.parent or "", Counter())
+        running = self.running.setdefault(parent, Counter())
         running[word] += 1
         if self.bar is not None:
             self.bar.update(self.bar.task_ids[0], description=self._description())
             return
         now = time.monotonic()
-        if now - self.said_at.get(result.parent or "", -self.every) >= self.every:
-            self.said_at[result.parent or ""] = now
+        if now - self.said_at.get(parent, -self.every) >= self.every:
+            self.said_at[parent] = now
             n = running.total()
             self.note(f"{result.environment}: {n} test{'s' if n > 1 else ''} so far "
                       f"({pytest_words(running)})  {result.case_id} @{result.hardware_target}")
 
     def _ended(self, result: CellResult) -> str:
         """A session's end, as pytest's summary line says it, then its suite and target."""
-        self.running.pop(result.cell_id, None)
+        self.attempts.pop(result.cell_id, None)
         counts = Counter({str(w): int(n) for w, n in
                           result.details["suite"].get("counts", {}).items()})
+        # The run's tests: this session's as it counts them (with those kept by a resume).
+        self.tests += counts
+        self.tests -= self.running.pop(result.cell_id, Counter())
         words = pytest_words(counts) or "no tests ran"
         reason = (result.reason.splitlines() or [""])[0][:200]
         # A session that failed as a whole (no collection, the package from elsewhere).

@@ -4,6 +4,7 @@ one result per test, yielded as it ends so that a killed harness keeps it."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Generator, Iterator
@@ -19,8 +20,17 @@ from harness.plan import collected
 from harness.plan.cells import Cell, cell_id
 from harness.plan.suites import rootdir
 from harness.run.classify import Decision, Ending, classify
+from harness.run.progress import pytest_words
 from harness.run.supervise import ProcessGuard
-from harness.run.watch import Watch, cell_variables, read_log, scratch_folder, tail, watch_process
+from harness.run.watch import (
+    Watch,
+    cell_variables,
+    clipped,
+    read_log,
+    scratch_folder,
+    tail,
+    watch_process,
+)
 
 MAX_PROCESSES = 50  # a suite that crashes its process this often has told us enough
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
@@ -28,12 +38,10 @@ LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
 def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
                done: Path | None = None, workers: int = 1) -> tuple[str, ...]:
-    """pytest's arguments for ``suite``: the installed package ahead of the suite's folder on
-    ``sys.path`` (unless its args choose an import mode), no cache written into the folder."""
+    """pytest's arguments for ``suite``: no cache written into the suite's folder (the plugin
+    puts the installed package ahead of it on ``sys.path``)."""
     argv = ["-m", "pytest", "-p", "harness_suite", "-p", "no:cacheprovider", "-q", "-rN",
             "--continue-on-collection-errors", f"--harness-suite-events={events}"]
-    if not any(a.startswith("--import-mode") for a in suite.args):
-        argv.append("--import-mode=append")
     argv += [f"--harness-suite-package={p}" for p in suite.packages]
     if suite.path is not None:
         argv.append(f"--rootdir={rootdir(Path(suite.path))}")
@@ -68,7 +76,7 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
             ended = yield from _one_process(session, suite, backend, gpu, scratch, guard, only,
                                             done if processes == 1 else None,
                                             max(1, min(workers, suite.workers)))
-            session.log += read_log(scratch / "cell.log")
+            session.log = clipped(session.log + read_log(scratch / "cell.log"))
         if ended:  # it reached no test, or every test it was given ran
             break
         only = [n for n in session.collected if n not in session.children]
@@ -118,7 +126,7 @@ class _Session:
             run = self.children[nodeid]
             if i == 0 and attach:
                 self.log_sent_at = time.monotonic()
-                run = replace(run, log=self.log + current_log)
+                run = replace(run, log=clipped(self.log + current_log))
             yield run
 
     def order(self) -> list[str]:
@@ -174,9 +182,8 @@ class _Session:
         # pytest's own words (passed, failed, xfailed...), counted as its summary line does
         counts = Counter(str(run.result.details.get("pytest") or run.result.outcome.lower())
                          for run in self.children.values())
-        words = ", ".join(f"{n} {w}" for w, n in sorted(counts.items(), key=lambda kv: -kv[1]))
         decision = self.failure or classify(Ending(
-            kind="session_ended", reason=words, tests=len(self.children),
+            kind="session_ended", reason=pytest_words(counts), tests=len(self.children),
             failed=any(o.failed for o in outcomes),
             shadowed="; ".join(
                 f"{i['name']} did not import: {i['error']}" if i.get("error") else
@@ -216,7 +223,8 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     ends. Returns False when a test took it down and others may wait."""
     env, cell, log = session.env, session.cell, scratch / "cell.log"
     events_path = scratch / "events.jsonl"
-    only_path, done_path = _listed(scratch / "only.txt", only), _listed(scratch / "done.txt", done)
+    only_path = _listed(scratch / "only.json", only)
+    done_path = _listed(scratch / "done.json", done)
     # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
     variables = {**cell_variables(cell, gpu, session.place["node"]),
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
@@ -268,8 +276,8 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
 
 
 def _listed(path: Path, nodeids: list[str] | None) -> Path | None:
-    """``nodeids`` written one a line to ``path`` for the plugin; None for none given."""
+    """``nodeids`` written to ``path`` as a JSON list for the plugin; None for none given."""
     if nodeids is None:
         return None
-    path.write_text("\n".join(nodeids) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(nodeids), encoding="utf-8")
     return path

@@ -207,6 +207,15 @@ def read_log(path: Path) -> bytes:
         return b""
 
 
+def clipped(log: bytes) -> bytes:
+    """``log`` within ``LOG_LIMIT`` as ``read_log`` keeps a file: its head and its tail (a
+    suite's session joins the logs of its processes)."""
+    if len(log) <= LOG_LIMIT:
+        return log
+    cut = f"\n[... {len(log) - LOG_LIMIT} bytes cut ...]\n".encode()
+    return log[:LOG_LIMIT // 2] + cut + log[len(log) - LOG_LIMIT // 2:]
+
+
 def tail(log: Path, lines: int = 4) -> str:
     try:
         text = log.read_text(errors="replace").strip().splitlines()

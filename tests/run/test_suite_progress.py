@@ -158,3 +158,36 @@ def test_the_driver_says_built_and_hands_each_test_on_before_the_session_ends(
              on_result=lambda r: lines.append(f"{r.variant} {r.outcome}"))
     assert lines == ["environment host: built", "test_s.py::test_a PASS",
                      "test_s.py::test_b PASS", "(session) PASS"]
+
+
+def test_a_retried_sessions_tests_are_counted_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # Its pytest killed after test 0 (no test running): the session runs again from the start.
+    with RunProgress(1, live=False) as progress:
+        progress.every = 0.0
+        progress.advance(a_test("passed", 0))
+        for i in range(3):
+            progress.advance(a_test("passed", i).replace(attempt=2))
+        progress.advance(session({"passed": 3}, 1.0))
+    assert capsys.readouterr().err.splitlines() == [
+        "host: 1 test so far (1 passed)  mine @cpu",
+        "host: 1 test so far (1 passed)  mine @cpu",
+        "host: 2 tests so far (2 passed)  mine @cpu",
+        "host: 3 tests so far (3 passed)  mine @cpu",
+        "host: 3 passed in 1.00s  (mine @cpu)",
+        "tests: 3 passed"]
+
+
+def test_a_resumed_sessions_kept_tests_count_in_the_closing_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Two tests were recorded before the run was resumed: its session counts them, and so
+    # does the line for the whole run.
+    with RunProgress(1, live=False) as progress:
+        progress.advance(a_test("failed", 2))
+        progress.advance(session({"passed": 2, "failed": 1}, 1.0))
+    assert capsys.readouterr().err.splitlines()[-2:] == [
+        "host: 1 failed, 2 passed in 1.00s  (mine @cpu)", "tests: 1 failed, 2 passed"]
+    with RunProgress(1, live=True) as progress:  # on a terminal, the bar says it at once
+        progress.advance(a_test("failed", 2))
+        progress.advance(session({"passed": 2, "failed": 1}, 1.0))
+        assert progress.bar is not None
+        assert progress.bar.tasks[0].description == "tests: 1 failed, 2 passed | cells: FAIL=1"
