@@ -53,6 +53,7 @@ def _check_every_report() -> None:
 
     register("check", checked)
 
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: Upstream packages CI cannot download (../shared beside the clone, as CI has it).
 WHEELHOUSE = ROOT.parent / "shared" / "wheelhouse"

@@ -4,6 +4,7 @@ which the run expands into one result per test."""
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from pathlib import Path
 
 from harness.core.matrix import SuiteSpec
@@ -39,3 +40,15 @@ def rootdir(path: Path) -> Path:
                                        or section in file.read_text(errors="replace")):
                     return candidate
     return folder
+
+
+#: pytest's order in its summary line; words it does not know come after, as they came.
+PYTEST_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error")
+
+
+def pytest_words(counts: Counter[str]) -> str:
+    """``counts`` as pytest's summary line says them: "1 failed, 2 passed, 3 errors"."""
+    known = [w for w in PYTEST_ORDER if counts.get(w)]
+    words = known + [w for w in counts if w not in PYTEST_ORDER and counts[w]]
+    return ", ".join(f"{counts[w]} {w}s" if w == "error" and counts[w] > 1 else
+                     f"{counts[w]} {w}" for w in words)

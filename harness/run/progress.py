@@ -12,18 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.core.results import CellResult, Outcome
+from harness.plan.suites import pytest_words
 
 EVERY = 10.0  # seconds between a running session's counts off a terminal
-#: pytest's order in its summary line; words it does not know come after, as they came.
-PYTEST_ORDER = ("failed", "passed", "skipped", "deselected", "xfailed", "xpassed", "error")
-
-
-def pytest_words(counts: Counter[str]) -> str:
-    """``counts`` as pytest's summary line says them: "1 failed, 2 passed, 3 errors"."""
-    known = [w for w in PYTEST_ORDER if counts.get(w)]
-    words = known + [w for w in counts if w not in PYTEST_ORDER and counts[w]]
-    return ", ".join(f"{counts[w]} {w}s" if w == "error" and counts[w] > 1 else
-                     f"{counts[w]} {w}" for w in words)
 
 
 def pytest_duration(seconds: float) -> str:

@@ -18,9 +18,8 @@ from harness.envs import Backend, Environment, LaunchRequest
 from harness.inenv.harness_events import stable_nodeid
 from harness.plan import collected
 from harness.plan.cells import Cell, cell_id
-from harness.plan.suites import rootdir
+from harness.plan.suites import pytest_words, rootdir
 from harness.run.classify import Decision, Ending, classify
-from harness.run.progress import pytest_words
 from harness.run.supervise import ProcessGuard
 from harness.run.watch import (
     Watch,

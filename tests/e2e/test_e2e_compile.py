@@ -22,7 +22,6 @@ from tests.conftest import ROOT, WHEELHOUSE, needs_wheelhouse, report_line
 pytestmark = [pytest.mark.slow, needs_wheelhouse]
 
 
-
 def test_fa3_mla_build_reproduces_and_fa2_compiles(tmp_path: Path) -> None:
     cache = os.environ.get("HARNESS_TEST_CACHE") or str(tmp_path / "cache")
     proc = subprocess.run(

@@ -85,6 +85,8 @@ def test_the_differing_tests_name_the_combination_that_decides_them() -> None:
     assert first.lines == ("RuntimeError: Numpy is not available",)
     totals = {t.column.name: dict(t.counts) for t in table.totals}
     assert totals["torch 2.0.1 · numpy 2.4.6 @cpu"] == {"passed": 51, "failed": 1}
+    # In pytest's words, as the terminal says them (it said "51 passed, 1 failed").
+    assert "torch 2.0.1 · numpy 2.4.6 @cpu: 1 failed, 51 passed;" in table.summary
     assert site.header.cells == 6 * 52 + 4  # the tests, not their sessions once more
 
 

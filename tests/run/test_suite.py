@@ -228,7 +228,6 @@ def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path)
     assert "SUITE_BACKENDS is not set" in run.result.reason
 
 
-
 def test_a_suite_given_as_its_rootdir_runs_its_testpaths_as_bare_pytest_there_does(
         tmp_path: Path) -> None:
     folder = tmp_path / "project"
@@ -243,7 +242,6 @@ def test_a_suite_given_as_its_rootdir_runs_its_testpaths_as_bare_pytest_there_do
     (cell,) = make_plan(spec, (), ("cpu",)).cells
     runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
     assert [r.result.variant for r in runs] == ["tests/test_in.py::test_in", "(session)"]
-
 
 
 def test_an_import_mode_in_the_suites_addopts_applies_as_under_bare_pytest(
@@ -261,7 +259,6 @@ def test_an_import_mode_in_the_suites_addopts_applies_as_under_bare_pytest(
     runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
     assert {r.result.variant: str(r.result.outcome) for r in runs} == {
         "a/test_same.py::test_a": "PASS", "b/test_same.py::test_b": "PASS", "(session)": "PASS"}
-
 
 
 def test_a_test_whose_id_holds_a_newline_still_runs_after_a_crash(tmp_path: Path) -> None:
@@ -282,7 +279,6 @@ def test_a_test_whose_id_holds_a_newline_still_runs_after_a_crash(tmp_path: Path
     assert {r.result.variant: str(r.result.outcome) for r in runs} == {
         "test_raw.py::test_crash": "CRASH", "test_raw.py::test_p[nl\nx]": "PASS",
         "test_raw.py::test_p[plain]": "PASS", "(session)": "FAIL"}
-
 
 
 def test_a_sessions_log_stays_within_the_limit_across_its_processes(

@@ -18,9 +18,10 @@ from harness.envs.base import Realizing
 from harness.envs.host import HostBackend
 from harness.matrix.load import parse_matrix
 from harness.plan.cells import Cell, make_plan
+from harness.plan.suites import pytest_words
 from harness.run.cell import iter_batch
 from harness.run.dispatch import dispatch
-from harness.run.progress import RunProgress, pytest_duration, pytest_words
+from harness.run.progress import RunProgress, pytest_duration
 from tests.conftest import PY
 from tests.run.test_env_notes import Store
 

@@ -10,6 +10,7 @@ from itertools import combinations as subsets
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
+from harness.plan.suites import pytest_words
 from harness.report.site.versions import (
     by_priority,
     combinations,
@@ -112,7 +113,7 @@ class SuiteTable:
     @property
     def summary(self) -> str:
         """Its totals in a line, as the index and summary.txt say them."""
-        return "; ".join(f"{row.column.name}: " + ", ".join(f"{n} {w}" for w, n in row.counts if n)
+        return "; ".join(f"{row.column.name}: " + pytest_words(Counter(dict(row.counts)))
                          for row in self.totals) + f" — {len(self.differing)} tests differ"
 
 
