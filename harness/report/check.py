@@ -23,6 +23,7 @@ from harness.report.site.model import (
     Header,
     Site,
     group,
+    planned,
     probe_packages,
     row_versions,
     unbuildable,
@@ -37,7 +38,7 @@ Versions = Mapping[str, Mapping[str, str]]
 def check(site: Site, results: Sequence[CellResult],
           environments: Mapping[str, Mapping[str, Any]], cases: Mapping[str, Mapping[str, Any]],
           previous: Sequence[CellResult] | None = None, moved: Sequence[str] = (),
-          reports_dir: Path | None = None) -> list[str]:
+          reports_dir: Path | None = None, planned: int = 0) -> list[str]:
     """Contradictions between the report's model and the results it reports; ``previous``:
     the run "what changed" is since (its results), ``moved``: the keys a bump replaced."""
     by_env = group(results, lambda r: r.environment)
@@ -45,7 +46,7 @@ def check(site: Site, results: Sequence[CellResult],
     broken = {env for env, rs in by_env.items() if unbuildable(rs) is not None}
     by_case = group(results, lambda r: r.case_id)
     suites = suite_names(results, cases)
-    problems = _header(site.header, results) + _differ("the report", {
+    problems = _header(site.header, results, planned) + _differ("the report", {
         "could not build": sorted(e for e, _ in site.unbuildable),
         "packages came from": dict(site.provenance),
         "failure tables for": sorted(t.case for t in site.failures),
@@ -74,7 +75,8 @@ def check_report(report: Report) -> list[str]:
         r for _, r in choose_records(report.stores)[0].values()]
     before = report.previous.results() if report.previous is not None else None
     return check(report.site, results, report.environments, report.cases, before,
-                 report.moved, reports_dir_of(report.stores[0].run_dir))
+                 report.moved, reports_dir_of(report.stores[0].run_dir),
+                 planned(report.metas, report.damaged))
 
 
 def check_run(stores: Sequence[RunStore], report_dir: Path,
@@ -95,12 +97,13 @@ def _same_set(what: str, said: Sequence[str], want: set[str]) -> list[str]:
     return [f"{what} for {sorted(said)}; the record has results of {sorted(want)}"]
 
 
-def _header(header: Header, results: Sequence[CellResult]) -> list[str]:
-    """The coverage line: cells (a session counted as its tests), ran, counts, hardware."""
+def _header(header: Header, results: Sequence[CellResult], planned: int) -> list[str]:
+    """The coverage line: cells (a session counted as its tests; at least the ``planned``
+    of an interrupted run), ran, counts, hardware."""
     cells = counted(results)
     counts = Counter(str(r.outcome) for r in cells)
     tested = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})
-    want = {"cells": len(cells), "ran": len(cells) - counts[str(Outcome.NOT_RUN)],
+    want = {"cells": max(len(cells), planned), "ran": len(cells) - counts[str(Outcome.NOT_RUN)],
             "counts": dict(counts), "tested": tested,
             "not tested": sorted({r.hardware_target for r in results} - set(tested))}
     return _differ("the coverage line", {
