@@ -123,6 +123,7 @@ class Report:
     bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
     earlier: Earlier  # the runs of its line before it (the history page)
     tabled: bool  # one record whose table is written already
+    plan: tuple[str, ...] = ()  # the cell ids of its plan, where read (``reportinput``)
 
     @property
     def name(self) -> str:
