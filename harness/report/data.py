@@ -71,8 +71,9 @@ def _facts(fingerprint: Any) -> tuple[str, ...]:
 def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
     counts = Counter(columns.get("outcome", ()))
     parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
-    envs = len(set(columns.get("environment", ())))
-    return (f"{len(columns.get('outcome', ()))} cells in {envs} environments: "
+    cells, envs = len(columns.get("outcome", ())), len(set(columns.get("environment", ())))
+    return (f"{cells} cell{'s' if cells != 1 else ''} in {envs} "
+            f"environment{'s' if envs != 1 else ''}: "
             + (", ".join(parts) or "nothing run"))
 
 
