@@ -66,7 +66,8 @@ def _baseline(args: argparse.Namespace, store: RunStore) -> Baseline | None:
     """``--baseline`` resolved (``latest``: the newest nightly of the run's matrix) and read."""
     if not args.baseline:
         return None
-    args.baseline = str(resolve_baseline(args.baseline, args.reports, store.meta.get("matrix")))
+    args.baseline = str(resolve_baseline(args.baseline, args.reports, store.meta.get("matrix"),
+                                         store.run_dir))
     return load_baseline(Path(args.baseline), args.reports)
 
 

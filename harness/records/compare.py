@@ -9,6 +9,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from harness.core.errors import UsageError
 from harness.core.releases import in_force
 from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
@@ -41,7 +42,22 @@ def choose_records(sources: Sequence[RunStore],
                        f"kept {later[0].run_id} ({later[1].outcome})")
             conflicts.append(message)
             warn(message)
+    if len({s.meta.get("matrix_sha256") for s in sources}) > 1:
+        _one_cell_per_key(chosen)
     return chosen, conflicts
+
+
+def _one_cell_per_key(chosen: Mapping[str, tuple[RunStore, CellResult]]) -> None:
+    """Refuses runs of different matrices that ran one logical cell as two (its environment
+    changed between them): counted twice, its verdict would say it both works and fails."""
+    seen: dict[LogicalKey, str] = {}
+    for source, result in chosen.values():
+        other = seen.setdefault(result.logical_key, source.run_id)
+        if other != source.run_id:
+            raise UsageError(
+                f"{other} and {source.run_id} ran {result.environment} {result.case_id}::"
+                f"{result.variant} @{result.hardware_target} as two cells (their matrices "
+                "differ): merge the shards of one run; compare two runs with report --diff")
 
 
 def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, str]:

@@ -19,7 +19,7 @@ from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
 from harness.records import table
 from harness.records.compare import choose_records
-from harness.records.store import META, RunStore, latest_run, lineage
+from harness.records.store import META, RunStore, lineage, list_runs
 
 Key = tuple[str, str, str]
 J = TypeVar("J", bound=CellResult)
@@ -44,14 +44,19 @@ def baseline_from(results: Iterable[CellResult], source: str) -> dict[str, Any]:
     return {"format": BASELINE_FORMAT, "source": source, "cells": cells}
 
 
-def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = None) -> Path:
+def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = None,
+                     judged: Path | None = None) -> Path:
     """The file or run folder ``--baseline`` names, fixed before a run adds a newer one;
-    ``matrix``: ``latest`` is then the newest nightly run of that matrix file."""
+    ``matrix``: ``latest`` is then the newest nightly run of that matrix file other than the
+    run ``judged`` (a run is no baseline of itself: every failure of it would be known)."""
     path = Path(text)
     if path.is_file():
         return path
     if text == "latest" and matrix:
-        found = latest_run(reports_dir, lineage({"matrix": str(matrix)}))
+        line = lineage({"matrix": str(matrix)})
+        found = next((run.path for run in reversed(list_runs(reports_dir / "runs")) if run.line
+                      == line and (judged is None or run.path.resolve() != judged.resolve())),
+                     None)
         if found is None:
             raise UsageError(f"--baseline latest: no nightly run of {matrix} under "
                              f"{reports_dir / 'runs'}")

@@ -63,7 +63,8 @@ class History:
 
     def render(self, *, changed_only: bool) -> str:
         legend = " ".join(f"{LETTER[o]}={o}" for o in Outcome) + f" {ABSENT}=absent"
-        head = f"{len(self.runs)} runs in {self.folder}, oldest first: {' '.join(self.runs)}"
+        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
+        head = f"{runs} in {self.folder}, oldest first: {' '.join(self.runs)}"
         if self.left_out:
             matrix, kind = self.line
             head += (f" ({kind} runs{' of ' + matrix if matrix else ''} only; {self.left_out} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +65,14 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             return diff_pairs(got.changed)
         if got.before is None:
             return []
-        return diff_runs(got.before, cells.rows, got.moved)
+        # An interrupted run's plan: its cells not run are not gone.
+        return diff_runs(got.before, cells.rows, got.moved, frozenset(got.plan or ()))
 
     return Report(stores=got.stores, metas=got.metas, cases=got.cases,
                   environments=got.environments, rules=rules, baseline=baseline,
                   previous=got.previous, moved=got.moved, given=results, cells=cells,
                   changes=changes, made_from=got.made_from, bisects=got.bisects,
-                  earlier=got.earlier, tabled=got.tabled)
+                  earlier=got.earlier, tabled=got.tabled, plan=got.plan or ())
 
 
 def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
@@ -97,16 +98,17 @@ def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunSto
     return [link(id(store), row.log) for store, row in pairs]
 
 
-def diff_runs(old: Sequence[CellResult], new: Sequence[CellResult], moved: Sequence[str] = ()
-              ) -> list[dict[str, Any]]:
+def diff_runs(old: Sequence[CellResult], new: Sequence[CellResult], moved: Sequence[str] = (),
+              planned: Collection[str] = ()) -> list[dict[str, Any]]:
     """What changed between two runs' rows, matched by logical key (a pin change renames the
-    content id), in ``_ORDER``. ``moved``: the keys a ``--set`` bump replaced (none is gone)."""
+    content id), in ``_ORDER``. ``moved``: the keys a ``--set`` bump replaced (none is gone);
+    ``planned``: the new run's cell ids (one it planned and did not run is not gone)."""
     before = match_previous(old, new, moved)
     after = {r.logical_key: r for r in new}
     changes = [_change("new cell", key, None, now) if key not in before
                else _compared(key, before[key], now) for key, now in after.items()]
     changes += [_change("gone", key, was, None) for key, was in before.items()
-                if key not in after and not moved]
+                if key not in after and not moved and was.cell_id not in planned]
     if moved:  # a bump: the row of the run before each cell is compared with
         for change in filter(None, changes):
             was = before.get((change["environment"], change["case"], change["hardware"]))

@@ -4,7 +4,7 @@ its meaning from the record, not by the code that made it; the contradictions, a
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from harness.report.site.model import (
     Header,
     Site,
     group,
+    planned,
     probe_packages,
     row_versions,
     unbuildable,
@@ -37,15 +38,17 @@ Versions = Mapping[str, Mapping[str, str]]
 def check(site: Site, results: Sequence[CellResult],
           environments: Mapping[str, Mapping[str, Any]], cases: Mapping[str, Mapping[str, Any]],
           previous: Sequence[CellResult] | None = None, moved: Sequence[str] = (),
-          reports_dir: Path | None = None) -> list[str]:
+          reports_dir: Path | None = None, planned: int = 0, plan: Collection[str] = ()
+          ) -> list[str]:
     """Contradictions between the report's model and the results it reports; ``previous``:
-    the run "what changed" is since (its results), ``moved``: the keys a bump replaced."""
+    the run "what changed" is since (its results), ``moved``: the keys a bump replaced,
+    ``plan``: the cell ids planned (an interrupted run's not run are not gone)."""
     by_env = group(results, lambda r: r.environment)
     versions = {env: row_versions(environments.get(env, {}), rs) for env, rs in by_env.items()}
     broken = {env for env, rs in by_env.items() if unbuildable(rs) is not None}
     by_case = group(results, lambda r: r.case_id)
     suites = suite_names(results, cases)
-    problems = _header(site.header, results) + _differ("the report", {
+    problems = _header(site.header, results, planned) + _differ("the report", {
         "could not build": sorted(e for e, _ in site.unbuildable),
         "packages came from": dict(site.provenance),
         "failure tables for": sorted(t.case for t in site.failures),
@@ -64,7 +67,7 @@ def check(site: Site, results: Sequence[CellResult],
     for suite in site.suites:
         problems += _suite(suite, by_case.get(suite.suite, []), versions)
     if previous is not None:
-        problems += _changes(site.changes, results, previous, moved)
+        problems += _changes(site.changes, results, previous, moved, plan)
     return problems
 
 
@@ -74,7 +77,8 @@ def check_report(report: Report) -> list[str]:
         r for _, r in choose_records(report.stores)[0].values()]
     before = report.previous.results() if report.previous is not None else None
     return check(report.site, results, report.environments, report.cases, before,
-                 report.moved, reports_dir_of(report.stores[0].run_dir))
+                 report.moved, reports_dir_of(report.stores[0].run_dir),
+                 planned(report.metas, report.damaged), report.plan)
 
 
 def check_run(stores: Sequence[RunStore], report_dir: Path,
@@ -95,12 +99,13 @@ def _same_set(what: str, said: Sequence[str], want: set[str]) -> list[str]:
     return [f"{what} for {sorted(said)}; the record has results of {sorted(want)}"]
 
 
-def _header(header: Header, results: Sequence[CellResult]) -> list[str]:
-    """The coverage line: cells (a session counted as its tests), ran, counts, hardware."""
+def _header(header: Header, results: Sequence[CellResult], planned: int) -> list[str]:
+    """The coverage line: cells (a session counted as its tests; at least the ``planned``
+    of an interrupted run), ran, counts, hardware."""
     cells = counted(results)
     counts = Counter(str(r.outcome) for r in cells)
     tested = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})
-    want = {"cells": len(cells), "ran": len(cells) - counts[str(Outcome.NOT_RUN)],
+    want = {"cells": max(len(cells), planned), "ran": len(cells) - counts[str(Outcome.NOT_RUN)],
             "counts": dict(counts), "tested": tested,
             "not tested": sorted({r.hardware_target for r in results} - set(tested))}
     return _differ("the coverage line", {
@@ -296,11 +301,13 @@ def _suite(table: SuiteTable, results: Sequence[CellResult], versions: Versions)
 
 
 def _changes(changes: Sequence[Mapping[str, Any]], results: Sequence[CellResult],
-             previous: Sequence[CellResult], moved: Sequence[str]) -> list[str]:
+             previous: Sequence[CellResult], moved: Sequence[str], plan: Collection[str]
+             ) -> list[str]:
     """Each "what changed" line's outcomes and class; every cell whose outcome changed (came,
     or went, but in a bump) has its line."""
     now = {r.logical_key: r.outcome for r in results}
-    before = {k: r.outcome for k, r in match_previous(previous, results, moved).items()}
+    matched = match_previous(previous, results, moved)
+    before = {k: r.outcome for k, r in matched.items()}
     problems, listed = [], set()
     for change in changes:
         key = (change["environment"], change["case"], change["hardware"])
@@ -312,7 +319,9 @@ def _changes(changes: Sequence[Mapping[str, Any]], results: Sequence[CellResult]
         if (change["class"], change["before"], change["after"]) != want:
             problems.append(f"what changed: says {change['class']} {key}: {change['before']} → "
                             f"{change['after']}; the records: {' '.join(want[1:])} ({want[0]})")
-    keys = now.keys() | (set() if moved else before.keys())
+    planned = set(plan)
+    keys = now.keys() | (set() if moved else {k for k, r in matched.items()
+                                              if r.cell_id not in planned})
     for key in sorted(k for k in keys - listed if before.get(k) != now.get(k)):
         problems.append(f"what changed: no line for {key}: {before.get(key)} → {now.get(key)}")
     return problems

@@ -71,8 +71,9 @@ def _facts(fingerprint: Any) -> tuple[str, ...]:
 def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
     counts = Counter(columns.get("outcome", ()))
     parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
-    envs = len(set(columns.get("environment", ())))
-    return (f"{len(columns.get('outcome', ()))} cells in {envs} environments: "
+    cells, envs = len(columns.get("outcome", ())), len(set(columns.get("environment", ())))
+    return (f"{cells} cell{'s' if cells != 1 else ''} in {envs} "
+            f"environment{'s' if envs != 1 else ''}: "
             + (", ".join(parts) or "nothing run"))
 
 
@@ -123,6 +124,7 @@ class Report:
     bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
     earlier: Earlier  # the runs of its line before it (the history page)
     tabled: bool  # one record whose table is written already
+    plan: tuple[str, ...] = ()  # the cell ids of its plan, where read (``reportinput``)
 
     @property
     def name(self) -> str:

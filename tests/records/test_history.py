@@ -47,6 +47,7 @@ def test_history_rows_follow_the_logical_key_and_flag_flips(tmp_path: Path) -> N
     assert "case::new" in text and "- - P" in text and "P F P  2 changes, flaky" in text
     assert text.splitlines()[-1] == "5 of 5 cells shown"
     assert load(tmp_path, last=1).runs == ("z7",)
+    assert load(tmp_path, last=1).render(changed_only=True).startswith(f"1 run in {tmp_path},")
     data = history.to_dict(changed_only=True)
     assert [c["case"] for c in data["cells"]] == ["case::fixed", "case::flip", "case::repro"]
 

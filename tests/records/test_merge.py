@@ -165,3 +165,18 @@ def test_a_run_named_twice_is_refused_before_anything_is_written(tmp_path: Path)
     with pytest.raises(UsageError, match="a run is named twice"):
         merge_runs([shard, again], tmp_path, run_id="m")
     assert not (tmp_path / "runs" / "m").exists()
+
+
+def test_runs_of_different_matrices_that_ran_a_cell_as_two_are_refused(tmp_path: Path) -> None:
+    """Its environment edited between two nights, a cell has a new id: merged (or reported
+    together), it was counted twice and its verdict said it works and fails on one version."""
+    stores = []
+    for n, outcome in enumerate((Outcome.PASS, Outcome.FAIL)):
+        cell = {**CELLS[0], "cell_id": f"edited{n}"}
+        store = RunStore.create(tmp_path, {"planned": [cell], "matrix_sha256": f"m{n}"},
+                                run_id=f"night{n}")
+        record(store, result(cell, store.run_id, outcome))
+        stores.append(store)
+    with pytest.raises(UsageError, match=r"^night0 and night1 ran env-0 case::v0 @cpu as two "):
+        merge_runs(stores, tmp_path, run_id="m")
+    assert not (tmp_path / "runs" / "m").exists()

@@ -88,6 +88,8 @@ def test_what_changed_and_latest_follow_the_nightly_of_the_same_matrix(tmp_path:
     run(tmp_path, "trial2", kind="trial", keyword="test_other")
     matrix = tmp_path / "matrix.yaml"
     assert resolve_baseline("latest", tmp_path / "r", matrix) == now.resolve()
+    # `report now --baseline latest` judged the run by itself: every failure known.
+    assert resolve_baseline("latest", tmp_path / "r", matrix, now) == night.resolve()
     assert resolve_baseline("latest", tmp_path / "r").name == "trial2"  # no matrix: as before
 
 

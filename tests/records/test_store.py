@@ -95,6 +95,7 @@ def test_summary_line_counts_cells_and_environments() -> None:
                result("c", "2.15.0", "workaround", Outcome.NOT_RUN)]
     assert summary_line(long_columns(results)) == (
         "3 cells in 2 environments: 1 PASS, 1 REPRODUCED, 1 NOT_RUN")
+    assert summary_line(long_columns(results[:1])) == "1 cell in 1 environment: 1 REPRODUCED"
 
 
 def test_write_report_writes_four_formats(tmp_path: Path) -> None:

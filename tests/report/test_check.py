@@ -16,7 +16,7 @@ from harness.core.results import CellResult, Outcome
 from harness.records.bisects import reports_dir_of
 from harness.records.store import RunStore
 from harness.report.build import prepare, write_report
-from harness.report.check import check, check_run
+from harness.report.check import check, check_report, check_run
 from harness.report.data import Report
 from harness.report.site.model import Site
 from tests.conftest import examples
@@ -254,3 +254,20 @@ def test_where_packages_built_from_source_came_from_is_said_and_checked(tmp_path
     # A report of environments that built nothing from source says nothing of it.
     store, out = reported(tmp_path / "plain", MERGEKIT)
     assert "Where environments came from" not in (out / "compat.md").read_text()
+
+
+def test_an_interrupted_run_says_no_cell_it_did_not_run_is_gone(tmp_path: Path) -> None:
+    """Ctrl-C after its first cell: the report said 'gone' of the cell never started, and
+    '1 of 1 cells ran'."""
+    cells = MERGEKIT[:2]
+    plan = [{"cell_id": r.cell_id, "environment": r.environment, "values": r.values,
+             "backend": r.backend, "case": r.case_id, "variant": r.variant,
+             "nodeid": r.nodeid, "hardware": r.hardware_target} for r in cells]
+    for run_id, ran in (("night1", cells), ("night2", cells[:1])):
+        RunStore.create(tmp_path / "reports", {"planned": plan}, run_id=run_id,
+                        cases=CASES).extend(ran)
+    report = prepare([RunStore(tmp_path / "reports" / "runs" / "night2")], tmp_path / "out",
+                     since_in=tmp_path / "reports")
+    assert report.since == "night1" and report.changes() == []
+    assert (report.site.header.ran, report.site.header.cells) == (1, 2)
+    assert check_report(report) == []

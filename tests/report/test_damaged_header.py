@@ -4,6 +4,7 @@ the cells that ran, in the site, its markdown and the summary; nothing for none.
 from __future__ import annotations
 
 from harness.core.results import CellResult, Outcome
+from harness.report.check import check
 from harness.report.site.model import build_site
 from harness.report.site.render import markdown, summary_text
 
@@ -22,3 +23,12 @@ def test_the_header_counts_the_damaged_lines_left_out() -> None:
         coverage = "tested: cpu — 1 of 1 cells ran (1 PASS)" + said
         assert coverage in list(markdown(site)), damaged
         assert summary_text(site).splitlines()[1] == coverage, damaged
+
+
+def test_an_interrupted_run_counts_the_cells_it_planned() -> None:
+    """Interrupted after 1 of its 3 cells, a run's report said '1 of 1 cells ran'."""
+    site = build_site([cell("a")], {}, {}, [{"run_id": "r", "created": 0, "cells": 3}], {})
+    assert summary_text(site).splitlines()[1] == "tested: cpu — 1 of 3 cells ran (1 PASS)"
+    assert check(site, [cell("a")], {}, {}, planned=3) == []
+    assert check(site, [cell("a")], {}, {}) == [
+        "the coverage line says cells 3; the record: 1"]

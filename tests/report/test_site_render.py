@@ -44,6 +44,7 @@ def test_a_short_table_is_one_page_without_a_pager(tmp_path: Path) -> None:
     paths = render_site(site, tmp_path, [], [])
     assert [p for p in paths if p.startswith("failure-")] == ["failure-mk.html"]
     assert "pager" not in (tmp_path / "failure-mk.html").read_text()
+    assert '<p class="meta">1 cell. Filter' in (tmp_path / "cells.html").read_text()
 
 
 def test_inline_code_is_escaped_then_marked_up() -> None:

@@ -290,7 +290,7 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
                                     (bisects or {}).get(c, ()))
                      for c, rs in by_case.items() if c != PROBES and c not in suites)
     probes = by_case.get(PROBES, [])
-    return Site(header=replace(_header(results, meta), damaged=damaged), failures=failures,
+    return Site(header=replace(_header(results, meta, damaged), damaged=damaged), failures=failures,
                 grid=_grid(probes, versions, cases, (bisects or {}).get(PROBES, ()))
                 if probes else None,
                 unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
@@ -310,7 +310,15 @@ def provenance(results: Sequence[CellResult]) -> tuple[str, ...]:
     return ()
 
 
-def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) -> Header:
+def planned(meta: Sequence[Mapping[str, Any]], damaged: int) -> int:
+    """The cells one record's run planned, less its ``damaged`` lines (an interrupted run
+    recorded fewer); 0 for several records, or a run.json without the count."""
+    cells = meta[0].get("cells") if len(meta) == 1 else None
+    return cells - damaged if isinstance(cells, int) else 0
+
+
+def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]],
+            damaged: int) -> Header:
     ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
     tested = tuple(sorted({r.hardware_target for r in ran}))
     # Each (node, machine description) once: many cells share one machine's object.
@@ -330,7 +338,8 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]]) ->
         matrix_sha256=str(meta[0].get("matrix_sha256") or "") if meta else "",
         machines=tuple(sorted(machines)), tested=tested,
         not_tested=tuple(sorted({r.hardware_target for r in results} - set(tested))),
-        ran=len(cells) - counts[str(Outcome.NOT_RUN)], cells=len(cells),
+        ran=len(cells) - counts[str(Outcome.NOT_RUN)],
+        cells=max(len(cells), planned(meta, damaged)),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
         sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
                                  for k, v in (m.get("set") or {}).items())))
