@@ -58,6 +58,9 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         raise UsageError("merge: a run is named twice")
     if target.resolve() in {s.run_dir for s in sources}:
         raise UsageError(f"merge: {target} is one of the runs being merged")
+    if (target / META).is_file() and "merged_from" not in RunStore(target).meta:
+        raise UsageError(f"merge: run {run_id} exists and is not a merge; "
+                         "name the merged run another --run-id")
     redactor = Redactor.from_environment()
     metas = [s.meta for s in sources]
     with plan_cells(*sources):

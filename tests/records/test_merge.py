@@ -165,3 +165,14 @@ def test_a_run_named_twice_is_refused_before_anything_is_written(tmp_path: Path)
     with pytest.raises(UsageError, match="a run is named twice"):
         merge_runs([shard, again], tmp_path, run_id="m")
     assert not (tmp_path / "runs" / "m").exists()
+
+
+def test_a_run_that_is_not_a_merge_is_not_replaced_by_one(tmp_path: Path) -> None:
+    """``merge --run-id`` naming a run of ``harness run`` removed its record without a word."""
+    sources = shards_that_ran_everything(tmp_path / "shards")
+    mine = RunStore.create(tmp_path / "out", {"planned": CELLS[:1]}, run_id="tuesday")
+    record(mine, result(CELLS[0], "tuesday", Outcome.PASS))
+    before = (mine.run_dir / "results.jsonl").read_bytes()
+    with pytest.raises(UsageError, match=r"^merge: run tuesday exists and is not a merge; "):
+        merge_runs(sources, tmp_path / "out", run_id="tuesday")
+    assert (mine.run_dir / "results.jsonl").read_bytes() == before
