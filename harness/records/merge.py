@@ -269,7 +269,9 @@ def _link(src: str, target: str) -> None:
 
 
 def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:
-    decision = classify(Ending(kind="missing_shard", shard=shard))
+    """``shard``: the shard that planned the cell and reported without it."""
+    decision = classify(Ending(kind="missing_shard", shard=shard,
+                               reason="reported without it" if shard else ""))
     return CellResult(
         run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
         values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),

@@ -176,3 +176,18 @@ def test_a_run_that_is_not_a_merge_is_not_replaced_by_one(tmp_path: Path) -> Non
     with pytest.raises(UsageError, match=r"^merge: run tuesday exists and is not a merge; "):
         merge_runs(sources, tmp_path / "out", run_id="tuesday")
     assert (mine.run_dir / "results.jsonl").read_bytes() == before
+
+
+def test_a_cell_its_shard_reported_without_is_not_said_to_be_of_a_shard_that_never_reported(
+        tmp_path: Path) -> None:
+    """A shard killed before its last cell (a job's timeout) uploads what it has: its missing
+    cell said "shard 1/3 never reported (its artifact is missing)", beside the shard's own."""
+    ran, others = tmp_path / "ran", shards_that_ran_everything(tmp_path / "shards")[1:]
+    cut = RunStore.create(ran, {"planned": CELLS[:4], "full_plan": CELLS, "shard": "1/3"},
+                          run_id="s0")
+    for cell in CELLS[:3]:
+        record(cut, result(cell, "s0", Outcome.PASS))
+    merged = merge_runs([cut, *others], tmp_path / "out", run_id="m")
+    (gap,) = [r for r in merged.written if r.outcome is Outcome.MISSING]
+    assert gap.cell_id == CELLS[3]["cell_id"]
+    assert gap.reason == "no result: shard 1/3 reported without it"
