@@ -86,7 +86,9 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
             with plan_cells(*sources):
                 gaps = gaps or _Gaps(sources)
-                lines.append(_missing(gaps.cells[cell_id], out.run_id, gaps.shard_of.get(cell_id)))
+                shard = gaps.shard_of.get(cell_id)
+                lines.append(_missing(gaps.cells[cell_id], out.run_id, shard or gaps.absent,
+                                      reported=bool(shard)))
             report.missing += 1
         else:
             lines.append(relocate(*found))
@@ -182,6 +184,14 @@ class _Gaps:
         self.cells = {cell["cell_id"]: cell for cell in _full_plan(sources, metas)}
         self.shard_of: dict[str, Any] = {c["cell_id"]: m.get("shard") for s, m in zip(
             sources, metas, strict=True) for c in s.planned()}
+        # Shards 1..S of N hold cells (S: the plan's hardware and environment pairs, at most
+        # N; ``plan.shard``): where one of them is not here, a cell no shard planned is its.
+        shards = {str(m["shard"]) for m in metas if m.get("shard")}
+        count = {label.partition("/")[2] for label in shards}
+        held = len({(c["hardware"], c["environment"]) for c in self.cells.values()})
+        absent = [f"{i}/{n}" for n in count if len(count) == 1 and n.isdigit()
+                  for i in range(1, min(int(n), held) + 1) if f"{i}/{n}" not in shards]
+        self.absent = absent[0] if len(absent) == 1 else None
 
 
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
@@ -268,10 +278,11 @@ def _link(src: str, target: str) -> None:
         return
 
 
-def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:
-    """``shard``: the shard that planned the cell and reported without it."""
+def _missing(cell: dict[str, Any], run_id: str, shard: str | None, *,
+             reported: bool = False) -> CellResult:
+    """``reported``: ``shard`` planned the cell and reported without it."""
     decision = classify(Ending(kind="missing_shard", shard=shard,
-                               reason="reported without it" if shard else ""))
+                               reason="reported without it" if reported else ""))
     return CellResult(
         run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
         values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),

@@ -191,3 +191,15 @@ def test_a_cell_its_shard_reported_without_is_not_said_to_be_of_a_shard_that_nev
     (gap,) = [r for r in merged.written if r.outcome is Outcome.MISSING]
     assert gap.cell_id == CELLS[3]["cell_id"]
     assert gap.reason == "no result: shard 1/3 reported without it"
+
+
+def test_the_cells_of_the_one_shard_that_never_reported_name_it(tmp_path: Path) -> None:
+    """They said "the shard that should have run it never reported": shards 1 to 3 of 3 hold
+    cells (as many as the plan's environments), so the one not here is 2/3."""
+    s0, _, s2 = shards_that_ran_everything(tmp_path / "shards")
+    merged = merge_runs([s0, s2], tmp_path / "out", run_id="m")
+    assert {r.reason for r in merged.written if r.outcome is Outcome.MISSING} == {
+        "no result: shard 2/3 never reported (its artifact is missing)"}
+    merged = merge_runs([s0], tmp_path / "out", run_id="m")  # two gone: which one, unknown
+    assert {r.reason for r in merged.written if r.outcome is Outcome.MISSING} == {
+        "no result: the shard that should have run it never reported (its artifact is missing)"}
