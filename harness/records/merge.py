@@ -63,6 +63,11 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
                          "name the merged run another --run-id")
     redactor = Redactor.from_environment()
     metas = [s.meta for s in sources]
+    shards = [(s.run_dir, m) for s, m in zip(sources, metas, strict=True) if m.get("shard")]
+    for run_dir, meta in shards[1:]:  # run.json alone: what the shards were cut from
+        if any(meta.get(k) != shards[0][1].get(k) for k in ("matrix_sha256", "filters", "set")):
+            warn(f"{run_dir}: a shard of another plan than {shards[0][0]} (the matrix, filters "
+                 "or --set differ); the merged plan is the latter's")
     with plan_cells(*sources):
         planned, order = _plan(sources, metas, redactor)
     # Read before any file is touched: one that cannot be read leaves an earlier merge of

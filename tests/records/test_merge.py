@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,17 @@ def test_the_cells_of_the_one_shard_that_never_reported_name_it(tmp_path: Path) 
     merged = merge_runs([s0], tmp_path / "out", run_id="m")  # two gone: which one, unknown
     assert {r.reason for r in merged.written if r.outcome is Outcome.MISSING} == {
         "no result: the shard that should have run it never reported (its artifact is missing)"}
+
+
+def test_shards_of_two_plans_merged_together_are_said(tmp_path: Path) -> None:
+    """Shard 1/3 of one -k and shards of another merged without a word: a record of neither
+    plan, the other plan's cells beside it and none of its gaps MISSING."""
+    sources = shards_that_ran_everything(tmp_path / "shards")
+    other = tmp_path / "shards" / "runs" / "s1" / "run.json"
+    meta = json.loads(other.read_text())
+    other.write_text(json.dumps({**meta, "filters": {"keyword": "test_o*"}}))
+    said: list[str] = []
+    merge_runs([RunStore(s.run_dir) for s in sources], tmp_path / "out", run_id="m",
+               warn=said.append)
+    assert said == [f"{sources[1].run_dir}: a shard of another plan than {sources[0].run_dir} "
+                    "(the matrix, filters or --set differ); the merged plan is the latter's"]
