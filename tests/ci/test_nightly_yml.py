@@ -35,13 +35,13 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     parser = build_parser()
     commands = [line.split("harness ", 1)[1] for job in jobs.values()
                 for step in job["steps"] for line in str(step.get("run", "")).splitlines()
-                if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
+                if line.strip().startswith(("harness ", "matrix=$(harness"))
                 or " harness " in f" {line}"]
     # refresh the lock, plan, the base image, build the wheels, run a shard, merge, check its
     # report, prune the history, show it, the badge's status
     assert len(commands) == 10
     for command in commands:
-        words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
+        words = re.sub(r"\$\{\w+:\+[^}]*\}|\)$", "", command).split("|")[0].split()
         words = [w.strip('"') for w in words]
         parser.parse_args([w if not w.startswith("$") else "1/2" if "SHARD" in w else "x"
                            for w in words])
@@ -78,6 +78,20 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     wanted = "(inputs.publish || vars.HARNESS_PUBLISH_PAGES == 'true')"
     assert wanted in jobs["pages"]["if"] and jobs["pages"]["needs"] == "merge"
     assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_a_plan_that_fails_fails_the_plan_step(tmp_path: Path) -> None:
+    """Run as Actions runs a step (bash -eo pipefail): the plan's error was echoed away, the
+    step green with an empty matrix, and the shard job failed on ``fromJSON('')``."""
+    step = next(s for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["plan"]["steps"]
+                if s.get("id") == "plan")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "SHARDS": "", "GITHUB_OUTPUT": str(tmp_path / "output")}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                           step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # no matrix.yaml here
+    assert done.returncode == 2 and "harness: error: " in done.stderr, done.stderr
+    assert not (tmp_path / "output").exists()
 
 
 def actionlint() -> Path | None:
