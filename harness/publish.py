@@ -49,8 +49,9 @@ def publish_ci(store: RunStore, reports_dir: Path) -> None:
     before, results, changes = _against_previous(store, reports_dir)
     if target:
         releases = new_releases(store.meta, before.meta) if before else []
-        text = step_summary(store.run_id, results, changes, before.run_id if before else None,
-                            releases, pinned_releases(store.meta.get("environments") or {}))
+        text = step_summary(store.run_id, counted(results), changes,
+                            before.run_id if before else None, releases,
+                            pinned_releases(store.meta.get("environments") or {}))
         try:
             with open(target, "a", encoding="utf-8") as fh:
                 fh.write(text)

@@ -53,3 +53,21 @@ def test_a_step_summary_that_cannot_be_written_is_a_warning_and_the_run_stands(
             f"harness: warning: GITHUB_STEP_SUMMARY={target}: "
             f"{'Is a directory' if target == tmp_path else 'No such file or directory'}; "
             "no step summary written\n")
+
+
+def test_the_step_summary_counts_a_suite_session_as_its_tests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the report's coverage line does: it counted the session's cell beside its tests
+    (2 PASS, 2 FAIL where the report said 3 cells: 2 PASS, 1 FAIL)."""
+    store = RunStore.create(tmp_path / "reports", {"planned": []}, run_id="night")
+
+    def cell(cell_id: str, outcome: Outcome, parent: str = "") -> CellResult:
+        return CellResult(run_id="night", cell_id=cell_id, environment="host", values={},
+                          env_key="k", backend="host", case_id="mine", variant=cell_id,
+                          nodeid="", hardware_target="cpu", outcome=outcome, parent=parent)
+
+    store.extend([cell("s", Outcome.FAIL), cell("a", Outcome.PASS, "s"),
+                  cell("b", Outcome.FAIL, "s"), cell("c", Outcome.PASS, "s")])
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    publish_ci(store, tmp_path / "reports")
+    assert "| PASS | FAIL |\n|---|---|\n| 2 | 1 |\n" in (tmp_path / "summary.md").read_text()
