@@ -48,6 +48,9 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     # The artifact a shard uploads is the run folder packed, which the merge unpacks.
     upload = next(s for s in jobs["shard"]["steps"] if "upload-artifact" in s.get("uses", ""))
     assert upload["with"]["path"] == "${{ matrix.artifact }}.tar"
+    # A job run again (Re-run failed jobs) uploads under the name the run holds already.
+    assert all(s["with"].get("overwrite") is True for job in jobs.values()
+               for s in job["steps"] if "upload-artifact@" in s.get("uses", ""))
     download = next(s for s in jobs["merge"]["steps"] if "download-artifact" in s.get("uses", ""))
     assert download["with"] == {"pattern": "harness-shard-*", "path": "shard-archives"}
     # The merge is judged against last night and keeps the history for the next one.
