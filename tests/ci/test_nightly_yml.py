@@ -164,6 +164,56 @@ def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_table
     assert list((merge / "shards").iterdir()) == []
 
 
+def test_a_merge_run_again_is_judged_against_last_night_not_its_earlier_attempt(
+        tmp_path: Path) -> None:
+    """The merge step as written, on a night whose shard 2/2 failed and was re-run: the
+    re-run judged by ``--baseline latest`` against the first attempt's merge (the same run
+    id), so a cell that newly fails since last night was "known" and the job green; and the
+    re-run's history was saved under the first attempt's cache key, which is taken."""
+    if not shutil.which("bash"):
+        pytest.skip("needs bash")
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    step = next(s for s in jobs["merge"]["steps"] if "harness merge" in str(s.get("run")))
+    assert [s["with"]["key"] for s in jobs["merge"]["steps"] if "cache" in s.get("uses", "")] \
+        == ["harness-history-${{ github.run_id }}-${{ github.run_attempt }}"] * 2
+    cells = [{"cell_id": f"c{i}", "environment": f"host{i}", "values": {}, "backend": "host",
+              "case": "behaviour", "variant": "pass", "nodeid": "t.py::t", "hardware": "cpu"}
+             for i in (1, 2)]
+
+    def shard(index: int, outcome: Outcome) -> None:
+        run_id = f"harness-shard-{index}-of-2"
+        shutil.rmtree(tmp_path / "shards" / run_id, ignore_errors=True)
+        cell = cells[index - 1]
+        store = RunStore.create(tmp_path / "art", {
+            "planned": [cell], "full_plan": cells, "shard": f"{index}/2",
+            "matrix": "matrix.yaml"}, run_id=run_id)
+        store.extend([CellResult(run_id=run_id, cell_id=cell["cell_id"], values={},
+                                 environment=cell["environment"], env_key="k", backend="host",
+                                 case_id="behaviour", variant="pass", nodeid="t.py::t",
+                                 hardware_target="cpu", outcome=outcome)])
+        shutil.move(store.run_dir, tmp_path / "shards" / run_id)
+
+    def merge(run_id: str) -> int:
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+               "RUN_ID": run_id}
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               step["run"]], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300).returncode
+
+    (tmp_path / "shards").mkdir()
+    shard(1, Outcome.PASS)
+    shard(2, Outcome.PASS)
+    assert merge("nightly-1") == 0  # last night: both fine
+    shard(1, Outcome.FAIL)  # tonight c1 fails; shard 2 never reports
+    shutil.rmtree(tmp_path / "shards" / "harness-shard-2-of-2")
+    assert merge("nightly-2") == 1
+    shard(2, Outcome.PASS)  # shard 2 run again, and the merge with it
+    assert merge("nightly-2") == 1  # c1 is still news since last night
+    assert sorted(p.name for p in (tmp_path / "reports" / "runs").iterdir()) == [
+        "nightly-1", "nightly-2"]
+
+
 @pytest.mark.slow
 def test_the_build_shard_and_merge_steps_as_written_take_the_wheel_without_building(
         tmp_path: Path) -> None:
