@@ -224,11 +224,11 @@ _PLANNED = msgspec.json.Decoder(list[_Planned])
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> list[dict[str, Any]]:
-    """The plan the shards were cut from (the first shard's copy), in plan order, with any
-    cell an unsharded record planned that it lacks."""
+    """The plan the shards were cut from (the first shard's copy there is), in plan order,
+    with any cell an unsharded record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
-    shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
-    for cell in (shards[0].full_plan() or []) if shards else []:
+    shards = (s for s, m in zip(sources, metas, strict=True) if m.get("shard"))
+    for cell in next(filter(None, (s.full_plan() for s in shards)), []):
         cells.setdefault(cell["cell_id"], cell)
     for source, meta in zip(sources, metas, strict=True):
         if not meta.get("shard"):  # unsharded records and earlier merges: their own plan

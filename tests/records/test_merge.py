@@ -218,3 +218,12 @@ def test_shards_of_two_plans_merged_together_are_said(tmp_path: Path) -> None:
                warn=said.append)
     assert said == [f"{sources[1].run_dir}: a shard of another plan than {sources[0].run_dir} "
                     "(the matrix, filters or --set differ); the merged plan is the latter's"]
+
+
+def test_the_plan_is_taken_from_a_shard_that_has_it(tmp_path: Path) -> None:
+    """The first shard's full_plan.json lost (a partial artifact): the merge planned nothing,
+    and the cells of a shard that never reported were neither MISSING nor counted."""
+    s0, s1, _ = shards_that_ran_everything(tmp_path / "shards")
+    (s0.run_dir / "full_plan.json").unlink()
+    merged = merge_runs([s0, s1], tmp_path / "out", run_id="m")
+    assert (merged.cells, merged.missing) == (len(CELLS), 4)
