@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +49,15 @@ def publish_ci(store: RunStore, reports_dir: Path) -> None:
     before, results, changes = _against_previous(store, reports_dir)
     if target:
         releases = new_releases(store.meta, before.meta) if before else []
-        with open(target, "a", encoding="utf-8") as fh:
-            fh.write(step_summary(store.run_id, results, changes, before.run_id if before else None,
-                                  releases, pinned_releases(store.meta.get("environments") or {})))
+        text = step_summary(store.run_id, counted(results), changes,
+                            before.run_id if before else None, releases,
+                            pinned_releases(store.meta.get("environments") or {}))
+        try:
+            with open(target, "a", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:  # the run stands as it is: only its summary is lost
+            print(f"harness: warning: GITHUB_STEP_SUMMARY={target}: {exc.strerror}; "
+                  "no step summary written", file=sys.stderr)
     for line in failure_annotations(changes) if actions else ():
         print(line)
 

@@ -58,8 +58,16 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         raise UsageError("merge: a run is named twice")
     if target.resolve() in {s.run_dir for s in sources}:
         raise UsageError(f"merge: {target} is one of the runs being merged")
+    if (target / META).is_file() and "merged_from" not in RunStore(target).meta:
+        raise UsageError(f"merge: run {run_id} exists and is not a merge; "
+                         "name the merged run another --run-id")
     redactor = Redactor.from_environment()
     metas = [s.meta for s in sources]
+    shards = [(s.run_dir, m) for s, m in zip(sources, metas, strict=True) if m.get("shard")]
+    for run_dir, meta in shards[1:]:  # run.json alone: what the shards were cut from
+        if any(meta.get(k) != shards[0][1].get(k) for k in ("matrix_sha256", "filters", "set")):
+            warn(f"{run_dir}: a shard of another plan than {shards[0][0]} (the matrix, filters "
+                 "or --set differ); the merged plan is the latter's")
     with plan_cells(*sources):
         planned, order = _plan(sources, metas, redactor)
     # Read before any file is touched: one that cannot be read leaves an earlier merge of
@@ -83,7 +91,9 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
             with plan_cells(*sources):
                 gaps = gaps or _Gaps(sources)
-                lines.append(_missing(gaps.cells[cell_id], out.run_id, gaps.shard_of.get(cell_id)))
+                shard = gaps.shard_of.get(cell_id)
+                lines.append(_missing(gaps.cells[cell_id], out.run_id, shard or gaps.absent,
+                                      reported=bool(shard)))
             report.missing += 1
         else:
             lines.append(relocate(*found))
@@ -179,6 +189,14 @@ class _Gaps:
         self.cells = {cell["cell_id"]: cell for cell in _full_plan(sources, metas)}
         self.shard_of: dict[str, Any] = {c["cell_id"]: m.get("shard") for s, m in zip(
             sources, metas, strict=True) for c in s.planned()}
+        # Shards 1..S of N hold cells (S: the plan's hardware and environment pairs, at most
+        # N; ``plan.shard``): where one of them is not here, a cell no shard planned is its.
+        shards = {str(m["shard"]) for m in metas if m.get("shard")}
+        count = {label.partition("/")[2] for label in shards}
+        held = len({(c["hardware"], c["environment"]) for c in self.cells.values()})
+        absent = [f"{i}/{n}" for n in count if len(count) == 1 and n.isdigit()
+                  for i in range(1, min(int(n), held) + 1) if f"{i}/{n}" not in shards]
+        self.absent = absent[0] if len(absent) == 1 else None
 
 
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
@@ -206,11 +224,11 @@ _PLANNED = msgspec.json.Decoder(list[_Planned])
 
 def _full_plan(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
                ) -> list[dict[str, Any]]:
-    """The plan the shards were cut from (the first shard's copy), in plan order, with any
-    cell an unsharded record planned that it lacks."""
+    """The plan the shards were cut from (the first shard's copy there is), in plan order,
+    with any cell an unsharded record planned that it lacks."""
     cells: dict[str, dict[str, Any]] = {}
-    shards = [s for s, m in zip(sources, metas, strict=True) if m.get("shard")]
-    for cell in (shards[0].full_plan() or []) if shards else []:
+    shards = (s for s, m in zip(sources, metas, strict=True) if m.get("shard"))
+    for cell in next(filter(None, (s.full_plan() for s in shards)), []):
         cells.setdefault(cell["cell_id"], cell)
     for source, meta in zip(sources, metas, strict=True):
         if not meta.get("shard"):  # unsharded records and earlier merges: their own plan
@@ -265,8 +283,11 @@ def _link(src: str, target: str) -> None:
         return
 
 
-def _missing(cell: dict[str, Any], run_id: str, shard: str | None) -> CellResult:
-    decision = classify(Ending(kind="missing_shard", shard=shard))
+def _missing(cell: dict[str, Any], run_id: str, shard: str | None, *,
+             reported: bool = False) -> CellResult:
+    """``reported``: ``shard`` planned the cell and reported without it."""
+    decision = classify(Ending(kind="missing_shard", shard=shard,
+                               reason="reported without it" if reported else ""))
     return CellResult(
         run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
         values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),

@@ -51,9 +51,11 @@ def status_badge(results: Sequence[CellResult], changes: Sequence[dict[str, Any]
     works = counts[Outcome.PASS] + counts[Outcome.REPRODUCED]
     ran = sum(n for o, n in counts.items() if o not in (Outcome.NOT_RUN, Outcome.MISSING))
     new = sum(c["class"] == "new failure" for c in changes) if since else 0
-    message = f"{works}/{ran} as documented" + (f", {how_many(new, 'new failure')}" if new else "")
+    missing = counts[Outcome.MISSING]  # a shard that never reported: a hole, never green
+    message = (f"{works}/{ran} as documented" + (f", {missing} MISSING" if missing else "")
+               + (f", {how_many(new, 'new failure')}" if new else ""))
     return {"schemaVersion": 1, "label": "compatibility", "message": message,
-            "color": "red" if new else "green" if works == ran else "yellow"}
+            "color": "red" if new else "green" if works == ran and not missing else "yellow"}
 
 
 def failure_annotations(changes: Sequence[dict[str, Any]]) -> Iterator[str]:

@@ -33,7 +33,7 @@ class Ending:
     oom: bool = False  # the backend saw its memory limit kill the process
     memory: str | None = None  # the environment's memory limit ("16g")
     timeout: float = 0.0  # the environment's timeout, seconds
-    shard: str | None = None  # missing_shard: which shard ("2/8")
+    shard: str | None = None  # missing_shard: which shard ("2/8"); reason, if it reported at all
     hardware: str = ""  # hardware_absent: what the cell needs
     present: str = ""  # hardware_absent: the GPUs this machine has
     collected: bool = False  # session_died: the suite was collected before it died
@@ -154,7 +154,7 @@ ROWS: tuple[Row, ...] = (
         lambda e: Decision(Outcome.MISSING, "no result: "
                            + (f"shard {e.shard}" if e.shard else
                               "the shard that should have run it")
-                           + " never reported (its artifact is missing)")),
+                           + f" {e.reason or 'never reported (its artifact is missing)'}")),
     Row("the cell's hardware is not here",
         lambda e: e.kind == "hardware_absent",
         lambda e: Decision(Outcome.NOT_RUN, f"needs {e.hardware}; GPUs here: {e.present}")),

@@ -35,19 +35,22 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     parser = build_parser()
     commands = [line.split("harness ", 1)[1] for job in jobs.values()
                 for step in job["steps"] for line in str(step.get("run", "")).splitlines()
-                if line.strip().startswith(("harness ", 'echo "matrix=$(harness'))
+                if line.strip().startswith(("harness ", "matrix=$(harness"))
                 or " harness " in f" {line}"]
     # refresh the lock, plan, the base image, build the wheels, run a shard, merge, check its
     # report, prune the history, show it, the badge's status
     assert len(commands) == 10
     for command in commands:
-        words = re.sub(r"\$\{\w+:\+[^}]*\}|\)\".*", "", command).split("|")[0].split()
+        words = re.sub(r"\$\{\w+:\+[^}]*\}|\)$", "", command).split("|")[0].split()
         words = [w.strip('"') for w in words]
         parser.parse_args([w if not w.startswith("$") else "1/2" if "SHARD" in w else "x"
                            for w in words])
     # The artifact a shard uploads is the run folder packed, which the merge unpacks.
     upload = next(s for s in jobs["shard"]["steps"] if "upload-artifact" in s.get("uses", ""))
     assert upload["with"]["path"] == "${{ matrix.artifact }}.tar"
+    # A job run again (Re-run failed jobs) uploads under the name the run holds already.
+    assert all(s["with"].get("overwrite") is True for job in jobs.values()
+               for s in job["steps"] if "upload-artifact@" in s.get("uses", ""))
     download = next(s for s in jobs["merge"]["steps"] if "download-artifact" in s.get("uses", ""))
     assert download["with"] == {"pattern": "harness-shard-*", "path": "shard-archives"}
     # The merge is judged against last night and keeps the history for the next one.
@@ -78,6 +81,22 @@ def test_the_nightly_workflow_runs_plan_shards_merge_with_real_flags() -> None:
     wanted = "(inputs.publish || vars.HARNESS_PUBLISH_PAGES == 'true')"
     assert wanted in jobs["pages"]["if"] and jobs["pages"]["needs"] == "merge"
     assert jobs["pages"]["permissions"] == {"pages": "write", "id-token": "write"}
+
+
+def test_a_plan_that_fails_fails_the_plan_step(tmp_path: Path) -> None:
+    """Run as Actions runs a step (bash -eo pipefail): the plan's error was echoed away, the
+    step green with an empty matrix, and the shard job failed on ``fromJSON('')``."""
+    if not shutil.which("bash"):
+        pytest.skip("needs bash")
+    step = next(s for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["plan"]["steps"]
+                if s.get("id") == "plan")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "SHARDS": "", "GITHUB_OUTPUT": str(tmp_path / "output")}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                           step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)  # no matrix.yaml here
+    assert done.returncode == 2 and "harness: error: " in done.stderr, done.stderr
+    assert not (tmp_path / "output").exists()
 
 
 def actionlint() -> Path | None:
@@ -145,6 +164,56 @@ def test_a_shard_folder_packed_and_unpacked_as_the_workflow_does_keeps_its_table
     merge.mkdir()
     subprocess.run(["bash", "-e", "-c", unpack["run"]], cwd=merge, env=env, check=True)
     assert list((merge / "shards").iterdir()) == []
+
+
+def test_a_merge_run_again_is_judged_against_last_night_not_its_earlier_attempt(
+        tmp_path: Path) -> None:
+    """The merge step as written, on a night whose shard 2/2 failed and was re-run: the
+    re-run judged by ``--baseline latest`` against the first attempt's merge (the same run
+    id), so a cell that newly fails since last night was "known" and the job green; and the
+    re-run's history was saved under the first attempt's cache key, which is taken."""
+    if not shutil.which("bash"):
+        pytest.skip("needs bash")
+    jobs = yaml.safe_load(WORKFLOW.read_text())["jobs"]
+    step = next(s for s in jobs["merge"]["steps"] if "harness merge" in str(s.get("run")))
+    assert [s["with"]["key"] for s in jobs["merge"]["steps"] if "cache" in s.get("uses", "")] \
+        == ["harness-history-${{ github.run_id }}-${{ github.run_attempt }}"] * 2
+    cells = [{"cell_id": f"c{i}", "environment": f"host{i}", "values": {}, "backend": "host",
+              "case": "behaviour", "variant": "pass", "nodeid": "t.py::t", "hardware": "cpu"}
+             for i in (1, 2)]
+
+    def shard(index: int, outcome: Outcome) -> None:
+        run_id = f"harness-shard-{index}-of-2"
+        shutil.rmtree(tmp_path / "shards" / run_id, ignore_errors=True)
+        cell = cells[index - 1]
+        store = RunStore.create(tmp_path / "art", {
+            "planned": [cell], "full_plan": cells, "shard": f"{index}/2",
+            "matrix": "matrix.yaml"}, run_id=run_id)
+        store.extend([CellResult(run_id=run_id, cell_id=cell["cell_id"], values={},
+                                 environment=cell["environment"], env_key="k", backend="host",
+                                 case_id="behaviour", variant="pass", nodeid="t.py::t",
+                                 hardware_target="cpu", outcome=outcome)])
+        shutil.move(store.run_dir, tmp_path / "shards" / run_id)
+
+    def merge(run_id: str) -> int:
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+               "RUN_ID": run_id}
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               step["run"]], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300).returncode
+
+    (tmp_path / "shards").mkdir()
+    shard(1, Outcome.PASS)
+    shard(2, Outcome.PASS)
+    assert merge("nightly-1") == 0  # last night: both fine
+    shard(1, Outcome.FAIL)  # tonight c1 fails; shard 2 never reports
+    shutil.rmtree(tmp_path / "shards" / "harness-shard-2-of-2")
+    assert merge("nightly-2") == 1
+    shard(2, Outcome.PASS)  # shard 2 run again, and the merge with it
+    assert merge("nightly-2") == 1  # c1 is still news since last night
+    assert sorted(p.name for p in (tmp_path / "reports" / "runs").iterdir()) == [
+        "nightly-1", "nightly-2"]
 
 
 @pytest.mark.slow

@@ -123,6 +123,8 @@ def test_the_workflow_played_locally_equals_the_unsharded_run(
     (run,) = (tmp_path / "partial" / "runs").iterdir()
     outcomes = Counter(table(run).values())
     assert outcomes["MISSING"] == lost["cells"] and sum(outcomes.values()) == len(got)
+    said = {json.loads(x).get("reason") for x in (run / "results.jsonl").read_text().splitlines()}
+    assert f"no result: shard {lost['shard']} never reported (its artifact is missing)" in said
     assert partial.returncode == 1
     md = (report_dir(tmp_path / "partial") / "compat.md").read_text()
     assert "❔ MISSING" in md

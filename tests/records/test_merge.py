@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,64 @@ def test_runs_of_different_matrices_that_ran_a_cell_as_two_are_refused(tmp_path:
     with pytest.raises(UsageError, match=r"^night0 and night1 ran env-0 case::v0 @cpu as two "):
         merge_runs(stores, tmp_path, run_id="m")
     assert not (tmp_path / "runs" / "m").exists()
+
+
+def test_a_run_that_is_not_a_merge_is_not_replaced_by_one(tmp_path: Path) -> None:
+    """``merge --run-id`` naming a run of ``harness run`` removed its record without a word."""
+    sources = shards_that_ran_everything(tmp_path / "shards")
+    mine = RunStore.create(tmp_path / "out", {"planned": CELLS[:1]}, run_id="tuesday")
+    record(mine, result(CELLS[0], "tuesday", Outcome.PASS))
+    before = (mine.run_dir / "results.jsonl").read_bytes()
+    with pytest.raises(UsageError, match=r"^merge: run tuesday exists and is not a merge; "):
+        merge_runs(sources, tmp_path / "out", run_id="tuesday")
+    assert (mine.run_dir / "results.jsonl").read_bytes() == before
+
+
+def test_a_cell_its_shard_reported_without_is_not_said_to_be_of_a_shard_that_never_reported(
+        tmp_path: Path) -> None:
+    """A shard killed before its last cell (a job's timeout) uploads what it has: its missing
+    cell said "shard 1/3 never reported (its artifact is missing)", beside the shard's own."""
+    ran, others = tmp_path / "ran", shards_that_ran_everything(tmp_path / "shards")[1:]
+    cut = RunStore.create(ran, {"planned": CELLS[:4], "full_plan": CELLS, "shard": "1/3"},
+                          run_id="s0")
+    for cell in CELLS[:3]:
+        record(cut, result(cell, "s0", Outcome.PASS))
+    merged = merge_runs([cut, *others], tmp_path / "out", run_id="m")
+    (gap,) = [r for r in merged.written if r.outcome is Outcome.MISSING]
+    assert gap.cell_id == CELLS[3]["cell_id"]
+    assert gap.reason == "no result: shard 1/3 reported without it"
+
+
+def test_the_cells_of_the_one_shard_that_never_reported_name_it(tmp_path: Path) -> None:
+    """They said "the shard that should have run it never reported": shards 1 to 3 of 3 hold
+    cells (as many as the plan's environments), so the one not here is 2/3."""
+    s0, _, s2 = shards_that_ran_everything(tmp_path / "shards")
+    merged = merge_runs([s0, s2], tmp_path / "out", run_id="m")
+    assert {r.reason for r in merged.written if r.outcome is Outcome.MISSING} == {
+        "no result: shard 2/3 never reported (its artifact is missing)"}
+    merged = merge_runs([s0], tmp_path / "out", run_id="m")  # two gone: which one, unknown
+    assert {r.reason for r in merged.written if r.outcome is Outcome.MISSING} == {
+        "no result: the shard that should have run it never reported (its artifact is missing)"}
+
+
+def test_shards_of_two_plans_merged_together_are_said(tmp_path: Path) -> None:
+    """Shard 1/3 of one -k and shards of another merged without a word: a record of neither
+    plan, the other plan's cells beside it and none of its gaps MISSING."""
+    sources = shards_that_ran_everything(tmp_path / "shards")
+    other = tmp_path / "shards" / "runs" / "s1" / "run.json"
+    meta = json.loads(other.read_text())
+    other.write_text(json.dumps({**meta, "filters": {"keyword": "test_o*"}}))
+    said: list[str] = []
+    merge_runs([RunStore(s.run_dir) for s in sources], tmp_path / "out", run_id="m",
+               warn=said.append)
+    assert said == [f"{sources[1].run_dir}: a shard of another plan than {sources[0].run_dir} "
+                    "(the matrix, filters or --set differ); the merged plan is the latter's"]
+
+
+def test_the_plan_is_taken_from_a_shard_that_has_it(tmp_path: Path) -> None:
+    """The first shard's full_plan.json lost (a partial artifact): the merge planned nothing,
+    and the cells of a shard that never reported were neither MISSING nor counted."""
+    s0, s1, _ = shards_that_ran_everything(tmp_path / "shards")
+    (s0.run_dir / "full_plan.json").unlink()
+    merged = merge_runs([s0, s1], tmp_path / "out", run_id="m")
+    assert (merged.cells, merged.missing) == (len(CELLS), 4)
