@@ -317,7 +317,10 @@ def uv_error(stderr: str, count: int = 6) -> str:
     if not lines:
         return ""
     start = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), 0)
-    return "\n".join([lines[start], *lines[start + 1:][-(count - 1):]])
+    head, rest = lines[start], lines[start + 1:]
+    if rest and rest[0].lstrip().startswith("cause:"):  # the first line, all a cell shows, says why
+        head = f"{head.rstrip(':')}: {rest.pop(0).strip().removeprefix('cause:').strip()}"
+    return "\n".join([head, *rest[-(count - 1):]])
 
 
 def resolve(spec: EnvSpec, requirements: list[str], *options: str,

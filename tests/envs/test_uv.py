@@ -367,3 +367,13 @@ def test_begin_hands_a_new_environment_over_before_its_check(tmp_path: Path,
     with pytest.raises(EnvBuildError, match="uv pip failed for missing"):
         backend.begin(replace(spec("missing", ("harness-no-such-package==9.9",), wheelhouse),
                               offline=True))
+
+
+def test_a_failed_resolution_says_why_on_its_first_line(tmp_path: Path) -> None:
+    # The first line is what the progress line and the report show of the cell's ERROR.
+    spec = EnvSpec(name="gone", origin="test", values=(), backend="uv", python=PY,
+                   requirements=("six==99.99.99",), pins=())
+    with pytest.raises(EnvBuildError) as exc:
+        UvBackend(tmp_path).realize(spec)
+    first = str(exc.value).splitlines()[0]
+    assert "six==99.99.99" in first and "No solution found" in first, first
