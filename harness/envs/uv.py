@@ -82,6 +82,8 @@ class UvBackend(Backend):
             return None
         if spec.refresh_before is not None and marker.get("built_at", 0) < spec.refresh_before:
             return None
+        if not all((path / part).exists() for part in ("bin/python", "lib", "pyvenv.cfg")):
+            return None  # half-deleted since (or its interpreter gone): built again
         return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
                            fingerprint=marker["fingerprint"])
 

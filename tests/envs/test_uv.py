@@ -3,6 +3,7 @@ the import check and the nvcc check. The packages are written on the spot (tests
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from dataclasses import replace
@@ -377,3 +378,19 @@ def test_a_failed_resolution_says_why_on_its_first_line(tmp_path: Path) -> None:
         UvBackend(tmp_path).realize(spec)
     first = str(exc.value).splitlines()[0]
     assert "six==99.99.99" in first and "No solution found" in first, first
+
+
+@pytest.mark.parametrize("lost", ["bin/python", "lib", "pyvenv.cfg"])
+def test_an_environment_half_deleted_since_its_build_is_built_again(
+        tmp_path: Path, wheelhouse: Path, lost: str) -> None:
+    """Its marker alone said built: every cell then failed to start, or without its packages."""
+    backend = UvBackend(tmp_path / "cache")
+    hello = spec("hello", ("hello-harness",), wheelhouse)
+    first = backend.realize(hello)
+    gone = Path(first.location) / lost
+    if gone.is_dir():
+        shutil.rmtree(gone)
+    else:
+        gone.unlink()
+    again = backend.realize(hello)
+    assert again.built and run_in(again.python, "import hello_harness; print('ok')") == "ok"
