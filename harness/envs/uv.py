@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from packaging.utils import canonicalize_name
 
 from harness.core import atomic
@@ -224,7 +225,22 @@ class UvBackend(Backend):
                         # a folder an earlier harness named: never used again
                         "stale": not marker_path.parent.name.startswith(
                             _slug(marker["name"]) + "-")})
+        # A folder without its marker: a build that failed or was killed, unless one runs now.
+        for folder in sorted(self.root.glob("*")):
+            if folder.is_dir() and not (folder / MARKER).exists() and not _building(folder):
+                out.append({"backend": self.name, "name": folder.name,
+                            "key": folder.name.rpartition("-")[2], "location": str(folder),
+                            "built_at": None, "stale": True, "half_built": True})
         return out
+
+
+def _building(folder: Path) -> bool:
+    """Whether a build holds ``folder``'s lock now."""
+    try:
+        with FileLock(folder.with_name(folder.name + ".lock"), timeout=0):
+            return False
+    except Timeout:
+        return True
 
 
 @functools.cache
