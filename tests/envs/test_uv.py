@@ -394,3 +394,16 @@ def test_an_environment_half_deleted_since_its_build_is_built_again(
         gone.unlink()
     again = backend.realize(hello)
     assert again.built and run_in(again.python, "import hello_harness; print('ok')") == "ok"
+
+
+@pytest.mark.parametrize("python", ["3.8", "3.7.16"])
+def test_a_python_older_than_the_in_environment_code_is_refused_before_building(
+        tmp_path: Path, python: str) -> None:
+    """3.8 built, then every cell failed in the plugin ('type' object is not subscriptable);
+    3.7 said 'importing six killed the interpreter'."""
+    spec = EnvSpec(name="old", origin="test", values=(), backend="uv", python=python,
+                   requirements=("six",), pins=())
+    with pytest.raises(EnvBuildError, match=rf"^old: Python {python}: the harness runs cells "
+                                            r"on Python 3.9 or newer$"):
+        UvBackend(tmp_path).realize(spec)
+    assert not (tmp_path / "uv" / f"old-{spec.key}").exists()
