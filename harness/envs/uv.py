@@ -82,9 +82,8 @@ class UvBackend(Backend):
 
     def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
-        try:
-            marker = json.loads((path / MARKER).read_text())
-        except (OSError, ValueError):
+        marker = _marker(path)
+        if marker is None:
             return None
         if spec.refresh_before is not None and marker.get("built_at", 0) < spec.refresh_before:
             return None
@@ -223,20 +222,28 @@ class UvBackend(Backend):
 
     def listing(self) -> list[dict[str, Any]]:
         out = []
-        for marker_path in sorted(self.root.glob(f"*/{MARKER}")):
-            marker = json.loads(marker_path.read_text())
-            out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
-                        "location": str(marker_path.parent), "built_at": marker["built_at"],
-                        # a folder an earlier harness named: never used again
-                        "stale": not marker_path.parent.name.startswith(
-                            _slug(marker["name"]) + "-")})
-        # A folder without its marker: a build that failed or was killed, unless one runs now.
-        for folder in sorted(self.root.glob("*")):
-            if folder.is_dir() and not (folder / MARKER).exists() and not _building(folder):
+        for folder in sorted(p for p in self.root.glob("*") if p.is_dir()):
+            marker = _marker(folder)
+            if marker is not None:
+                out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
+                            "location": str(folder), "built_at": marker["built_at"],
+                            # a folder an earlier harness named: never used again
+                            "stale": not folder.name.startswith(_slug(marker["name"]) + "-")})
+            elif not _building(folder):  # a build that failed or was killed
                 out.append({"backend": self.name, "name": folder.name,
                             "key": folder.name.rpartition("-")[2], "location": str(folder),
                             "built_at": None, "stale": True, "half_built": True})
         return out
+
+
+def _marker(folder: Path) -> dict[str, Any] | None:
+    """The marker a finished build wrote in ``folder``; None: it is half-built."""
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    fields = ("name", "key", "built_at", "fingerprint")
+    return marker if isinstance(marker, dict) and all(f in marker for f in fields) else None
 
 
 def _building(folder: Path) -> bool:

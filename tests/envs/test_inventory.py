@@ -17,7 +17,7 @@ def built(folder: Path, spec: EnvSpec) -> Path:
     """An environment's folder as a build leaves it (its marker written last)."""
     folder.mkdir(parents=True)
     (folder / MARKER).write_text(json.dumps({"name": spec.name, "key": spec.key,
-                                             "built_at": 1.0}))
+                                             "built_at": 1.0, "fingerprint": {}}))
     return folder
 
 
@@ -57,3 +57,14 @@ def test_a_half_built_folder_is_listed_and_pruned_unless_a_build_holds_it(
         pruned = inventory.prune(tmp_path, None)
     assert [Path(e["location"]) for e in pruned.removed] == [failed]
     assert not failed.exists() and building.is_dir()
+
+
+@pytest.mark.parametrize("text", ['{"key": ', "{}", "[1]"])
+def test_an_unreadable_marker_is_a_half_built_folder_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr(inventory, "backends", lambda cache: {"uv": UvBackend(cache)})
+    folder = tmp_path / "uv" / "a-0123456789abcdef"
+    folder.mkdir(parents=True)
+    (folder / MARKER).write_text(text)
+    assert [(e["location"], e["stale"]) for e in inventory.listing(tmp_path)] == [
+        (str(folder), True)]

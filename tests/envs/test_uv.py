@@ -407,3 +407,11 @@ def test_a_python_older_than_the_in_environment_code_is_refused_before_building(
                                             r"on Python 3.9 or newer$"):
         UvBackend(tmp_path).realize(spec)
     assert not (tmp_path / "uv" / f"old-{spec.key}").exists()
+
+
+def test_an_environment_whose_marker_is_unreadable_is_built_again(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    hello = spec("hello", ("hello-harness",), wheelhouse)
+    (Path(backend.realize(hello).location) / uv.MARKER).write_text("{}")
+    assert backend.realize(hello).built  # was: backend bug, KeyError: 'fingerprint'
