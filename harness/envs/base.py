@@ -338,6 +338,10 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:  # one requiremen
     return None if ok else f"asked {text}, got {name} {got}"
 
 
+#: The oldest Python the in-environment plugin and fingerprint (harness/inenv) run on.
+MIN_PYTHON = (3, 9)
+NEEDS_PYTHON = "the harness runs cells on Python 3.9 or newer"
+
 #: A source build of TransformerEngine takes most of an hour: twice that is a hung build.
 LOCK_TIMEOUT = 2 * 3600.0
 LOCK_NOTICE = 10.0  # waited this long, say once who holds the lock

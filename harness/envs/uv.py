@@ -27,6 +27,8 @@ from harness.core.matrix import EnvSpec
 from harness.core.releases import parsed, release_order
 from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
+    MIN_PYTHON,
+    NEEDS_PYTHON,
     Backend,
     Environment,
     Handover,
@@ -43,7 +45,6 @@ from harness.matrix.sources import is_url
 MARKER = "harness-env.json"
 PYTEST_REQUIREMENT = "pytest>=7"
 UV_TIMEOUT = 4 * 3600.0
-MIN_PYTHON = (3, 9)  # the oldest the in-environment plugin and fingerprint run on
 
 
 def _slug(name: str) -> str:
@@ -72,8 +73,7 @@ class UvBackend(Backend):
         """The venv's folder, and the base an overlay inherits."""
         version = None if spec.base else parsed(spec.python)  # an overlay runs on its base's
         if version is not None and version.release[:2] < MIN_PYTHON:
-            raise EnvBuildError(f"{spec.name}: Python {spec.python}: the harness runs cells on "
-                                f"Python {'.'.join(map(str, MIN_PYTHON))} or newer")
+            raise EnvBuildError(f"{spec.name}: Python {spec.python}: {NEEDS_PYTHON}")
         base = overlay.find_base(spec.base) if spec.base else None
         return self.path_for(spec, base), base
 
