@@ -71,9 +71,7 @@ class UvBackend(Backend):
 
     def _locate(self, spec: EnvSpec) -> tuple[Path, Base | None]:
         """The venv's folder, and the base an overlay inherits."""
-        version = None if spec.base else parsed(spec.python)  # an overlay runs on its base's
-        if version is not None and version.release[:2] < MIN_PYTHON:
-            raise EnvBuildError(f"{spec.name}: Python {spec.python}: {NEEDS_PYTHON}")
+        check_python(spec)
         base = overlay.find_base(spec.base) if spec.base else None
         return self.path_for(spec, base), base
 
@@ -253,6 +251,13 @@ def _building(folder: Path) -> bool:
             return False
     except Timeout:
         return True
+
+
+def check_python(spec: EnvSpec) -> None:
+    """EnvBuildError when the environment's Python is older than the harness runs cells on."""
+    version = None if spec.base else parsed(spec.python)  # an overlay runs on its base's
+    if version is not None and version.release[:2] < MIN_PYTHON:
+        raise EnvBuildError(f"{spec.name}: Python {spec.python}: {NEEDS_PYTHON}")
 
 
 @functools.cache
