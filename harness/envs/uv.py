@@ -270,7 +270,9 @@ def find_interpreter(version: str) -> str:
         if found.returncode == 0 and found.stdout.strip():
             return found.stdout.strip()
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
+    minor = ".".join(version.split(".")[:2])  # 3.12.1's binary is python3.12
+    candidates = sorted([*root.glob(f"versions/{version}/bin/python{minor}"),
+                         *root.glob(f"versions/{version}.*/bin/python{minor}")],
                         key=lambda p: release_order(p.parts[-3]))
     return str(candidates[-1]) if candidates else version
 

@@ -173,6 +173,8 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
         binary.write_text("")
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     assert find_interpreter("3.42") == str(tmp_path / "versions/3.42.10/bin/python3.42")
+    # a patch version: its own folder (was: not found, uv's shims error)
+    assert find_interpreter("3.42.9") == str(tmp_path / "versions/3.42.9/bin/python3.42")
     assert find_interpreter("3.43") == "3.43"  # nothing anywhere: uv says so in its own words
 
 
