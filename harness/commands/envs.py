@@ -50,7 +50,8 @@ def cmd_envs(args: argparse.Namespace) -> int:
             return 0
         for e in listing:
             print(f"{e['backend']:6} {e['key']}  {e['name']}  {e['location']}"
-                  + ("  (an earlier harness's folder: prune removes it)" if e.get("stale")
+                  + ("  (half-built: prune removes it)" if e.get("half_built") else
+                     "  (an earlier harness's folder: prune removes it)" if e.get("stale")
                      else ""))
         print(f"{len(listing)} environments under {cache}")
         return 0

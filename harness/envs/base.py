@@ -338,6 +338,10 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:  # one requiremen
     return None if ok else f"asked {text}, got {name} {got}"
 
 
+#: The oldest Python the in-environment plugin and fingerprint (harness/inenv) run on.
+MIN_PYTHON = (3, 9)
+NEEDS_PYTHON = "the harness runs cells on Python 3.9 or newer"
+
 #: A source build of TransformerEngine takes most of an hour: twice that is a hung build.
 LOCK_TIMEOUT = 2 * 3600.0
 LOCK_NOTICE = 10.0  # waited this long, say once who holds the lock
@@ -348,11 +352,11 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
            ) -> Iterator[None]:
     """Two runs sharing a cache build an environment once; a waiter says whom it waits for
     (the holder writes it beside the lock) and gives up after ``timeout``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(path)
     holder = path.with_name(path.name + ".holder")
     me = f"pid {os.getpid()} on {socket.gethostname()}"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=min(notice, timeout))
     except Timeout:
         try:
@@ -366,6 +370,8 @@ def locked(path: Path, *, timeout: float = LOCK_TIMEOUT, notice: float = LOCK_NO
         except Timeout:
             raise EnvBuildError(f"{path}: still locked after {timeout:g} s by {who}; if that "
                                 "process is gone, remove the lock file") from None
+    except OSError as exc:  # HARNESS_CACHE_DIR a file, or not writable: not a backend bug
+        raise EnvBuildError(f"cache folder {path.parent}: {exc.strerror or exc}") from None
     try:
         with contextlib.suppress(OSError):
             holder.write_text(f"{me} since {time.strftime('%H:%M:%S')}: "

@@ -16,17 +16,17 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from harness.core.errors import EnvBuildError, UsageError
+from harness.core.errors import EnvBuildError, UsageError, one_line
 from harness.core.releases import parsed
-from harness.envs.base import purelib, read_fingerprint
+from harness.envs.base import MIN_PYTHON, NEEDS_PYTHON, purelib, read_fingerprint
 from harness.envs.wheelkey import pin_parts
 
 PTH_NAME = "_harness_base.pth"
 # The user site too: clusters put torch there with `pip install --user`.
-_SITE_DIRS = ("import json, site, sysconfig; paths = [*site.getsitepackages(), "
+_SITE_DIRS = ("import json, site, sys, sysconfig; paths = [*site.getsitepackages(), "
               "sysconfig.get_paths()['purelib'], sysconfig.get_paths()['platlib'], "
               "*([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]; "
-              "print(json.dumps(list(dict.fromkeys(paths))))")
+              "print(json.dumps([sys.version_info[:3], list(dict.fromkeys(paths))]))")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,10 +56,18 @@ def find_base(name: str) -> Base:
     python = _interpreter(name)
     try:
         out = subprocess.run([python, "-c", _SITE_DIRS], capture_output=True, text=True,
-                             check=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+                             check=False, timeout=120, env={**os.environ, "PYTHONPATH": ""})
+        version, paths = json.loads(out.stdout)
     except (OSError, subprocess.SubprocessError) as exc:
         raise EnvBuildError(f"base interpreter {python} does not run: {exc}") from None
-    dirs = tuple(d for d in json.loads(out.stdout) if Path(d).is_dir())
+    except (ValueError, TypeError):  # not JSON, or not its two parts: a banner, Python 2
+        said = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1:]
+        raise EnvBuildError(f"base interpreter {python} does not run: exit {out.returncode}"
+                            + "".join(f": {one_line(s)}" for s in said)) from None
+    if tuple(version[:2]) < MIN_PYTHON:
+        raise EnvBuildError(f"base interpreter {python} is Python {version[0]}.{version[1]}: "
+                            + NEEDS_PYTHON)
+    dirs = tuple(d for d in paths if Path(d).is_dir())
     return Base(python=python, fingerprint=read_fingerprint(python), site_dirs=dirs)
 
 

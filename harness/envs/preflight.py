@@ -114,6 +114,7 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
              base: dict[str, str] | None = None) -> list[str]:
     """``uv pip compile`` for the environment's Python and platform: the pinned lines, in uv's
     own words if it fails. ``base``: an overlay's base packages, else this machine's base's."""
+    uv.check_python(env)
     env, base = _on_base(env, base)
     # What source builds compile against is in the resolution too; a URL goes by a keyed wheel
     # built from it, where one fits.

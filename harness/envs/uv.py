@@ -18,14 +18,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
 from packaging.utils import canonicalize_name
 
 from harness.core import atomic
 from harness.core.errors import EnvBuildError, one_line
 from harness.core.matrix import EnvSpec
-from harness.core.releases import release_order
+from harness.core.releases import parsed, release_order
 from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
+    MIN_PYTHON,
+    NEEDS_PYTHON,
     Backend,
     Environment,
     Handover,
@@ -68,6 +71,7 @@ class UvBackend(Backend):
 
     def _locate(self, spec: EnvSpec) -> tuple[Path, Base | None]:
         """The venv's folder, and the base an overlay inherits."""
+        check_python(spec)
         base = overlay.find_base(spec.base) if spec.base else None
         return self.path_for(spec, base), base
 
@@ -76,12 +80,13 @@ class UvBackend(Backend):
 
     def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
-        try:
-            marker = json.loads((path / MARKER).read_text())
-        except (OSError, ValueError):
+        marker = _marker(path)
+        if marker is None:
             return None
         if spec.refresh_before is not None and marker.get("built_at", 0) < spec.refresh_before:
             return None
+        if not all((path / part).exists() for part in ("bin/python", "lib", "pyvenv.cfg")):
+            return None  # half-deleted since (or its interpreter gone): built again
         return Environment(spec=spec, location=str(path), python=str(path / "bin" / "python"),
                            fingerprint=marker["fingerprint"])
 
@@ -215,14 +220,44 @@ class UvBackend(Backend):
 
     def listing(self) -> list[dict[str, Any]]:
         out = []
-        for marker_path in sorted(self.root.glob(f"*/{MARKER}")):
-            marker = json.loads(marker_path.read_text())
-            out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
-                        "location": str(marker_path.parent), "built_at": marker["built_at"],
-                        # a folder an earlier harness named: never used again
-                        "stale": not marker_path.parent.name.startswith(
-                            _slug(marker["name"]) + "-")})
+        for folder in sorted(p for p in self.root.glob("*") if p.is_dir()):
+            marker = _marker(folder)
+            if marker is not None:
+                out.append({"backend": self.name, "name": marker["name"], "key": marker["key"],
+                            "location": str(folder), "built_at": marker["built_at"],
+                            # a folder an earlier harness named: never used again
+                            "stale": not folder.name.startswith(_slug(marker["name"]) + "-")})
+            elif not _building(folder):  # a build that failed or was killed
+                out.append({"backend": self.name, "name": folder.name,
+                            "key": folder.name.rpartition("-")[2], "location": str(folder),
+                            "built_at": None, "stale": True, "half_built": True})
         return out
+
+
+def _marker(folder: Path) -> dict[str, Any] | None:
+    """The marker a finished build wrote in ``folder``; None: it is half-built."""
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    fields = ("name", "key", "built_at", "fingerprint")
+    return marker if isinstance(marker, dict) and all(f in marker for f in fields) else None
+
+
+def _building(folder: Path) -> bool:
+    """Whether a build holds ``folder``'s lock now."""
+    try:
+        with FileLock(folder.with_name(folder.name + ".lock"), timeout=0):
+            return False
+    except Timeout:
+        return True
+
+
+def check_python(spec: EnvSpec) -> None:
+    """EnvBuildError when the environment's Python is older than the harness runs cells on."""
+    version = None if spec.base else parsed(spec.python)  # an overlay runs on its base's
+    if version is not None and version.release[:2] < MIN_PYTHON:
+        raise EnvBuildError(f"{spec.name}: Python {spec.python}: {NEEDS_PYTHON}")
 
 
 @functools.cache
@@ -235,7 +270,9 @@ def find_interpreter(version: str) -> str:
         if found.returncode == 0 and found.stdout.strip():
             return found.stdout.strip()
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates = sorted(root.glob(f"versions/{version}.*/bin/python{version}"),
+    minor = ".".join(version.split(".")[:2])  # 3.12.1's binary is python3.12
+    candidates = sorted([*root.glob(f"versions/{version}/bin/python{minor}"),
+                         *root.glob(f"versions/{version}.*/bin/python{minor}")],
                         key=lambda p: release_order(p.parts[-3]))
     return str(candidates[-1]) if candidates else version
 
@@ -317,7 +354,10 @@ def uv_error(stderr: str, count: int = 6) -> str:
     if not lines:
         return ""
     start = next((i for i, ln in enumerate(lines) if ln.startswith("error:")), 0)
-    return "\n".join([lines[start], *lines[start + 1:][-(count - 1):]])
+    head, rest = lines[start], lines[start + 1:]
+    if rest and rest[0].lstrip().startswith("cause:"):  # the first line, all a cell shows, says why
+        head = f"{head.rstrip(':')}: {rest.pop(0).strip().removeprefix('cause:').strip()}"
+    return "\n".join([head, *rest[-(count - 1):]])
 
 
 def resolve(spec: EnvSpec, requirements: list[str], *options: str,

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from harness.core.matrix import EnvSpec
 from harness.envs import inventory
@@ -16,7 +17,7 @@ def built(folder: Path, spec: EnvSpec) -> Path:
     """An environment's folder as a build leaves it (its marker written last)."""
     folder.mkdir(parents=True)
     (folder / MARKER).write_text(json.dumps({"name": spec.name, "key": spec.key,
-                                             "built_at": 1.0}))
+                                             "built_at": 1.0, "fingerprint": {}}))
     return folder
 
 
@@ -37,3 +38,33 @@ def test_a_folder_an_earlier_harness_named_is_listed_as_such_and_pruned(
     pruned = inventory.prune(tmp_path, [spec])
     assert {Path(e["location"]) for e in pruned.removed} == {earlier, unused}
     assert current.is_dir() and not earlier.exists() and not unused.exists()
+
+
+def test_a_half_built_folder_is_listed_and_pruned_unless_a_build_holds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed build's venv (a torch that does not import: gigabytes) was in no listing, so
+    even ``prune --all`` left it."""
+    monkeypatch.setattr(inventory, "backends", lambda cache: {"uv": UvBackend(cache)})
+    spec = EnvSpec(name="cpu:six=99", origin="cpu", values=(), backend="uv", python="3.11",
+                   requirements=("six==99",), pins=())
+    failed = UvBackend(tmp_path).path_for(spec)
+    (failed / "bin").mkdir(parents=True)
+    building = tmp_path / "uv" / "other-0123456789abcdef"
+    building.mkdir()
+    listed = {Path(e["location"]): e["stale"] for e in inventory.listing(tmp_path)}
+    assert listed == {failed: True, building: True}
+    with FileLock(building.with_name(building.name + ".lock")):  # another run builds it
+        pruned = inventory.prune(tmp_path, None)
+    assert [Path(e["location"]) for e in pruned.removed] == [failed]
+    assert not failed.exists() and building.is_dir()
+
+
+@pytest.mark.parametrize("text", ['{"key": ', "{}", "[1]"])
+def test_an_unreadable_marker_is_a_half_built_folder_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr(inventory, "backends", lambda cache: {"uv": UvBackend(cache)})
+    folder = tmp_path / "uv" / "a-0123456789abcdef"
+    folder.mkdir(parents=True)
+    (folder / MARKER).write_text(text)
+    assert [(e["location"], e["stale"]) for e in inventory.listing(tmp_path)] == [
+        (str(folder), True)]

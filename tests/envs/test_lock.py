@@ -69,3 +69,11 @@ def test_a_thread_of_the_same_run_waits_without_naming_its_own_process(
         pass
     thread.join()
     assert "waiting for" not in capsys.readouterr().err
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_line_not_a_backend_bug(
+        tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("")  # HARNESS_CACHE_DIR naming a file
+    with pytest.raises(EnvBuildError, match=r"^cache folder .*/cache/uv: Not a directory$"), \
+            locked(tmp_path / "cache" / "uv" / "env.lock"):
+        pass

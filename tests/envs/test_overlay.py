@@ -256,3 +256,23 @@ def test_host_named_by_harness_host_python_even_inside_a_virtualenv(
     assert _interpreter("host") != python3
     monkeypatch.setenv("HARNESS_HOST_PYTHON", python3)
     assert _interpreter("host") == python3
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    ("echo Welcome to the cluster", r"base interpreter \S+ does not run: exit 0: "
+                                    r"Welcome to the cluster"),
+    ("echo 'SyntaxError: invalid syntax' >&2; exit 1", r"base interpreter \S+ does not run: "
+                                                       r"exit 1: SyntaxError: invalid syntax"),
+    ("echo '[[3, 8, 18], []]'", r"base interpreter \S+ is Python 3.8: the harness runs cells "
+                                r"on Python 3.9 or newer")])
+def test_a_base_that_is_not_a_python_it_can_use_is_one_line(
+        tmp_path: Path, script: str, said: str) -> None:
+    """A wrapper printing a banner was a backend bug (JSONDecodeError); Python 2 said its
+    whole command line; 3.8 built, then failed in every cell."""
+    from harness.envs.overlay import find_base
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{script}\n")
+    python.chmod(0o755)
+    with pytest.raises(EnvBuildError, match=f"^{said}$"):
+        find_base(str(python))

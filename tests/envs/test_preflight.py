@@ -211,3 +211,12 @@ def test_ctrl_c_during_a_resolve_leaves_nothing_uv_started(monkeypatch: pytest.M
     while running() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not running()
+
+
+def test_an_environment_on_a_python_the_harness_cannot_run_cells_on_does_not_pass(
+        tmp_path: Path) -> None:
+    """It resolved ('yes'), then every cell of the run failed."""
+    check = resolve_env(env("old", "six", python="3.8"), cache_dir=tmp_path,
+                        platform=DEFAULT_PLATFORM)
+    assert (check.resolves, check.reason) == (
+        "no", "old: Python 3.8: the harness runs cells on Python 3.9 or newer")

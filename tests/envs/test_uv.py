@@ -3,6 +3,7 @@ the import check and the nvcc check. The packages are written on the spot (tests
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
 from dataclasses import replace
@@ -172,6 +173,8 @@ def test_an_interpreter_uv_cannot_see_is_found_among_pyenvs_versions(
         binary.write_text("")
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
     assert find_interpreter("3.42") == str(tmp_path / "versions/3.42.10/bin/python3.42")
+    # a patch version: its own folder (was: not found, uv's shims error)
+    assert find_interpreter("3.42.9") == str(tmp_path / "versions/3.42.9/bin/python3.42")
     assert find_interpreter("3.43") == "3.43"  # nothing anywhere: uv says so in its own words
 
 
@@ -367,3 +370,50 @@ def test_begin_hands_a_new_environment_over_before_its_check(tmp_path: Path,
     with pytest.raises(EnvBuildError, match="uv pip failed for missing"):
         backend.begin(replace(spec("missing", ("harness-no-such-package==9.9",), wheelhouse),
                               offline=True))
+
+
+def test_a_failed_resolution_says_why_on_its_first_line(tmp_path: Path,
+                                                         wheelhouse: Path) -> None:
+    # The first line is what the progress line and the report show of the cell's ERROR.
+    with pytest.raises(EnvBuildError) as exc:
+        UvBackend(tmp_path).realize(replace(spec("gone", ("hello-harness==9.9",), wheelhouse),
+                                            offline=True))
+    first = str(exc.value).splitlines()[0]
+    assert "hello-harness==9.9" in first and "No solution found" in first, first
+
+
+@pytest.mark.parametrize("lost", ["bin/python", "lib", "pyvenv.cfg"])
+def test_an_environment_half_deleted_since_its_build_is_built_again(
+        tmp_path: Path, wheelhouse: Path, lost: str) -> None:
+    """Its marker alone said built: every cell then failed to start, or without its packages."""
+    backend = UvBackend(tmp_path / "cache")
+    hello = spec("hello", ("hello-harness",), wheelhouse)
+    first = backend.realize(hello)
+    gone = Path(first.location) / lost
+    if gone.is_dir():
+        shutil.rmtree(gone)
+    else:
+        gone.unlink()
+    again = backend.realize(hello)
+    assert again.built and run_in(again.python, "import hello_harness; print('ok')") == "ok"
+
+
+@pytest.mark.parametrize("python", ["3.8", "3.7.16"])
+def test_a_python_older_than_the_in_environment_code_is_refused_before_building(
+        tmp_path: Path, python: str) -> None:
+    """3.8 built, then every cell failed in the plugin ('type' object is not subscriptable);
+    3.7 said 'importing six killed the interpreter'."""
+    spec = EnvSpec(name="old", origin="test", values=(), backend="uv", python=python,
+                   requirements=("six",), pins=())
+    with pytest.raises(EnvBuildError, match=rf"^old: Python {python}: the harness runs cells "
+                                            r"on Python 3.9 or newer$"):
+        UvBackend(tmp_path).realize(spec)
+    assert not (tmp_path / "uv" / f"old-{spec.key}").exists()
+
+
+def test_an_environment_whose_marker_is_unreadable_is_built_again(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    backend = UvBackend(tmp_path / "cache")
+    hello = spec("hello", ("hello-harness",), wheelhouse)
+    (Path(backend.realize(hello).location) / uv.MARKER).write_text("{}")
+    assert backend.realize(hello).built  # was: backend bug, KeyError: 'fingerprint'
