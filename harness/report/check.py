@@ -18,6 +18,7 @@ from harness.report.data import Report
 from harness.report.site.model import (
     GRID_KIND,
     PROBES,
+    UNRUN,
     FailureTable,
     Grid,
     Header,
@@ -104,8 +105,9 @@ def _header(header: Header, results: Sequence[CellResult], planned: int) -> list
     of an interrupted run), ran, counts, hardware."""
     cells = counted(results)
     counts = Counter(str(r.outcome) for r in cells)
-    tested = sorted({r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN})
-    want = {"cells": max(len(cells), planned), "ran": len(cells) - counts[str(Outcome.NOT_RUN)],
+    tested = sorted({r.hardware_target for r in results if r.outcome not in UNRUN})
+    want = {"cells": max(len(cells), planned),
+            "ran": len(cells) - sum(counts[str(o)] for o in UNRUN),
             "counts": dict(counts), "tested": tested,
             "not tested": sorted({r.hardware_target for r in results} - set(tested))}
     return _differ("the coverage line", {
@@ -165,7 +167,7 @@ def _verdict(table: FailureTable, results: Sequence[CellResult], versions: Versi
     helped: dict[str, tuple[list[str], list[str]]] = {}
     for variant, rs in group((r for r in ran if r.variant not in repro),
                              lambda r: r.variant).items():
-        went = [r for r in rs if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
+        went = [r for r in rs if r.outcome not in (*UNRUN, Outcome.SKIP)]
         helped[variant] = (sorted({value[r.environment] for r in went if r.outcome.passed}),
                            sorted({value[r.environment] for r in went if not r.outcome.passed}))
     ran_on = {r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}

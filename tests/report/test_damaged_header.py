@@ -32,3 +32,14 @@ def test_an_interrupted_run_counts_the_cells_it_planned() -> None:
     assert check(site, [cell("a")], {}, {}, planned=3) == []
     assert check(site, [cell("a")], {}, {}) == [
         "the coverage line says cells 3; the record: 1"]
+
+
+def test_cells_whose_shard_never_reported_did_not_run() -> None:
+    """A merge whose sm_90 shard was lost said 'tested: cpu, sm_90 — 2 of 2 cells ran'."""
+    lost = cell("b").replace(hardware_target="sm_90", outcome=Outcome.MISSING)
+    site = build_site([cell("a"), lost], {}, {}, [{"run_id": "r", "created": 0}], {})
+    assert summary_text(site).splitlines()[1].startswith(
+        "tested: cpu; not tested: sm_90 — 1 of 2 cells ran (1 PASS, 1 MISSING)"), summary_text(site)
+    assert site.header.not_tested == ("sm_90",)
+    assert "v works on every tested version" in summary_text(site)  # said 'fails on e' too
+    assert check(site, [cell("a"), lost], {}, {}) == []

@@ -30,6 +30,8 @@ from harness.report.site.versions import (
 #: Packages that are tools of the harness, not versions a reader compares.
 _NOT_SHOWN = {"pytest", "setuptools", "wheel", "ninja", "pip"}
 PROBES = "probes"
+#: What the coverage line does not count as ran: not run here, or its shard never reported.
+UNRUN = (Outcome.NOT_RUN, Outcome.MISSING)
 K = TypeVar("K")
 R = TypeVar("R", bound=CellResult)
 SHORT = {**{o: str(o) for o in Outcome}, Outcome.REPRODUCED: "REPRO", Outcome.NOT_RUN: "not run"}
@@ -319,7 +321,7 @@ def planned(meta: Sequence[Mapping[str, Any]], damaged: int) -> int:
 
 def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]],
             damaged: int) -> Header:
-    ran = [r for r in results if r.outcome is not Outcome.NOT_RUN]
+    ran = [r for r in results if r.outcome not in UNRUN]
     tested = tuple(sorted({r.hardware_target for r in ran}))
     # Each (node, machine description) once: many cells share one machine's object.
     seen = {(r.node, id(r.hardware)): r.hardware for r in ran if r.hardware}
@@ -338,7 +340,7 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]],
         matrix_sha256=str(meta[0].get("matrix_sha256") or "") if meta else "",
         machines=tuple(sorted(machines)), tested=tested,
         not_tested=tuple(sorted({r.hardware_target for r in results} - set(tested))),
-        ran=len(cells) - counts[str(Outcome.NOT_RUN)],
+        ran=len(cells) - sum(counts[str(o)] for o in UNRUN),
         cells=max(len(cells), planned(meta, damaged)),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
         sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
@@ -437,7 +439,7 @@ def version_list(found: Iterable[str], tested: Iterable[str] | None = None, limi
 def _workaround(variant: str, results: Sequence[CellResult], value: Mapping[str, str]
                 ) -> Workaround:
     """Whether a workaround helps, by the versions of the table's rows (``value``)."""
-    ran = [r for r in results if r.outcome not in (Outcome.NOT_RUN, Outcome.SKIP)]
+    ran = [r for r in results if r.outcome not in (*UNRUN, Outcome.SKIP)]
     return Workaround(
         variant=variant, works=frozenset(value[r.environment] for r in ran if r.outcome.passed),
         fails=frozenset(value[r.environment] for r in ran if not r.outcome.passed),
