@@ -228,6 +228,15 @@ def test_a_suite_that_does_not_collect_is_the_environments_error(tmp_path: Path)
     assert "SUITE_BACKENDS is not set" in run.result.reason
 
 
+def run_suite(tmp_path: Path, folder: Path, options: str = "") -> list[CellRun]:
+    """The suite at ``folder`` (``options``: more of its matrix entry) on the host, each run."""
+    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}{options}}}}}\n"
+                        f"environments:\n  host: {{backend: host, python: '{PY}', "
+                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
+    (cell,) = make_plan(spec, (), ("cpu",)).cells
+    return list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+
+
 def test_a_suite_given_as_its_rootdir_runs_its_testpaths_as_bare_pytest_there_does(
         tmp_path: Path) -> None:
     folder = tmp_path / "project"
@@ -236,11 +245,7 @@ def test_a_suite_given_as_its_rootdir_runs_its_testpaths_as_bare_pytest_there_do
     (folder / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
     (folder / "tests" / "test_in.py").write_text("def test_in():\n    pass\n")
     (folder / "scripts" / "test_out.py").write_text("def test_out():\n    assert 0\n")
-    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\n"
-                        f"environments:\n  host: {{backend: host, python: '{PY}', "
-                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
-    (cell,) = make_plan(spec, (), ("cpu",)).cells
-    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    runs = run_suite(tmp_path, folder)
     assert [r.result.variant for r in runs] == ["tests/test_in.py::test_in", "(session)"]
 
 
@@ -252,11 +257,7 @@ def test_an_import_mode_in_the_suites_addopts_applies_as_under_bare_pytest(
         (folder / sub).mkdir(parents=True)
         (folder / sub / "test_same.py").write_text(f"def test_{sub}():\n    pass\n")
     (folder / "pytest.ini").write_text("[pytest]\naddopts = --import-mode=importlib\n")
-    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\n"
-                        f"environments:\n  host: {{backend: host, python: '{PY}', "
-                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
-    (cell,) = make_plan(spec, (), ("cpu",)).cells
-    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    runs = run_suite(tmp_path, folder)
     assert {r.result.variant: str(r.result.outcome) for r in runs} == {
         "a/test_same.py::test_a": "PASS", "b/test_same.py::test_b": "PASS", "(session)": "PASS"}
 
@@ -271,11 +272,7 @@ def test_a_test_whose_id_holds_a_newline_still_runs_after_a_crash(tmp_path: Path
         "import os, pytest\n\ndef test_crash():\n    os._exit(1)\n\n"
         "@pytest.mark.parametrize('v', ['nl\\nx', 'plain'], ids=['nl\\nx', 'plain'])\n"
         "def test_p(v):\n    pass\n")
-    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}}}}}\n"
-                        f"environments:\n  host: {{backend: host, python: '{PY}', "
-                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
-    (cell,) = make_plan(spec, (), ("cpu",)).cells
-    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    runs = run_suite(tmp_path, folder)
     assert {r.result.variant: str(r.result.outcome) for r in runs} == {
         "test_raw.py::test_crash": "CRASH", "test_raw.py::test_p[nl\nx]": "PASS",
         "test_raw.py::test_p[plain]": "PASS", "(session)": "FAIL"}
@@ -290,11 +287,7 @@ def test_a_sessions_log_stays_within_the_limit_across_its_processes(
     (folder / "pytest.ini").write_text("[pytest]\n")
     (folder / "test_loud.py").write_text("import os\n" + "".join(
         f"\ndef test_{i}():\n    os.write(1, b'x' * 3000)\n    os._exit(1)\n" for i in range(4)))
-    spec = parse_matrix(f"version: 1\nsuites: {{mine: {{path: {folder}, args: ['-s']}}}}\n"
-                        f"environments:\n  host: {{backend: host, python: '{PY}', "
-                        "suites: [mine]}\n", file="m.yaml", base=tmp_path)
-    (cell,) = make_plan(spec, (), ("cpu",)).cells
-    runs = list(iter_batch([cell], HostBackend(tmp_path), None, cases_dir=tmp_path))
+    runs = run_suite(tmp_path, folder, ", args: ['-s']")
     assert runs[-1].result.details["suite"]["processes"] == 4
     assert all(len(r.log) < 4100 for r in runs), [len(r.log) for r in runs]
     assert b"bytes cut" in runs[-1].log
