@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, Required, TypedDict, cast, get_args
+from typing import Any, NamedTuple, cast, get_args
 
 import msgspec
 from msgspec.structs import force_setattr
@@ -30,6 +30,7 @@ from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt, damage
 from harness.records import codec
 from harness.records.codec import Batched, append
+from harness.records.schema import CASES_SCHEMA, PLAN_CELLS, Kind, Meta, checked
 
 RESULTS = "results.jsonl"
 META = "run.json"
@@ -43,9 +44,7 @@ SHARED = "shared.jsonl"
 FORMAT = 4
 #: The fields a line may hold by reference (the hash of a value in shared.jsonl).
 BY_REFERENCE = ("fingerprint", "hardware")
-#: What a run was for (run.json ``kind``): a scheduled run of the matrix, a bisect's probe, a
-#: ``--set`` bump. Records written before it read as nightly.
-Kind = Literal["nightly", "trial", "bump"]
+#: What a run was for (``schema.Kind``); a record without one reads as nightly.
 KINDS: tuple[str, ...] = get_args(Kind)
 NIGHTLY = "nightly"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -149,7 +148,7 @@ class RunStore:
     def cases(self) -> dict[str, Any]:
         """Case metadata by ``case::variant`` (empty for runs recorded before format 2)."""
         path = self.run_dir / CASES
-        return _checked(path, _load(path), dict[str, _Case]) if path.is_file() else {}
+        return checked(path, _load(path), CASES_SCHEMA) if path.is_file() else {}
 
     def update_meta(self, **changes: Any) -> None:
         self.write_json(META, {**self.meta, **changes})
@@ -339,21 +338,6 @@ def _load(path: Path) -> Any:
         raise StoreError(f"{path}: unreadable: {exc}") from None
 
 
-def _checked(path: Path, data: Any, schema: Any) -> Any:
-    """``data``, read from ``path``, as it is, if ``schema`` takes it; else a StoreError."""
-    try:
-        msgspec.convert(data, schema)
-    except msgspec.ValidationError as exc:
-        raise StoreError(_refused(path, exc)) from None
-    return data
-
-
-def _refused(path: Path, exc: msgspec.ValidationError) -> str:
-    """msgspec's "Expected `str`, got `int` - at `$[2].case`" as "PATH: [2].case: Expected..."."""
-    why, _, field = str(exc).partition(" - at `$")
-    return f"{path}: {field[:-1].lstrip('.')}: {why}" if field else f"{path}: {why}"
-
-
 @contextlib.contextmanager
 def plan_cells(*stores: RunStore) -> Iterator[None]:
     """Around a reading of the stores' plans: a cell of the wrong shape (not an object, a key
@@ -364,39 +348,8 @@ def plan_cells(*stores: RunStore) -> Iterator[None]:
     except (TypeError, KeyError, AttributeError):
         for path in (s.run_dir / name for s in stores for name in (PLAN, FULL_PLAN)):
             if path.is_file():
-                _checked(path, _load(path), list[_Planned])
+                checked(path, _load(path), PLAN_CELLS)
         raise
-
-
-class _Planned(TypedDict, total=False):
-    """A cell of plan.json (``Cell.to_dict``), as far as readers rely on its types."""
-
-    cell_id: Required[str]
-    environment: Required[str]
-    case: Required[str]
-    variant: Required[str]
-    hardware: Required[str]
-    values: dict[str, Any]
-    backend: str
-    nodeid: str
-
-
-class _Signature(TypedDict, total=False):
-    name: Required[str]
-
-
-class _Case(TypedDict, total=False):
-    """A variant's entry in cases.json, as far as readers rely on its types."""
-
-    case: Required[str]
-    variant: Required[str]
-    title: str
-    failure: str
-    upstream: list[str]
-    signatures: list[_Signature]
-    caveats: list[str]
-    about: list[str]
-    suite: dict[str, Any]
 
 
 def check_run_id(run_id: str) -> str:
@@ -486,43 +439,10 @@ def said(count: int) -> str:
 # file's mtime, which a copy or a restore changes.
 
 
-class _Env(TypedDict, total=False):
-    requirements: list[str]
-
-
-class _Rule(TypedDict, total=False):
-    """An ``expect:`` rule as run.json keeps it (``Rule.to_dict``)."""
-
-    outcome: Required[list[Outcome]]
-    why: Required[str]
-    environment: str
-    case: str
-    hardware: str
-    reason: str | None
-
-
-LAST_SECOND = 253402300799  # 9999-12-31 23:59:59 UTC: the last time a date is written for
-
-
-class _Meta(msgspec.Struct, rename={"version": "format", "sets": "set"}):
-    """The fields of run.json whose types readers rely on (the others they read as text)."""
-
-    version: Annotated[int, msgspec.Meta(ge=1)] | None = None
-    created: Annotated[float, msgspec.Meta(ge=0, le=LAST_SECOND)] | None = None
-    damaged_lines: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    kind: Kind | None = None
-    shard: str | None = None
-    filters: dict[str, Any] | None = None
-    sets: dict[str, Any] | None = None
-    environments: dict[str, _Env] | None = None
-    expect: list[_Rule] | None = None
-    releases: list[dict[str, Any]] | None = None
-
-
 def checked_meta(path: Path, data: Any) -> dict[str, Any]:
     """run.json's ``data``, if its fields have the types readers rely on and a format this
     harness reads; else a StoreError naming the file and the field."""
-    _checked(path, data, _Meta)
+    checked(path, data, Meta)
     if (data.get("format") or 0) > FORMAT:
         raise StoreError(f"{path}: format {data['format']}: written by a newer harness (this "
                          f"one reads up to {FORMAT})")
