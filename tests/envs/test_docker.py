@@ -269,5 +269,5 @@ def test_a_suite_runs_in_a_container_that_sees_its_folder(tmp_path: Path, client
     session = rows["(session)"]
     (imported,) = session["details"]["suite"]["imported"]
     assert imported["installed"] and "site-packages" in imported["file"], imported
-    assert session["backend"] == "docker" and session["reason"] == "1 passed, 1 failed"
+    assert session["backend"] == "docker" and session["reason"] == "1 failed, 1 passed"
     assert not ours(client)
