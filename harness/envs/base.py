@@ -161,7 +161,8 @@ Handover = Callable[[Environment], None]
 
 class Backend(ABC):
     """``realize``: under the lock, the environment found or built, then drift checked every
-    time. A backend implements ``_locate``, ``_build_dir``, ``_find``, ``_build``, ``launch``."""
+    time. A backend implements ``_locate``, ``_build_dir``, ``_find``, ``_build``, and
+    ``launch`` unless its processes start on this machine."""
 
     name: ClassVar[str]
     #: Whether ``realize`` imports the packages the spec names (and fails if they do not).
@@ -227,8 +228,8 @@ class Backend(ABC):
         """Install, check, fingerprint, record it last (a half-built one is never found)."""
         raise NotImplementedError(f"the {self.name} backend builds nothing")
 
-    @abstractmethod
-    def launch(self, env: Environment, request: LaunchRequest) -> Process: ...
+    def launch(self, env: Environment, request: LaunchRequest) -> Process:
+        return launch_local(env.python, request)
 
     def listing_key(self, spec: EnvSpec) -> str:
         return spec.key  # as ``listing`` shows it

@@ -14,6 +14,3 @@ class HostBackend(base.Backend):
     def _find(self, spec: EnvSpec, place: None) -> base.Environment:
         return base.Environment(spec=spec, location=sys.prefix, python=sys.executable,
                                 fingerprint=base.read_fingerprint(sys.executable))
-
-    def launch(self, env: base.Environment, request: base.LaunchRequest) -> base.Process:
-        return base.launch_local(env.python, request)

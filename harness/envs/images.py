@@ -60,31 +60,26 @@ def plan_image(spec: EnvSpec, *, uv_binary: Path, ca_bundle: Path) -> ImagePlan:
     # What a source build compiles against goes lowest, after torch; the layers above build
     # without isolation, with the build's variables (MAX_JOBS) on their RUN line only.
     below = _torch_first(tuple(build_requirements(spec)))
-    building = [*no_isolation_args(spec)]
     prefix = "".join(f"{k}={shlex.quote(v)} " for b in spec.source_builds for k, v in b.env)
-    layers, installed = [], []
-    ordered = dict.fromkeys([*below, *_torch_first(spec.requirements), PYTEST_REQUIREMENT])
-    for requirement in ordered:
-        installed.append(requirement)
-        # Cumulative: a later package cannot move an earlier pin; equal prefixes share layers.
-        if len(installed) <= len(below):
-            layers.append("RUN " + shlex.join([*command, *installed]))
-        else:
-            layers.append(f"RUN {prefix}" + shlex.join([*command, *building, *installed]))
+    ordered = list(dict.fromkeys([*below, *_torch_first(spec.requirements), PYTEST_REQUIREMENT]))
+    # Cumulative: a later package cannot move an earlier pin; equal prefixes share layers.
+    layers = ["RUN " + shlex.join([*command, *ordered[:n]]) for n in range(1, len(below) + 1)]
+    layers += [f"RUN {prefix}" + shlex.join([*command, *no_isolation_args(spec), *ordered[:n]])
+               for n in range(len(below) + 1, len(ordered) + 1)]
     # CUDA images (Ubuntu) may lack the Python asked for.
     setup = (f"command -v python{spec.python} >/dev/null || (apt-get update && "
              "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
              f"python{spec.python} && rm -rf /var/lib/apt/lists/*)")
+    base = base_image(spec)
     text = Template((TEMPLATES / "env.Dockerfile").read_text()).substitute(
-        base=base_image(spec), python=spec.python, python_setup=setup,
-        install_layers="\n".join(layers))
+        base=base, python=spec.python, python_setup=setup, install_layers="\n".join(layers))
     files = (("uv", uv_binary), ("ca.pem", ca_bundle))
     digest = hashlib.sha256(text.encode())
     for name, path in files:
         stat = path.stat()
         digest.update(name.encode() + b"\0" + _sha256(path, stat.st_mtime, stat.st_size).encode())
-    return ImagePlan(tag=f"{REPOSITORY}:{digest.hexdigest()[:16]}", base=base_image(spec),
-                     dockerfile=text, files=files)
+    return ImagePlan(tag=f"{REPOSITORY}:{digest.hexdigest()[:16]}", base=base, dockerfile=text,
+                     files=files)
 
 
 def _torch_first(requirements: tuple[str, ...]) -> list[str]:
@@ -94,7 +89,7 @@ def _torch_first(requirements: tuple[str, ...]) -> list[str]:
 
 
 @functools.cache
-def _sha256(path: Path, mtime: float, size: int) -> str:  # hashed once while unchanged
+def _sha256(path: Path, _mtime: float, _size: int) -> str:  # hashed once while unchanged
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 

@@ -81,9 +81,8 @@ class UvBackend(Backend):
     def _find(self, spec: EnvSpec, place: tuple[Path, Base | None]) -> Environment | None:
         path, _ = place
         marker = _marker(path)
-        if marker is None:
-            return None
-        if spec.refresh_before is not None and marker.get("built_at", 0) < spec.refresh_before:
+        if marker is None or (spec.refresh_before is not None
+                              and marker["built_at"] < spec.refresh_before):
             return None
         if not all((path / part).exists() for part in ("bin/python", "lib", "pyvenv.cfg")):
             return None  # half-deleted since (or its interpreter gone): built again
