@@ -288,8 +288,7 @@ def read_fingerprint(python: str, spec: EnvSpec | None = None, *, timeout: float
                 for dist, modules in sorted(report.items())
                 for module, error in sorted(modules.items()) if error]
     if spec and problems:
-        raise EnvImportError(f"{spec.name} was built but does not import: "
-                             + "; ".join(problems))
+        raise EnvImportError(f"{spec.name} was built but does not import: " + "; ".join(problems))
     return fingerprint
 
 

@@ -101,8 +101,7 @@ class DockerBackend(Backend):
         """The container for one cell, created but not started (tests inspect it)."""
         import docker.types
 
-        paths = {str(request.cases_dir): CASES, str(INENV_DIR): INENV,
-                 str(request.work_dir): RUN}
+        paths = {str(request.cases_dir): CASES, str(INENV_DIR): INENV, str(request.work_dir): RUN}
         environment = {key: _translate(value, paths) for key, value in request.env.items()}
         # Inside the container the one GPU it was given is device 0.
         environment["CUDA_VISIBLE_DEVICES"] = "" if request.gpu is None else "0"

@@ -48,5 +48,4 @@ def prune(cache: Path, keep: Iterable[EnvSpec] | None, *, dry_run: bool = False)
             found[entry["backend"]].remove_location(entry["location"])
         for extra in extras:
             shutil.rmtree(extra, ignore_errors=True)
-    return Pruning(removed=tuple(removed), extras=tuple(extras),
-                   kept=len(entries) - len(removed))
+    return Pruning(removed=tuple(removed), extras=tuple(extras), kept=len(entries) - len(removed))

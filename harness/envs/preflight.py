@@ -141,8 +141,7 @@ def build_env(env: EnvSpec, backend: Backend, check: EnvCheck) -> EnvCheck:
         text = str(exc) if isinstance(exc, HarnessError) else f"{type(exc).__name__}: {exc}"
         return _with(check, started, builds="no", reason=first_lines(text),
                      unreachable=unreachable_host(text))
-    return _with(check, started, builds="yes",
-                 imports="yes" if backend.checks_imports else "-")
+    return _with(check, started, builds="yes", imports="yes" if backend.checks_imports else "-")
 
 
 def _with(check: EnvCheck, started: float, **changes: Any) -> EnvCheck:

@@ -214,8 +214,7 @@ class Choice:
             elif dist in built:
                 why = [f"{e.folder.name}: {reason}" for e, reason in self.refused
                        if e.key.dist == dist and e.key.version == version]
-                out.append(f"{dist} {version} built here" + (f"; refused {why[0]}" if why
-                                                              else ""))
+                out.append(f"{dist} {version} built here" + (f"; refused {why[0]}" if why else ""))
         return out
 
     def swapped(self, requirements: Sequence[str]) -> list[str]:
@@ -241,8 +240,7 @@ def took_wheels(provenance: Sequence[str]) -> bool:  # a compiled wheel of a whe
 def choose(spec: EnvSpec, torch: str, needs: frozenset[str]) -> Choice:
     """The keyed wheels of ``spec.find_links`` that fit (any version: the resolver picks),
     and those that do not; ``torch``: the release it pins ("" for none)."""
-    settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s
-                                         for s in spec.source_builds}
+    settings: dict[str, BuildSetting] = {canonicalize_name(s.dist): s for s in spec.source_builds}
     urls = url_sources(spec)
     offered, refused = [], []
     for entry in filed(spec.find_links):
