@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
@@ -219,9 +219,7 @@ def provide(toolkit: DebianToolkit, cache_dir: Path) -> Path:
             _run(["dpkg", "-x", str(deb), str(root / "debian")], f"unpacking {deb.name}")
         shutil.rmtree(root / "apt", ignore_errors=True)  # the downloaded .deb files
         _lay_out(root / "debian", root / "cuda")
-        atomic.write_text(root / MARKER, json.dumps({"cuda": toolkit.cuda, "suite":
-                                                     toolkit.suite,
-                                                     "packages": list(toolkit.packages)}))
+        atomic.write_text(root / MARKER, json.dumps(asdict(toolkit)))
     return root / "cuda"
 
 
