@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +69,8 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         # An interrupted run's plan: its cells not run are not gone.
         return diff_runs(got.before, cells.rows, got.moved, frozenset(got.plan or ()))
 
-    return Report(stores=got.stores, metas=got.metas, cases=got.cases,
-                  environments=got.environments, rules=rules, baseline=baseline,
-                  previous=got.previous, moved=got.moved, given=results, cells=cells,
-                  changes=changes, made_from=got.made_from, bisects=got.bisects,
-                  earlier=got.earlier, tabled=got.tabled, plan=got.plan or ())
-
+    return Report(**{f.name: getattr(got, f.name) for f in fields(got)}, rule_set=rules,
+                  baseline=baseline, given=results, cells=cells, changes=changes)
 
 def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
            names: Sequence[frozenset[str]], out_dir: Path) -> list[str]:

@@ -20,9 +20,7 @@ from harness.core.results import (
 from harness.core.rules import Rule
 from harness.records.bisects import BisectRecord, sentence
 from harness.records.expect import Baseline, Judgement, judged_report
-from harness.records.reportinput import Earlier
-from harness.records.store import RunStore
-from harness.records.table import Stamp
+from harness.records.reportinput import ReportInput
 from harness.report.site.model import Site, build_site
 
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
@@ -106,25 +104,15 @@ class Cells:
 
 
 @dataclass(frozen=True)
-class Report:
-    """One report's inputs, and what the formats make of them once, where first asked."""
+class Report(ReportInput):
+    """One report's inputs (what its records hold, read once), and what the formats make of
+    them once, where first asked."""
 
-    stores: tuple[RunStore, ...]
-    metas: tuple[dict[str, Any], ...]
-    cases: dict[str, Any]
-    environments: dict[str, Any]
-    rules: tuple[Rule, ...]
+    rule_set: tuple[Rule, ...]  # ``rules``, read
     baseline: Baseline | None
-    previous: RunStore | None  # the run "what changed" is since
-    moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
     given: Sequence[CellResult] | None  # one record's results, as its caller holds them
     cells: Cells
     changes: Callable[[], list[dict[str, Any]]]
-    made_from: Stamp | None  # one record's size as it was read
-    bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
-    earlier: Earlier  # the runs of its line before it (the history page)
-    tabled: bool  # one record whose table is written already
-    plan: tuple[str, ...] = ()  # the cell ids of its plan, where read (``reportinput``)
 
     @property
     def name(self) -> str:
@@ -154,7 +142,7 @@ class Report:
     @cached_property
     def judged(self) -> tuple[list[str], list[tuple[CellResult, Judgement]]]:
         """Against expectations: the summary's lines, and the cells it lists one by one."""
-        return judged_report(self.cells.rows, self.rules, self.baseline, limit=200)
+        return judged_report(self.cells.rows, self.rule_set, self.baseline, limit=200)
 
     @cached_property
     def site(self) -> Site:
