@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 from harness.core import jsonio
 from harness.core.results import Outcome
 from harness.report.site.heatmap import write_png
-from harness.report.site.model import Badge, Grid, Header, Row, Site
+from harness.report.site.model import SHORT, Badge, Grid, Header, Row, Site, css, group
 from harness.report.site.suites import PYTEST_WORDS
 
 if TYPE_CHECKING:
@@ -64,11 +64,10 @@ def badges(cell: Sequence[Badge]) -> Markup:
 @functools.lru_cache(maxsize=4096)  # a report's badges repeat but for their logs
 def _badge(variant: str, outcome: Outcome, reason: str, caveat: str) -> tuple[str, str]:
     """A badge's opening tag (its class and title) and its text, escaped."""
-    shown = Badge(variant=variant, outcome=outcome, reason=reason, log="", caveat=caveat)
     title = (f"{escape(variant)}: {escape(outcome)}" + (f" — {escape(reason)}" if reason else "")
              + (f" (caveat: {escape(caveat)})" if caveat else ""))
-    return (f'<span class="badge {escape(shown.css)}" title="{title}">',
-            f'<span class="v">{escape(variant)}</span> <span class="l">{escape(shown.label)}'
+    return (f'<span class="badge {escape(css(outcome))}" title="{title}">',
+            f'<span class="v">{escape(variant)}</span> <span class="l">{escape(SHORT[outcome])}'
             f'{" †" if caveat else ""}</span>')
 
 
@@ -142,15 +141,12 @@ def markdown(site: Site, against: Sequence[str] = (),
              cases: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
     """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend, the
     cells judged ``against`` expectations, each case once (the run record's ``cases``)."""
-    by_case: dict[str, list[Mapping[str, Any]]] = {}
-    for meta in (cases or {}).values():
-        by_case.setdefault(meta["case"], []).append(meta)
     counts = Counter(c["class"] for c in site.changes)
     return _md_templates().get_template("compat.md.j2").render(
         site=site, about=_about(site.header),
         change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
         symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME, against="\n".join(against),
-        cases=by_case).split("\n")[:-1]
+        cases=group((cases or {}).values(), lambda m: m["case"])).split("\n")[:-1]
 
 
 @functools.cache
@@ -175,8 +171,7 @@ def summary_text(site: Site) -> str:
     """What ``harness report`` prints: header, coverage, verdicts, what changed (50 first)."""
     lines = [_about(site.header), site.header.coverage]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
-    for t in site.suites:
-        lines.append(f"suite {t.suite}: {t.summary}")
+    lines += [f"suite {t.suite}: {t.summary}" for t in site.suites]
     if site.since is not None and any("replaced" in c for c in site.changes):
         lines += _bump_changes(site)
     elif site.since is not None:
