@@ -16,7 +16,6 @@ from harness.records import reportinput, table
 from harness.records.compare import match_previous
 from harness.records.expect import Baseline
 from harness.records.store import RunStore
-from harness.report.data import Cells as _Cells
 from harness.report.data import Report
 from harness.report.data import summary_line as summary_line
 from harness.report.writers import write_all
@@ -35,7 +34,8 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     (unless damaged: each reader then says so)."""
     paths = write_all(report, out_dir)
     if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
-        table.write(report.stores[0].run_dir, report.cells.in_record, report.made_from)
+        # in the record's order (the table's), where the same cells win a logical key
+        table.write(report.stores[0].run_dir, [r for _, r in report.pairs], report.made_from)
     return paths
 
 
@@ -56,9 +56,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
             order.setdefault(cell_id, len(order))
         pairs.sort(key=lambda p: (order.get(p[1].cell_id, len(order)), p[1].logical_key,
                                   p[1].cell_id))
-    # ``in_record``: the record's order (the table's), where the same cells win a logical key.
-    cells = _Cells(in_record=[r for _, r in got.pairs], rows=[r for _, r in pairs],
-                   links=_links(pairs, got.stores, got.log_names, out_dir))
+    rows = [r for _, r in pairs]
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
@@ -67,10 +65,11 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         if got.before is None:
             return []
         # An interrupted run's plan: its cells not run are not gone.
-        return diff_runs(got.before, cells.rows, got.moved, frozenset(got.plan or ()))
+        return diff_runs(got.before, rows, got.moved, frozenset(got.plan or ()))
 
     return Report(**{f.name: getattr(got, f.name) for f in fields(got)}, rule_set=rules,
-                  baseline=baseline, given=results, cells=cells, changes=changes)
+                  baseline=baseline, given=results, rows=rows,
+                  links=_links(pairs, got.stores, got.log_names, out_dir), changes=changes)
 
 def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
            names: Sequence[frozenset[str]], out_dir: Path) -> list[str]:

@@ -91,19 +91,6 @@ def heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
 
 
 @dataclass(frozen=True)
-class Cells:
-    """Each cell's last attempt as a row, read once per process."""
-
-    in_record: list[CellResult]  # in the record's order (the table's)
-    rows: list[CellResult]  # the same, in plan order (the report's)
-    links: list[str]  # each row's log's link from the report ("": none)
-
-    def logs(self) -> dict[str, str]:
-        """Cell id -> its log's link (made where asked: the downloads read them in order)."""
-        return dict(zip((r.cell_id for r in self.rows), self.links, strict=True))
-
-
-@dataclass(frozen=True)
 class Report(ReportInput):
     """One report's inputs (what its records hold, read once), and what the formats make of
     them once, where first asked."""
@@ -111,8 +98,13 @@ class Report(ReportInput):
     rule_set: tuple[Rule, ...]  # ``rules``, read
     baseline: Baseline | None
     given: Sequence[CellResult] | None  # one record's results, as its caller holds them
-    cells: Cells
+    rows: list[CellResult]  # each cell's last attempt, in plan order (the report's)
+    links: list[str]  # each row's log's link from the report ("": none)
     changes: Callable[[], list[dict[str, Any]]]
+
+    def logs(self) -> dict[str, str]:
+        """Cell id -> its log's link (made where asked: the downloads read them in order)."""
+        return dict(zip((r.cell_id for r in self.rows), self.links, strict=True))
 
     @property
     def name(self) -> str:
@@ -131,24 +123,24 @@ class Report(ReportInput):
     @cached_property
     def keys(self) -> list[tuple[str, str, str]]:
         """Each row's logical key: JUnit's order; their middles, the long table's column."""
-        return logical_keys(self.cells.rows)
+        return logical_keys(self.rows)
 
     @cached_property
     def columns(self) -> dict[str, list[Any]]:
         """The long table (the CSV, compat.json's summary, cells.html and the heatmap)."""
-        return long_columns(self.cells.rows, self.cells.links,
+        return long_columns(self.rows, self.links,
                             labels_of=[key[1] for key in self.keys])
 
     @cached_property
     def judged(self) -> tuple[list[str], list[tuple[CellResult, Judgement]]]:
         """Against expectations: the summary's lines, and the cells it lists one by one."""
-        return judged_report(self.cells.rows, self.rule_set, self.baseline, limit=200)
+        return judged_report(self.rows, self.rule_set, self.baseline, limit=200)
 
     @cached_property
     def site(self) -> Site:
         """The model the pages, compat.md and summary.txt are rendered from."""
-        rows = self.cells.rows
-        return build_site(rows, self.environments, self.cases, self.metas, self.cells.logs(),
+        rows = self.rows
+        return build_site(rows, self.environments, self.cases, self.metas, self.logs(),
                           self.changes(), self.since,
                           bisects=_bisects(self.bisects, {r.case_id for r in rows}),
                           damaged=self.damaged)

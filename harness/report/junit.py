@@ -99,5 +99,5 @@ def write_junit(results: Sequence[CellResult], name: str, path: Path,
 def write(report: Report, out_dir: Path) -> dict[str, Path]:
     """The report's junit.xml."""
     path = out_dir / "junit.xml"
-    write_junit(report.cells.rows, f"ml-compat-harness {report.name}", path, report.keys)
+    write_junit(report.rows, f"ml-compat-harness {report.name}", path, report.keys)
     return {"junit": path}

@@ -99,7 +99,7 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     path = out_dir / "compat.json"
     write_long_json(path, {
         "run_id": report.name, "runs": [s.run_id for s in report.stores],
-        "summary": summary_line(report.columns), "cases": report.cases}, report.cells.rows, {
+        "summary": summary_line(report.columns), "cases": report.cases}, report.rows, {
         "changes": report.changes(), "since": report.since,
         "expectations": [_verdict(r, j) for r, j in report.judged[1]]})
     return {"json": path}

@@ -43,7 +43,7 @@ def _site(report: Report, out_dir: Path) -> dict[str, Path]:
     columns = report.columns
     warn_damaged([d for s in report.stores for d in s.damaged])  # found as the cells were read
     long_rows = list(zip(*(columns[c] for c in LONG_COLUMNS), strict=True))
-    history = history_page.load(report.cells.rows, report.site, report.earlier, out_dir,
+    history = history_page.load(report.rows, report.site, report.earlier, out_dir,
                                 [s.run_id for s in report.stores])
     paths = render_site(report.site, out_dir, long_rows, heatmap(columns), history)
     paths["md"], paths["summary"] = out_dir / "compat.md", out_dir / "summary.txt"
