@@ -7,7 +7,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -225,7 +225,6 @@ class Site:
     unbuildable: tuple[tuple[str, str], ...]
     changes: tuple[dict[str, Any], ...] = ()
     since: str | None = None
-    links: dict[str, str] = field(default_factory=dict)  # cell id -> log link
     suites: tuple[SuiteTable, ...] = ()  # one per test suite
     # Where each environment's compiled packages or image came from (a wheel folder's key,
     # built here, an image pulled from a registry), as its build recorded it.
@@ -295,8 +294,7 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
     return Site(header=_header(results, meta, damaged), failures=failures,
                 grid=_grid(probes, versions, cases, (bisects or {}).get(PROBES, ()))
                 if probes else None,
-                unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
-                since=since, links=dict(links),
+                unbuildable=tuple(sorted(broken.items())), changes=tuple(changes), since=since,
                 suites=tuple(suite_table(c, rs, versions, cases, links)
                              for c, rs in by_case.items() if c in suites),
                 provenance=tuple(sorted((env, said) for env, rs in by_env.items()
