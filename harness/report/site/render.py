@@ -37,16 +37,16 @@ _NEWS = ("new failure", "fixed", "changed")
 ROWS_PER_PAGE = 200
 
 
-def _templates(**options: Any) -> Environment:
-    """The templates, autoescaped unless ``options`` say otherwise."""
+@functools.cache
+def _templates(markdown: bool = False) -> Environment:
+    """The templates: the pages' autoescaped; compat.md's plain text, its blocks trimmed."""
     # Imported here: the commands that only pass through this module do not load jinja2.
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                      undefined=StrictUndefined, keep_trailing_newline=True, **{
-                          "autoescape": select_autoescape(["j2", "html"], default=True),
-                          **options})
-    env.filters["code"] = inline_code
+                      undefined=StrictUndefined, keep_trailing_newline=True,
+                      autoescape=not markdown, trim_blocks=markdown, lstrip_blocks=markdown)
+    env.filters.update(code=inline_code, badges=badges, cell=_cell, md_row=_md_row)
     return env
 
 
@@ -89,7 +89,6 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
                 heatmap: Sequence[Sequence[Outcome | None]],
                 history: HistoryPage | None = None) -> dict[str, Path]:
     env = _templates()
-    env.filters["badges"] = badges
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     counts = Counter(c["class"] for c in site.changes)
@@ -142,18 +141,11 @@ def markdown(site: Site, against: Sequence[str] = (),
     """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend, the
     cells judged ``against`` expectations, each case once (the run record's ``cases``)."""
     counts = Counter(c["class"] for c in site.changes)
-    return _md_templates().get_template("compat.md.j2").render(
+    return _templates(markdown=True).get_template("compat.md.j2").render(
         site=site, about=_about(site.header),
         change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
         symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME, against="\n".join(against),
         cases=group((cases or {}).values(), lambda m: m["case"])).split("\n")[:-1]
-
-
-@functools.cache
-def _md_templates() -> Environment:
-    env = _templates(autoescape=False, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(cell=_cell, md_row=_md_row)
-    return env
 
 
 def _md_row(row: Row, hardware: Sequence[str]) -> str:
