@@ -127,16 +127,13 @@ def load(rows: Sequence[CellResult], site: Site, earlier: Earlier, out_dir: Path
          run_ids: Sequence[str]) -> HistoryPage:
     """The page of a report in ``out_dir``, with the runs of its line before it."""
     found = earlier.history
-    runs = [_run(found.folder / name, meta, out_dir)
-            for name, meta in zip(found.runs, earlier.metas, strict=True)]
+    runs = []
+    for name, meta in zip(found.runs, earlier.metas, strict=True):
+        index = found.folder / name / "report" / "index.html"
+        runs.append(Run(run_id=name, date=_date(meta),
+                        link=os.path.relpath(index, out_dir) if index.is_file() else ""))
     own = Run(run_id=", ".join(run_ids), date=_date(earlier.own), link="index.html")
     return page(rows, site, found, [*runs, own])
-
-
-def _run(run_dir: Path, meta: dict[str, object] | None, out_dir: Path) -> Run:
-    report = run_dir / "report" / "index.html"
-    return Run(run_id=run_dir.name, date=_date(meta),
-               link=os.path.relpath(report, out_dir) if report.is_file() else "")
 
 
 def _date(meta: dict[str, object] | None) -> str:
