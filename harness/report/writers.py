@@ -32,6 +32,12 @@ def write_csv(path: Path, columns: Mapping[str, Sequence[Any]]) -> None:
         writer.writerows(zip(*columns.values(), strict=True))
 
 
+def _junit(report: Report, out_dir: Path) -> dict[str, Path]:
+    """The report's junit.xml, a testcase per row."""
+    return {"junit": junit.write_junit(report.rows, f"ml-compat-harness {report.name}",
+                                       out_dir / "junit.xml", report.keys)}
+
+
 def _csv(report: Report, out_dir: Path) -> dict[str, Path]:
     """The report's compat.csv: the long table (``Report.columns``), a line per cell."""
     write_csv(out_dir / "compat.csv", report.columns)
@@ -54,7 +60,7 @@ def _site(report: Report, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-WRITERS: dict[str, Write] = {"junit": junit.write, "csv": _csv, "json": longjson.write,
+WRITERS: dict[str, Write] = {"junit": _junit, "csv": _csv, "json": longjson.write,
                              "site": _site}
 #: The format written in this process while a worker process writes the others.
 HERE = "site"

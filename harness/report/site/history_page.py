@@ -110,14 +110,11 @@ def page(rows: Sequence[CellResult], site: Site, earlier: history.History,
         by_case.setdefault(r.case_id, []).append(Cell(
             environment=r.environment, variant=r.variant, hardware=r.hardware_target,
             strip=strip, flaky=flaky, changed=found[0] if found else None))
-    pages = {f.case: f"failure-{f.slug}.html" for f in site.failures}
-    pages |= {t.suite: f"suite-{t.slug}.html" for t in site.suites}
-    pages[PROBES] = "probes.html"
     # The index's order: failures, suites, probes, then the rest as met.
-    order = [f.case for f in site.failures] + [t.suite for t in site.suites] + [
-        PROBES, *by_case]
+    pages = {f.case: f"failure-{f.slug}.html" for f in site.failures} | {
+        t.suite: f"suite-{t.slug}.html" for t in site.suites} | {PROBES: "probes.html"}
     groups = tuple(Group(case=case, page=pages.get(case, ""), cells=tuple(by_case[case]))
-                   for case in dict.fromkeys(c for c in order if c in by_case))
+                   for case in dict.fromkeys(c for c in [*pages, *by_case] if c in by_case))
     return HistoryPage(runs=tuple(runs), line=earlier.line, left_out=earlier.left_out,
                        groups=groups, steady=len(facts) - len(moved) if over else 0,
                        older=len(moved) - len(shown) if over else 0)
