@@ -54,8 +54,7 @@ def _site(report: Report, out_dir: Path) -> dict[str, Path]:
     paths = render_site(report.site, out_dir, long_rows, heatmap(columns), history)
     paths["md"], paths["summary"] = out_dir / "compat.md", out_dir / "summary.txt"
     with atomic.replacing(paths["md"], text=True) as fh:
-        fh.writelines(line + "\n" for line in markdown(report.site, report.judged[0],
-                                                       report.cases))
+        fh.write(markdown(report.site, report.judged[0], report.cases))
     paths["summary"].write_text(summary_text(report.site), encoding="utf-8")
     return paths
 

@@ -137,15 +137,15 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
 
 
 def markdown(site: Site, against: Sequence[str] = (),
-             cases: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
-    """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend, the
+             cases: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """compat.md: header, verdicts, a table per failure, suites, grid, legend, the
     cells judged ``against`` expectations, each case once (the run record's ``cases``)."""
     counts = Counter(c["class"] for c in site.changes)
     return _templates(markdown=True).get_template("compat.md.j2").render(
         site=site, about=_about(site.header),
         change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
         symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME, against="\n".join(against),
-        cases=group((cases or {}).values(), lambda m: m["case"])).split("\n")[:-1]
+        cases=group((cases or {}).values(), lambda m: m["case"]))
 
 
 def _md_row(row: Row, hardware: Sequence[str]) -> str:
