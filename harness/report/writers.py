@@ -14,7 +14,7 @@ from typing import Any
 from harness.core import atomic
 from harness.records.store import warn_damaged
 from harness.report import junit, longjson
-from harness.report.data import Report, heatmap
+from harness.report.data import Report, heatmap, summary_line
 from harness.report.site import history_page
 from harness.report.site.render import LONG_COLUMNS, markdown, render_site, summary_text
 
@@ -38,6 +38,17 @@ def _junit(report: Report, out_dir: Path) -> dict[str, Path]:
                                        out_dir / "junit.xml", report.keys)}
 
 
+def _json(report: Report, out_dir: Path) -> dict[str, Path]:
+    """The report's compat.json."""
+    path = out_dir / "compat.json"
+    longjson.write_long_json(path, {
+        "run_id": report.name, "runs": [s.run_id for s in report.stores],
+        "summary": summary_line(report.columns), "cases": report.cases}, report.rows, {
+        "changes": report.changes(), "since": report.since,
+        "expectations": [longjson.expectation(r, j) for r, j in report.judged[1]]})
+    return {"json": path}
+
+
 def _csv(report: Report, out_dir: Path) -> dict[str, Path]:
     """The report's compat.csv: the long table (``Report.columns``), a line per cell."""
     write_csv(out_dir / "compat.csv", report.columns)
@@ -59,7 +70,7 @@ def _site(report: Report, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-WRITERS: dict[str, Write] = {"junit": _junit, "csv": _csv, "json": longjson.write,
+WRITERS: dict[str, Write] = {"junit": _junit, "csv": _csv, "json": _json,
                              "site": _site}
 #: The format written in this process while a worker process writes the others.
 HERE = "site"
