@@ -51,9 +51,7 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     pairs = list(got.pairs)
     if got.plan is not None:
         # Matrix order (the plan's), not completion order: two renders of one run are equal.
-        order: dict[str, int] = {}
-        for cell_id in got.plan:
-            order.setdefault(cell_id, len(order))
+        order = {cell_id: i for i, cell_id in enumerate(dict.fromkeys(got.plan))}
         pairs.sort(key=lambda p: (order.get(p[1].cell_id, len(order)), p[1].logical_key,
                                   p[1].cell_id))
     rows = [r for _, r in pairs]

@@ -21,7 +21,7 @@ from harness.core.rules import Rule
 from harness.records.bisects import BisectRecord, sentence
 from harness.records.expect import Baseline, Judgement, judged_report
 from harness.records.reportinput import ReportInput
-from harness.report.site.model import Site, build_site
+from harness.report.site.model import Site, build_site, group
 
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 
@@ -153,8 +153,6 @@ def _bisects(records: Sequence[BisectRecord], case_ids: set[str]) -> dict[str, l
         if record.case in case_ids:
             newest[(record.case, record.variant, record.hardware, record.origin,
                     tuple(sorted(record.values.items())), record.axis)] = record
-    out: dict[str, list[str]] = {}
-    for record in newest.values():
-        out.setdefault(record.case, []).append(sentence(record))
-    return out
+    return {case: list(map(sentence, found))
+            for case, found in group(newest.values(), lambda r: r.case).items()}
 
