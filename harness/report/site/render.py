@@ -96,15 +96,14 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     common = {"site": site, "h": site.header, "history": history is not None}
     width = write_png(out_dir / "heatmap.png", heatmap)
 
-    def put(name: str, text: str) -> None:  # each page out as it is made, none kept
+    def put(name: str, template: str, **values: Any) -> None:  # each page out as it is made
+        text = env.get_template(template).render(**common, **values)
         (out_dir / name).write_text(text, encoding="utf-8")
         paths[name] = out_dir / name
 
-    put("index.html", env.get_template("index.html.j2").render(
-        **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
-        more_news=max(0, len(news) - 10), heatmap_width=width))
-    put("probes.html", env.get_template("probes.html.j2").render(
-        **common, g=site.grid or Grid(hardware=(), rows=())))
+    put("index.html", "index.html.j2", change_counts=[(k, counts[k]) for k in sorted(counts)],
+        news=news[:10], more_news=max(0, len(news) - 10), heatmap_width=width)
+    put("probes.html", "probes.html.j2", g=site.grid or Grid(hardware=(), rows=()))
     # The long table's data goes out as bytes between the halves of the page, not through
     # the template: a page of 100,000 rows is not held three times.
     mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
@@ -117,21 +116,18 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
         jsonio.write_array(fh, long_rows, script_json)
         fh.write(b"}" + tail.encode())
     paths["cells.html"] = out_dir / "cells.html"
-    failure = env.get_template("failure.html.j2")
     for f in site.failures:
         # Pages of ROWS_PER_PAGE rows, the first under the name the index links to.
         names = [f"failure-{f.slug}{f'-{i + 1}' if i else ''}.html"
                  for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
         for i, name in enumerate(names):
-            put(name, failure.render(
-                **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
-                first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names))
-    suite = env.get_template("suite.html.j2")
+            first = i * ROWS_PER_PAGE
+            put(name, "failure.html.j2", f=f, rows=f.rows[first:first + ROWS_PER_PAGE],
+                first=first + 1, page=i + 1, pages=names)
     for t in site.suites:
-        put(f"suite-{t.slug}.html", suite.render(**common, t=t, words=PYTEST_WORDS,
-                                                 same_words=_SAME))
+        put(f"suite-{t.slug}.html", "suite.html.j2", t=t, words=PYTEST_WORDS, same_words=_SAME)
     if history is not None:
-        put("history.html", env.get_template("history.html.j2").render(**common, p=history))
+        put("history.html", "history.html.j2", p=history)
     paths["heatmap"] = out_dir / "heatmap.png"
     return paths
 
