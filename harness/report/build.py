@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,6 @@ from harness.records import reportinput, table
 from harness.records.compare import match_previous
 from harness.records.expect import Baseline
 from harness.records.store import RunStore
-from harness.report.data import Cells as _Cells
 from harness.report.data import Report
 from harness.report.data import summary_line as summary_line
 from harness.report.writers import write_all
@@ -34,7 +34,8 @@ def write(report: Report, out_dir: Path) -> dict[str, Path]:
     (unless damaged: each reader then says so)."""
     paths = write_all(report, out_dir)
     if len(report.stores) == 1 and not report.tabled and not report.stores[0].damaged:
-        table.write(report.stores[0].run_dir, report.cells.in_record, report.made_from)
+        # in the record's order (the table's), where the same cells win a logical key
+        table.write(report.stores[0].run_dir, [r for _, r in report.pairs], report.made_from)
     return paths
 
 
@@ -50,14 +51,10 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
     pairs = list(got.pairs)
     if got.plan is not None:
         # Matrix order (the plan's), not completion order: two renders of one run are equal.
-        order: dict[str, int] = {}
-        for cell_id in got.plan:
-            order.setdefault(cell_id, len(order))
+        order = {cell_id: i for i, cell_id in enumerate(dict.fromkeys(got.plan))}
         pairs.sort(key=lambda p: (order.get(p[1].cell_id, len(order)), p[1].logical_key,
                                   p[1].cell_id))
-    # ``in_record``: the record's order (the table's), where the same cells win a logical key.
-    cells = _Cells(in_record=[r for _, r in got.pairs], rows=[r for _, r in pairs],
-                   links=_links(pairs, got.stores, got.log_names, out_dir))
+    rows = [r for _, r in pairs]
 
     @functools.cache
     def changes() -> list[dict[str, Any]]:
@@ -66,14 +63,11 @@ def prepare(stores: RunStore | Sequence[RunStore], out_dir: Path, *,
         if got.before is None:
             return []
         # An interrupted run's plan: its cells not run are not gone.
-        return diff_runs(got.before, cells.rows, got.moved, frozenset(got.plan or ()))
+        return diff_runs(got.before, rows, got.moved, frozenset(got.plan or ()))
 
-    return Report(stores=got.stores, metas=got.metas, cases=got.cases,
-                  environments=got.environments, rules=rules, baseline=baseline,
-                  previous=got.previous, moved=got.moved, given=results, cells=cells,
-                  changes=changes, made_from=got.made_from, bisects=got.bisects,
-                  earlier=got.earlier, tabled=got.tabled, plan=got.plan or ())
-
+    return Report(**{f.name: getattr(got, f.name) for f in fields(got)}, rule_set=rules,
+                  baseline=baseline, given=results, rows=rows,
+                  links=_links(pairs, got.stores, got.log_names, out_dir), changes=changes)
 
 def _links(pairs: Sequence[tuple[RunStore, CellResult]], stores: Sequence[RunStore],
            names: Sequence[frozenset[str]], out_dir: Path) -> list[str]:

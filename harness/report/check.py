@@ -79,7 +79,7 @@ def check_report(report: Report) -> list[str]:
     before = report.previous.results() if report.previous is not None else None
     return check(report.site, results, report.environments, report.cases, before,
                  report.moved, reports_dir_of(report.stores[0].run_dir),
-                 planned(report.metas, report.damaged), report.plan)
+                 planned(report.metas, report.damaged), report.plan or ())
 
 
 def check_run(stores: Sequence[RunStore], report_dir: Path,

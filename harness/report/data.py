@@ -20,10 +20,8 @@ from harness.core.results import (
 from harness.core.rules import Rule
 from harness.records.bisects import BisectRecord, sentence
 from harness.records.expect import Baseline, Judgement, judged_report
-from harness.records.reportinput import Earlier
-from harness.records.store import RunStore
-from harness.records.table import Stamp
-from harness.report.site.model import Site, build_site
+from harness.records.reportinput import ReportInput
+from harness.report.site.model import Site, build_site, group
 
 KEY_VERSIONS = ("torch", "numpy", "transformers", "transformer-engine", "flash-attn")
 
@@ -93,38 +91,20 @@ def heatmap(columns: Mapping[str, Sequence[Any]]) -> list[list[Outcome | None]]:
 
 
 @dataclass(frozen=True)
-class Cells:
-    """Each cell's last attempt as a row, read once per process."""
+class Report(ReportInput):
+    """One report's inputs (what its records hold, read once), and what the formats make of
+    them once, where first asked."""
 
-    in_record: list[CellResult]  # in the record's order (the table's)
-    rows: list[CellResult]  # the same, in plan order (the report's)
+    rule_set: tuple[Rule, ...]  # ``rules``, read
+    baseline: Baseline | None
+    given: Sequence[CellResult] | None  # one record's results, as its caller holds them
+    rows: list[CellResult]  # each cell's last attempt, in plan order (the report's)
     links: list[str]  # each row's log's link from the report ("": none)
+    changes: Callable[[], list[dict[str, Any]]]
 
     def logs(self) -> dict[str, str]:
         """Cell id -> its log's link (made where asked: the downloads read them in order)."""
         return dict(zip((r.cell_id for r in self.rows), self.links, strict=True))
-
-
-@dataclass(frozen=True)
-class Report:
-    """One report's inputs, and what the formats make of them once, where first asked."""
-
-    stores: tuple[RunStore, ...]
-    metas: tuple[dict[str, Any], ...]
-    cases: dict[str, Any]
-    environments: dict[str, Any]
-    rules: tuple[Rule, ...]
-    baseline: Baseline | None
-    previous: RunStore | None  # the run "what changed" is since
-    moved: tuple[str, ...]  # the keys a ``--set`` bump replaced
-    given: Sequence[CellResult] | None  # one record's results, as its caller holds them
-    cells: Cells
-    changes: Callable[[], list[dict[str, Any]]]
-    made_from: Stamp | None  # one record's size as it was read
-    bisects: tuple[BisectRecord, ...]  # of the first run's reports folder
-    earlier: Earlier  # the runs of its line before it (the history page)
-    tabled: bool  # one record whose table is written already
-    plan: tuple[str, ...] = ()  # the cell ids of its plan, where read (``reportinput``)
 
     @property
     def name(self) -> str:
@@ -143,24 +123,24 @@ class Report:
     @cached_property
     def keys(self) -> list[tuple[str, str, str]]:
         """Each row's logical key: JUnit's order; their middles, the long table's column."""
-        return logical_keys(self.cells.rows)
+        return logical_keys(self.rows)
 
     @cached_property
     def columns(self) -> dict[str, list[Any]]:
         """The long table (the CSV, compat.json's summary, cells.html and the heatmap)."""
-        return long_columns(self.cells.rows, self.cells.links,
+        return long_columns(self.rows, self.links,
                             labels_of=[key[1] for key in self.keys])
 
     @cached_property
     def judged(self) -> tuple[list[str], list[tuple[CellResult, Judgement]]]:
         """Against expectations: the summary's lines, and the cells it lists one by one."""
-        return judged_report(self.cells.rows, self.rules, self.baseline, limit=200)
+        return judged_report(self.rows, self.rule_set, self.baseline, limit=200)
 
     @cached_property
     def site(self) -> Site:
         """The model the pages, compat.md and summary.txt are rendered from."""
-        rows = self.cells.rows
-        return build_site(rows, self.environments, self.cases, self.metas, self.cells.logs(),
+        rows = self.rows
+        return build_site(rows, self.environments, self.cases, self.metas, self.logs(),
                           self.changes(), self.since,
                           bisects=_bisects(self.bisects, {r.case_id for r in rows}),
                           damaged=self.damaged)
@@ -173,8 +153,6 @@ def _bisects(records: Sequence[BisectRecord], case_ids: set[str]) -> dict[str, l
         if record.case in case_ids:
             newest[(record.case, record.variant, record.hardware, record.origin,
                     tuple(sorted(record.values.items())), record.axis)] = record
-    out: dict[str, list[str]] = {}
-    for record in newest.values():
-        out.setdefault(record.case, []).append(sentence(record))
-    return out
+    return {case: list(map(sentence, found))
+            for case, found in group(newest.values(), lambda r: r.case).items()}
 

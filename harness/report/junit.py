@@ -11,13 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from harness.core.results import CellResult, Outcome, logical_keys
-
-if TYPE_CHECKING:
-    from harness.report.data import Report
 
 FAILURES = {Outcome.FAIL}
 ERRORS = {Outcome.ERROR, Outcome.TIMEOUT, Outcome.CRASH, Outcome.MISSING}
@@ -94,10 +90,3 @@ def write_junit(results: Sequence[CellResult], name: str, path: Path,
     with open(path, "w", encoding="utf-8") as fh:
         fh.writelines(_lines(results, name, logical_keys(results) if keys is None else keys))
     return path
-
-
-def write(report: Report, out_dir: Path) -> dict[str, Path]:
-    """The report's junit.xml."""
-    path = out_dir / "junit.xml"
-    write_junit(report.cells.rows, f"ml-compat-harness {report.name}", path, report.keys)
-    return {"junit": path}

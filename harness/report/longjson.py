@@ -11,17 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from msgspec.structs import astuple
 
 from harness.core import jsonio
 from harness.core.results import CellResult
 from harness.records.expect import Judgement
-from harness.report.data import summary_line
-
-if TYPE_CHECKING:
-    from harness.report.data import Report
 
 #: The columns of ``results``: a ``CellResult``'s fields, in order.
 COLUMNS = CellResult.__struct_fields__
@@ -94,18 +90,7 @@ def _machine(node: str, gpu: int | None) -> str:
     return node if gpu is None else f"{node}#{gpu}"
 
 
-def write(report: Report, out_dir: Path) -> dict[str, Path]:
-    """The report's compat.json."""
-    path = out_dir / "compat.json"
-    write_long_json(path, {
-        "run_id": report.name, "runs": [s.run_id for s in report.stores],
-        "summary": summary_line(report.columns), "cases": report.cases}, report.cells.rows, {
-        "changes": report.changes(), "since": report.since,
-        "expectations": [_verdict(r, j) for r, j in report.judged[1]]})
-    return {"json": path}
-
-
-def _verdict(result: CellResult, judged: Judgement) -> dict[str, Any]:
+def expectation(result: CellResult, judged: Judgement) -> dict[str, Any]:
     """A deviation from what was expected, or a failure that was (with why)."""
     return {"environment": result.environment,
             "case": f"{result.case_id}::{result.variant}",

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.report.csvfile import write_csv
+from harness.report.writers import write_csv
 from tests.conftest import examples
 
 TEXTS = st.text(alphabet=st.sampled_from(list('ab1,"\n\r \t-_./:é\x00\u2028=~')), max_size=6)

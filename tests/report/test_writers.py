@@ -29,7 +29,7 @@ def outcomes(report: Report, out_dir: Path) -> dict[str, Path]:
     """A format of the test's own: each cell's outcome by its logical key, as JSON."""
     path = out_dir / "outcomes.json"
     path.write_text(json.dumps({"::".join(r.logical_key): str(r.outcome)
-                                for r in report.cells.rows}))
+                                for r in report.rows}))
     return {"outcomes": path}
 
 
@@ -65,7 +65,7 @@ def test_the_formats_but_the_site_are_written_in_a_worker_process(
 
     def pid(report: Report, out_dir: Path) -> dict[str, Path]:
         path = out_dir / "pid.txt"
-        path.write_text(f"{os.getpid()} {len(report.cells.rows)}")
+        path.write_text(f"{os.getpid()} {len(report.rows)}")
         return {"pid": path}
 
     monkeypatch.setattr(writers, "WRITERS", dict(writers.WRITERS))

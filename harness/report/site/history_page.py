@@ -110,14 +110,11 @@ def page(rows: Sequence[CellResult], site: Site, earlier: history.History,
         by_case.setdefault(r.case_id, []).append(Cell(
             environment=r.environment, variant=r.variant, hardware=r.hardware_target,
             strip=strip, flaky=flaky, changed=found[0] if found else None))
-    pages = {f.case: f"failure-{f.slug}.html" for f in site.failures}
-    pages |= {t.suite: f"suite-{t.slug}.html" for t in site.suites}
-    pages[PROBES] = "probes.html"
     # The index's order: failures, suites, probes, then the rest as met.
-    order = [f.case for f in site.failures] + [t.suite for t in site.suites] + [
-        PROBES, *by_case]
+    pages = {f.case: f"failure-{f.slug}.html" for f in site.failures} | {
+        t.suite: f"suite-{t.slug}.html" for t in site.suites} | {PROBES: "probes.html"}
     groups = tuple(Group(case=case, page=pages.get(case, ""), cells=tuple(by_case[case]))
-                   for case in dict.fromkeys(c for c in order if c in by_case))
+                   for case in dict.fromkeys(c for c in [*pages, *by_case] if c in by_case))
     return HistoryPage(runs=tuple(runs), line=earlier.line, left_out=earlier.left_out,
                        groups=groups, steady=len(facts) - len(moved) if over else 0,
                        older=len(moved) - len(shown) if over else 0)
@@ -127,16 +124,13 @@ def load(rows: Sequence[CellResult], site: Site, earlier: Earlier, out_dir: Path
          run_ids: Sequence[str]) -> HistoryPage:
     """The page of a report in ``out_dir``, with the runs of its line before it."""
     found = earlier.history
-    runs = [_run(found.folder / name, meta, out_dir)
-            for name, meta in zip(found.runs, earlier.metas, strict=True)]
+    runs = []
+    for name, meta in zip(found.runs, earlier.metas, strict=True):
+        index = found.folder / name / "report" / "index.html"
+        runs.append(Run(run_id=name, date=_date(meta),
+                        link=os.path.relpath(index, out_dir) if index.is_file() else ""))
     own = Run(run_id=", ".join(run_ids), date=_date(earlier.own), link="index.html")
     return page(rows, site, found, [*runs, own])
-
-
-def _run(run_dir: Path, meta: dict[str, object] | None, out_dir: Path) -> Run:
-    report = run_dir / "report" / "index.html"
-    return Run(run_id=run_dir.name, date=_date(meta),
-               link=os.path.relpath(report, out_dir) if report.is_file() else "")
 
 
 def _date(meta: dict[str, object] | None) -> str:

@@ -7,7 +7,7 @@ import re
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ PROBES = "probes"
 #: What the coverage line does not count as ran: not run here, or its shard never reported.
 UNRUN = (Outcome.NOT_RUN, Outcome.MISSING)
 K = TypeVar("K")
-R = TypeVar("R", bound=CellResult)
+R = TypeVar("R")
 SHORT = {**{o: str(o) for o in Outcome}, Outcome.REPRODUCED: "REPRO", Outcome.NOT_RUN: "not run"}
 
 
@@ -225,7 +225,6 @@ class Site:
     unbuildable: tuple[tuple[str, str], ...]
     changes: tuple[dict[str, Any], ...] = ()
     since: str | None = None
-    links: dict[str, str] = field(default_factory=dict)  # cell id -> log link
     suites: tuple[SuiteTable, ...] = ()  # one per test suite
     # Where each environment's compiled packages or image came from (a wheel folder's key,
     # built here, an image pulled from a registry), as its build recorded it.
@@ -292,11 +291,10 @@ def build_site(results: Sequence[CellResult], environments: Mapping[str, Mapping
                                     (bisects or {}).get(c, ()))
                      for c, rs in by_case.items() if c != PROBES and c not in suites)
     probes = by_case.get(PROBES, [])
-    return Site(header=replace(_header(results, meta, damaged), damaged=damaged), failures=failures,
+    return Site(header=_header(results, meta, damaged), failures=failures,
                 grid=_grid(probes, versions, cases, (bisects or {}).get(PROBES, ()))
                 if probes else None,
-                unbuildable=tuple(sorted(broken.items())), changes=tuple(changes),
-                since=since, links=dict(links),
+                unbuildable=tuple(sorted(broken.items())), changes=tuple(changes), since=since,
                 suites=tuple(suite_table(c, rs, versions, cases, links)
                              for c, rs in by_case.items() if c in suites),
                 provenance=tuple(sorted((env, said) for env, rs in by_env.items()
@@ -344,7 +342,7 @@ def _header(results: Sequence[CellResult], meta: Sequence[Mapping[str, Any]],
         cells=max(len(cells), planned(meta, damaged)),
         counts=tuple((str(o), counts[str(o)]) for o in Outcome if counts[str(o)]),
         sets=tuple(dict.fromkeys(f"{k}={v}" for m in meta
-                                 for k, v in (m.get("set") or {}).items())))
+                                 for k, v in (m.get("set") or {}).items())), damaged=damaged)
 
 
 def _failure_table(case: str, results: Sequence[CellResult],
@@ -352,23 +350,28 @@ def _failure_table(case: str, results: Sequence[CellResult],
                    cases: Mapping[str, Mapping[str, Any]], broken: Mapping[str, str],
                    links: Mapping[str, str], bisected: Sequence[str] = ()) -> FailureTable:
     """``bisected``: what bisects of this case found, said after the verdict's own parts."""
-    meta = next((m for m in cases.values() if m.get("case") == case), {})
+    variants = [m for m in cases.values() if m.get("case") == case]
+    meta = variants[0] if variants else {}
     # A variant that reproduces: declared so (its signatures), or seen doing it.
-    repro = {m["variant"] for m in cases.values() if m.get("case") == case
-             and m.get("signatures")} | {
+    repro = {m["variant"] for m in variants if m.get("signatures")} | {
         r.variant for r in results if r.signature or r.outcome is Outcome.REPRODUCED}
     by_env = group(results, lambda r: r.environment)
-    envs = list(by_env)
-    ran_envs = [e for e in envs if e not in broken
-                and any(r.outcome is not Outcome.NOT_RUN for r in by_env[e])]
-    ran_set = set(ran_envs)
+    ran_envs = {e: rs for e, rs in by_env.items() if e not in broken
+                and any(r.outcome is not Outcome.NOT_RUN for r in rs)}
     drawn_hw = tuple(sorted({r.hardware_target for r in results
-                             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_set}))
+                             if r.outcome is not Outcome.NOT_RUN and r.environment in ran_envs}))
     vary = by_priority(varying(versions[e] for e in ran_envs), meta.get("about") or ())
-    rows = []
-    for env in ran_envs:
+    key = vary[0] if vary else None
+    value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
+    rows, affected, clean = [], set(), set()
+    for env, mine in ran_envs.items():
+        reps = [r for r in mine if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
+        if any(r.outcome is Outcome.REPRODUCED for r in reps):
+            affected.add(value[env])
+        elif reps and all(r.outcome is Outcome.PASS for r in reps):
+            clean.add(value[env])
         cells: dict[str, list[Badge]] = {h: [] for h in drawn_hw}
-        for r in sorted(by_env[env], key=lambda r: (r.variant not in repro, r.variant)):
+        for r in sorted(mine, key=lambda r: (r.variant not in repro, r.variant)):
             if r.hardware_target in cells:
                 cells[r.hardware_target].append(Badge(
                     variant=r.variant, outcome=r.outcome, reason=r.reason,
@@ -380,29 +383,19 @@ def _failure_table(case: str, results: Sequence[CellResult],
                         cells={h: tuple(b) for h, b in cells.items()}))
     rows.sort(key=lambda row: ([version_sort_key(row.versions.get(k, "")) for k in vary],
                                row.environment))
-    table_broken = tuple((e, broken[e]) for e in envs if e in broken)
-    not_run_rows = len(envs) - len(ran_envs) - len(table_broken)
+    table_broken = tuple((e, broken[e]) for e in by_env if e in broken)
+    not_run_rows = len(by_env) - len(ran_envs) - len(table_broken)
     not_tested = tuple(sorted({r.hardware_target for r in results} - {
         r.hardware_target for r in results if r.outcome is not Outcome.NOT_RUN}))
-    key = vary[0] if vary else None
-    value = {e: versions[e].get(key, "—") if key else e for e in ran_envs}
-    affected, clean = set(), set()
-    for env in ran_envs:
-        reps = [r for r in by_env[env] if r.variant in repro and r.outcome is not Outcome.NOT_RUN]
-        if any(r.outcome is Outcome.REPRODUCED for r in reps):
-            affected.add(value[env])
-        elif reps and all(r.outcome is Outcome.PASS for r in reps):
-            clean.add(value[env])
     return FailureTable(
         case=case, failure=plain(str(meta.get("failure") or meta.get("title") or case)),
         title=plain(str(meta.get("title") or "")), upstream=tuple(meta.get("upstream") or ()),
-        signatures=tuple(sorted({s["name"] for m in cases.values() if m.get("case") == case
-                                 for s in m.get("signatures") or ()})),
+        signatures=tuple(sorted({s["name"] for m in variants for s in m.get("signatures") or ()})),
         varying=vary, hardware=drawn_hw, rows=tuple(rows), not_run_rows=not_run_rows,
         not_tested=not_tested, unbuildable=table_broken, reproduces=bool(repro),
         affected=frozenset(affected), clean=frozenset(clean), bisected=tuple(bisected),
         workarounds=tuple(_workaround(variant, rs, value) for variant, rs in sorted(
-            group((r for r in results if r.environment in ran_set), lambda r: r.variant).items())
+            group((r for r in results if r.environment in ran_envs), lambda r: r.variant).items())
             if variant not in repro))
 
 

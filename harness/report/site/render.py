@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 from harness.core import jsonio
 from harness.core.results import Outcome
 from harness.report.site.heatmap import write_png
-from harness.report.site.model import Badge, Grid, Header, Row, Site
+from harness.report.site.model import SHORT, Badge, Grid, Header, Row, Site, css, group
 from harness.report.site.suites import PYTEST_WORDS
 
 if TYPE_CHECKING:
@@ -37,16 +37,16 @@ _NEWS = ("new failure", "fixed", "changed")
 ROWS_PER_PAGE = 200
 
 
-def _templates(**options: Any) -> Environment:
-    """The templates, autoescaped unless ``options`` say otherwise."""
+@functools.cache
+def _templates(markdown: bool = False) -> Environment:
+    """The templates: the pages' autoescaped; compat.md's plain text, its blocks trimmed."""
     # Imported here: the commands that only pass through this module do not load jinja2.
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
-                      undefined=StrictUndefined, keep_trailing_newline=True, **{
-                          "autoescape": select_autoescape(["j2", "html"], default=True),
-                          **options})
-    env.filters["code"] = inline_code
+                      undefined=StrictUndefined, keep_trailing_newline=True,
+                      autoescape=not markdown, trim_blocks=markdown, lstrip_blocks=markdown)
+    env.filters.update(code=inline_code, badges=badges, cell=_cell, md_row=_md_row)
     return env
 
 
@@ -64,11 +64,10 @@ def badges(cell: Sequence[Badge]) -> Markup:
 @functools.lru_cache(maxsize=4096)  # a report's badges repeat but for their logs
 def _badge(variant: str, outcome: Outcome, reason: str, caveat: str) -> tuple[str, str]:
     """A badge's opening tag (its class and title) and its text, escaped."""
-    shown = Badge(variant=variant, outcome=outcome, reason=reason, log="", caveat=caveat)
     title = (f"{escape(variant)}: {escape(outcome)}" + (f" — {escape(reason)}" if reason else "")
              + (f" (caveat: {escape(caveat)})" if caveat else ""))
-    return (f'<span class="badge {escape(shown.css)}" title="{title}">',
-            f'<span class="v">{escape(variant)}</span> <span class="l">{escape(shown.label)}'
+    return (f'<span class="badge {escape(css(outcome))}" title="{title}">',
+            f'<span class="v">{escape(variant)}</span> <span class="l">{escape(SHORT[outcome])}'
             f'{" †" if caveat else ""}</span>')
 
 
@@ -90,7 +89,6 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
                 heatmap: Sequence[Sequence[Outcome | None]],
                 history: HistoryPage | None = None) -> dict[str, Path]:
     env = _templates()
-    env.filters["badges"] = badges
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     counts = Counter(c["class"] for c in site.changes)
@@ -98,15 +96,14 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
     common = {"site": site, "h": site.header, "history": history is not None}
     width = write_png(out_dir / "heatmap.png", heatmap)
 
-    def put(name: str, text: str) -> None:  # each page out as it is made, none kept
+    def put(name: str, template: str, **values: Any) -> None:  # each page out as it is made
+        text = env.get_template(template).render(**common, **values)
         (out_dir / name).write_text(text, encoding="utf-8")
         paths[name] = out_dir / name
 
-    put("index.html", env.get_template("index.html.j2").render(
-        **common, change_counts=[(k, counts[k]) for k in sorted(counts)], news=news[:10],
-        more_news=max(0, len(news) - 10), heatmap_width=width))
-    put("probes.html", env.get_template("probes.html.j2").render(
-        **common, g=site.grid or Grid(hardware=(), rows=())))
+    put("index.html", "index.html.j2", change_counts=[(k, counts[k]) for k in sorted(counts)],
+        news=news[:10], more_news=max(0, len(news) - 10), heatmap_width=width)
+    put("probes.html", "probes.html.j2", g=site.grid or Grid(hardware=(), rows=()))
     # The long table's data goes out as bytes between the halves of the page, not through
     # the template: a page of 100,000 rows is not held three times.
     mark = f"<!--data {secrets.token_hex(16)}-->"  # in nothing else on the page
@@ -119,45 +116,32 @@ def render_site(site: Site, out_dir: Path, long_rows: Sequence[Sequence[str]],
         jsonio.write_array(fh, long_rows, script_json)
         fh.write(b"}" + tail.encode())
     paths["cells.html"] = out_dir / "cells.html"
-    failure = env.get_template("failure.html.j2")
     for f in site.failures:
         # Pages of ROWS_PER_PAGE rows, the first under the name the index links to.
         names = [f"failure-{f.slug}{f'-{i + 1}' if i else ''}.html"
                  for i in range(max(1, -(-len(f.rows) // ROWS_PER_PAGE)))]
         for i, name in enumerate(names):
-            put(name, failure.render(
-                **common, f=f, rows=f.rows[i * ROWS_PER_PAGE:(i + 1) * ROWS_PER_PAGE],
-                first=i * ROWS_PER_PAGE + 1, page=i + 1, pages=names))
-    suite = env.get_template("suite.html.j2")
+            first = i * ROWS_PER_PAGE
+            put(name, "failure.html.j2", f=f, rows=f.rows[first:first + ROWS_PER_PAGE],
+                first=first + 1, page=i + 1, pages=names)
     for t in site.suites:
-        put(f"suite-{t.slug}.html", suite.render(**common, t=t, words=PYTEST_WORDS,
-                                                 same_words=_SAME))
+        put(f"suite-{t.slug}.html", "suite.html.j2", t=t, words=PYTEST_WORDS, same_words=_SAME)
     if history is not None:
-        put("history.html", env.get_template("history.html.j2").render(**common, p=history))
+        put("history.html", "history.html.j2", p=history)
     paths["heatmap"] = out_dir / "heatmap.png"
     return paths
 
 
 def markdown(site: Site, against: Sequence[str] = (),
-             cases: Mapping[str, Mapping[str, Any]] | None = None) -> list[str]:
-    """compat.md's lines: header, verdicts, a table per failure, suites, grid, legend, the
+             cases: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """compat.md: header, verdicts, a table per failure, suites, grid, legend, the
     cells judged ``against`` expectations, each case once (the run record's ``cases``)."""
-    by_case: dict[str, list[Mapping[str, Any]]] = {}
-    for meta in (cases or {}).values():
-        by_case.setdefault(meta["case"], []).append(meta)
     counts = Counter(c["class"] for c in site.changes)
-    return _md_templates().get_template("compat.md.j2").render(
+    return _templates(markdown=True).get_template("compat.md.j2").render(
         site=site, about=_about(site.header),
         change_counts=sorted(counts.items()), news=[c for c in site.changes if c["class"] in _NEWS],
         symbols=SYMBOLS, words=PYTEST_WORDS, same_words=_SAME, against="\n".join(against),
-        cases=by_case).split("\n")[:-1]
-
-
-@functools.cache
-def _md_templates() -> Environment:
-    env = _templates(autoescape=False, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(cell=_cell, md_row=_md_row)
-    return env
+        cases=group((cases or {}).values(), lambda m: m["case"]))
 
 
 def _md_row(row: Row, hardware: Sequence[str]) -> str:
@@ -175,8 +159,7 @@ def summary_text(site: Site) -> str:
     """What ``harness report`` prints: header, coverage, verdicts, what changed (50 first)."""
     lines = [_about(site.header), site.header.coverage]
     lines += [f"{f.case}: {f.failure}\n  {' · '.join(f.verdict)}" for f in site.failures]
-    for t in site.suites:
-        lines.append(f"suite {t.suite}: {t.summary}")
+    lines += [f"suite {t.suite}: {t.summary}" for t in site.suites]
     if site.since is not None and any("replaced" in c for c in site.changes):
         lines += _bump_changes(site)
     elif site.since is not None:

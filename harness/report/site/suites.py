@@ -136,10 +136,9 @@ def suite_table(suite: str, results: Sequence[CellResult],
     ran = [s for s in sessions if s.outcome is not Outcome.NOT_RUN]
     keys = list(dict.fromkeys([*((s.environment, s.hardware_target) for s in ran),
                                *((t.environment, t.hardware_target) for t in tests)]))
-    hardware = {hw for _, hw in keys}
     rows = {k: {**versions.get(k[0], {}), "hardware": k[1]} for k in keys}
     vary = (*by_priority(varying(rows.values()) - {"hardware"}),
-            *(("hardware",) if len(hardware) > 1 else ()))
+            *(("hardware",) if len({hw for _, hw in keys}) > 1 else ()))
     columns = {k: Column(environment=k[0], hardware=k[1], label=label(rows[k], vary, k[0]))
                for k in keys}
     order = sorted(keys, key=lambda k: ([version_sort_key(rows[k].get(p, "")) for p in vary], k))
@@ -155,8 +154,7 @@ def suite_table(suite: str, results: Sequence[CellResult],
         if len(words) == 1:
             same[words.pop()] += 1
             continue
-        claim = decide({k: word(got[k].outcome if k in got else None) for k in order},
-                       rows, vary, columns)
+        claim = decide(dict(zip(order, map(word, outcomes), strict=True)), rows, vary, columns)
         named = [got[k] for k in order if k in got and word(got[k].outcome) == claim.word]
         lines = tuple(dict.fromkeys(t.reason.splitlines()[0] for t in named if t.reason.strip()))
         differing.append(Differing(test=test, outcomes=outcomes, claim=claim,
