@@ -20,8 +20,8 @@ from harness.core.rules import Rule
 from harness.records import table
 from harness.records.compare import choose_records
 from harness.records.store import META, RunStore, lineage, list_runs
+from harness.records.table import Key
 
-Key = tuple[str, str, str]
 J = TypeVar("J", bound=CellResult)
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
