@@ -169,16 +169,15 @@ class RunStore:
         log = None
         stem = run.log_name or run.result.cell_id
         stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
+        name = f"logs/{stem}.log"
         if run.log:
             # Cells of one process share its log: each record rewrites it with what the
             # process had written by then, which only grows.
-            atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
-                               self.redactor.data(run.log))
-            log = f"logs/{stem}.log"
+            atomic.write_bytes(self.run_dir / name, self.redactor.data(run.log))
+            log = name
             self._logs.add(log)
-        elif run.log_name and (f"logs/{stem}.log" in self._logs
-                               or (self.run_dir / "logs" / f"{stem}.log").is_file()):
-            log = f"logs/{stem}.log"  # a suite's test: its session's log, written already
+        elif run.log_name and (name in self._logs or (self.run_dir / name).is_file()):
+            log = name  # a suite's test: its session's log, written already
         for child in run.children:  # a suite's tests, pointing at their session's log
             self._keep(child, log)
         return self._keep(run, log)
