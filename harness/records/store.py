@@ -329,7 +329,7 @@ def _load(path: Path) -> Any:
     try:
         return jsonio.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise StoreError(f"{path}: unreadable: {exc}") from None
+        raise StoreError(f"{path}: unreadable: {exc}") from exc  # (``read_meta`` asks why)
 
 
 @contextlib.contextmanager
@@ -449,7 +449,7 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     try:
         return _checked_meta(path)
     except StoreError as exc:
-        if isinstance(exc.__context__, (FileNotFoundError, NotADirectoryError)):
+        if isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
             return None  # no run.json: no run
         if path not in _SAID:
             _SAID.add(path)
