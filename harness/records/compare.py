@@ -13,8 +13,7 @@ from harness.core.errors import UsageError
 from harness.core.releases import in_force
 from harness.core.results import CellResult, Outcome
 from harness.records.store import RunStore
-
-LogicalKey = tuple[str, str, str]
+from harness.records.table import Key
 
 
 def choose_records(sources: Sequence[RunStore],
@@ -50,7 +49,7 @@ def choose_records(sources: Sequence[RunStore],
 def _one_cell_per_key(chosen: Mapping[str, tuple[RunStore, CellResult]]) -> None:
     """Refuses runs of different matrices that ran one logical cell as two (its environment
     changed between them): counted twice, its verdict would say it both works and fails."""
-    seen: dict[LogicalKey, str] = {}
+    seen: dict[Key, str] = {}
     for source, result in chosen.values():
         other = seen.setdefault(result.logical_key, source.run_id)
         if other != source.run_id:
@@ -67,7 +66,7 @@ def _rank(pair: tuple[RunStore, CellResult]) -> tuple[bool, bool, int, float, st
 
 
 def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
-                   moved: Sequence[str] = ()) -> dict[LogicalKey, CellResult]:
+                   moved: Sequence[str] = ()) -> dict[Key, CellResult]:
     """The cell of ``old`` each cell of ``new`` is compared with, by the new cell's logical
     key: the cell with the same key; or, for the keys a ``--set`` bump replaced (``moved``),
     the cell whose environment differs only in those (of several, the one in force)."""
@@ -81,7 +80,7 @@ def match_previous(old: Sequence[CellResult], new: Sequence[CellResult],
     candidates: dict[tuple[Any, ...], list[CellResult]] = {}
     for r in old:
         candidates.setdefault(neutral(r), []).append(r)
-    out: dict[LogicalKey, CellResult] = {}
+    out: dict[Key, CellResult] = {}
     for cell in new:
         found = candidates.get(neutral(cell))
         if found:

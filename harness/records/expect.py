@@ -20,8 +20,8 @@ from harness.core.rules import Rule
 from harness.records import table
 from harness.records.compare import choose_records
 from harness.records.store import META, RunStore, lineage, list_runs
+from harness.records.table import Key
 
-Key = tuple[str, str, str]
 J = TypeVar("J", bound=CellResult)
 
 BASELINE_FORMAT = "ml-compat-harness baseline 1"
@@ -72,14 +72,10 @@ def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = N
 
 def load_baseline(path: Path, reports_dir: Path) -> Baseline:
     """A baseline file, or a run (id, folder, ``latest``) whose outcomes are the baseline."""
-    if path.is_file():
-        return _baseline_file(path)
-    run_dir = resolve_baseline(str(path), reports_dir)
-    return Baseline(source=run_dir.name,
-                    outcomes=table.read(run_dir, table.OUTCOMES).outcomes())
-
-
-def _baseline_file(path: Path) -> Baseline:
+    if not path.is_file():
+        run_dir = resolve_baseline(str(path), reports_dir)
+        return Baseline(source=run_dir.name,
+                        outcomes=table.read(run_dir, table.OUTCOMES).outcomes())
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -90,10 +90,8 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
         found = chosen.get(cell_id)
         if found is None or found[1].outcome is Outcome.MISSING:  # also a gap merged again
             with plan_cells(*sources):
-                gaps = gaps or _Gaps(sources)
-                shard = gaps.shard_of.get(cell_id)
-                lines.append(_missing(gaps.cells[cell_id], out.run_id, shard or gaps.absent,
-                                      reported=bool(shard)))
+                gaps = gaps or _Gaps(sources, metas)
+                lines.append(gaps.missing(cell_id, out.run_id))
             report.missing += 1
         else:
             lines.append(relocate(*found))
@@ -184,8 +182,7 @@ class _Gaps:
     """What a MISSING line is made of: the plan's cells, and which shard was to run each
     (every shard's plan, read only when there is a gap)."""
 
-    def __init__(self, sources: Sequence[RunStore]) -> None:
-        metas = [s.meta for s in sources]
+    def __init__(self, sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]) -> None:
         self.cells = {cell["cell_id"]: cell for cell in _full_plan(sources, metas)}
         self.shard_of: dict[str, Any] = {c["cell_id"]: m.get("shard") for s, m in zip(
             sources, metas, strict=True) for c in s.planned()}
@@ -197,6 +194,19 @@ class _Gaps:
         absent = [f"{i}/{n}" for n in count if len(count) == 1 and n.isdigit()
                   for i in range(1, min(int(n), held) + 1) if f"{i}/{n}" not in shards]
         self.absent = absent[0] if len(absent) == 1 else None
+
+    def missing(self, cell_id: str, run_id: str) -> CellResult:
+        """The cell's MISSING line: the shard that planned it reported without it, else the
+        shard that is not here was to run it."""
+        cell, shard = self.cells[cell_id], self.shard_of.get(cell_id)
+        decision = classify(Ending(kind="missing_shard", shard=shard or self.absent,
+                                   reason="reported without it" if shard else ""))
+        return CellResult(
+            run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
+            values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),
+            case_id=cell["case"], variant=cell["variant"], nodeid=cell.get("nodeid", ""),
+            hardware_target=cell["hardware"], outcome=decision.outcome, reason=decision.reason,
+            finished_at=0.0)
 
 
 def _plan_text(sources: Sequence[RunStore], metas: Sequence[dict[str, Any]]
@@ -281,17 +291,4 @@ def _link(src: str, target: str) -> None:
         except OSError:  # another filesystem
             shutil.copy2(src, target)
         return
-
-
-def _missing(cell: dict[str, Any], run_id: str, shard: str | None, *,
-             reported: bool = False) -> CellResult:
-    """``reported``: ``shard`` planned the cell and reported without it."""
-    decision = classify(Ending(kind="missing_shard", shard=shard,
-                               reason="reported without it" if reported else ""))
-    return CellResult(
-        run_id=run_id, cell_id=cell["cell_id"], environment=cell["environment"],
-        values=cell.get("values", {}), env_key="", backend=cell.get("backend", ""),
-        case_id=cell["case"], variant=cell["variant"], nodeid=cell.get("nodeid", ""),
-        hardware_target=cell["hardware"], outcome=decision.outcome, reason=decision.reason,
-        finished_at=0.0)
 

@@ -129,7 +129,7 @@ class RunStore:
 
     @property
     def meta(self) -> dict[str, Any]:
-        return checked_meta(self.run_dir / META, _load(self.run_dir / META))
+        return _checked_meta(self.run_dir / META)
 
     def planned(self) -> list[dict[str, Any]]:
         """The cells this run was to run (a shard: its own), in plan order."""
@@ -169,16 +169,15 @@ class RunStore:
         log = None
         stem = run.log_name or run.result.cell_id
         stem = stem if run.result.attempt == 1 else f"{stem}.{run.result.attempt}"
+        name = f"logs/{stem}.log"
         if run.log:
             # Cells of one process share its log: each record rewrites it with what the
             # process had written by then, which only grows.
-            atomic.write_bytes(self.run_dir / "logs" / f"{stem}.log",
-                               self.redactor.data(run.log))
-            log = f"logs/{stem}.log"
+            atomic.write_bytes(self.run_dir / name, self.redactor.data(run.log))
+            log = name
             self._logs.add(log)
-        elif run.log_name and (f"logs/{stem}.log" in self._logs
-                               or (self.run_dir / "logs" / f"{stem}.log").is_file()):
-            log = f"logs/{stem}.log"  # a suite's test: its session's log, written already
+        elif run.log_name and (name in self._logs or (self.run_dir / name).is_file()):
+            log = name  # a suite's test: its session's log, written already
         for child in run.children:  # a suite's tests, pointing at their session's log
             self._keep(child, log)
         return self._keep(run, log)
@@ -258,17 +257,12 @@ class RunStore:
             return seen[1]
         redacted = self.redactor.obj(value)
         digest = content_name(redacted)
-        shared = self._shared_values()
-        if digest not in shared:
-            shared[digest] = fresh[digest] = redacted
-        self._written[id(value)] = (value, digest)
-        return digest
-
-    def _shared_values(self) -> dict[str, Any]:
-        """shared.jsonl, read once (a torn last line skipped)."""
         if self._shared is None:
             self._shared = dict(read_shared(self.run_dir))
-        return self._shared
+        if digest not in self._shared:
+            self._shared[digest] = fresh[digest] = redacted
+        self._written[id(value)] = (value, digest)
+        return digest
 
     def as_of(self, size: int | None, *, quiet: bool = False) -> RunStore:
         """This run as its record was at ``size`` bytes (None: as it is when read), whatever
@@ -335,7 +329,7 @@ def _load(path: Path) -> Any:
     try:
         return jsonio.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise StoreError(f"{path}: unreadable: {exc}") from None
+        raise StoreError(f"{path}: unreadable: {exc}") from exc  # (``read_meta`` asks why)
 
 
 @contextlib.contextmanager
@@ -435,14 +429,10 @@ def said(count: int) -> str:
     return f"{count} damaged line{'s' if count != 1 else ''} left out" if count else ""
 
 
-# Run order: when a run was created (run.json ``created``), ties broken by its id; not a
-# file's mtime, which a copy or a restore changes.
-
-
-def checked_meta(path: Path, data: Any) -> dict[str, Any]:
-    """run.json's ``data``, if its fields have the types readers rely on and a format this
-    harness reads; else a StoreError naming the file and the field."""
-    checked(path, data, Meta)
+def _checked_meta(path: Path) -> dict[str, Any]:
+    """run.json, if its fields have the types readers rely on and a format this harness
+    reads; else a StoreError naming the file and the field."""
+    data = checked(path, _load(path), Meta)
     if (data.get("format") or 0) > FORMAT:
         raise StoreError(f"{path}: format {data['format']}: written by a newer harness (this "
                          f"one reads up to {FORMAT})")
@@ -457,20 +447,21 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     and read as none."""
     path = run_dir / META
     try:
-        return checked_meta(path, jsonio.loads(path.read_bytes()))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except (OSError, ValueError, StoreError) as exc:
+        return _checked_meta(path)
+    except StoreError as exc:
+        if isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
+            return None  # no run.json: no run
         if path not in _SAID:
             _SAID.add(path)
-            why = exc if isinstance(exc, StoreError) else f"{path}: unreadable: {exc}"
-            print(f"harness: warning: {why}; the run is left out", file=sys.stderr)
+            print(f"harness: warning: {exc}; the run is left out", file=sys.stderr)
         return None
 
 
 @dataclass(frozen=True)
 class Run:
-    """A run folder, its run.json, and its place among runs."""
+    """A run folder, its run.json, and its place among runs: when it was created (run.json
+    ``created``), ties broken by its id; not a file's mtime, which a copy or a restore changes.
+    """
 
     path: Path
     meta: dict[str, Any]

@@ -25,7 +25,7 @@ from harness.records import codec, table
 from harness.records import store as store_module
 from harness.records.compare import choose_records
 from harness.records.expect import judged_summary
-from harness.records.merge import MergeReport, _full_plan, _Gaps, _missing, merge_runs
+from harness.records.merge import MergeReport, _full_plan, _Gaps, merge_runs
 from harness.records.store import RunStore
 from tests.conftest import examples
 
@@ -73,7 +73,7 @@ def reference(sources: list[RunStore], reports: Path, run_id: str
     chosen by select's rules, its log relocated, each line encoded again by the store."""
     metas = [s.meta for s in sources]
     chosen, conflicts = choose_records(sources)
-    gaps = _Gaps(sources)  # which shard was to run a cell that has no result
+    gaps = _Gaps(sources, metas)  # which shard was to run a cell that has no result
 
     def moved(source: RunStore, res: CellResult) -> CellResult:
         if not res.log:
@@ -88,8 +88,7 @@ def reference(sources: list[RunStore], reports: Path, run_id: str
     for cell in planned:
         found = chosen.get(cell["cell_id"])
         if found is None or found[1].outcome is Outcome.MISSING:
-            shard = gaps.shard_of.get(cell["cell_id"])
-            lines.append(_missing(cell, run_id, shard or gaps.absent, reported=bool(shard)))
+            lines.append(gaps.missing(cell["cell_id"], run_id))
         else:
             lines.append(moved(*found))
     known = {c["cell_id"] for c in planned}
