@@ -3,6 +3,7 @@ inside an environment under test; stdlib + pytest only, put on PYTHONPATH there.
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import itertools
 import json
 import os
@@ -87,9 +88,14 @@ class Requirements:
     executables: tuple[str, ...] = ()
 
     def unmet(self) -> str | None:
-        for problem in map(_package_unmet, self.packages, self.packages.values()):
-            if problem:
-                return problem
+        for name, spec in self.packages.items():
+            try:
+                version = md.version(name)
+            except md.PackageNotFoundError:
+                return f"needs {name}{spec or ''}; {name} is not installed"
+            if spec and not SpecifierSet(spec).contains(Version(version).public,
+                                                        prereleases=True):
+                return f"needs {name}{spec}; this environment has {version}"
         for exe in self.executables:
             if shutil.which(exe) is None:
                 return f"needs {exe} on PATH; not found"
@@ -108,18 +114,6 @@ class Requirements:
             why = self.cc_why or f"needs compute capability {self.cc}"
             return f"{why}; this GPU is {capability}"
         return None
-
-
-def _package_unmet(name: str, spec: str) -> str | None:
-    import importlib.metadata as md
-
-    try:
-        version = md.version(name)
-    except md.PackageNotFoundError:
-        return f"needs {name}{spec or ''}; {name} is not installed"
-    if spec and not SpecifierSet(spec).contains(Version(version).public, prereleases=True):
-        return f"needs {name}{spec}; this environment has {version}"
-    return None
 
 
 def _visible_capability() -> str | None:
