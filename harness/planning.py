@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,20 +65,14 @@ class RunOptions:
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
-    """``RunOptions`` from a command's arguments (plan, run, bisect); what it lacks, the default."""
-    get = vars(args).get
-    return RunOptions(matrix=args.matrix, reports_dir=args.reports, only=tuple(args.only),
-                      keyword=args.keyword, hardware=tuple(args.hardware), gpus=args.gpus,
-                      max_cells=get("max_cells"), jobs=get("jobs", 1), resume=get("resume"),
-                      run_id=get("run_id"), report=not get("no_report", False),
-                      find_links=tuple(args.find_links), offline=args.offline,
-                      registry=get("registry"),
-                      refresh=get("refresh", False), executor=get("executor", "local"),
-                      address=get("address"), retries=get("retries", RETRIES),
-                      shard=get("shard"), durations_from=get("durations_from"),
-                      batch=not get("isolate_cells", False), verbose=get("verbose", False),
-                      fail_on=get("fail_on") or DEFAULT_FAIL_ON, baseline=get("baseline"),
-                      sets=parse_sets(get("sets", [])))
+    """``RunOptions`` from a command's arguments (plan, run, bisect): each argument named as a
+    field is that field; what the command lacks, the default."""
+    given = {f.name: vars(args)[f.name] for f in fields(RunOptions)
+             if vars(args).get(f.name) is not None}
+    return RunOptions(**{**given, "only": tuple(args.only), "hardware": tuple(args.hardware),
+                         "find_links": tuple(args.find_links), "sets": parse_sets(args.sets)},
+                      reports_dir=args.reports, report=not vars(args).get("no_report"),
+                      batch=not vars(args).get("isolate_cells"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,8 +17,6 @@ from harness.records.store import RunStore, previous_run
 from harness.report.build import diff_runs, prepare, write
 from harness.report.ci import failure_annotations, status_badge, step_summary
 
-__all__ = ["point_latest", "publish_ci", "publish_report", "write_status"]
-
 
 def publish_report(store: RunStore, reports_dir: Path, *, baseline: Any = None,
                    previous: RunStore | None = None) -> dict[str, Path]:

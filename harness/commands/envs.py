@@ -70,6 +70,12 @@ def _check(args: argparse.Namespace) -> int:
     cache = default_cache_dir()
     envs = _selected_envs(args)
     backends = {name: get_backend(name, cache) for name in {e.backend for e in envs}}
+    skip = frozenset(canonicalize_name(n) for n in args.skip_build)
+    known = {canonicalize_name(b.dist) for e in load_matrix(args.matrix).environments
+             for b in e.source_builds}
+    if skip - known:  # named as the matrix's ``build:`` section knows them
+        raise UsageError(f"--skip-build {', '.join(sorted(skip - known))}: no environment "
+                         f"builds it from source (built: {', '.join(sorted(known)) or 'none'})")
 
     def progress(check: EnvCheck) -> None:
         if args.format == "table":
@@ -78,7 +84,7 @@ def _check(args: argparse.Namespace) -> int:
 
     checks = check_environments(envs, backends=backends, cache_dir=cache, build=args.build,
                                 platform=args.platform or DEFAULT_PLATFORM, jobs=args.jobs,
-                                skip_builds=frozenset(_skip_builds(args)), on_done=progress)
+                                skip_builds=skip, on_done=progress)
     if args.format == "json":
         print(json.dumps([asdict(c) for c in checks], indent=1))
     else:
@@ -124,18 +130,6 @@ def _build(args: argparse.Namespace) -> int:
           f" that build from source" + (f"; {len(imaged)} images" if imaged else "")
           + f"; {failed} failed")
     return 1 if failed else 0
-
-
-def _skip_builds(args: argparse.Namespace) -> list[str]:
-    """``--skip-build`` names, as the matrix's ``build:`` section knows them."""
-    names: list[str] = [canonicalize_name(n) for n in args.skip_build]
-    known = {canonicalize_name(b.dist) for e in load_matrix(args.matrix).environments
-             for b in e.source_builds}
-    unknown = sorted(set(names) - known)
-    if unknown:
-        raise UsageError(f"--skip-build {', '.join(unknown)}: no environment builds it from "
-                         f"source (built: {', '.join(sorted(known)) or 'none'})")
-    return names
 
 
 def _selected_envs(args: argparse.Namespace) -> list[EnvSpec]:

@@ -1,7 +1,6 @@
-"""What a killed harness left running. Each process group the harness starts carries a
-``HARNESS_GROUP`` token naming its owner (pid and start time) and its temporary folder, as do its
-cells' scratch folders: the next harness of that folder kills the groups whose owner is gone, by
-token (never by a bare pid), and removes their scratch folders."""
+"""What a killed harness left running: its process groups carry a ``HARNESS_GROUP`` token (owner
+pid and start time, temporary folder), as do its cells' scratch folders; the next harness there
+kills the groups whose owner is gone, by token (never by a bare pid), and removes the folders."""
 
 from __future__ import annotations
 

@@ -48,10 +48,8 @@ FREEZE = "(freeze)"
 class CellResult(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
                  gc=False, omit_defaults=True):
     """One attempt at a cell: made by run/, appended to results.jsonl, decoded back by msgspec
-    (``DECODER``: its schema checked) or through ``adopt``. ``gc=False``: JSON data, no cycles.
-
-    ``fingerprint`` and ``hardware`` are held last (compat.json writes a cell's own after its
-    other fields); a line just decoded holds their names in shared.jsonl until put in place."""
+    (``DECODER``: its schema checked) or through ``adopt``; ``gc=False``: JSON data, no cycles.
+    ``fingerprint`` and ``hardware`` come last: compat.json writes a cell's own after the rest."""
 
     run_id: str
     cell_id: str
@@ -124,9 +122,8 @@ def logical_key(environment: str, case_id: str, variant: str, hardware_target: s
 
 
 def as_mapping(value: Any) -> Mapping[str, Any]:
-    """A part of a record that the harness writes as a mapping (a fingerprint, its ``key``
-    versions, its ``torch``), read as one: anything else (null, or a number or a list a
-    hand edit left there) says nothing, rather than failing every reader of the run."""
+    """A part of a record the harness writes as a mapping (a fingerprint, its ``key``), read as
+    one: anything else (null, a hand edit's number) says nothing, not failing every reader."""
     return value if isinstance(value, Mapping) else {}
 
 
@@ -150,19 +147,16 @@ AnyResult = TypeVar("AnyResult", bound=CellResult)
 
 
 def counted(results: Sequence[AnyResult]) -> Sequence[AnyResult]:
-    """The results that count as cells: a suite's session that came back as its tests
-    (``parent``) is those tests, not one cell more. The coverage line, the judging and the
-    consistency check all count this way."""
+    """The results that count as cells (for coverage, judging and the consistency check): a
+    suite's session that came back as its tests (``parent``) is those tests, not one cell more."""
     sessions = {r.parent for r in results if r.parent}
     return [r for r in results if r.cell_id not in sessions] if sessions else results
 
 
 def damage(row: Any) -> str | None:
-    """What makes a decoded record line no result as the harness writes it: not an object,
-    a required field missing, a field of another type (a number where text belongs, text
-    where a number does), an outcome the harness does not know; None for a result. The
-    mappings (values, details, fingerprint, hardware) are read as mappings wherever read
-    (``as_mapping``), so only the scalars are checked."""
+    """Why a decoded record line is no result as the harness writes it (not an object, a field
+    missing or of another type, an unknown outcome); None for a result. Only the scalars are
+    checked: the mappings are read through ``as_mapping`` wherever read."""
     if not isinstance(row, dict):
         return "not a result (no JSON object)"
     missing = _REQUIRED - row.keys()
@@ -210,15 +204,13 @@ _LINE_VALUES = attrgetter(*LINE)
 FIELDS = frozenset(LINE)
 _REQUIRED = frozenset(f.name for f in _STRUCT_FIELDS if f.required)
 _OUTCOMES = {str(o): o for o in Outcome}
-_NUMBER = (int, float)  # (not bool: a number, as msgspec reads one)
-_OPTIONAL = (str, type(None))
-_INT_OR_NONE = (int, type(None))
-#: The scalar fields as ``damage`` checks them: name, the types taken, what they are called.
+#: The scalar fields as ``damage`` checks them: name, the types taken (a bool is no number, as
+#: msgspec reads one), what they are called.
 _SCALARS = tuple(
     [(f.name, (str,), "text") for f in _STRUCT_FIELDS if f.type is str]
-    + [(name, _OPTIONAL, "text or null") for name in ("signature", "log")]
-    + [(name, _NUMBER, "a number") for name in ("duration", "finished_at")]
-    + [("attempt", (int,), "a whole number"), ("gpu", _INT_OR_NONE, "a whole number or null"),
+    + [(name, (str, type(None)), "text or null") for name in ("signature", "log")]
+    + [(name, (int, float), "a number") for name in ("duration", "finished_at")]
+    + [("attempt", (int,), "a whole number"), ("gpu", (int, type(None)), "a whole number or null"),
        ("infra", (bool,), "true or false"), ("outcome", (str,), "text")])
 
 

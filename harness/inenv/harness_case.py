@@ -3,6 +3,8 @@ inside an environment under test; stdlib + pytest only, put on PYTHONPATH there.
 
 from __future__ import annotations
 
+import collections
+import importlib.metadata as md
 import itertools
 import json
 import os
@@ -87,9 +89,14 @@ class Requirements:
     executables: tuple[str, ...] = ()
 
     def unmet(self) -> str | None:
-        for problem in map(_package_unmet, self.packages, self.packages.values()):
-            if problem:
-                return problem
+        for name, spec in self.packages.items():
+            try:
+                version = md.version(name)
+            except md.PackageNotFoundError:
+                return f"needs {name}{spec or ''}; {name} is not installed"
+            if spec and not SpecifierSet(spec).contains(Version(version).public,
+                                                        prereleases=True):
+                return f"needs {name}{spec}; this environment has {version}"
         for exe in self.executables:
             if shutil.which(exe) is None:
                 return f"needs {exe} on PATH; not found"
@@ -108,18 +115,6 @@ class Requirements:
             why = self.cc_why or f"needs compute capability {self.cc}"
             return f"{why}; this GPU is {capability}"
         return None
-
-
-def _package_unmet(name: str, spec: str) -> str | None:
-    import importlib.metadata as md
-
-    try:
-        version = md.version(name)
-    except md.PackageNotFoundError:
-        return f"needs {name}{spec or ''}; {name} is not installed"
-    if spec and not SpecifierSet(spec).contains(Version(version).public, prereleases=True):
-        return f"needs {name}{spec}; this environment has {version}"
-    return None
 
 
 def _visible_capability() -> str | None:
@@ -297,21 +292,19 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     cell_ids: dict[str, str] = json.loads(os.environ.get("HARNESS_CELL_IDS") or "{}")
     token = session.config.getoption("--harness-token")
     drawers = session.config.getoption("--harness-drawers")
-    claims = [(i, os.path.join(folder, cell_ids[i.nodeid])) for i in session.items
-              if i.nodeid in cell_ids]  # in collection order
-    cursor = 0  # every claim before it is taken
+    pending = collections.deque((i, os.path.join(folder, cell_ids[i.nodeid]))
+                                for i in session.items if i.nodeid in cell_ids)
 
     def take() -> pytest.Item | None:
         """Claim the first item no process has claimed; None when every one is."""
-        nonlocal cursor
-        for item, path in itertools.islice(claims, cursor, None):
-            cursor += 1
+        while pending:
+            item, path = pending.popleft()
             if claim(path, token):
                 return item
         return None
 
     def free_more_than(n: int) -> bool:  # looking no further than needed
-        free = (p for _, p in itertools.islice(claims, cursor, None) if not os.path.exists(p))
+        free = (p for _, p in pending if not os.path.exists(p))
         return next(itertools.islice(free, n, None), None) is not None
 
     item = take()

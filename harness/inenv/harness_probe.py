@@ -73,15 +73,14 @@ def _smi_gpus() -> list[dict[str, Any]]:
                              capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return [_gpu(line) for line in out.splitlines() if line.strip()]
-
-
-def _gpu(line: str) -> dict[str, Any]:
-    index, uuid, name, cc, mem, driver = (p.strip() for p in line.split(","))
-    major, _, minor = cc.partition(".")
-    capability = (int(major), int(minor or 0)) if major.isdigit() else (0, 0)
-    memory = int(float(mem)) if mem.replace(".", "").isdigit() else None
-    return _describe(int(index), uuid, name, capability, memory, driver)
+    gpus = []
+    for line in filter(str.strip, out.splitlines()):
+        index, uuid, name, cc, mem, driver = (p.strip() for p in line.split(","))
+        major, _, minor = cc.partition(".")
+        capability = (int(major), int(minor or 0)) if major.isdigit() else (0, 0)
+        memory = int(float(mem)) if mem.replace(".", "").isdigit() else None
+        gpus.append(_describe(int(index), uuid, name, capability, memory, driver))
+    return gpus
 
 
 def _describe(index: int, uuid: str, name: str, capability: tuple[int, int],
@@ -121,7 +120,8 @@ def cuda_home() -> str | None:
     return None
 
 
-def probe_host() -> dict[str, Any]:
+def probe(visible: str | None = None) -> dict[str, Any]:
+    """What a cell runs on: host, the GPUs it may see, and nvcc."""
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
         cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
@@ -130,9 +130,5 @@ def probe_host() -> dict[str, Any]:
     with contextlib.suppress(ValueError, OSError, AttributeError):
         mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     return {"platform": platform.platform(), "machine": platform.machine(), "cpu": cpu,
-            "cpus": os.cpu_count(), "memory_gib": mem_gib}
-
-
-def probe(visible: str | None = None) -> dict[str, Any]:
-    """What a cell runs on: host, the GPUs it may see, and nvcc."""
-    return {**probe_host(), "gpus": probe_gpus(visible), "nvcc": nvcc_version()}
+            "cpus": os.cpu_count(), "memory_gib": mem_gib, "gpus": probe_gpus(visible),
+            "nvcc": nvcc_version()}

@@ -39,10 +39,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """A suite given as its rootdir runs what bare pytest run there runs: its ``testpaths``
-    (pytest reads them only when started in the rootdir; it starts in an empty folder).
-    The installed package goes ahead of the suite's folder on ``sys.path``, unless the
-    suite's arguments or addopts (in ``args`` by now) choose an import mode."""
+    """A suite given as its rootdir runs its ``testpaths`` (pytest reads them only when started
+    there; it starts in an empty folder); the installed package goes ahead of the suite's folder
+    on ``sys.path``, unless the suite's arguments or addopts (in ``args``) choose an import mode."""
     if not any(a.startswith("--import-mode") for a in args):
         args.append("--import-mode=append")
         early_config.known_args_namespace.importmode = "append"
