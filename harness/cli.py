@@ -264,11 +264,17 @@ def reference() -> str:
             names = ", ".join(action.option_strings) or action.dest
             meta = "" if action.nargs == 0 else (
                 f" {{{','.join(map(str, action.choices))}}}" if action.choices
-                else f" {action.metavar or action.dest.upper()}" if action.option_strings else "")
+                else f" {_metavar(action)}" if action.option_strings else "")
             out.append(f"- `{names}{meta}`" + (f": {' '.join(action.help.split())}"
                                                if action.help else ""))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _metavar(action: argparse.Action) -> str:
+    """An option's value as its usage line shows it: a tuple metavar is one word per value."""
+    meta = action.metavar or action.dest.upper()
+    return " ".join(meta) if isinstance(meta, tuple) else meta
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,3 +22,10 @@ def test_the_reference_names_every_command_and_option() -> None:
         for action in sub._actions:
             for option in action.option_strings:
                 assert option in text, f"harness {name} {option}"
+
+
+def test_an_option_s_values_are_listed_as_its_usage_shows_them() -> None:
+    # `--between GOOD_RUN BAD_RUN`, as in the usage line: not a Python tuple
+    text = reference()
+    assert "- `--between GOOD_RUN BAD_RUN`:" in text
+    assert "('GOOD_RUN'" not in text
