@@ -14,7 +14,7 @@ import sys
 import traceback
 from typing import Any
 
-KEY_PACKAGES = ("torch", "numpy", "transformers", "transformer-engine", "transformer_engine",
+KEY_PACKAGES = ("torch", "numpy", "transformers", "transformer-engine",
                 "transformer-engine-torch", "flash-attn", "flashinfer-python", "mergekit",
                 "transformer-lens", "llm-foundry", "mosaicml", "pytest")
 
