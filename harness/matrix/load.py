@@ -276,10 +276,8 @@ class Reader:
             except re.error as exc:
                 raise self.src.error((*path, "reason"),
                                      f"not a regular expression: {exc}") from None
-        why = self.src.string((*path, "why"), raw["why"]).strip()
-        if not why:
-            raise self.src.error((*path, "why"), "say why this is expected")
-        return Rule(outcomes=frozenset(map(Outcome, outcomes)), why=why, reason=reason,
+        why = self.src.checked((*path, "why"), raw["why"], str.strip, "say why this is expected")
+        return Rule(outcomes=frozenset(map(Outcome, outcomes)), why=why.strip(), reason=reason,
                     where=f"{self.src.file}:{self.src.line(path)}", **globs)
 
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
@@ -365,10 +363,9 @@ class Reader:
             raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
                                  "package's axis")
         releases = self.src.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
-        pick = self.src.string((*path, "pick"), raw.get("pick", "latest-patch"))
-        if pick not in PICKS:
-            raise self.src.error((*path, "pick"), f"unknown pick {pick!r}; expected one of: "
-                                 + ", ".join(PICKS))
+        pick = self.src.checked((*path, "pick"), raw.get("pick", "latest-patch"),
+                                PICKS.__contains__, "unknown pick {}; expected one of: "
+                                + ", ".join(PICKS))
         latest = raw.get("latest")
         if latest is not None:
             self.src.number((*path, "latest"), latest, lambda n: n >= 1,
@@ -469,10 +466,9 @@ class Reader:
                 raise self.src.error(path, f"a variable is one value, got {kind(value)}")
             return self.src.printable(path, str(value).lower() if isinstance(value, bool)
                                       else str(value))
-        text = self.src.string(path, value, what="a version, a specifier or null")
-        if not is_pin(key, text):
-            raise self.src.error(path, f"{text!r} is not a version or specifier")
-        return text
+        return self.src.checked(path, value, functools.partial(is_pin, key),
+                                "{} is not a version or specifier",
+                                what="a version, a specifier or null")
 
     def _patterns(self, path: KeyPath, known: set[str] | None, variables: set[str]
                   ) -> list[dict[str, Any]]:
