@@ -426,17 +426,14 @@ class Reader:
                 seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
-            if key in SETTINGS or key in self.distributions or key in declared:
-                continue
-            if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
+            # A list or mapping is malformed (_value says so, at its line); a value that reads
+            # as a version makes a package, whose typos and numbers are then errors.
+            package = any(isinstance(v, list | dict)
+                          or (isinstance(v, str) and _version_like(key, v)) for v in items)
+            # TORCH_CUDA_ARCH_LIST: in capitals, as environment variables are named
+            if key not in SETTINGS and key not in self.distributions and (
+                    key.isupper() or not package):
                 out.add(key)
-                continue
-            scalars = [v for v in items if v is not None]
-            if any(isinstance(v, list | dict) for v in scalars):
-                continue  # a malformed value: _value says so, at its line
-            if any(isinstance(v, str) and _version_like(key, v) for v in scalars):
-                continue  # a package: a typo or a number among its versions is an error
-            out.add(key)
         return out
 
     def _axis(self, path: KeyPath, axis: str, values: Any, variables: set[str],
