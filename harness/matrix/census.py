@@ -56,8 +56,7 @@ def expand(
     """The product less what ``exclude`` matches; an include extends each original combination
     whose original values it does not overwrite, else is a new one."""
     combos = product(axes, follow)
-    original_keys = {key for values in axes.values() for value in values for key in value}
-    original_keys |= {key for combo in combos for key in combo}  # with what queries gave
+    original_keys = {key for combo in combos for key in combo}  # with what queries gave
     originals = [dict(c) for c in combos
                  if not any(all(k in c and c[k] == v for k, v in pattern.items())
                             for pattern in exclude)]

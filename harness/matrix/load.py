@@ -315,9 +315,8 @@ class Reader:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
         # An axis is a query, or a list whose one query item adds releases to its values.
         at = {axis: query_at(axis, values) for axis, values in raw_axes.items()}
-        queries = {axis: self._query((*path, "axes", axis, *where), str(axis), values[
-            where[0]] if where else values)
-                   for axis, values in raw_axes.items() if (where := at[axis]) is not None}
+        queries = {axis: self._query((*path, "axes", axis, *where), str(axis))
+                   for axis in raw_axes if (where := at[axis]) is not None}
         for axis, values in raw_axes.items():
             if axis not in queries and (not isinstance(values, list) or not values):
                 raise self.src.error((*path, "axes", axis), "an axis is a non-empty list or "
@@ -353,7 +352,7 @@ class Reader:
                     for combo in expand(axes, exclude, include, follow=follow)]
         return envs * census.cells_per_env(settings, self.pick), environments
 
-    def _query(self, path: KeyPath, axis: str, raw: Any
+    def _query(self, path: KeyPath, axis: str
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
         """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
         sdist, when: {"<2.5": {pins}}}``."""
