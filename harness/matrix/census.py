@@ -29,19 +29,18 @@ def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
     followed = [axis for axis in axes if axis in follow]
     # Sorted by their positions along the axes, combinations come as itertools.product's.
     placed: list[tuple[tuple[Any, ...], Combo]] = []
-    for picks in itertools.product(*(range(len(axes[axis])) for axis in fixed)):
-        at = dict(zip(fixed, picks, strict=True))
+    for picks in itertools.product(*(enumerate(axes[axis]) for axis in fixed)):
+        at = dict(zip(fixed, picks, strict=True))  # axis: (position, value)
         base: Combo = {}
-        for axis in fixed:
-            base.update(axes[axis][at[axis]])
-        values = {axis: follow[axis](base) for axis in followed}
-        for more in itertools.product(*(range(len(values[axis])) for axis in followed)):
+        for _, value in picks:
+            base.update(value)
+        for more in itertools.product(*(enumerate(follow[axis](base)) for axis in followed)):
             at.update(zip(followed, more, strict=True))
             combo: Combo = {}
             for axis in axes:
-                combo.update(values[axis][at[axis]] if axis in values else axes[axis][at[axis]])
-            placed.append((tuple(release_order(combo.get(axis, "")) if axis in values else at[axis]
-                                 for axis in axes), combo))
+                combo.update(at[axis][1])
+            placed.append((tuple(release_order(combo.get(axis, "")) if axis in follow
+                                 else at[axis][0] for axis in axes), combo))
     if followed:
         placed.sort(key=lambda item: item[0])
     return [combo for _, combo in placed]
