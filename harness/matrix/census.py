@@ -29,19 +29,18 @@ def product(axes: Mapping[str, Sequence[Mapping[str, Any]]],
     followed = [axis for axis in axes if axis in follow]
     # Sorted by their positions along the axes, combinations come as itertools.product's.
     placed: list[tuple[tuple[Any, ...], Combo]] = []
-    for picks in itertools.product(*(range(len(axes[axis])) for axis in fixed)):
-        at = dict(zip(fixed, picks, strict=True))
+    for picks in itertools.product(*(enumerate(axes[axis]) for axis in fixed)):
+        at = dict(zip(fixed, picks, strict=True))  # axis: (position, value)
         base: Combo = {}
-        for axis in fixed:
-            base.update(axes[axis][at[axis]])
-        values = {axis: follow[axis](base) for axis in followed}
-        for more in itertools.product(*(range(len(values[axis])) for axis in followed)):
+        for _, value in picks:
+            base.update(value)
+        for more in itertools.product(*(enumerate(follow[axis](base)) for axis in followed)):
             at.update(zip(followed, more, strict=True))
             combo: Combo = {}
             for axis in axes:
-                combo.update(values[axis][at[axis]] if axis in values else axes[axis][at[axis]])
-            placed.append((tuple(release_order(combo.get(axis, "")) if axis in values else at[axis]
-                                 for axis in axes), combo))
+                combo.update(at[axis][1])
+            placed.append((tuple(release_order(combo.get(axis, "")) if axis in follow
+                                 else at[axis][0] for axis in axes), combo))
     if followed:
         placed.sort(key=lambda item: item[0])
     return [combo for _, combo in placed]
@@ -56,8 +55,7 @@ def expand(
     """The product less what ``exclude`` matches; an include extends each original combination
     whose original values it does not overwrite, else is a new one."""
     combos = product(axes, follow)
-    original_keys = {key for values in axes.values() for value in values for key in value}
-    original_keys |= {key for combo in combos for key in combo}  # with what queries gave
+    original_keys = {key for combo in combos for key in combo}  # with what queries gave
     originals = [dict(c) for c in combos
                  if not any(all(k in c and c[k] == v for k, v in pattern.items())
                             for pattern in exclude)]

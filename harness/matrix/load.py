@@ -276,10 +276,8 @@ class Reader:
             except re.error as exc:
                 raise self.src.error((*path, "reason"),
                                      f"not a regular expression: {exc}") from None
-        why = self.src.string((*path, "why"), raw["why"]).strip()
-        if not why:
-            raise self.src.error((*path, "why"), "say why this is expected")
-        return Rule(outcomes=frozenset(map(Outcome, outcomes)), why=why, reason=reason,
+        why = self.src.checked((*path, "why"), raw["why"], str.strip, "say why this is expected")
+        return Rule(outcomes=frozenset(map(Outcome, outcomes)), why=why.strip(), reason=reason,
                     where=f"{self.src.file}:{self.src.line(path)}", **globs)
 
     def plain_cells(self, path: KeyPath, defaults: dict[str, Any]) -> Count | None:
@@ -317,9 +315,8 @@ class Reader:
             raise self.src.error((*path, "axes"), "a matrix needs at least one axis")
         # An axis is a query, or a list whose one query item adds releases to its values.
         at = {axis: query_at(axis, values) for axis, values in raw_axes.items()}
-        queries = {axis: self._query((*path, "axes", axis, *where), str(axis), values[
-            where[0]] if where else values)
-                   for axis, values in raw_axes.items() if (where := at[axis]) is not None}
+        queries = {axis: self._query((*path, "axes", axis, *where), str(axis))
+                   for axis in raw_axes if (where := at[axis]) is not None}
         for axis, values in raw_axes.items():
             if axis not in queries and (not isinstance(values, list) or not values):
                 raise self.src.error((*path, "axes", axis), "an axis is a non-empty list or "
@@ -355,7 +352,7 @@ class Reader:
                     for combo in expand(axes, exclude, include, follow=follow)]
         return envs * census.cells_per_env(settings, self.pick), environments
 
-    def _query(self, path: KeyPath, axis: str, raw: Any
+    def _query(self, path: KeyPath, axis: str
                ) -> tuple[ReleaseQuery, list[tuple[SpecifierSet, dict[str, Any]]]]:
         """An axis that follows the index: ``{releases: ">=2.0,<3", pick, latest, pre, yanked,
         sdist, when: {"<2.5": {pins}}}``."""
@@ -365,10 +362,9 @@ class Reader:
             raise self.src.error(path, f"{axis!r} is a setting; a release query is a "
                                  "package's axis")
         releases = self.src.specifier((*path, "releases"), raw.get("releases", ""), ">=2.0,<3")
-        pick = self.src.string((*path, "pick"), raw.get("pick", "latest-patch"))
-        if pick not in PICKS:
-            raise self.src.error((*path, "pick"), f"unknown pick {pick!r}; expected one of: "
-                                 + ", ".join(PICKS))
+        pick = self.src.checked((*path, "pick"), raw.get("pick", "latest-patch"),
+                                PICKS.__contains__, "unknown pick {}; expected one of: "
+                                + ", ".join(PICKS))
         latest = raw.get("latest")
         if latest is not None:
             self.src.number((*path, "latest"), latest, lambda n: n >= 1,
@@ -429,17 +425,14 @@ class Reader:
                 seen.setdefault(str(key), []).append(item)
         out = set(declared)
         for key, items in seen.items():
-            if key in SETTINGS or key in self.distributions or key in declared:
-                continue
-            if key.isupper():  # TORCH_CUDA_ARCH_LIST: named as environment variables are
+            # A list or mapping is malformed (_value says so, at its line); a value that reads
+            # as a version makes a package, whose typos and numbers are then errors.
+            package = any(isinstance(v, list | dict)
+                          or (isinstance(v, str) and _version_like(key, v)) for v in items)
+            # TORCH_CUDA_ARCH_LIST: in capitals, as environment variables are named
+            if key not in SETTINGS and key not in self.distributions and (
+                    key.isupper() or not package):
                 out.add(key)
-                continue
-            scalars = [v for v in items if v is not None]
-            if any(isinstance(v, list | dict) for v in scalars):
-                continue  # a malformed value: _value says so, at its line
-            if any(isinstance(v, str) and _version_like(key, v) for v in scalars):
-                continue  # a package: a typo or a number among its versions is an error
-            out.add(key)
         return out
 
     def _axis(self, path: KeyPath, axis: str, values: Any, variables: set[str],
@@ -469,10 +462,9 @@ class Reader:
                 raise self.src.error(path, f"a variable is one value, got {kind(value)}")
             return self.src.printable(path, str(value).lower() if isinstance(value, bool)
                                       else str(value))
-        text = self.src.string(path, value, what="a version, a specifier or null")
-        if not is_pin(key, text):
-            raise self.src.error(path, f"{text!r} is not a version or specifier")
-        return text
+        return self.src.checked(path, value, functools.partial(is_pin, key),
+                                "{} is not a version or specifier",
+                                what="a version, a specifier or null")
 
     def _patterns(self, path: KeyPath, known: set[str] | None, variables: set[str]
                   ) -> list[dict[str, Any]]:

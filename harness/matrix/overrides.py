@@ -117,7 +117,8 @@ def _replace_in_matrix(matrix: dict[str, Any], key: str, value: str) -> bool:
                                for v in values}.values())
             hit = True
         hit = _set_named(_mapping(query.get("when")).values(), key, value) or hit  # when: pins
-    return _set_named(matrix.get("include") or [], key, value) or hit
+    include = matrix.get("include")  # not a list: the loader says so, at its line
+    return _set_named(include if isinstance(include, list) else [], key, value) or hit
 
 
 def _set_named(items: Iterable[Any], key: str, value: str) -> bool:
@@ -152,8 +153,8 @@ def _add(data: dict[str, Any], key: str, value: str) -> None:
         if isinstance(matrix, dict) and isinstance(matrix.get("axes"), dict):
             matrix["axes"][key] = [value]
     for env in _mapping(data.get("environments")).values():
-        if isinstance(env, dict):
-            env.setdefault("pins", {})[key] = value
+        if isinstance(env, dict) and isinstance(env.setdefault("pins", {}), dict):
+            env["pins"][key] = value  # not a mapping: the loader says so, at its line
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -111,18 +111,20 @@ class Source:
             raise self.error(path, f"expected true or false, got {kind(value)}")
         return value
 
-    def matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
-        text = self.string(path, value)
-        if not re.fullmatch(pattern, text):
-            raise self.error(path, f"{text!r} is not {what}")
+    def checked(self, path: KeyPath, value: Any, ok: Callable[[str], object], why: str, *,
+                what: str = "a string") -> str:
+        """A string (else ``what`` was expected) that is ``ok``; else ``why`` (``{}``: it)."""
+        text = self.string(path, value, what=what)
+        if not ok(text):
+            raise self.error(path, why.format(repr(text)))
         return text
 
+    def matching(self, path: KeyPath, value: Any, pattern: str, what: str) -> str:
+        return self.checked(path, value, re.compile(pattern).fullmatch, "{} is not " + what)
+
     def backend(self, path: KeyPath, value: Any) -> str:
-        name = self.string(path, value)
-        if name not in backends.REGISTRY:
-            raise self.error(path, f"unknown backend {name!r}; valid: "
-                             + ", ".join(backends.backend_names()))
-        return name
+        return self.checked(path, value, backends.REGISTRY.__contains__, "unknown backend {}; "
+                            "valid: " + ", ".join(backends.backend_names()))
 
     def packages(self, path: KeyPath, value: Any) -> tuple[str, ...]:
         lines = self.strings(path, value)
@@ -148,21 +150,20 @@ class Source:
 
     def distribution(self, path: KeyPath, value: Any) -> str:
         """A distribution name, extras allowed (``transformer-engine[pytorch]``)."""
-        text = self.string(path, value)
-        try:
-            requirement: Requirement | None = Requirement(text)
-        except InvalidRequirement:
-            requirement = None
-        if requirement is None or requirement.specifier or requirement.url:
-            raise self.error(path, f"{text!r} is not a distribution name like "
-                             "'transformer-engine[pytorch]'")
-        return text
+        return self.checked(path, value, _distribution_name, "{} is not a distribution name "
+                            "like 'transformer-engine[pytorch]'")
 
     def specifier(self, path: KeyPath, value: Any, like: str) -> str:
-        text = self.string(path, value, what=f"a version specifier like {like!r}")
-        if not valid_specifier(text):
-            raise self.error(path, f"{text!r} is not a version specifier like {like!r}")
-        return text
+        what = f"a version specifier like {like!r}"
+        return self.checked(path, value, valid_specifier, "{} is not " + what, what=what)
+
+
+def _distribution_name(text: str) -> bool:
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return False
+    return not requirement.specifier and not requirement.url
 
 
 MAX_DEPTH = 64  # a matrix needs about 8

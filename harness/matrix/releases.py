@@ -134,14 +134,13 @@ def _unusable(files: list[IndexFile], query: ReleaseQuery, target: Target) -> st
     """Why no file of one release installs on ``target`` ("" when one does)."""
     if not query.yanked and all(f.yanked for f in files):
         return "yanked"
-    supported = supported_tags(target.python)
     python = Version(target.python)
     fits_python = [f for f in files if not f.requires_python
                    or _requires(f.requires_python).contains(python, prereleases=True)]
     if not fits_python:
         return f"requires Python {files[0].requires_python}"
     wheels = [f for f in fits_python if f.filename.endswith(".whl")]
-    if any(parse_wheel_filename(f.filename)[3] & supported for f in wheels):
+    if any(parse_wheel_filename(f.filename)[3] & supported_tags(target.python) for f in wheels):
         return ""
     if query.sdist and any(not f.filename.endswith(".whl") for f in fits_python):
         return ""

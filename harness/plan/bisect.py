@@ -48,17 +48,11 @@ class Boundary:
 def search(candidates: Sequence[str], good: Probe, bad: Probe,
            probe: Callable[[str], Probe]) -> Boundary:
     """The boundary among ``candidates`` (strictly between ``good`` and ``bad``, in order)."""
-    tried: dict[int, Probe] = {}
+    tried: dict[int, Probe] = {}  # in the order they ran
     lo, hi = -1, len(candidates)  # lo has the good outcome, hi another
-    probes: list[Probe] = []
-    while True:
-        inside = [i for i in range(lo + 1, hi) if i not in tried]
-        if not inside:
-            break
+    while inside := [i for i in range(lo + 1, hi) if i not in tried]:
         mid = inside[(len(inside) - 1) // 2]
-        found = probe(candidates[mid])
-        tried[mid] = found
-        probes.append(found)
+        found = tried[mid] = probe(candidates[mid])
         if found.skipped:
             continue
         if found.kind == good.kind:
@@ -68,7 +62,7 @@ def search(candidates: Sequence[str], good: Probe, bad: Probe,
     last = tried[lo] if lo >= 0 else good
     first = tried[hi] if hi < len(candidates) else bad
     untested = tuple(candidates[i] for i in range(lo + 1, hi) if tried[i].skipped)
-    return Boundary(last=last, first=first, probes=tuple(probes), untested=untested)
+    return Boundary(last=last, first=first, probes=tuple(tried.values()), untested=untested)
 
 
 def probes_needed(n: int) -> int:

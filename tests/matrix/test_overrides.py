@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.errors import UsageError
+from harness.core.errors import SpecError, UsageError
 from harness.matrix.load import parse_matrix
 from harness.matrix.overrides import parse_sets
 
@@ -94,3 +94,17 @@ def test_a_distribution_name_stands_for_its_axis_and_packages_lists_are_replaced
         ("transformer-engine[pytorch]==2.9.0", "einops==0.8.0", "numpy<2")]
     assert list(spec.set_notes) == ["--set transformer-engine=2.9.0: replaced in matrices.gpu",
                                     "--set einops=0.8.0: replaced in matrices.gpu"]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("version: 1\nenvironments:\n  a: {pins: [x]}\n",
+     "matrix.yaml:3: environments.a.pins: expected a mapping, got a list"),
+    ("version: 1\nmatrices:\n  a:\n    axes: {x: ['1']}\n    include: 5\n",
+     "matrix.yaml:5: matrices.a.include: include is a list of mappings, got a number (5)"),
+])
+def test_a_set_on_a_malformed_matrix_leaves_the_loader_its_one_line(text: str, said: str
+                                                                     ) -> None:
+    """It was a TypeError traceback: the bump indexed pins: [x] and iterated include: 5."""
+    with pytest.raises(SpecError) as exc:
+        parse_matrix(text, file="matrix.yaml", base=Path(), overrides=parse_sets(["x=2"]))
+    assert str(exc.value) == said
