@@ -3,6 +3,7 @@ requirement with a wheel there is installed from it) and an image registry (``--
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.tags import Tag
+from packaging.tags import Tag, sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
@@ -63,9 +64,17 @@ def wheels_by_name(folders: Sequence[str | Path], python: str) -> dict[str, Path
 
 
 def _fits(tag: Tag, python: str) -> bool:
+    """A wheel for ``python`` on this machine (local backends install here): a folder may
+    also hold the same release built for another platform."""
     major, _, minor = python.partition(".")
     interpreters = {f"py{major}", f"py{major}{minor}", f"cp{major}{minor}"}
-    return tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
+    return (tag.interpreter in interpreters and tag.abi in {"none", "abi3", f"cp{major}{minor}"}
+            and tag.platform in _platforms())
+
+
+@functools.cache
+def _platforms() -> frozenset[str]:
+    return frozenset({"any", *(t.platform for t in sys_tags())})
 
 
 def with_find_links(spec: MatrixSpec, folders: Sequence[str | Path], *, offline: bool = False,

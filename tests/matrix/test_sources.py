@@ -62,6 +62,15 @@ def test_only_a_wheel_that_installs_on_the_environments_python_is_taken(tmp_path
     assert list(wheels_by_name((tmp_path,), "3.10")) == ["fork"]
 
 
+def test_a_wheel_built_for_another_platform_is_not_taken(tmp_path: Path) -> None:
+    # The same release for an ARM Mac sorts first; the local backends install on this machine.
+    wheel = make_wheel(tmp_path, "fork", "1.0", {"fork/__init__.py": ""})
+    wheel.rename(tmp_path / "fork-1.0-cp310-cp310-macosx_11_0_arm64.whl")
+    assert wheels_by_name((tmp_path,), "3.10") == {}
+    make_wheel(tmp_path, "fork", "1.0", {"fork/__init__.py": ""})
+    assert wheels_by_name((tmp_path,), "3.10")["fork"].name == "fork-1.0-py3-none-any.whl"
+
+
 def test_the_swap_keeps_markers_and_changes_only_environments_it_touches(tmp_path: Path) -> None:
     make_wheel(tmp_path, "flashinfer-python", "0.2.3", {"flashinfer/__init__.py": ""})
     text = MATRIX + """\
