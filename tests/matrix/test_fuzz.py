@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import random
 import re
+import shutil
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,8 +41,12 @@ def test_a_mutated_matrix_plans_or_fails_in_one_line(tmp_path: Path, seed: int,
                                                      which: Path) -> None:
     path = which.parent / f".fuzz-{seed}.yaml"  # beside the original: cases_dir resolves
     path.write_bytes(mutate(which.read_bytes(), random.Random(seed)))
+    # The original's lock, and no index: a mutated query is a one-line error, not a network call.
+    if lock_path(which).is_file():
+        shutil.copy(lock_path(which), lock_path(path))
     try:
-        code, err, seconds = plan(path)
+        with mock.patch.dict(os.environ, {"HARNESS_OFFLINE": "1"}):
+            code, err, seconds = plan(path)
     finally:
         path.unlink()
         lock_path(path).unlink(missing_ok=True)  # a mutant that keeps a release query
