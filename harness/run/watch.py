@@ -148,7 +148,7 @@ class Ended:
     failed: Ending | None = None  # the machine could not start it, or failed while it ran
     oom: bool = False  # the backend saw its memory limit kill the process
     memory: str | None = None  # the environment's memory limit
-    timeout: float = 0.0
+    timeout: float = 0.0  # the timeout it ran under, seconds
 
     def ending(self, kind: Kind, **fields: Any) -> Ending:
         """This end, for ``classify``, as a case's or a session's ``kind`` of end."""
