@@ -16,7 +16,7 @@ from harness.core.results import CellResult, Outcome
 #: How an attempt ended; ``ROWS`` says what each means.
 Kind = Literal["finished", "died", "never_started", "cannot_start", "machine_lost", "not_realized",
                "cancelled", "executor_lost", "executor_failed", "missing_shard", "hardware_absent",
-               "session_died", "session_ended"]
+               "session_died", "session_ended", "collect_error"]
 
 MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
 
@@ -120,6 +120,8 @@ ROWS: tuple[Row, ...] = (
         lambda e: Decision(Outcome.ERROR, "the suite collected no test")),
     Row("session ended: every test fine", "session_ended", None,
         lambda e: Decision(Outcome.PASS, e.reason)),
+    Row("collect error: a suite's module did not collect", "collect_error", None,
+        lambda e: Decision(Outcome.ERROR, f"collection failed: {e.reason}")),
     Row("cannot start: the machine could not launch it", "cannot_start", None,
         lambda e: Decision(Outcome.ERROR, f"cannot start: {e.reason}", infra=True)),
     Row("machine lost while the case ran", "machine_lost", None,

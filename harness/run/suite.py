@@ -139,7 +139,7 @@ class _Session:
                 nodeid, reason = str(event.get("nodeid", "")), str(event.get("reason", ""))
                 if nodeid not in self.collect_errors:
                     self.collect_errors[nodeid] = reason
-                    self.add(nodeid, Outcome.ERROR, "collection failed: " + reason,
+                    self.add(nodeid, classify(Ending(kind="collect_error", reason=reason)),
                              pytest_word="error")
             elif kind == "finish":
                 self.finished(str(event.get("nodeid", "")), event, watch)
@@ -150,21 +150,20 @@ class _Session:
                                    memory=self.env.spec.memory))
         details = {"pytest": finish.get("pytest")}
         details.update((k, finish[k]) for k in ("worker", "traceback") if finish.get(k))
-        self.add(nodeid, decision.outcome, decision.reason, pytest_word=finish.get("pytest"),
+        self.add(nodeid, decision, pytest_word=finish.get("pytest"),
                  hardware=watch.hardware, details=details,
                  duration=round(float(finish.get("duration", 0.0)), 3),
                  finished_at=float(finish.get("time") or time.time()))
 
-    def add(self, nodeid: str, outcome: Outcome, reason: str, *, pytest_word: Any,
-            **fields: Any) -> None:
+    def add(self, nodeid: str, decision: Decision, *, pytest_word: Any, **fields: Any) -> None:
         """A test's result. It keeps no events: its one event (how it ended) is its result."""
         cell, suite, name = self.cell, self.cell.case.case_id, stable_nodeid(nodeid)
         fields.setdefault("finished_at", time.time())
         fields.setdefault("details", {"pytest": pytest_word})
         result = self._result(
             cell_id=cell_id(self.env.spec, f"{suite}::{name}", cell.hardware), case_id=suite,
-            variant=name, nodeid=name, outcome=outcome, reason=reason, parent=cell.cell_id,
-            **fields)
+            variant=name, nodeid=name, outcome=decision.outcome, reason=decision.reason,
+            parent=cell.cell_id, **fields)
         # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).
         self.children[nodeid] = CellRun(result=result, log_name=self.log_name, env_built=False)
 
@@ -249,8 +248,7 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
         session.exitstatus = watch.exitstatus
     current = watch.current
     if current is not None:  # a test took the process down, or hung
-        died = classify(ended.ending("died"))
-        session.add(current, died.outcome, died.reason, pytest_word="error",
+        session.add(current, classify(ended.ending("died")), pytest_word="error",
                     hardware=watch.hardware, duration=round(watch.since_start(current), 3))
     yield from session.fresh(read_log(log))
     if current is not None:
