@@ -92,12 +92,10 @@ class _Batch:
                              duration=round(float(finish.get("duration", 0.0)), 3),
                              finished_at=float(finish.get("time") or time.time()), **self.place)
 
-    def ended(self, cell: Cell, hardware: dict[str, Any], **ending: Any) -> CellResult:
-        """``cell``'s result for its process's end, ``ending`` (the fields of an ``Ending``)."""
-        spec = self.env.spec
-        decision = classify(Ending(memory=spec.memory, timeout=spec.timeout, **ending))
-        return static_result(cell, decision, fingerprint=self.env.summary, hardware=hardware,
-                             **self.place)
+    def ended(self, cell: Cell, hardware: dict[str, Any], ending: Ending) -> CellResult:
+        """``cell``'s result for its process's end."""
+        return static_result(cell, classify(ending), fingerprint=self.env.summary,
+                             hardware=hardware, **self.place)
 
 
 def _built_once(runs: Iterable[CellRun], built: bool) -> Iterator[CellRun]:
@@ -225,14 +223,13 @@ def _one_process(cells: Sequence[Cell], batch: _Batch, scratch: Path
                 drawer.give_up() if failed.kind == "cannot_start" else drawer.held())
         for cell in lost:
             if cell.case.nodeid not in watch.finished:
-                yield run_of(batch.ended(cell, {}, kind=failed.kind, reason=failed.reason))
+                yield run_of(batch.ended(cell, {}, failed))
         return
     yield from finished()  # what it wrote between the last look and its end
     current = watch.current
     if current is not None and current in by_node:
         # The case that was running when its process ended: it hung, or it took it down.
-        yield run_of(batch.ended(by_node[current], watch.hardware, kind="died",
-                                 returncode=ended.code, timed_out=watch.timed_out, oom=watch.oom
+        yield run_of(batch.ended(by_node[current], watch.hardware, ended.ending("died")
                                  ).replace(duration=round(watch.since_start(current), 3)),
                      watch.events_of(current))
     unreached: list[Cell] = []
@@ -242,9 +239,8 @@ def _one_process(cells: Sequence[Cell], batch: _Batch, scratch: Path
     if drawer is not None and watch.missing:  # asked for, not collected: none can run it
         unreached += [c for c in cells if c.case.nodeid in watch.missing and drawer.take(c)]
     for cell in unreached:
-        yield run_of(batch.ended(cell, watch.hardware, kind="never_started",
-                                 returncode=ended.code, reason=tail(log_path),
-                                 timed_out=watch.timed_out))
+        yield run_of(batch.ended(cell, watch.hardware,
+                                 ended.ending("never_started", reason=tail(log_path))))
 
 
 def static_result(cell: Cell, decision: Decision, **fields: Any) -> CellResult:

@@ -16,7 +16,7 @@ from harness.core.results import CellResult, Outcome
 #: How an attempt ended; ``ROWS`` says what each means.
 Kind = Literal["finished", "died", "never_started", "cannot_start", "machine_lost", "not_realized",
                "cancelled", "executor_lost", "executor_failed", "missing_shard", "hardware_absent",
-               "session_died", "session_ended"]
+               "session_died", "session_ended", "collect_error"]
 
 MEMORY_ERROR = re.compile(r"\w*MemoryError\b")  # MemoryError, numpy's _ArrayMemoryError
 
@@ -52,7 +52,8 @@ class Decision:
 @dataclass(frozen=True)
 class Row:
     name: str
-    applies: Callable[[Ending], bool]
+    kind: Kind
+    applies: Callable[[Ending], bool] | None  # None: every end of its kind
     decide: Callable[[Ending], Decision]
 
 
@@ -72,91 +73,73 @@ def _out_of_memory(e: Ending) -> bool:
 #: Every way a cell can end, in the order they are tried. ``tests/run/test_classify.py`` has
 #: a test per row.
 ROWS: tuple[Row, ...] = (
-    Row("finished: a memory error under the environment's limit",
-        lambda e: e.kind == "finished" and _out_of_memory(e),
+    Row("finished: a memory error under the environment's limit", "finished", _out_of_memory,
         lambda e: Decision(Outcome.CRASH,
                            f"out of memory (memory: {e.memory}): {e.reason}"[:400])),
-    Row("finished: as the plugin reported",
-        lambda e: e.kind == "finished" and e.reported is not None,
+    Row("finished: as the plugin reported", "finished", lambda e: e.reported is not None,
         lambda e: Decision(e.reported or Outcome.ERROR, e.reason)),
-    Row("died: past the timeout",
-        lambda e: e.kind == "died" and e.timed_out,
+    Row("died: past the timeout", "died", lambda e: e.timed_out,
         lambda e: Decision(Outcome.TIMEOUT,
                            f"no result after {e.timeout:g} s; process group killed")),
-    Row("died: killed by the memory limit",
-        lambda e: e.kind == "died" and e.oom,
+    Row("died: killed by the memory limit", "died", lambda e: e.oom,
         lambda e: Decision(Outcome.CRASH, f"out of memory (memory: {e.memory})")),
-    Row("died: killed by a signal",
-        lambda e: e.kind == "died" and (e.returncode or 0) < 0,
+    Row("died: killed by a signal", "died", lambda e: (e.returncode or 0) < 0,
         lambda e: Decision(Outcome.CRASH,
                            f"process killed by {_signal_name(-(e.returncode or 0))}")),
-    Row("died: exited in the middle of the case",
-        lambda e: e.kind == "died",
+    Row("died: exited in the middle of the case", "died", None,
         lambda e: Decision(Outcome.CRASH, f"process exited with code {e.returncode} in the "
                                           "middle of the case")),
-    Row("never started: hung in import or collection",
-        lambda e: e.kind == "never_started" and e.timed_out,
+    Row("never started: hung in import or collection", "never_started", lambda e: e.timed_out,
         lambda e: Decision(Outcome.TIMEOUT,
                            f"no result after {e.timeout:g} s; process group killed "
                            "(still starting: import or collection hung)")),
-    Row("never started: pytest exited first",
-        lambda e: e.kind == "never_started",
+    Row("never started: pytest exited first", "never_started", None,
         lambda e: Decision(Outcome.ERROR, f"pytest exited {e.returncode} before the case "
                                           f"started: {e.reason}")),
-    Row("session died: hung before it collected the suite",
-        lambda e: e.kind == "session_died" and e.timed_out and not e.collected,
+    Row("session died: hung before it collected the suite", "session_died",
+        lambda e: e.timed_out and not e.collected,
         lambda e: Decision(Outcome.ERROR, f"collecting the suite took over {e.timeout:g} s")),
-    Row("session died: killed by the memory limit (no test running)",
-        lambda e: e.kind == "session_died" and e.oom,
+    Row("session died: killed by the memory limit (no test running)", "session_died",
+        lambda e: e.oom,
         lambda e: Decision(Outcome.ERROR, f"the session's pytest ran out of memory (memory: "
                                           f"{e.memory}) with no test running", infra=True)),
-    Row("session died: killed by a signal (no test running)",
-        lambda e: e.kind == "session_died" and (e.returncode or 0) < 0,
+    Row("session died: killed by a signal (no test running)", "session_died",
+        lambda e: (e.returncode or 0) < 0,
         lambda e: Decision(Outcome.ERROR, f"the session's pytest was killed by "
                            f"{_signal_name(-(e.returncode or 0))} with no test running: "
                            f"{e.reason}"[:600], infra=True)),
-    Row("session died: pytest exited before it collected the suite",
-        lambda e: e.kind == "session_died",
+    Row("session died: pytest exited before it collected the suite", "session_died", None,
         lambda e: Decision(Outcome.ERROR, f"pytest ended (exit {e.returncode}) before it "
                                           f"collected the suite: {e.reason}")),
-    Row("session ended: the package under test came from elsewhere",
-        lambda e: e.kind == "session_ended" and bool(e.shadowed),
+    Row("session ended: the package under test came from elsewhere", "session_ended",
+        lambda e: bool(e.shadowed),
         lambda e: Decision(Outcome.ERROR, e.shadowed)),
-    Row("session ended: a test failed or did not collect",
-        lambda e: e.kind == "session_ended" and e.failed,
+    Row("session ended: a test failed or did not collect", "session_ended", lambda e: e.failed,
         lambda e: Decision(Outcome.FAIL, e.reason)),
-    Row("session ended: no test",
-        lambda e: e.kind == "session_ended" and e.tests == 0,
+    Row("session ended: no test", "session_ended", lambda e: e.tests == 0,
         lambda e: Decision(Outcome.ERROR, "the suite collected no test")),
-    Row("session ended: every test fine",
-        lambda e: e.kind == "session_ended",
+    Row("session ended: every test fine", "session_ended", None,
         lambda e: Decision(Outcome.PASS, e.reason)),
-    Row("cannot start: the machine could not launch it",
-        lambda e: e.kind == "cannot_start",
+    Row("collect error: a suite's module did not collect", "collect_error", None,
+        lambda e: Decision(Outcome.ERROR, f"collection failed: {e.reason}")),
+    Row("cannot start: the machine could not launch it", "cannot_start", None,
         lambda e: Decision(Outcome.ERROR, f"cannot start: {e.reason}", infra=True)),
-    Row("machine lost while the case ran",
-        lambda e: e.kind == "machine_lost",
+    Row("machine lost while the case ran", "machine_lost", None,
         lambda e: Decision(Outcome.ERROR, e.reason, infra=True)),
-    Row("environment not realized",
-        lambda e: e.kind == "not_realized",
+    Row("environment not realized", "not_realized", None,
         lambda e: Decision(Outcome.ERROR, e.reason)),
-    Row("cancelled by the executor",
-        lambda e: e.kind == "cancelled",
+    Row("cancelled by the executor", "cancelled", None,
         lambda e: Decision(Outcome.ERROR, "cancelled by the executor", infra=True)),
-    Row("the executor lost the task",
-        lambda e: e.kind == "executor_lost",
+    Row("the executor lost the task", "executor_lost", None,
         lambda e: Decision(Outcome.ERROR, e.reason, infra=True)),
-    Row("the executor failed (a harness bug)",
-        lambda e: e.kind == "executor_failed",
+    Row("the executor failed (a harness bug)", "executor_failed", None,
         lambda e: Decision(Outcome.ERROR, f"executor failed: {e.reason}")),
-    Row("a shard never reported",
-        lambda e: e.kind == "missing_shard",
+    Row("a shard never reported", "missing_shard", None,
         lambda e: Decision(Outcome.MISSING, "no result: "
                            + (f"shard {e.shard}" if e.shard else
                               "the shard that should have run it")
                            + f" {e.reason or 'never reported (its artifact is missing)'}")),
-    Row("the cell's hardware is not here",
-        lambda e: e.kind == "hardware_absent",
+    Row("the cell's hardware is not here", "hardware_absent", None,
         lambda e: Decision(Outcome.NOT_RUN, f"needs {e.hardware}; GPUs here: {e.present}")),
 )
 
@@ -165,7 +148,7 @@ ROWS: tuple[Row, ...] = (
 def classify(ending: Ending) -> Decision:
     """The outcome of ``ending``: the first row of ``ROWS`` that applies."""
     for row in ROWS:
-        if row.applies(ending):
+        if row.kind == ending.kind and (row.applies is None or row.applies(ending)):
             return row.decide(ending)
     raise ValueError(f"no row classifies {ending}")  # a kind added without its row: a bug
 

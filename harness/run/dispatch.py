@@ -67,9 +67,15 @@ def order_batches(batches: Sequence[Unit], expected: Mapping[str, float]) -> lis
 def make_queues(cells: Sequence[Cell], capacity: int, *,
                 expected: Mapping[str, float] | None = None,
                 fits: Callable[[Cell], int] | None = None) -> list[Unit]:
-    """Unsplit groups, each with how many processes draw from it: widened while slots would
-    stay idle, or by its share of the work; at most a cell each and ``fits`` (its slots)."""
-    groups, alone = _groups(cells)
+    """Cells that share an environment, hardware target and module (``isolate`` ones alone),
+    each group with how many processes draw from it: widened while slots would stay idle, or
+    by its share of the work; at most a cell each and ``fits`` (its slots)."""
+    by_key: dict[tuple[str, str, str], list[Cell]] = {}
+    alone = [[c] for c in cells if c.case.isolate]
+    for cell in cells:
+        if not cell.case.isolate:
+            by_key.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
+    groups = list(by_key.values())
 
     def most(group: list[Cell]) -> int:
         return min(len(group), fits(group[0]) if fits is not None else capacity)
@@ -111,18 +117,6 @@ def make_batches(cells: Sequence[Cell], capacity: int, *, batch: bool = True,
             loads[least] += expected.get(cell.cell_id, 1.0)
         batches += [sorted(b, key=lambda c: order[c.cell_id]) for b in bins if b]
     return batches
-
-
-def _groups(cells: Sequence[Cell]) -> tuple[list[list[Cell]], list[list[Cell]]]:
-    """Cells that share an environment, hardware target and module; ``isolate`` ones alone."""
-    groups: dict[tuple[str, str, str], list[Cell]] = {}
-    alone: list[list[Cell]] = []
-    for cell in cells:
-        if cell.case.isolate:
-            alone.append([cell])
-        else:
-            groups.setdefault((cell.env.name, cell.hardware, cell.case.path), []).append(cell)
-    return list(groups.values()), alone
 
 
 def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,

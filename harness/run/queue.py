@@ -24,8 +24,8 @@ class CellQueue:
         self.folder = Path(tempfile.mkdtemp(prefix=scratch_prefix(cells[0].cell_id) + "queue-",
                                             dir=root))
         self.drawers = drawers
-        self._lock = threading.Lock()
-        self._live = drawers
+        self.lock = threading.Lock()
+        self.live = drawers  # tasks still drawing
 
     def open(self) -> list[Cell]:
         """The cells no drawer has claimed yet."""
@@ -34,12 +34,6 @@ class CellQueue:
     def drawer(self) -> Drawer:
         """A hand for one of the ``drawers`` tasks."""
         return Drawer(self, secrets.token_hex(6))
-
-    def leave(self) -> bool:
-        """One task stopped drawing: True if it was the last."""
-        with self._lock:
-            self._live -= 1
-            return self._live <= 0
 
     def remove(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -104,4 +98,6 @@ class Drawer:
         if self.left:
             return False
         self.left = True
-        return self.queue.leave()
+        with self.queue.lock:
+            self.queue.live -= 1
+            return self.queue.live <= 0

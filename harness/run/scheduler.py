@@ -55,9 +55,6 @@ class Scheduler:
         self.pending: deque[Task] = deque()
         self.slot_to_task: dict[Slot, Task] = {}
 
-    def add(self, tasks: Iterable[Task]) -> None:
-        self.pending.extend(tasks)
-
     def assign(self) -> list[tuple[Slot, Task]]:
         """Give each free slot the first pending task it fits; then spare CPU slots to the
         suites just started that want xdist workers (``width``)."""
@@ -87,9 +84,3 @@ class Scheduler:
         for other in [s for s, held in self.slot_to_task.items() if held is task]:
             del self.slot_to_task[other]
         return task
-
-    def drain(self) -> list[Task]:
-        """Forget every pending task (shutting down); the caller cancels their futures."""
-        tasks = list(self.pending)
-        self.pending.clear()
-        return tasks

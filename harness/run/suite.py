@@ -35,19 +35,15 @@ MAX_PROCESSES = 50  # a suite that crashes its process this often has told us en
 LOG_EVERY = 5.0  # seconds between rewrites of a running session's log
 
 
-def suite_argv(suite: SuiteSpec, events: Path, only: Path | None,
-               done: Path | None = None, workers: int = 1) -> tuple[str, ...]:
-    """pytest's arguments for ``suite``: no cache written into the suite's folder (the plugin
-    puts the installed package ahead of it on ``sys.path``)."""
+def suite_argv(suite: SuiteSpec, events: Path, lists: list[str], workers: int
+               ) -> tuple[str, ...]:
+    """pytest's arguments for ``suite`` (``lists``: ``_listed``'s): no cache written into the
+    suite's folder (the plugin puts the installed package ahead of it on ``sys.path``)."""
     argv = ["-m", "pytest", "-p", "harness_suite", "-p", "no:cacheprovider", "-q", "-rN",
-            "--continue-on-collection-errors", f"--harness-suite-events={events}"]
+            "--continue-on-collection-errors", f"--harness-suite-events={events}", *lists]
     argv += [f"--harness-suite-package={p}" for p in suite.packages]
     if suite.path is not None:
         argv.append(f"--rootdir={rootdir(Path(suite.path))}")
-    if only is not None:
-        argv.append(f"--harness-suite-only={only}")
-    if done is not None:
-        argv.append(f"--harness-suite-done={done}")
     if workers > 1:
         argv += ["-n", str(workers)]
     argv += list(suite.args)
@@ -68,9 +64,7 @@ def iter_session(cell: Cell, env: Environment, backend: Backend, gpu: int | None
     done: list[str] | None = [r.nodeid for r in cell.resumed] or None
     # What it collects is kept under the suite's files as they are now, before it starts.
     kept_as = None if cell.resumed else collected.key(env.spec, suite, cell.hardware)
-    processes = 0
-    while processes < MAX_PROCESSES:
-        processes += 1
+    for processes in range(1, MAX_PROCESSES + 1):
         with scratch_folder(cell.cell_id) as scratch:
             ended = yield from _one_process(session, suite, backend, gpu, scratch, guard, only,
                                             done if processes == 1 else None,
@@ -145,7 +139,7 @@ class _Session:
                 nodeid, reason = str(event.get("nodeid", "")), str(event.get("reason", ""))
                 if nodeid not in self.collect_errors:
                     self.collect_errors[nodeid] = reason
-                    self.add(nodeid, Outcome.ERROR, "collection failed: " + reason,
+                    self.add(nodeid, classify(Ending(kind="collect_error", reason=reason)),
                              pytest_word="error")
             elif kind == "finish":
                 self.finished(str(event.get("nodeid", "")), event, watch)
@@ -156,21 +150,20 @@ class _Session:
                                    memory=self.env.spec.memory))
         details = {"pytest": finish.get("pytest")}
         details.update((k, finish[k]) for k in ("worker", "traceback") if finish.get(k))
-        self.add(nodeid, decision.outcome, decision.reason, pytest_word=finish.get("pytest"),
+        self.add(nodeid, decision, pytest_word=finish.get("pytest"),
                  hardware=watch.hardware, details=details,
                  duration=round(float(finish.get("duration", 0.0)), 3),
                  finished_at=float(finish.get("time") or time.time()))
 
-    def add(self, nodeid: str, outcome: Outcome, reason: str, *, pytest_word: Any,
-            **fields: Any) -> None:
+    def add(self, nodeid: str, decision: Decision, *, pytest_word: Any, **fields: Any) -> None:
         """A test's result. It keeps no events: its one event (how it ended) is its result."""
         cell, suite, name = self.cell, self.cell.case.case_id, stable_nodeid(nodeid)
         fields.setdefault("finished_at", time.time())
         fields.setdefault("details", {"pytest": pytest_word})
         result = self._result(
             cell_id=cell_id(self.env.spec, f"{suite}::{name}", cell.hardware), case_id=suite,
-            variant=name, nodeid=name, outcome=outcome, reason=reason, parent=cell.cell_id,
-            **fields)
+            variant=name, nodeid=name, outcome=decision.outcome, reason=decision.reason,
+            parent=cell.cell_id, **fields)
         # Not the build's carrier (``run.cell._built_once`` marks the first run it yields).
         self.children[nodeid] = CellRun(result=result, log_name=self.log_name, env_built=False)
 
@@ -222,14 +215,13 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
     ends. Returns False when a test took it down and others may wait."""
     env, cell, log = session.env, session.cell, scratch / "cell.log"
     events_path = scratch / "events.jsonl"
-    only_path = _listed(scratch / "only.json", only)
-    done_path = _listed(scratch / "done.json", done)
+    lists = _listed(scratch, "only", only) + _listed(scratch, "done", done)
     # The suite's own plugins load as under bare pytest (autoload on: "" is unset to pytest).
     variables = {**cell_variables(cell, gpu, session.place["node"]),
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "", **dict(suite.env)}
     timeout = suite.timeout or env.spec.timeout
     request = LaunchRequest(
-        argv=suite_argv(suite, events_path, only_path, done_path, workers), env=variables,
+        argv=suite_argv(suite, events_path, lists, workers), env=variables,
         cwd=scratch, log=log, work_dir=scratch, cases_dir=scratch, gpu=gpu, timeout=timeout,
         memory=memory_bytes(env.spec.memory) if env.spec.memory else None,
         # A container sees the suite's folder (from its rootdir) at its own path; cwd stays
@@ -256,27 +248,24 @@ def _one_process(session: _Session, suite: SuiteSpec, backend: Backend, gpu: int
         session.exitstatus = watch.exitstatus
     current = watch.current
     if current is not None:  # a test took the process down, or hung
-        died = classify(Ending(kind="died", returncode=ended.code, timed_out=watch.timed_out,
-                               oom=watch.oom, memory=env.spec.memory, timeout=timeout))
-        session.add(current, died.outcome, died.reason, pytest_word="error",
+        session.add(current, classify(ended.ending("died")), pytest_word="error",
                     hardware=watch.hardware, duration=round(watch.since_start(current), 3))
     yield from session.fresh(read_log(log))
     if current is not None:
         return False
     # No test running: before it collected, or killed from outside (a signal, its memory
     # limit) with tests left; an exit of its own after collecting is pytest's (``-x``).
-    killed = ended.killed is None and (ended.code < 0 or watch.oom) and not settled()
+    killed = ended.killed is None and (ended.code < 0 or ended.oom) and not settled()
     if not session.collected or killed:
-        session.failure = classify(Ending(
-            kind="session_died", returncode=ended.code, timed_out=watch.timed_out,
-            oom=watch.oom, memory=env.spec.memory, timeout=timeout, reason=tail(log),
-            collected=bool(session.collected)))
+        session.failure = classify(ended.ending("session_died", reason=tail(log),
+                                                collected=bool(session.collected)))
     return True
 
 
-def _listed(path: Path, nodeids: list[str] | None) -> Path | None:
-    """``nodeids`` written to ``path`` as a JSON list for the plugin; None for none given."""
+def _listed(scratch: Path, name: str, nodeids: list[str] | None) -> list[str]:
+    """The plugin's ``--harness-suite-{name}``: ``nodeids`` as a JSON list in ``scratch``."""
     if nodeids is None:
-        return None
+        return []
+    path = scratch / f"{name}.json"
     path.write_text(json.dumps(nodeids), encoding="utf-8")
-    return path
+    return [f"--harness-suite-{name}={path}"]

@@ -20,7 +20,7 @@ from harness.core.paths import INENV_DIR
 from harness.core.reaper import scratch_prefix
 from harness.envs import Backend, Environment, LaunchRequest
 from harness.plan.cells import Cell
-from harness.run.classify import Ending
+from harness.run.classify import Ending, Kind
 from harness.run.supervise import ProcessGuard
 
 #: Set in every cell: no hub downloads, no stray bytecode; GPUs numbered by PCI bus, as the
@@ -67,8 +67,6 @@ class Watch:
         self.running: dict[str, float] = {}
         self.last_activity = time.time()
         self.hardware: dict[str, Any] = {}
-        self.timed_out = False
-        self.oom = False  # the backend saw its memory limit kill the process
         self.ended = False  # pytest said it is done (a suite's plugin); only teardown is left
         self.exitstatus: int | None = None  # pytest's own, with ``ended``
         self.drained = False  # it found no case left to claim in its queue (``run.queue``)
@@ -148,6 +146,14 @@ class Ended:
     code: int  # the exit status; -9 when it would not say
     killed: Killed | None = None  # None: it ended on its own
     failed: Ending | None = None  # the machine could not start it, or failed while it ran
+    oom: bool = False  # the backend saw its memory limit kill the process
+    memory: str | None = None  # the environment's memory limit
+    timeout: float = 0.0  # the timeout it ran under, seconds
+
+    def ending(self, kind: Kind, **fields: Any) -> Ending:
+        """This end, for ``classify``, as a case's or a session's ``kind`` of end."""
+        return Ending(kind=kind, returncode=self.code, timed_out=self.killed == "timeout",
+                      oom=self.oom, memory=self.memory, timeout=self.timeout, **fields)
 
 
 def watch_process(backend: Backend, env: Environment, request: LaunchRequest, watch: Watch,
@@ -180,7 +186,7 @@ def watch_process(backend: Backend, env: Environment, request: LaunchRequest, wa
                                     or time.time() > watch.last_activity + EXIT_GRACE):
                     killed = "settled"
                 elif watch.overdue():
-                    killed, watch.timed_out = "timeout", True
+                    killed = "timeout"
                 if killed is not None:
                     process.kill()
                     code = process.wait(60)
@@ -190,8 +196,9 @@ def watch_process(backend: Backend, env: Environment, request: LaunchRequest, wa
             process.wait(60)
         raise
     guard.check()
-    watch.oom = bool(getattr(process, "oom_killed", False))
-    return Ended(-9 if code is None else code, killed)
+    return Ended(-9 if code is None else code, killed,
+                 oom=bool(getattr(process, "oom_killed", False)), memory=env.spec.memory,
+                 timeout=watch.timeout)
 
 
 def read_log(path: Path) -> bytes:

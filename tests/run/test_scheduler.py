@@ -29,16 +29,16 @@ def test_a_suite_widens_only_over_slots_nothing_else_waits_for(tmp_path: Path) -
     wide, one, two = (Task(cells=(found[k],), run_id="r")
                       for k in ("a:wide", "a:narrow", "b:narrow"))
     busy = Scheduler(make_slots(3, []))
-    busy.add([wide, one, two])
+    busy.pending.extend([wide, one, two])
     assert [(s.name, t) for s, t in busy.assign()] == [("cpu0", wide), ("cpu1", one),
                                                        ("cpu2", two)]
     assert busy.width(wide) == 1  # three tasks, three slots: no worker more
 
     spare = Scheduler(make_slots(3, []))
-    spare.add([wide, one])
+    spare.pending.extend([wide, one])
     assert [t for _, t in spare.assign()] == [wide, one]
     assert (spare.width(wide), spare.width(one)) == (2, 1)  # the third slot, not four
-    spare.add([two])
+    spare.pending.extend([two])
     assert spare.assign() == []  # every slot is held
     assert spare.complete(next(s for s, t in spare.slot_to_task.items() if t is wide)) is wide
     assert spare.width(wide) == 0  # both its slots are free again

@@ -57,7 +57,7 @@ class LocalExecutor(Partials):
         with self._lock:
             for task in tasks:
                 self._futures[task] = futures
-            self.scheduler.add(tasks)
+            self.scheduler.pending.extend(tasks)
             self._pump()
         return list(futures.values())
 
@@ -65,11 +65,12 @@ class LocalExecutor(Partials):
         if cancel:
             self.guard.cancel()
             with self._lock:
-                for task in self.scheduler.drain():
+                for task in self.scheduler.pending:
                     futures = self._futures.pop(task)
                     if self._ended(task, None)[0]:  # no task of its queue runs
                         for future in futures.values():
                             future.cancel()
+                self.scheduler.pending.clear()
         self.pool.shutdown(wait=True, cancel_futures=cancel)
         with self._lock:  # a queue whose tasks the pool dropped before they started
             for task in self._futures:
@@ -106,7 +107,7 @@ class LocalExecutor(Partials):
         failure: BaseException | None = None
         try:
             if task.queue is not None and not task.queue.open():
-                task.queue.leave()
+                task.queue.drawer().leave()
                 return  # its sibling tasks drew every cell before it started
             for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,

@@ -43,19 +43,6 @@ def _loopback(address: str) -> bool:
         return False
 
 
-def _import_ray(address: str | None) -> Any:
-    if address is None or _loopback(address):
-        # Ray rewrites a loopback address to this machine's outward IP, where nothing
-        # listens for a cluster bound to 127.0.0.1; this keeps it on the loopback.
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    try:
-        import ray
-    except ImportError:
-        raise UsageError("--executor ray needs Ray: pip install 'ml-compat-harness[ray]'"
-                         ) from None
-    return ray
-
-
 class RayExecutor(Partials):
     name = "ray"
     queues = False  # no queue shared across machines: the driver cuts fixed batches
@@ -63,7 +50,16 @@ class RayExecutor(Partials):
     def __init__(self, *, address: str | None, cases_dir: Path, machine: Machine, jobs: int
                  ) -> None:
         super().__init__()
-        self.ray = _import_ray(address)
+        if address is None or _loopback(address):
+            # Ray rewrites a loopback address to this machine's outward IP, where nothing
+            # listens for a cluster bound to 127.0.0.1; this keeps it on the loopback.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        try:
+            import ray
+        except ImportError:
+            raise UsageError("--executor ray needs Ray: pip install 'ml-compat-harness[ray]'"
+                             ) from None
+        self.ray: Any = ray  # Any: its stubs reject the keyword dicts passed to init below
         self.address = address
         # Ray copies the cases folder to each node, once per content: its tasks' working folder.
         common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
