@@ -152,6 +152,15 @@ def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: 
     assert proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.parametrize("command", ["report", "baseline"])
+def test_a_run_named_twice_is_refused_as_merge_refuses_it(one_run: Path, command: str) -> None:
+    """`report r11 r11` reported the run merged with itself, without a word."""
+    run = next((one_run / "reports" / "runs").iterdir())
+    proc = harness(command, run.name, str(run), cwd=one_run)  # by its id, then its folder
+    assert (proc.returncode, proc.stderr) == (2, f"harness: error: {command}: a run is named "
+                                                 "twice\n"), proc.stderr
+
+
 def test_envs_list_as_json(tmp_path: Path) -> None:
     """--format json was taken and a table printed."""
     proc = harness("envs", "list", "--format", "json", cwd=tmp_path,
