@@ -170,6 +170,17 @@ def test_envs_list_as_json(tmp_path: Path) -> None:
     assert (proc.returncode, json.loads(proc.stdout)) == (0, listed), proc.stderr
 
 
+def test_doctor_finds_uv_where_environments_find_it(tmp_path: Path) -> None:
+    """uv only beside the harness's Python (a venv's, not activated): doctor said "not
+    found", though every environment was built with it."""
+    from uv import find_uv_bin
+
+    said = subprocess.run([find_uv_bin(), "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    proc = harness("doctor", env={**ENV, "PATH": str(tmp_path)})  # no uv on PATH
+    assert f"uv:        {said}\n" in proc.stdout, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("value", ["200,000", "0", "abc"])
 def test_a_cell_limit_variable_that_is_not_a_count_is_refused(value: str) -> None:
     """It was left out without a word: the default limit, and a refusal naming --max-cells."""
