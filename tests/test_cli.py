@@ -50,6 +50,16 @@ def test_output_into_head_ends_quietly(command: str) -> None:
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("command", ["plan", "plan --format json", "cases", "doctor"])
+def test_output_into_a_full_device_is_one_line(command: str) -> None:
+    """It was an OSError traceback."""
+    proc = subprocess.run(f"{sys.executable} -m harness {command} > /dev/full", shell=True,
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert (proc.returncode, proc.stderr) == (
+        2, "harness: error: cannot write output: No space left on device\n")
+
+
 def test_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "runs").mkdir()
     proc = harness("--reports", str(tmp_path), "report", "no-such-run")
