@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import functools
 import importlib
 import os
@@ -298,12 +299,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         body: Callable[[argparse.Namespace], int] = getattr(
             importlib.import_module(f"harness.commands.{module}"), function)
-        return body(args)
+        code = body(args)
+        sys.stdout.flush()  # what is left to write fails here, not at exit
+        return code
     except BrokenPipeError:
         # `harness plan | head`: the reader left; say nothing more, as cat does.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         return 141
+    except OSError as exc:  # `harness plan > /dev/full`; any other OSError is a bug's
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        _drop_stdout()
+        print(f"harness: error: cannot write output: {exc.strerror}", file=sys.stderr)
+        return 2
     except HarnessError as exc:  # a user's mistake is one line, whatever it quotes
         said = one_line(str(exc), 4000) if isinstance(exc, UsageError) else exc
         print(f"harness: error: {said}", file=sys.stderr)
@@ -313,6 +321,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         "latest)" if args.command == "run" else ""),
               file=sys.stderr)
         return 130
+
+
+def _drop_stdout() -> None:
+    """What stdout still holds goes nowhere (not into a second error at exit)."""
+    with contextlib.suppress(OSError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 #: The least value of each count option (any command's).

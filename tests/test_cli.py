@@ -50,6 +50,16 @@ def test_output_into_head_ends_quietly(command: str) -> None:
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("command", ["plan", "plan --format json", "cases", "doctor"])
+def test_output_into_a_full_device_is_one_line(command: str) -> None:
+    """It was an OSError traceback."""
+    proc = subprocess.run(f"{sys.executable} -m harness {command} > /dev/full", shell=True,
+                          cwd=ROOT, env=ENV, capture_output=True, text=True, check=False,
+                          timeout=300)
+    assert (proc.returncode, proc.stderr) == (
+        2, "harness: error: cannot write output: No space left on device\n")
+
+
 def test_an_unknown_run_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "runs").mkdir()
     proc = harness("--reports", str(tmp_path), "report", "no-such-run")
@@ -152,6 +162,15 @@ def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: 
     assert proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.parametrize("command", ["report", "baseline"])
+def test_a_run_named_twice_is_refused_as_merge_refuses_it(one_run: Path, command: str) -> None:
+    """`report r11 r11` reported the run merged with itself, without a word."""
+    run = next((one_run / "reports" / "runs").iterdir())
+    proc = harness(command, run.name, str(run), cwd=one_run)  # by its id, then its folder
+    assert (proc.returncode, proc.stderr) == (2, f"harness: error: {command}: a run is named "
+                                                 "twice\n"), proc.stderr
+
+
 def test_envs_list_as_json(tmp_path: Path) -> None:
     """--format json was taken and a table printed."""
     proc = harness("envs", "list", "--format", "json", cwd=tmp_path,
@@ -159,6 +178,17 @@ def test_envs_list_as_json(tmp_path: Path) -> None:
     # What this machine holds (a Docker engine's images too), as the listing says it.
     listed = json.loads(json.dumps(inventory.listing(tmp_path)))
     assert (proc.returncode, json.loads(proc.stdout)) == (0, listed), proc.stderr
+
+
+def test_doctor_finds_uv_where_environments_find_it(tmp_path: Path) -> None:
+    """uv only beside the harness's Python (a venv's, not activated): doctor said "not
+    found", though every environment was built with it."""
+    from uv import find_uv_bin
+
+    said = subprocess.run([find_uv_bin(), "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    proc = harness("doctor", env={**ENV, "PATH": str(tmp_path)})  # no uv on PATH
+    assert f"uv:        {said}\n" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("value", ["200,000", "0", "abc"])

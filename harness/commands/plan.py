@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
+from harness.core.paths import uv_binary
 from harness.matrix.load import load_matrix
 from harness.matrix.releases import Releases
 from harness.plan import collected
@@ -78,6 +81,10 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    uv = uv_binary()  # as environments find it (beside this Python where PATH has none)
+    if uv is not None:  # last on PATH, where ``describe`` looks
+        os.environ["PATH"] = os.pathsep.join([os.environ.get("PATH", os.defpath),
+                                              str(Path(uv).parent)])
     print(describe(probe_machine()))
     return 0
 

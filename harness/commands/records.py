@@ -29,7 +29,7 @@ from harness.report.check import check_run
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    stores = [RunStore.open(args.reports, run_id) for run_id in args.run_id]
+    stores = _open(args.reports, args.run_id, "report")
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
     baseline = _baseline(args, stores[0])
     if args.out is not None:  # refused before the report is read
@@ -60,6 +60,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.fail_on:
         return judged_exit(stores, args.reports, args.fail_on, args.baseline)
     return 0
+
+
+def _open(reports: Path, runs: Sequence[str], command: str) -> list[RunStore]:
+    """The runs named, refused as a merge refuses them where one is named twice."""
+    stores = [RunStore.open(reports, run) for run in runs]
+    if len({s.run_dir for s in stores}) < len(stores):
+        raise UsageError(f"{command}: a run is named twice")
+    return stores
 
 
 def _baseline(args: argparse.Namespace, store: RunStore) -> Baseline | None:
@@ -95,7 +103,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    stores = [RunStore.open(args.reports, run) for run in args.runs]
+    stores = _open(args.reports, args.runs, "baseline")
     # One run: its table; several: each cell's record chosen as a merge would.
     results: Sequence[CellResult] = (
         table.read(stores[0].run_dir).rows() if len(stores) == 1

@@ -9,7 +9,7 @@ from harness.core.errors import UsageError
 from harness.plan.shard import parse_shard
 from harness.planning import run_options
 from harness.records.expect import load_baseline, resolve_baseline
-from harness.records.store import check_run_id
+from harness.records.store import RunStore, check_run_id
 from harness.workflow import RunState, execute
 
 
@@ -23,6 +23,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--resume continues a run; --run-id names a new one: give one")
     if args.shard:
         parse_shard(args.shard)
+    if args.resume and args.shard:  # another shard's cells: none of them the run's
+        shard = RunStore.open(args.reports, args.resume).meta.get("shard")
+        if shard is None or parse_shard(shard) != parse_shard(args.shard):
+            raise UsageError(f"--resume {args.resume} ran "
+                             + (f"shard {shard} of its plan" if shard else "its whole plan")
+                             + f", not --shard {args.shard}: resume it without --shard")
     if args.run_id is not None:
         check_run_id(args.run_id)
     return execute(RunState(options=run_options(args)))

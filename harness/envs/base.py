@@ -239,6 +239,10 @@ class Backend(ABC):
 
     def remove_location(self, location: str) -> None:  # what ``envs prune`` calls
         shutil.rmtree(location, ignore_errors=True)
+        lock = Path(location + ".lock")  # ``realize``'s, and ``locked``'s holder: unless held
+        with contextlib.suppress(Timeout, OSError), FileLock(lock, timeout=0):
+            lock.with_name(lock.name + ".holder").unlink(missing_ok=True)
+            lock.unlink()
 
 
 def bytecode_variables(location: str | Path) -> dict[str, str]:

@@ -24,6 +24,7 @@ from packaging.utils import canonicalize_name
 from harness.core import atomic
 from harness.core.errors import EnvBuildError, one_line
 from harness.core.matrix import EnvSpec
+from harness.core.paths import uv_binary
 from harness.core.releases import parsed, release_order
 from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
@@ -335,16 +336,11 @@ def _uv_binary() -> str:
 
 @functools.cache
 def _found_uv() -> str:
-    found = shutil.which("uv")
-    if found:
-        return found
-    try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
-    except (ImportError, FileNotFoundError):  # no package, or a package without its binary
+    found = uv_binary()
+    if found is None:
         raise EnvBuildError("uv is not installed: no uv on PATH, nor beside this Python "
-                            "(pip install uv)") from None
+                            "(pip install uv)")
+    return found
 
 
 def uv_error(stderr: str, count: int = 6) -> str:

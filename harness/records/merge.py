@@ -20,7 +20,7 @@ import msgspec
 
 from harness.core.errors import UsageError
 from harness.core.redact import Redactor
-from harness.core.results import CellResult, Outcome
+from harness.core.results import CellResult, Outcome, counted
 from harness.records import table
 from harness.records.compare import choose_records
 from harness.records.expect import recorded_rules
@@ -105,7 +105,7 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     # Said in its report's header, as its shards' records would have said them.
     out.update_meta(ordered_cells=len(lines),
                     **({"damaged_lines": report.damaged} if report.damaged else {}))
-    report.cells = len(lines)
+    report.cells = len(counted(lines))  # as the report counts: a suite's tests, not its session
     if out.redactor.secrets:  # the store redacted some on the way: the record itself
         report.written = list(out.results())
     table.write(out.run_dir, report.written, table.stamp(out.run_dir))

@@ -59,6 +59,22 @@ def test_a_half_built_folder_is_listed_and_pruned_unless_a_build_holds_it(
     assert not failed.exists() and building.is_dir()
 
 
+def test_a_pruned_folder_takes_its_lock_and_holder_with_it_unless_the_lock_is_held(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pruned environment left its 0-byte ``.lock`` (and a killed build's ``.holder``)."""
+    monkeypatch.setattr(inventory, "backends", lambda cache: {"uv": UvBackend(cache)})
+    specs = [EnvSpec(name=f"cpu:six={n}", origin="cpu", values=(), backend="uv",
+                     python="3.11", requirements=(f"six=={n}",), pins=()) for n in (1, 2)]
+    free, held = (built(UvBackend(tmp_path).path_for(spec), spec) for spec in specs)
+    for folder in (free, held):
+        folder.with_name(folder.name + ".lock").touch()
+        folder.with_name(folder.name + ".lock.holder").write_text("pid 1 on gone")
+    with FileLock(held.with_name(held.name + ".lock")):  # another run holds it now
+        inventory.prune(tmp_path, None)
+    assert sorted(p.name for p in (tmp_path / "uv").iterdir()) == [
+        held.name + ".lock", held.name + ".lock.holder"]
+
+
 @pytest.mark.parametrize("text", ['{"key": ', "{}", "[1]"])
 def test_an_unreadable_marker_is_a_half_built_folder_not_a_traceback(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:

@@ -18,6 +18,7 @@ from harness.matrix.load import parse_matrix
 from harness.plan.cases import collect_cases
 from harness.plan.cells import Plan, make_plan
 from harness.plan.shard import make_shards
+from harness.records.store import RunStore
 from tests.conftest import DATA, PY, ROOT, report_dir
 from tests.inproc import Ran, harness_main
 
@@ -148,3 +149,16 @@ def test_a_plan_of_no_cells_shards_into_empty_jobs(tmp_path: Path,
     assert [s.cells for s in make_shards(Plan(cells=()), 2)] == [(), ()]
     ran = harness_main(capsys, "plan", "--format", "gha", cwd=tmp_path)
     assert (ran.returncode, ran.stdout) == (0, '{"include":[]}\n'), ran.stderr
+
+
+@pytest.mark.parametrize(("shard", "ran"), [("1/3", "shard 1/3 of its plan"),
+                                            (None, "its whole plan")])
+def test_resuming_a_run_as_another_shard_is_refused(tmp_path: Path, shard: str | None,
+                                                    ran: str) -> None:
+    """It ran nothing and exited 0: every cell of the run another shard's."""
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    RunStore.create(tmp_path / "reports", {"planned": [], "shard": shard}, run_id="s1")
+    proc = harness(tmp_path, tmp_path / "reports", "run", "-k", K, "--shard", "2/3",
+                   "--resume", "s1")
+    assert (proc.returncode, proc.stderr) == (2, f"harness: error: --resume s1 ran {ran}, not "
+                                                 "--shard 2/3: resume it without --shard\n")

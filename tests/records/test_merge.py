@@ -242,3 +242,16 @@ def test_the_plan_is_taken_from_a_shard_that_has_it(tmp_path: Path) -> None:
     (s0.run_dir / "full_plan.json").unlink()
     merged = merge_runs([s0, s1], tmp_path / "out", run_id="m")
     assert (merged.cells, merged.missing) == (len(CELLS), 4)
+
+
+def test_a_suite_session_that_came_back_as_its_tests_is_counted_as_them(tmp_path: Path) -> None:
+    """"merged 1 runs: 8 cells" of a run whose report said 6 (its tests) and whose plan 2 (the
+    sessions): the sessions' own lines were counted too."""
+    session = CELLS[0]
+    store = RunStore.create(tmp_path, {"planned": [session]}, run_id="suite")
+    record(store, result(session, "suite", Outcome.FAIL))
+    for n, outcome in enumerate((Outcome.PASS, Outcome.FAIL)):
+        test = {**session, "cell_id": f"test{n}", "variant": f"t.py::test_{n}"}
+        record(store, result(test, "suite", outcome, parent=session["cell_id"]))
+    merged = merge_runs([store], tmp_path, run_id="m")
+    assert (merged.cells, merged.missing) == (2, 0)
