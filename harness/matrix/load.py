@@ -147,6 +147,9 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             else env for env in envs]
     runners = {str(hw): src.strings(("runners", hw), labels)
                for hw, labels in src.mapping(("runners",), None, optional=True).items()}
+    for hw, labels in runners.items():
+        if not labels:  # GitHub refuses a job with no runs-on label only when it starts
+            raise src.error(("runners", hw), "an empty list of runner labels; name at least one")
     # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
     expect = top.expectations(("expect",), {env.name for env in envs}, strict=not overrides)
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,

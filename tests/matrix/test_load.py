@@ -118,6 +118,12 @@ def test_bad_version_value() -> None:
                        "or specifier")
 
 
+def test_an_empty_runner_list_is_refused() -> None:
+    """It planned `"runs-on": []`, which GitHub refuses when the job starts."""
+    assert error(GOOD + "runners:\n  cpu: []\n") == (
+        "matrix.yaml:10: runners.cpu: an empty list of runner labels; name at least one")
+
+
 def test_a_bad_setting_along_an_axis_is_named_at_its_own_item() -> None:
     """As a package's value is: its index and line, not the axis's line with its name twice."""
     message = error(GOOD.replace('torch: ["2.0.1", "2.5.1"]', 'python: ["3.11",\n        "3.x"]'))
