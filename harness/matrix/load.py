@@ -45,7 +45,9 @@ SETTINGS: dict[str, Callable[[Source, KeyPath, Any], Any]] = {
     "backend": Source.backend, "packages": Source.packages, "env": Source.env,
     "timeout": Source.timeout, "cases": Source.cases, "network": Source.boolean,
     "cuda": Source.string, "image": Source.string, "base": Source.string,
-    "index": Source.strings, "suites": Source.strings,
+    "index": lambda src, at, v: src.each(at, v, _index, "{} is not a package index: an http(s) "
+                                         "or file URL, or a folder that exists"),
+    "suites": Source.strings,
     "python": lambda src, at, v: src.matching(at, v, r"\d{1,2}\.\d{1,3}(\.\d{1,3})?",
                                               "a Python version like '3.11'"),
     "memory": lambda src, at, v: src.matching(at, v, r"\d+[kmg]?",
@@ -55,6 +57,11 @@ SETTINGS: dict[str, Callable[[Source, KeyPath, Any], Any]] = {
     "hardware": lambda src, at, v: src.each(at, v, _HARDWARE.match, "{} is not a hardware target; "
                                             "use cpu, auto or a GPU architecture like sm_90"),
 }
+def _index(text: str) -> bool:
+    """What uv takes for ``--index``: a URL, or a folder laid out as a simple index."""
+    return text.startswith(("http://", "https://", "file://")) or Path(text).is_dir()
+
+
 #: Settings that identify a combination (and so can be axes); the rest only configure it.
 _COMBO_SETTINGS = ("backend", "python", "cuda", "index", "image")
 #: Settings that say how many cells an environment has.
@@ -147,6 +154,9 @@ def parse_matrix(text: str, *, file: str, base: Path, max_cells: int | None = No
             else env for env in envs]
     runners = {str(hw): src.strings(("runners", hw), labels)
                for hw, labels in src.mapping(("runners",), None, optional=True).items()}
+    for hw, labels in runners.items():
+        if not labels:  # GitHub refuses a job with no runs-on label only when it starts
+            raise src.error(("runners", hw), "an empty list of runner labels; name at least one")
     # Under --set, a rule about environments the bump replaced holds for none: not a mistake.
     expect = top.expectations(("expect",), {env.name for env in envs}, strict=not overrides)
     return MatrixSpec(file=file, cases_dir=cases_dir, environments=tuple(envs), max_cells=limit,

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name
 
 from harness.core import atomic
 from harness.core.errors import UsageError, one_line
-from harness.core.matrix import CaseSelector, SuiteSpec
+from harness.core.matrix import DEFAULT_TIMEOUT, CaseSelector, SuiteSpec
 from harness.core.paths import INENV_DIR, default_cache_dir
 
 
@@ -100,6 +100,13 @@ def _collect_cache(cases_dir: Path) -> Path | None:
     return default_cache_dir() / "collect" / f"{hashlib.sha256(blob).hexdigest()[:16]}.json"
 
 
+#: pytest, ended after the seconds of its first argument (a case module that hangs at import),
+#: faulthandler printing where each thread was, innermost frame first, on the stderr that
+#: pytest's capture does not take.
+_PYTEST = ("import faulthandler, os, sys, pytest; faulthandler.dump_traceback_later("
+           "float(sys.argv.pop(1)), exit=True, file=open(os.dup(2), 'w')); sys.exit(pytest.main())")
+
+
 def _collect(cases_dir: Path) -> list[dict[str, Any]]:
     # The in-env plugin, nothing auto-loaded.
     env = {**os.environ, "PYTHONPATH": str(INENV_DIR), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -107,16 +114,26 @@ def _collect(cases_dir: Path) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cases.json"
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "--collect-only", "-q",
+            [sys.executable, "-c", _PYTEST, str(DEFAULT_TIMEOUT), "--collect-only", "-q",
              *pytest_args(cases_dir), f"--harness-collect={out}", str(cases_dir)],
             capture_output=True, text=True, env=env, cwd=cases_dir, check=False,
         )
+        if re.search(r"^Timeout \(", proc.stderr, re.MULTILINE):
+            raise UsageError(f"{cases_dir}: cases do not collect in {DEFAULT_TIMEOUT:g} s: "
+                             f"{_innermost(proc.stderr, cases_dir)} was still running")
         if proc.returncode not in (0, 5) or not out.exists():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
             raise UsageError(f"{cases_dir}: cases do not collect: " + (
                 " | ".join(tail) or f"pytest exited {proc.returncode} and said nothing"))
         raw: list[dict[str, Any]] = json.loads(out.read_text())
     return raw
+
+
+def _innermost(traceback: str, cases_dir: Path) -> str:
+    """The innermost ``file:line`` under ``cases_dir`` that faulthandler's ``traceback`` names."""
+    frames = re.findall(r'File "(.+)", line (\d+)', traceback)
+    return next((f"{file}:{line}" for file, line in frames
+                 if Path(file).is_relative_to(cases_dir.resolve())), "pytest")
 
 
 def _variant(item: dict[str, Any]) -> CaseVariant:

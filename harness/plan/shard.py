@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.words import plural
 from harness.plan.cells import Cell, Plan
 
 MAX_GHA_JOBS = 256  # GitHub Actions' limit on the jobs of one matrix
@@ -42,7 +43,7 @@ def make_shards(plan: Plan, count: int, durations: Mapping[str, float] | None = 
         by_hardware.setdefault(cell.hardware, {}).setdefault(cell.env.name, []).append(cell)
     kinds = sorted(by_hardware)
     if count < len(kinds):
-        raise UsageError(f"{count} shards cannot hold {len(kinds)} hardware targets "
+        raise UsageError(f"{plural(count, 'shard')} cannot hold {len(kinds)} hardware targets "
                          f"({', '.join(kinds)}): a shard runs on one kind of runner")
     totals = {hw: sum(weights[c.cell_id] for g in groups.values() for c in g)
               for hw, groups in by_hardware.items()}
@@ -83,7 +84,7 @@ def fit_shards(plan: Plan, wanted: int | None, limit: int = MAX_GHA_JOBS) -> tup
         note = f"{count} shards would exceed {limit} jobs; made {limit}"
         count = limit
     if count < kinds:
-        note = f"{count} shards cannot hold {kinds} hardware targets; made {kinds}"
+        note = f"{plural(count, 'shard')} cannot hold {kinds} hardware targets; made {kinds}"
         count = kinds
     return max(1, count), note
 

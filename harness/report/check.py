@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.results import CellResult, Outcome, as_mapping, counted
+from harness.core.words import plural
 from harness.records.bisects import probe_result, read_bisects, reports_dir_of, sentence
 from harness.records.compare import choose_records, match_previous
 from harness.records.store import RunStore
@@ -235,7 +236,7 @@ def _grid(grid: Grid | None, results: Sequence[CellResult], versions: Versions,
             silent = sum(r.outcome not in GRID_KIND for r in at.get((variant, hw), []))
             if cell is not None and cell.untested != silent:
                 problems.append(f"grid {variant} @{hw}: untested ({cell.untested}); the record "
-                                f"has {silent} cells that said nothing")
+                                f"has {plural(silent, 'cell')} that said nothing")
     for part in grid.bisected:
         problems += _bisected("grid", PROBES, part, reports_dir)
     return problems

@@ -101,13 +101,13 @@ ROWS: tuple[Row, ...] = (
         lambda e: Decision(Outcome.ERROR, f"collecting the suite took over {e.timeout:g} s")),
     Row("session died: killed by the memory limit (no test running)", "session_died",
         lambda e: e.oom,
-        lambda e: Decision(Outcome.ERROR, f"the session's pytest ran out of memory (memory: "
-                                          f"{e.memory}) with no test running", infra=True)),
+        lambda e: Decision(Outcome.ERROR, f"out of memory (memory: {e.memory}) with no test "
+                                          "running", infra=True)),
     Row("session died: killed by a signal (no test running)", "session_died",
         lambda e: (e.returncode or 0) < 0,
-        lambda e: Decision(Outcome.ERROR, f"the session's pytest was killed by "
-                           f"{_signal_name(-(e.returncode or 0))} with no test running: "
-                           f"{e.reason}"[:600], infra=True)),
+        lambda e: Decision(Outcome.ERROR, (f"process killed by {_signal_name(-(e.returncode or 0))}"
+                           " with no test running" + (f": {e.reason}" if e.reason else ""))[:600],
+                           infra=True)),
     Row("session died: pytest exited before it collected the suite", "session_died", None,
         lambda e: Decision(Outcome.ERROR, f"pytest ended (exit {e.returncode}) before it "
                                           f"collected the suite: {e.reason}")),
@@ -154,6 +154,9 @@ def classify(ending: Ending) -> Decision:
 
 
 Retry = Literal["machine", "case"]
+#: How an infra result whose machine is still there begins: a session's process that died
+#: with no test running, said as a case cell's would be.
+NOT_LOST = ("process killed by ", "out of memory ")
 
 
 def next_try(result: CellResult, *, machine_losses: int, case_tries: int, retries: int,

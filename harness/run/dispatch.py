@@ -17,7 +17,7 @@ from harness.core.errors import InfraError
 from harness.core.results import CellResult, CellRun
 from harness.plan.cells import Cell
 from harness.run.cell import static_result
-from harness.run.classify import Ending, classify, flaky, next_try
+from harness.run.classify import NOT_LOST, Ending, classify, flaky, next_try
 from harness.run.executors import Executor
 
 PARTIALS_EVERY = 0.5  # seconds: how soon a suite's test is on disk after it ends
@@ -166,7 +166,8 @@ def dispatch(cells: Sequence[Cell], executor: Executor, store: Recorder, *,
                                 case_retries=cell.retries)
                 if step == "machine":
                     lost[cell.cell_id] += 1
-                    again = f"machine lost, retrying (attempt {attempt + 1}): {result.reason}"
+                    said = "" if result.reason.startswith(NOT_LOST) else "machine lost, "
+                    again = f"{said}retrying (attempt {attempt + 1}): {result.reason}"
                 elif step == "case":
                     tries[cell.cell_id] += 1
                     first_failure.setdefault(cell.cell_id, result)

@@ -118,6 +118,27 @@ def test_bad_version_value() -> None:
                        "or specifier")
 
 
+def test_an_empty_runner_list_is_refused() -> None:
+    """It planned `"runs-on": []`, which GitHub refuses when the job starts."""
+    assert error(GOOD + "runners:\n  cpu: []\n") == (
+        "matrix.yaml:10: runners.cpu: an empty list of runner labels; name at least one")
+
+
+@pytest.mark.parametrize("value", ["not a url", "download.pytorch.org/whl/cu118", "ftp://x/"])
+def test_an_index_that_is_neither_a_url_nor_a_folder_is_refused(value: str) -> None:
+    """It went to uv unchecked, which refused it when the environment was built."""
+    text = GOOD.replace("hardware: [cpu]", f"index: [https://x/simple, {value!r}]")
+    assert error(text) == (f"matrix.yaml:5: matrices.cpu.index[1]: {value!r} is not a package "
+                           "index: an http(s) or file URL, or a folder that exists")
+
+
+def test_an_index_may_be_a_url_or_a_folder(tmp_path: Path) -> None:
+    text = GOOD.replace("hardware: [cpu]", f"index: [https://x/simple, {tmp_path.as_uri()}, "
+                        f"'{tmp_path}']")
+    assert parse(text).environments[0].index_urls == (
+        "https://x/simple", tmp_path.as_uri(), str(tmp_path))
+
+
 def test_a_bad_setting_along_an_axis_is_named_at_its_own_item() -> None:
     """As a package's value is: its index and line, not the axis's line with its name twice."""
     message = error(GOOD.replace('torch: ["2.0.1", "2.5.1"]', 'python: ["3.11",\n        "3.x"]'))

@@ -17,7 +17,7 @@ from harness.core.errors import UsageError
 from harness.matrix.load import parse_matrix
 from harness.plan.cases import collect_cases
 from harness.plan.cells import Plan, make_plan
-from harness.plan.shard import make_shards
+from harness.plan.shard import fit_shards, make_shards
 from harness.records.store import RunStore
 from tests.conftest import DATA, PY, ROOT, report_dir
 from tests.inproc import Ran, harness_main
@@ -64,6 +64,9 @@ def test_shards_are_deterministic_pure_per_hardware_and_keep_environments_whole(
     assert sorted(sizes.values()) == [1, 2, 2]  # 5 shards over 3 equally heavy targets
     with pytest.raises(UsageError, match="2 shards cannot hold 3 hardware targets"):
         make_shards(plan, 2)
+    with pytest.raises(UsageError, match=r"^1 shard cannot hold 3 hardware targets"):
+        make_shards(plan, 1)  # was "1 shards"
+    assert fit_shards(plan, 1)[1] == "1 shard cannot hold 3 hardware targets; made 3"
 
 
 def test_the_workflow_played_locally_equals_the_unsharded_run(

@@ -128,6 +128,11 @@ def test_a_model_changed_to_contradict_its_record_is_caught(tmp_path: Path) -> N
     grid = replace(site.grid, rows=((variant, about, {"cpu": works}), *site.grid.rows[1:]))
     (problem,) = problems_of(report, replace(site, grid=grid))
     assert problem.startswith("grid numpy_bridge @cpu: says {'works': "), problem
+    sdpa, about, cells = site.grid.rows[1]  # its one cell skipped: untested, said nothing
+    grid = replace(site.grid, rows=(site.grid.rows[0], (sdpa, about, {
+        "cpu": replace(cells["cpu"], untested=0)})))
+    assert problems_of(report, replace(site, grid=grid)) == [
+        "grid sdpa[cpu] @cpu: untested (0); the record has 1 cell that said nothing"]
 
     fixed = next(c for c in site.changes if c["class"] == "fixed")
     changed = [{**c, "after": "FAIL"} if c is fixed else c for c in site.changes]

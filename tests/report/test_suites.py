@@ -160,3 +160,10 @@ def test_a_test_that_fails_two_ways_shows_both_first_lines(tmp_path: Path) -> No
             "attribute 'in1d' |") in md
     page = (out / "suite-lib.html").read_text(encoding="utf-8")
     assert "Numpy is not available<br>AttributeError: module &#39;numpy&#39;" in page
+
+
+def test_one_differing_test_is_said_in_the_singular() -> None:
+    """It said "1 tests differ"."""
+    run = [r for r in suite_run() if "test_new" not in r.variant and "compile" not in r.variant]
+    (table,) = build_site(run, envs(), SUITE, [{"run_id": "r"}], {}).suites
+    assert table.summary.endswith(" — 1 test differs"), table.summary

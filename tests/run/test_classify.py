@@ -41,12 +41,11 @@ CASES: list[tuple[str, Ending, Decision]] = [
      Decision(Outcome.ERROR, "collecting the suite took over 60 s")),
     ("session died: killed by the memory limit (no test running)",
      Ending(kind="session_died", returncode=-9, oom=True, memory="2g", collected=True),
-     Decision(Outcome.ERROR, "the session's pytest ran out of memory (memory: 2g) with no "
-                             "test running", infra=True)),
+     Decision(Outcome.ERROR, "out of memory (memory: 2g) with no test running", infra=True)),
     ("session died: killed by a signal (no test running)",
      Ending(kind="session_died", returncode=-int(signal.SIGKILL), reason="collecting ..."),
-     Decision(Outcome.ERROR, "the session's pytest was killed by SIGKILL with no test running: "
-                             "collecting ...", infra=True)),
+     Decision(Outcome.ERROR, "process killed by SIGKILL with no test running: collecting ...",
+              infra=True)),
     ("session died: pytest exited before it collected the suite",
      Ending(kind="session_died", returncode=4, reason="ERROR: no such file"),
      Decision(Outcome.ERROR, "pytest ended (exit 4) before it collected the suite: "

@@ -15,6 +15,7 @@ from markupsafe import Markup, escape
 
 from harness.core import jsonio
 from harness.core.results import Outcome
+from harness.core.words import plural
 from harness.report.site.heatmap import write_png
 from harness.report.site.model import SHORT, Badge, Grid, Header, Row, Site, css, group
 from harness.report.site.suites import PYTEST_WORDS
@@ -190,14 +191,10 @@ def _bump_changes(site: Site) -> list[str]:
             count[0] += 1
             count[1] += c["before"] == c["after"]
     moved = [c for c in site.changes if c["before"] != c["after"]]
-    lines = [f"## Changes since {site.since}: {_count(len(moved), 'outcome')} moved"]
-    lines += [f"- replaced: {old} -> {new} ({_count(cells, 'cell')} compared, {kept} kept "
+    lines = [f"## Changes since {site.since}: {plural(len(moved), 'outcome')} moved"]
+    lines += [f"- replaced: {old} -> {new} ({plural(cells, 'cell')} compared, {kept} kept "
               "their outcome)" for (old, new), (cells, kept) in sorted(rows.items())]
     return lines + _change_lines(moved)
-
-
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def _about(h: Header) -> str:

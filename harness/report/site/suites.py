@@ -10,6 +10,7 @@ from itertools import combinations as subsets
 from typing import Any
 
 from harness.core.results import CellResult, Outcome
+from harness.core.words import plural
 from harness.plan.suites import pytest_words
 from harness.report.site.versions import (
     by_priority,
@@ -113,8 +114,9 @@ class SuiteTable:
     @property
     def summary(self) -> str:
         """Its totals in a line, as the index and summary.txt say them."""
+        n = len(self.differing)
         return "; ".join(f"{row.column.name}: " + pytest_words(Counter(dict(row.counts)))
-                         for row in self.totals) + f" — {len(self.differing)} tests differ"
+                         for row in self.totals) + f" — {plural(n, 'test')} differ{'s' * (n == 1)}"
 
 
 def suite_names(results: Sequence[CellResult], cases: Mapping[str, Mapping[str, Any]]
