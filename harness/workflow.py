@@ -13,6 +13,7 @@ from harness import __version__
 from harness.core import reaper
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun
+from harness.core.words import plural
 from harness.plan.cells import Plan
 from harness.plan.hardware import probe_machine
 
@@ -103,8 +104,8 @@ def open_store(state: RunState) -> RunState | int:
         "full_plan": [c.to_dict() for c in (state.full_plan or state.plan).cells]
         if opts.shard else None,
     }, run_id=opts.run_id, cases=cases, redactor=redactor)
-    print(f"run {store.run_id}: {len(state.plan.cells)} cells in "
-          f"{len(state.plan.environments)} environments -> {store.run_dir}")
+    print(f"run {store.run_id}: {plural(len(state.plan.cells), 'cell')} in "
+          f"{plural(len(state.plan.environments), 'environment')} -> {store.run_dir}")
     return replace(state, store=store)
 
 

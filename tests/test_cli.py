@@ -41,6 +41,13 @@ def test_the_plan_table_keeps_parametrized_ids() -> None:
     assert "workaround[float32]" in proc.stdout  # rich read "[float32]" as markup
 
 
+def test_one_cell_is_said_in_the_singular() -> None:
+    # It said "1 cells in 1 environments".
+    proc = harness("plan", "-k", "mergekit_fp16::repro_merged",
+                   "--only", "env=mergekit:torch=2.2.2")
+    assert proc.stdout.endswith("\n1 cell in 1 environment\n"), proc.stdout
+
+
 @pytest.mark.parametrize("command", ["plan", "plan --format json", "cases"])
 def test_output_into_head_ends_quietly(command: str) -> None:
     proc = subprocess.run(f"{sys.executable} -m harness {command} | head -n 1", shell=True,

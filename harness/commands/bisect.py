@@ -20,6 +20,7 @@ from harness.core.errors import UsageError
 from harness.core.matrix import requirement_name
 from harness.core.releases import ReleaseQuery, parsed, release_order
 from harness.core.results import CellResult, Outcome
+from harness.core.words import plural
 from harness.matrix.releases import Releases
 from harness.plan.bisect import (
     Change,
@@ -259,7 +260,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
     moved = sum(before.get(n) != after.get(n) for n in set(before) | set(after))
     print(f"bisect: {label} @{good.hardware_target}: {good.outcome} in "
           f"{good_store.run_id}, {bad.outcome} in {bad_store.run_id}; "
-          f"{_count(len(changes), 'top-level package')} moved (of {moved} packages that moved; "
+          f"{plural(len(changes), 'top-level package')} moved (of {moved} packages that moved; "
           "the resolver settles the rest)"
           + (f"; in one environment only: {', '.join(one_sided)}" if one_sided else ""))
     if not changes:
@@ -292,7 +293,7 @@ def between_runs(options: RunOptions, good_run: str, bad_run: str) -> int:
     culprits, trials = ddmin(changes, flips)
     missing = undecided(changes, culprits, trials)
     blind = [s for s in said.values() if s["flips"] is None]
-    total = f"{_count(len(trials), 'trial')}" + (
+    total = f"{plural(len(trials), 'trial')}" + (
         f", {len(blind)} said nothing" if blind else "")
     if missing:
         print(f"bisect: inconclusive: which of {_moves(culprits)} flips it is not determined "
@@ -338,10 +339,6 @@ def _first_line(text: str) -> str:
 
 def _moves(changes: tuple[Change, ...], sep: str = " and ", arrow: str = "→") -> str:
     return sep.join(f"{n} {o} {arrow} {w}" for n, o, w in changes)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _cell(store: RunStore, options: RunOptions) -> CellResult:

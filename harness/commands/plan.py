@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.core.paths import uv_binary
+from harness.core.words import plural
 from harness.matrix.load import load_matrix
 from harness.matrix.releases import Releases
 from harness.plan import collected
@@ -51,7 +52,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip()
              for r in [header, *rows]]
     sys.stdout.write("\n".join(lines) + "\n")
-    print(f"{len(rows)} cells in {len(state.plan.environments)} environments")
+    print(f"{plural(len(rows), 'cell')} in {plural(len(state.plan.environments), 'environment')}")
     for cell in state.plan.cells:  # a suite's tests are known where a session collected them
         suite = cell.case.suite
         if suite is not None:

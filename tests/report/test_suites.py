@@ -11,6 +11,7 @@ from harness.records.store import RunStore
 from harness.report.build import prepare, write_report
 from harness.report.check import check, check_run
 from harness.report.site.model import build_site
+from harness.report.site.render import render_site
 
 TORCH = ("2.0.1", "2.2.2", "2.5.1")
 NUMPY = ("1.26.4", "2.4.6")
@@ -162,8 +163,12 @@ def test_a_test_that_fails_two_ways_shows_both_first_lines(tmp_path: Path) -> No
     assert "Numpy is not available<br>AttributeError: module &#39;numpy&#39;" in page
 
 
-def test_one_differing_test_is_said_in_the_singular() -> None:
-    """It said "1 tests differ"."""
+def test_one_differing_test_is_said_in_the_singular(tmp_path: Path) -> None:
+    """It said "1 tests differ", in the summary and on the suite's page."""
     run = [r for r in suite_run() if "test_new" not in r.variant and "compile" not in r.variant]
-    (table,) = build_site(run, envs(), SUITE, [{"run_id": "r"}], {}).suites
+    site = build_site(run, envs(), SUITE, [{"run_id": "r"}], {})
+    (table,) = site.suites
     assert table.summary.endswith(" — 1 test differs"), table.summary
+    render_site(site, tmp_path, [], [[None]])
+    page = (tmp_path / "suite-lib.html").read_text(encoding="utf-8")
+    assert "<h2>1 test differs between environments</h2>" in page

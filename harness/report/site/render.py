@@ -47,7 +47,7 @@ def _templates(markdown: bool = False) -> Environment:
     env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                       undefined=StrictUndefined, keep_trailing_newline=True,
                       autoescape=not markdown, trim_blocks=markdown, lstrip_blocks=markdown)
-    env.filters.update(code=inline_code, badges=badges, cell=_cell, md_row=_md_row)
+    env.filters.update(code=inline_code, badges=badges, cell=_cell, md_row=_md_row, plural=plural)
     return env
 
 
