@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 
-from harness.core.paths import uv_binary
 from harness.core.words import plural
 from harness.matrix.load import load_matrix
 from harness.matrix.releases import Releases
@@ -82,10 +79,6 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    uv = uv_binary()  # as environments find it (beside this Python where PATH has none)
-    if uv is not None:  # last on PATH, where ``describe`` looks
-        os.environ["PATH"] = os.pathsep.join([os.environ.get("PATH", os.defpath),
-                                              str(Path(uv).parent)])
     print(describe(probe_machine()))
     return 0
 

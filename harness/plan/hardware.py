@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.paths import uv_binary
 from harness.inenv import harness_probe
 
 
@@ -117,7 +118,7 @@ def describe(machine: Machine) -> str:
         f"CPU:       {machine.host.get('cpu')} ({machine.host.get('cpus')} cores)",
         f"Memory:    {machine.host.get('memory_gib')} GiB",
         f"Python:    {platform.python_version()} ({sys.executable})",
-        f"uv:        {version(['uv', '--version'])}",
+        f"uv:        {version([uv_binary() or 'uv', '--version'])}",  # as environments find it
         f"docker:    {version(['docker', 'version', '--format', '{{.Server.Version}}'])}",
         f"nvcc:      {machine.nvcc or 'not found'}",
         f"GPUs:      {len(machine.gpus) or 'none'}",
