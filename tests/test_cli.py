@@ -169,8 +169,8 @@ def test_an_output_path_that_cannot_be_written_is_one_line(one_run: Path, args: 
     assert proc.stderr.count("\n") == 1, proc.stderr
 
 
-@pytest.mark.parametrize("command", ["report", "baseline"])
-def test_a_run_named_twice_is_refused_as_merge_refuses_it(one_run: Path, command: str) -> None:
+@pytest.mark.parametrize("command", ["report", "baseline", "merge"])
+def test_a_run_named_twice_is_refused(one_run: Path, command: str) -> None:
     """`report r11 r11` reported the run merged with itself, without a word."""
     run = next((one_run / "reports" / "runs").iterdir())
     proc = harness(command, run.name, str(run), cwd=one_run)  # by its id, then its folder

@@ -23,13 +23,13 @@ from harness.records.expect import (
     resolve_baseline,
 )
 from harness.records.merge import merge_runs
-from harness.records.store import RunStore
+from harness.records.store import RunStore, open_runs
 from harness.report.build import write_report
 from harness.report.check import check_run
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    stores = _open(args.reports, args.run_id, "report")
+    stores = open_runs(args.reports, args.run_id, "report")
     previous = RunStore.open(args.reports, args.diff) if args.diff else None
     baseline = _baseline(args, stores[0])
     if args.out is not None:  # refused before the report is read
@@ -62,14 +62,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(reports: Path, runs: Sequence[str], command: str) -> list[RunStore]:
-    """The runs named, refused as a merge refuses them where one is named twice."""
-    stores = [RunStore.open(reports, run) for run in runs]
-    if len({s.run_dir for s in stores}) < len(stores):
-        raise UsageError(f"{command}: a run is named twice")
-    return stores
-
-
 def _baseline(args: argparse.Namespace, store: RunStore) -> Baseline | None:
     """``--baseline`` resolved (``latest``: the newest nightly of the run's matrix) and read."""
     if not args.baseline:
@@ -80,7 +72,7 @@ def _baseline(args: argparse.Namespace, store: RunStore) -> Baseline | None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    sources = [RunStore.open(args.reports, run) for run in args.runs]
+    sources = open_runs(args.reports, args.runs, "merge")
     # Read before the merge, which may replace the run it names (merged again under the same
     # name): the verdicts and the report both judge against the run as it was.
     baseline = _baseline(args, sources[0])
@@ -103,7 +95,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
-    stores = _open(args.reports, args.runs, "baseline")
+    stores = open_runs(args.reports, args.runs, "baseline")
     # One run: its table; several: each cell's record chosen as a merge would.
     results: Sequence[CellResult] = (
         table.read(stores[0].run_dir).rows() if len(stores) == 1

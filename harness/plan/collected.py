@@ -17,6 +17,7 @@ import msgspec
 from harness.core import atomic
 from harness.core.matrix import EnvSpec, SuiteSpec
 from harness.core.paths import default_cache_dir
+from harness.core.words import plural
 from harness.plan.suites import CONFIG_FILES, rootdir
 
 FOLDER = "collected"  # under the harness's cache folder
@@ -32,10 +33,9 @@ class Collected(msgspec.Struct, frozen=True):
     at: Annotated[float, msgspec.Meta(ge=0, lt=1e11)]  # when (seconds since the epoch)
 
     def line(self) -> str:
-        errors = (f", {self.errors} module{'s' if self.errors != 1 else ''} did not collect"
-                  if self.errors else "")
+        errors = f", {plural(self.errors, 'module')} did not collect" if self.errors else ""
         when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.at))
-        return (f"{len(self.tests)} test{'s' if len(self.tests) != 1 else ''}{errors} "
+        return (f"{plural(len(self.tests), 'test')}{errors} "
                 f"(as collected there {when})")
 
 

@@ -17,6 +17,7 @@ from harness.core.defaults import FAIL_ON
 from harness.core.errors import StoreError, UsageError
 from harness.core.results import CellResult, Outcome, counted
 from harness.core.rules import Rule
+from harness.core.words import plural
 from harness.records import table
 from harness.records.compare import choose_records
 from harness.records.store import META, RunStore, lineage, list_runs
@@ -219,7 +220,7 @@ def _summary(cells: Counter[Judgement], deviating: Sequence[_Deviation], limit: 
         parts.append(how_many(known.total(), "known failure"))
     lines = ["against expectations: " + (", ".join(parts) or "as expected")]
     for why, n in known.most_common():
-        lines.append(f"  known: {n} cell{'s' if n != 1 else ''}: {why}")
+        lines.append(f"  known: {plural(n, 'cell')}: {why}")
     # A suite's tests: first how many deviate per environment, a line each.
     per_suite = Counter((r.case_id, r.environment, r.hardware_target, status)
                         for r, _, status in deviating if r.parent)

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.core.errors import StoreError
 from harness.core.results import Outcome
+from harness.core.words import plural
 from harness.records import table
 from harness.records.store import list_runs, read_run
 from harness.records.table import LETTER, Key
@@ -63,8 +64,8 @@ class History:
 
     def render(self, *, changed_only: bool) -> str:
         legend = " ".join(f"{LETTER[o]}={o}" for o in Outcome) + f" {ABSENT}=absent"
-        runs = f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}"
-        head = f"{runs} in {self.folder}, oldest first: {' '.join(self.runs)}"
+        head = (f"{plural(len(self.runs), 'run')} in {self.folder}, oldest first: "
+                f"{' '.join(self.runs)}")
         if self.left_out:
             matrix, kind = self.line
             head += (f" ({kind} runs{' of ' + matrix if matrix else ''} only; {self.left_out} "

@@ -54,8 +54,6 @@ def merge_runs(sources: Sequence[RunStore], reports_dir: Path, *, run_id: str | 
     run_id = check_run_id(run_id or "merged-" + hashlib.sha256(
         json.dumps(sorted(s.run_id for s in sources)).encode()).hexdigest()[:10])
     target = reports_dir / "runs" / run_id
-    if len({s.run_dir for s in sources}) < len(sources):
-        raise UsageError("merge: a run is named twice")
     if target.resolve() in {s.run_dir for s in sources}:
         raise UsageError(f"merge: {target} is one of the runs being merged")
     if (target / META).is_file() and "merged_from" not in RunStore(target).meta:

@@ -28,6 +28,7 @@ from harness.core import atomic, jsonio
 from harness.core.errors import StoreError, UsageError
 from harness.core.redact import Redactor
 from harness.core.results import CellResult, CellRun, Outcome, adopt, damage
+from harness.core.words import plural
 from harness.records import codec
 from harness.records.codec import Batched, append
 from harness.records.schema import CASES_SCHEMA, PLAN_CELLS, Kind, Meta, checked
@@ -356,6 +357,14 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def open_runs(reports_dir: Path, runs: Sequence[str], command: str) -> list[RunStore]:
+    """The runs named; one named twice (by id, folder or ``latest``) would count twice: refused."""
+    stores = [RunStore.open(reports_dir, run) for run in runs]
+    if len({s.run_dir for s in stores}) < len(stores):
+        raise UsageError(f"{command}: a run is named twice")
+    return stores
+
+
 def content_name(value: Any) -> str:
     """The name of a value in shared.jsonl: the hash of its content."""
     text = json.dumps(value, default=str, sort_keys=True, separators=(",", ":"))
@@ -426,7 +435,7 @@ def warn_damaged(found: Sequence[Damaged]) -> None:
 
 def said(count: int) -> str:
     """The report header's words for ``count`` damaged lines ("" for none)."""
-    return f"{count} damaged line{'s' if count != 1 else ''} left out" if count else ""
+    return f"{plural(count, 'damaged line')} left out" if count else ""
 
 
 def _checked_meta(path: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from harness.core.results import (
     logical_keys,
 )
 from harness.core.rules import Rule
+from harness.core.words import plural
 from harness.records.bisects import BisectRecord, sentence
 from harness.records.expect import Baseline, Judgement, judged_report
 from harness.records.reportinput import ReportInput
@@ -70,8 +71,7 @@ def summary_line(columns: Mapping[str, Sequence[Any]]) -> str:
     counts = Counter(columns.get("outcome", ()))
     parts = [f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)]]
     cells, envs = len(columns.get("outcome", ())), len(set(columns.get("environment", ())))
-    return (f"{cells} cell{'s' if cells != 1 else ''} in {envs} "
-            f"environment{'s' if envs != 1 else ''}: "
+    return (f"{plural(cells, 'cell')} in {plural(envs, 'environment')}: "
             + (", ".join(parts) or "nothing run"))
 
 

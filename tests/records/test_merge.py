@@ -12,7 +12,7 @@ from harness.core.errors import StoreError, UsageError
 from harness.core.results import Outcome
 from harness.records import merge, table
 from harness.records.merge import _link, merge_runs
-from harness.records.store import RunStore
+from harness.records.store import RunStore, open_runs
 from tests.records.test_merge_verbatim import CELLS, record, result
 
 
@@ -162,9 +162,9 @@ def test_a_merge_returns_with_its_table_written(tmp_path: Path) -> None:
 def test_a_run_named_twice_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     """It merged the run with itself without a word: every cell a conflict with itself."""
     shard = shards_that_ran_everything(tmp_path)[0]
-    again = RunStore.open(tmp_path, str(shard.run_dir))  # the same run, named by its folder
-    with pytest.raises(UsageError, match="a run is named twice"):
-        merge_runs([shard, again], tmp_path, run_id="m")
+    with pytest.raises(UsageError, match="merge: a run is named twice"):  # by id, then folder
+        merge_runs(open_runs(tmp_path, [shard.run_id, str(shard.run_dir)], "merge"), tmp_path,
+                   run_id="m")
     assert not (tmp_path / "runs" / "m").exists()
 
 
