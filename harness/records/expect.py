@@ -20,7 +20,7 @@ from harness.core.rules import Rule
 from harness.core.words import plural
 from harness.records import table
 from harness.records.compare import choose_records
-from harness.records.store import META, RunStore, lineage, list_runs
+from harness.records.store import META, RunStore, latest_run, lineage
 from harness.records.table import Key
 
 J = TypeVar("J", bound=CellResult)
@@ -54,10 +54,7 @@ def resolve_baseline(text: str, reports_dir: Path, matrix: str | Path | None = N
     if path.is_file():
         return path
     if text == "latest" and matrix:
-        line = lineage({"matrix": str(matrix)})
-        found = next((run.path for run in reversed(list_runs(reports_dir / "runs")) if run.line
-                      == line and (judged is None or run.path.resolve() != judged.resolve())),
-                     None)
+        found = latest_run(reports_dir, lineage({"matrix": str(matrix)}), other_than=judged)
         if found is None:
             raise UsageError(f"--baseline latest: no nightly run of {matrix} under "
                              f"{reports_dir / 'runs'}")

@@ -512,9 +512,11 @@ def lineage(meta: dict[str, Any] | None) -> tuple[str, str]:
     return (os.path.normpath(str(matrix)) if matrix else "", run_kind(meta))
 
 
-def latest_run(reports_dir: Path, line: tuple[str, str] | None = None) -> Path | None:
+def latest_run(reports_dir: Path, line: tuple[str, str] | None = None,
+               other_than: Path | None = None) -> Path | None:
     """The newest run under ``reports_dir``; ``line``: of that matrix and kind (``lineage``)."""
-    found = [run.path for run in list_runs(reports_dir / "runs") if line in (None, run.line)]
+    found = [run.path for run in list_runs(reports_dir / "runs") if line in (None, run.line)
+             and (other_than is None or run.path.resolve() != other_than.resolve())]
     return found[-1] if found else None
 
 
