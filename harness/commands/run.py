@@ -21,11 +21,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--address names a Ray cluster: add --executor ray")
     if args.resume and args.run_id:
         raise UsageError("--resume continues a run; --run-id names a new one: give one")
-    if args.shard:
-        parse_shard(args.shard)
-    if args.resume and args.shard:  # another shard's cells: none of them the run's
+    wanted = parse_shard(args.shard) if args.shard else None
+    if args.resume and wanted:  # another shard's cells: none of them the run's
         shard = RunStore.open(args.reports, args.resume).meta.get("shard")
-        if shard is None or parse_shard(shard) != parse_shard(args.shard):
+        if shard is None or parse_shard(shard) != wanted:
             raise UsageError(f"--resume {args.resume} ran "
                              + (f"shard {shard} of its plan" if shard else "its whole plan")
                              + f", not --shard {args.shard}: resume it without --shard")

@@ -34,6 +34,7 @@ from harness.core.errors import BackendError, DriftError, EnvBuildError, EnvImpo
 from harness.core.matrix import EnvSpec, requirement_name
 from harness.core.reaper import kill_members, new_token
 from harness.core.redact import passed
+from harness.core.releases import parsed
 from harness.envs import wheelkey
 from harness.inenv import harness_fingerprint, harness_probe
 
@@ -345,6 +346,14 @@ def _unmet(text: str, packages: dict[str, str]) -> str | None:  # one requiremen
 #: The oldest Python the in-environment plugin and fingerprint (harness/inenv) run on.
 MIN_PYTHON = (3, 9)
 NEEDS_PYTHON = "the harness runs cells on Python 3.9 or newer"
+
+
+def check_python(spec: EnvSpec) -> None:
+    """EnvBuildError when the environment's Python is older than the harness runs cells on."""
+    version = None if spec.base else parsed(spec.python)  # an overlay runs on its base's
+    if version is not None and version.release[:2] < MIN_PYTHON:
+        raise EnvBuildError(f"{spec.name}: Python {spec.python}: {NEEDS_PYTHON}")
+
 
 #: A source build of TransformerEngine takes most of an hour: twice that is a hung build.
 LOCK_TIMEOUT = 2 * 3600.0

@@ -27,7 +27,7 @@ from harness.core.backends import REGISTRY
 from harness.core.errors import EnvImportError, HarnessError
 from harness.core.matrix import BuildSetting, EnvSpec
 from harness.envs import Backend, sourcebuild, uv, wheelkey
-from harness.envs.base import locked
+from harness.envs.base import check_python, locked
 from harness.envs.images import find_ca_bundle
 from harness.envs.overlay import added_by_overlay, find_base
 from harness.envs.wheelkey import Filed, WheelKey
@@ -114,7 +114,7 @@ def _compile(env: EnvSpec, *, cache_dir: Path, platform: str,
              base: dict[str, str] | None = None) -> list[str]:
     """``uv pip compile`` for the environment's Python and platform: the pinned lines, in uv's
     own words if it fails. ``base``: an overlay's base packages, else this machine's base's."""
-    uv.check_python(env)
+    check_python(env)
     env, base = _on_base(env, base)
     # What source builds compile against is in the resolution too; a URL goes by a keyed wheel
     # built from it, where one fits.

@@ -25,17 +25,16 @@ from harness.core import atomic
 from harness.core.errors import EnvBuildError, one_line
 from harness.core.matrix import EnvSpec
 from harness.core.paths import uv_binary
-from harness.core.releases import parsed, release_order
+from harness.core.releases import release_order
 from harness.envs import overlay, sourcebuild, wheelkey
 from harness.envs.base import (
-    MIN_PYTHON,
-    NEEDS_PYTHON,
     Backend,
     Environment,
     Handover,
     LaunchRequest,
     Process,
     bytecode_variables,
+    check_python,
     launch_local,
     read_fingerprint,
     start_group,
@@ -251,13 +250,6 @@ def _building(folder: Path) -> bool:
             return False
     except Timeout:
         return True
-
-
-def check_python(spec: EnvSpec) -> None:
-    """EnvBuildError when the environment's Python is older than the harness runs cells on."""
-    version = None if spec.base else parsed(spec.python)  # an overlay runs on its base's
-    if version is not None and version.release[:2] < MIN_PYTHON:
-        raise EnvBuildError(f"{spec.name}: Python {spec.python}: {NEEDS_PYTHON}")
 
 
 @functools.cache

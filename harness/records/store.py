@@ -330,7 +330,7 @@ def _load(path: Path) -> Any:
     try:
         return jsonio.loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise StoreError(f"{path}: unreadable: {exc}") from exc  # (``read_meta`` asks why)
+        raise StoreError(f"{path}: unreadable: {exc}") from None
 
 
 @contextlib.contextmanager
@@ -455,11 +455,11 @@ def read_meta(run_dir: Path) -> dict[str, Any] | None:
     """A run folder's run.json, or None where there is none; a damaged one is warned of (once)
     and read as none."""
     path = run_dir / META
+    if not path.exists():  # (nor a folder there): no run
+        return None
     try:
         return _checked_meta(path)
     except StoreError as exc:
-        if isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
-            return None  # no run.json: no run
         if path not in _SAID:
             _SAID.add(path)
             print(f"harness: warning: {exc}; the run is left out", file=sys.stderr)

@@ -70,22 +70,32 @@ def _out_of_memory(e: Ending) -> bool:
             and MEMORY_ERROR.match(e.reason) is not None)
 
 
+KILLED, OUT_OF_MEMORY = "process killed by ", "out of memory "
+
+
+def _killed(e: Ending) -> str:
+    return f"{KILLED}{_signal_name(-(e.returncode or 0))}"
+
+
+def _oom(e: Ending) -> str:
+    return f"{OUT_OF_MEMORY}(memory: {e.memory})"
+
+
 #: Every way a cell can end, in the order they are tried. ``tests/run/test_classify.py`` has
 #: a test per row.
 ROWS: tuple[Row, ...] = (
     Row("finished: a memory error under the environment's limit", "finished", _out_of_memory,
         lambda e: Decision(Outcome.CRASH,
-                           f"out of memory (memory: {e.memory}): {e.reason}"[:400])),
+                           f"{_oom(e)}: {e.reason}"[:400])),
     Row("finished: as the plugin reported", "finished", lambda e: e.reported is not None,
         lambda e: Decision(e.reported or Outcome.ERROR, e.reason)),
     Row("died: past the timeout", "died", lambda e: e.timed_out,
         lambda e: Decision(Outcome.TIMEOUT,
                            f"no result after {e.timeout:g} s; process group killed")),
     Row("died: killed by the memory limit", "died", lambda e: e.oom,
-        lambda e: Decision(Outcome.CRASH, f"out of memory (memory: {e.memory})")),
+        lambda e: Decision(Outcome.CRASH, _oom(e))),
     Row("died: killed by a signal", "died", lambda e: (e.returncode or 0) < 0,
-        lambda e: Decision(Outcome.CRASH,
-                           f"process killed by {_signal_name(-(e.returncode or 0))}")),
+        lambda e: Decision(Outcome.CRASH, _killed(e))),
     Row("died: exited in the middle of the case", "died", None,
         lambda e: Decision(Outcome.CRASH, f"process exited with code {e.returncode} in the "
                                           "middle of the case")),
@@ -101,12 +111,11 @@ ROWS: tuple[Row, ...] = (
         lambda e: Decision(Outcome.ERROR, f"collecting the suite took over {e.timeout:g} s")),
     Row("session died: killed by the memory limit (no test running)", "session_died",
         lambda e: e.oom,
-        lambda e: Decision(Outcome.ERROR, f"out of memory (memory: {e.memory}) with no test "
-                                          "running", infra=True)),
+        lambda e: Decision(Outcome.ERROR, f"{_oom(e)} with no test running", infra=True)),
     Row("session died: killed by a signal (no test running)", "session_died",
         lambda e: (e.returncode or 0) < 0,
-        lambda e: Decision(Outcome.ERROR, (f"process killed by {_signal_name(-(e.returncode or 0))}"
-                           " with no test running" + (f": {e.reason}" if e.reason else ""))[:600],
+        lambda e: Decision(Outcome.ERROR, (f"{_killed(e)} with no test running"
+                                           + (f": {e.reason}" if e.reason else ""))[:600],
                            infra=True)),
     Row("session died: pytest exited before it collected the suite", "session_died", None,
         lambda e: Decision(Outcome.ERROR, f"pytest ended (exit {e.returncode}) before it "
@@ -155,8 +164,8 @@ def classify(ending: Ending) -> Decision:
 
 Retry = Literal["machine", "case"]
 #: How an infra result whose machine is still there begins: a session's process that died
-#: with no test running, said as a case cell's would be.
-NOT_LOST = ("process killed by ", "out of memory ")
+#: with no test running, said as a case cell's would be (``_killed``, ``_oom``).
+NOT_LOST = (KILLED, OUT_OF_MEMORY)
 
 
 def next_try(result: CellResult, *, machine_losses: int, case_tries: int, retries: int,

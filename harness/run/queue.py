@@ -24,12 +24,18 @@ class CellQueue:
         self.folder = Path(tempfile.mkdtemp(prefix=scratch_prefix(cells[0].cell_id) + "queue-",
                                             dir=root))
         self.drawers = drawers
-        self.lock = threading.Lock()
-        self.live = drawers  # tasks still drawing
+        self._lock = threading.Lock()
+        self._live = drawers  # tasks still drawing
 
     def open(self) -> list[Cell]:
         """The cells no drawer has claimed yet."""
         return [c for c in self.cells if not (self.folder / c.cell_id).exists()]
+
+    def leave(self) -> bool:
+        """One task stopped drawing: True if it was the last."""
+        with self._lock:
+            self._live -= 1
+            return self._live <= 0
 
     def drawer(self) -> Drawer:
         """A hand for one of the ``drawers`` tasks."""
@@ -98,6 +104,4 @@ class Drawer:
         if self.left:
             return False
         self.left = True
-        with self.queue.lock:
-            self.queue.live -= 1
-            return self.queue.live <= 0
+        return self.queue.leave()

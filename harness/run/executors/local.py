@@ -107,7 +107,7 @@ class LocalExecutor(Partials):
         failure: BaseException | None = None
         try:
             if task.queue is not None and not task.queue.open():
-                task.queue.drawer().leave()
+                task.queue.leave()
                 return  # its sibling tasks drew every cell before it started
             for run in iter_batch(task.cells, self._backend(task.cell.env.backend), slot.gpu,
                                   cases_dir=self.cases_dir, envs=self.envs, guard=self.guard,
